@@ -25,7 +25,11 @@ pub enum FlushInstr {
 
 impl FlushInstr {
     /// Every instruction, best first.
-    pub const ALL: [FlushInstr; 3] = [FlushInstr::Clwb, FlushInstr::Clflushopt, FlushInstr::Clflush];
+    pub const ALL: [FlushInstr; 3] = [
+        FlushInstr::Clwb,
+        FlushInstr::Clflushopt,
+        FlushInstr::Clflush,
+    ];
 
     /// The best instruction this CPU supports, or `None` on a CPU without cache flushes.
     pub fn detect() -> Option<FlushInstr> {
@@ -228,7 +232,11 @@ mod tests {
                         flush_range(instr, dst.as_ptr(), dst.len());
                     }
                     sfence();
-                    assert_eq!(&dst[mis..mis + len], &src[..], "{instr} len {len} mis {mis}");
+                    assert_eq!(
+                        &dst[mis..mis + len],
+                        &src[..],
+                        "{instr} len {len} mis {mis}"
+                    );
                 }
             }
         }

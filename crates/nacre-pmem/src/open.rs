@@ -103,11 +103,19 @@ fn map_for_backend(
             Err(e) => {
                 let why = describe_map_sync_failure(&e);
                 tracing::info!(path = %path.display(), reason = %why, "auto backend: dax unavailable, using msync");
-                (plain(ActiveBackend::Msync)?, ActiveBackend::Msync, Some(why))
+                (
+                    plain(ActiveBackend::Msync)?,
+                    ActiveBackend::Msync,
+                    Some(why),
+                )
             }
         },
         Backend::Msync => (plain(ActiveBackend::Msync)?, ActiveBackend::Msync, None),
-        Backend::Emulated => (plain(ActiveBackend::Emulated)?, ActiveBackend::Emulated, None),
+        Backend::Emulated => (
+            plain(ActiveBackend::Emulated)?,
+            ActiveBackend::Emulated,
+            None,
+        ),
         Backend::Sim => {
             return Err(PmemError::InvalidOptions(
                 "the sim backend keeps pools in memory: use Pool::create_sim or Pool::open_sim"
@@ -151,7 +159,8 @@ fn device_or_file_len(file: &File, path: &Path) -> Result<(u64, bool)> {
             libc::major(rdev),
             libc::minor(rdev)
         );
-        let text = std::fs::read_to_string(&sys).map_err(io_err("read device size", Path::new(&sys)))?;
+        let text =
+            std::fs::read_to_string(&sys).map_err(io_err("read device size", Path::new(&sys)))?;
         let len = text.trim().parse::<u64>().map_err(|e| PmemError::Io {
             op: "parse device size",
             path: PathBuf::from(&sys),
@@ -192,10 +201,7 @@ fn sync_parent_dir(path: &Path) -> Result<()> {
 fn format(pool: &Pool) -> Result<()> {
     let slot_a = PmOffset(META_SLOT_OFFSET);
     pool.write(slot_a, &Meta::fresh().encode());
-    pool.write(
-        slot_a.add(META_SLOT_SIZE as u64),
-        &[0u8; META_SLOT_SIZE],
-    );
+    pool.write(slot_a.add(META_SLOT_SIZE as u64), &[0u8; META_SLOT_SIZE]);
     pool.persist(slot_a, 2 * META_SLOT_SIZE)?;
     let header = Header {
         version: FORMAT_VERSION,
@@ -214,7 +220,8 @@ fn checked_size(size: u64) -> Result<u64> {
             min: MIN_POOL_SIZE,
         });
     }
-    usize::try_from(size).map_err(|_| PmemError::InvalidOptions(format!("size {size} too large")))?;
+    usize::try_from(size)
+        .map_err(|_| PmemError::InvalidOptions(format!("size {size} too large")))?;
     Ok(size.next_multiple_of(4096))
 }
 
@@ -373,10 +380,10 @@ impl Pool {
         lock_exclusive(&file, path)?;
         let (file_len, _) = device_or_file_len(&file, path)?;
         let mut head = vec![0u8; HEADER_SIZE.min(file_len as usize)];
-        file.read_exact_at(&mut head, 0).map_err(io_err("read", path))?;
+        file.read_exact_at(&mut head, 0)
+            .map_err(io_err("read", path))?;
         let header = Header::decode(path, &head, file_len)?;
-        let (map, report) =
-            map_for_backend(&file, path, header.pool_size as usize, opts, instr)?;
+        let (map, report) = map_for_backend(&file, path, header.pool_size as usize, opts, instr)?;
         let meta = load_meta(&map, path, header.pool_size)?;
         let pool = Pool::assemble(
             PoolParts {

@@ -48,6 +48,8 @@ pub struct Pool {
     meta: Mutex<(usize, Meta)>,
     path: PathBuf,
     _lock: Option<File>,
+    /// Set by `close`, which has already written everything back.
+    closed: bool,
 }
 
 impl std::fmt::Debug for Pool {
@@ -85,6 +87,7 @@ impl Pool {
             meta: Mutex::new(meta),
             path: parts.path,
             _lock: parts.lock,
+            closed: false,
         }
     }
 
@@ -400,7 +403,12 @@ impl Pool {
 
     /// The region named `name`, if reserved.
     pub fn region(&self, name: &str) -> Option<Region> {
-        self.meta().1.regions.iter().find(|r| r.name == name).cloned()
+        self.meta()
+            .1
+            .regions
+            .iter()
+            .find(|r| r.name == name)
+            .cloned()
     }
 
     /// Every reserved region, in reservation order.
@@ -462,9 +470,9 @@ impl Pool {
 
     /// Closes the pool, reporting a failed final write-back (msync backend) instead of only
     /// logging it as `drop` does.
-    pub fn close(self) -> Result<()> {
+    pub fn close(mut self) -> Result<()> {
         let r = self.sync_all();
-        drop(self);
+        self.closed = true;
         r
     }
 
@@ -492,6 +500,9 @@ impl Drop for Pool {
     fn drop(&mut self) {
         if let Some(s) = &self.sim {
             s.discard_pending();
+        }
+        if self.closed {
+            return;
         }
         if let Err(e) = self.sync_all() {
             tracing::error!(error = %e, "final msync failed while closing pool");

@@ -125,9 +125,7 @@ impl SimControl {
     fn read_view_word(&self, word: usize) -> u64 {
         // SAFETY: `word * 8 < len`, the view is 8-byte aligned (page-aligned mapping) and
         // lives as long as `self`; an atomic load tolerates concurrent writers.
-        unsafe {
-            (*(self.view.add(word * 8) as *const AtomicU64)).load(Ordering::Relaxed)
-        }
+        unsafe { (*(self.view.add(word * 8) as *const AtomicU64)).load(Ordering::Relaxed) }
     }
 
     fn snapshot_view(&self) -> Vec<u8> {
@@ -234,7 +232,10 @@ impl SimControl {
     /// from media: the data a crash now could lose.
     pub fn volatile_words(&self) -> usize {
         let st = self.lock();
-        let view = st.frozen_view.clone().unwrap_or_else(|| self.snapshot_view());
+        let view = st
+            .frozen_view
+            .clone()
+            .unwrap_or_else(|| self.snapshot_view());
         view.chunks_exact(8)
             .zip(st.media.chunks_exact(8))
             .filter(|(v, m)| v != m)
@@ -250,7 +251,10 @@ impl SimControl {
         if policy == CrashPolicy::KeepNone {
             return image;
         }
-        let view = st.frozen_view.clone().unwrap_or_else(|| self.snapshot_view());
+        let view = st
+            .frozen_view
+            .clone()
+            .unwrap_or_else(|| self.snapshot_view());
         let mut rng = match policy {
             CrashPolicy::KeepRandom { seed, .. } => Some(SplitMix64::new(seed)),
             _ => None,

@@ -247,7 +247,10 @@ impl Meta {
             detail,
         };
         if self.next_free < DATA_START || self.next_free > pool_size {
-            return Err(bad(format!("bump pointer {:#x} out of range", self.next_free)));
+            return Err(bad(format!(
+                "bump pointer {:#x} out of range",
+                self.next_free
+            )));
         }
         for r in &self.regions {
             let end = r.offset.get().checked_add(r.len);
