@@ -121,6 +121,20 @@ pub struct BackendReport {
     pub flush_instr: FlushInstr,
     /// Artificial delay added per flushed cache line, in nanoseconds.
     pub flush_delay_ns: u64,
+    /// The pool file lives in RAM (tmpfs, ramfs): whatever the backend, it cannot outlive a
+    /// power loss or reboot.
+    pub volatile_fs: bool,
+}
+
+impl BackendReport {
+    /// What an acknowledged write on this pool survives, accounting for the file system.
+    pub fn survives(&self) -> &'static str {
+        if self.volatile_fs && self.active != ActiveBackend::Sim {
+            "process crash only (the pool file is in RAM: tmpfs/ramfs)"
+        } else {
+            self.active.survives()
+        }
+    }
 }
 
 impl fmt::Display for BackendReport {
@@ -135,6 +149,6 @@ impl fmt::Display for BackendReport {
         if let Some(r) = &self.fallback_reason {
             write!(f, "; dax unavailable: {r}")?;
         }
-        write!(f, "; survives {}", self.active.survives())
+        write!(f, "; survives {}", self.survives())
     }
 }

@@ -129,8 +129,20 @@ fn map_for_backend(
         fallback_reason: reason,
         flush_instr: instr,
         flush_delay_ns: opts.flush_delay_ns,
+        volatile_fs: is_ram_fs(file),
     };
     Ok((map, report))
+}
+
+/// Whether `file` lives on tmpfs or ramfs.
+fn is_ram_fs(file: &File) -> bool {
+    const TMPFS_MAGIC: i64 = 0x0102_1994;
+    const RAMFS_MAGIC: i64 = 0x8584_58f6;
+    // SAFETY: `statfs` is plain data; fstatfs fills it for a valid descriptor.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: valid descriptor and a pointer to a properly sized statfs.
+    let rc = unsafe { libc::fstatfs(file.as_raw_fd(), &mut st) };
+    rc == 0 && matches!(st.f_type as i64, TMPFS_MAGIC | RAMFS_MAGIC)
 }
 
 fn lock_exclusive(file: &File, path: &Path) -> Result<()> {
@@ -471,5 +483,6 @@ fn sim_report(opts: &PoolOptions, instr: FlushInstr) -> BackendReport {
         fallback_reason: None,
         flush_instr: instr,
         flush_delay_ns: 0,
+        volatile_fs: false,
     }
 }

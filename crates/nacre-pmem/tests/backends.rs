@@ -242,3 +242,21 @@ fn open_or_create_creates_then_opens() {
     assert_eq!(b.uuid(), uuid);
     assert_eq!(b.size(), MIB, "existing pool keeps its size");
 }
+
+#[test]
+fn report_says_a_pool_in_ram_survives_only_a_process_crash() {
+    let dir = std::path::Path::new("/dev/shm");
+    if !dir.is_dir() {
+        return;
+    }
+    let dir = tempfile::tempdir_in(dir).expect("tempdir");
+    for b in [Backend::Emulated, Backend::Msync] {
+        let p = dir.path().join(format!("{b}.pool"));
+        let pool = Pool::create(&p, MIB, &PoolOptions::with_backend(b)).expect("create");
+        assert!(pool.report().volatile_fs, "{b}");
+        assert!(
+            pool.report().survives().contains("process crash only"),
+            "{b}"
+        );
+    }
+}
