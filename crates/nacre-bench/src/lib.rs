@@ -1,1 +1,26 @@
+//! `nacre-bench`: Nacre's benchmarks. Every figure is measured beside an anchor in the same
+//! run on the same machine, with the backend and what it survives stated next to it
+//! (DESIGN.md §7).
+//!
+//! - [`suite`]: `nacre-bench pmem`, persisted writes through every nacre-pmem backend beside
+//!   raw clwb+sfence and write+fdatasync loops.
+//! - [`bench`]: the timed loops and statistics; [`pmem`] and [`raw`]: the subjects they run on.
+//! - [`config`], [`results`]: parameters and measured rows; [`report`], [`json`]: Markdown
+//!   table and JSON lines.
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+#![warn(missing_docs)]
 
+pub mod bench;
+pub mod config;
+pub mod error;
+pub mod json;
+pub mod pmem;
+pub mod raw;
+pub mod report;
+pub mod results;
+pub mod suite;
+
+pub use config::{PmemConfig, Target};
+pub use error::{BenchError, Result};
+pub use results::PmemRun;
+pub use suite::run;

@@ -1,0 +1,39 @@
+//! Typed errors for the benchmark runner.
+
+use std::path::PathBuf;
+
+/// Result alias used throughout `nacre-bench`.
+pub type Result<T, E = BenchError> = std::result::Result<T, E>;
+
+/// Everything that can stop a benchmark.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// A pool operation failed.
+    #[error(transparent)]
+    Pmem(#[from] nacre_pmem::PmemError),
+    /// A system call on a benchmark file failed.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// The file involved.
+        path: PathBuf,
+        /// The operating system's reason.
+        source: std::io::Error,
+    },
+    /// Serialising results failed.
+    #[error("writing JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    /// The parameters cannot produce a meaningful run.
+    #[error("invalid benchmark parameters: {0}")]
+    InvalidParams(String),
+}
+
+/// Wraps an `io::Error` with the operation and path, for `map_err`.
+pub fn io_err(
+    op: &'static str,
+    path: &std::path::Path,
+) -> impl FnOnce(std::io::Error) -> BenchError {
+    let path = path.to_path_buf();
+    move |source| BenchError::Io { op, path, source }
+}
