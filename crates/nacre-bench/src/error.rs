@@ -11,6 +11,9 @@ pub enum BenchError {
     /// A pool operation failed.
     #[error(transparent)]
     Pmem(#[from] nacre_pmem::PmemError),
+    /// An allocator operation failed.
+    #[error(transparent)]
+    Halloc(#[from] nacre_halloc::HallocError),
     /// A system call on a benchmark file failed.
     #[error("{op} {path}: {source}")]
     Io {

@@ -4,16 +4,20 @@
 //!
 //! - [`suite`]: `nacre-bench pmem`, persisted writes through every nacre-pmem backend beside
 //!   raw clwb+sfence and write+fdatasync loops.
+//! - [`alloc`]: `nacre-bench alloc`, Halloc allocation latency beside PMDK's pmemobj_alloc.
 //! - [`bench`]: the timed loops and statistics; [`pmem`] and [`raw`]: the subjects they run on.
 //! - [`config`], [`results`]: parameters and measured rows; [`report`], [`json`]: Markdown
 //!   table and JSON lines.
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 #![warn(missing_docs)]
 
+pub mod alloc;
 pub mod bench;
 pub mod config;
 pub mod error;
 pub mod json;
+#[cfg(feature = "pmdk")]
+pub mod pmdk;
 pub mod pmem;
 pub mod raw;
 pub mod report;

@@ -5,6 +5,7 @@ use std::error::Error;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use nacre_bench::alloc::{self, AllocConfig};
 use nacre_bench::{json, report, PmemConfig, Target};
 use tracing_subscriber::EnvFilter;
 
@@ -24,6 +25,31 @@ enum Command {
     /// Persisted 4 KiB sequential writes, 128 B appends and random 8 B stores through every
     /// nacre-pmem backend, beside raw clwb+sfence and write+fdatasync loops.
     Pmem(PmemArgs),
+    /// Allocation latency of Halloc (object pool, zone) against PMDK's pmemobj_alloc, same
+    /// sizes and file system, same run.
+    Alloc(AllocArgs),
+}
+
+#[derive(Args, Debug)]
+struct AllocArgs {
+    /// Object sizes in bytes, comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = [128u64, 256, 1024, 4096, 16384])]
+    sizes: Vec<u64>,
+    /// Allocations per size and allocator.
+    #[arg(long, default_value_t = 1_000_000)]
+    allocs: u64,
+    /// Most bytes live at once, in MiB (allocations run in rounds; frees are not timed).
+    #[arg(long, default_value_t = 1024)]
+    live_mib: u64,
+    /// Directory for the pool files [default: /dev/shm, else the temp dir].
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Repeats; the report shows the median.
+    #[arg(long, default_value_t = 3)]
+    repeats: usize,
+    /// Write one JSON object per row to this file (replaced if it exists).
+    #[arg(long)]
+    json: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -85,6 +111,15 @@ impl PmemArgs {
     }
 }
 
+fn write_json(path: &std::path::Path, text: &str, rows: usize) -> Result<(), Box<dyn Error>> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(path, text)?;
+    tracing::info!(path = %path.display(), rows, "wrote JSON lines");
+    Ok(())
+}
+
 fn main() -> Result<(), Box<dyn Error>> {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -98,11 +133,35 @@ fn main() -> Result<(), Box<dyn Error>> {
             let run = nacre_bench::run(&args.config())?;
             print!("{}", report::markdown(&run));
             if let Some(path) = json {
-                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                    std::fs::create_dir_all(dir)?;
+                write_json(&path, &json::json_lines(&run)?, run.rows.len())?;
+            }
+        }
+        Command::Alloc(a) => {
+            let d = AllocConfig::default();
+            let cfg = AllocConfig {
+                sizes: a.sizes,
+                allocs: a.allocs,
+                live_bytes: a.live_mib << 20,
+                zone_size: d.zone_size,
+                dir: a.dir.unwrap_or(d.dir),
+                repeats: a.repeats,
+            };
+            let rows = alloc::run(&cfg)?;
+            print!("{}", alloc::markdown(&cfg, &rows));
+            if let Some(path) = a.json {
+                let machine = report::MachineInfo::collect();
+                let mut text = String::new();
+                for r in &rows {
+                    let v = serde_json::json!({
+                        "bench": "alloc", "machine": format!("{machine:?}"),
+                        "backend": "emulated", "durability": "process crash",
+                        "allocs": cfg.allocs, "live_bytes": cfg.live_bytes,
+                        "row": r, "median_ns": r.median_ns(),
+                    });
+                    text.push_str(&v.to_string());
+                    text.push('\n');
                 }
-                std::fs::write(&path, json::json_lines(&run)?)?;
-                tracing::info!(path = %path.display(), rows = run.rows.len(), "wrote JSON lines");
+                write_json(&path, &text, rows.len())?;
             }
         }
     }
@@ -118,7 +177,9 @@ mod tests {
     fn cli_is_consistent_and_defaults_match_config() {
         Cli::command().debug_assert();
         let cli = Cli::parse_from(["nacre-bench", "pmem"]);
-        let Command::Pmem(args) = cli.command;
+        let Command::Pmem(args) = cli.command else {
+            panic!("pmem")
+        };
         let c = args.config();
         let d = PmemConfig::default();
         assert_eq!(c, d);
@@ -127,7 +188,9 @@ mod tests {
     #[test]
     fn targets_parse_comma_separated() {
         let cli = Cli::parse_from(["nacre-bench", "pmem", "--targets", "emulated,raw-shm,sim"]);
-        let Command::Pmem(args) = cli.command;
+        let Command::Pmem(args) = cli.command else {
+            panic!("pmem")
+        };
         assert_eq!(
             args.config().targets,
             [Target::Emulated, Target::RawShm, Target::Sim]
