@@ -8,10 +8,12 @@
 //! +A     objects: count x object size, A aligned to 64 (4096 for objects >= 4 KiB)
 //! ```
 //!
-//! Protocol (Figure 9): `get` pops the head of the freelist and flushes the new head (no
-//! fence); the caller fills and persists the object; `commit` sets the object's committed bit
-//! with one 8-byte store, one flush and one fence. `release` clears the bit, pushes the object
-//! and fences once. `abort` returns an uncommitted object without a fence.
+//! Protocol (Figure 9): `get` pops the head of the freelist, storing the new head without
+//! flushing it; the caller fills and persists the object; `commit` sets the object's committed
+//! bit with one 8-byte store, one flush and one fence, the only durability cost of an
+//! allocation. `release` clears the bit and pushes the object (one flush, one fence); `abort`
+//! returns an uncommitted object with no flush at all. The head and the links on media may
+//! therefore lag behind DRAM; the committed bits never do, and recovery trusts only them.
 //!
 //! Invariants:
 //! - H1: after recovery every object is exactly one of free (on the freelist, bit clear) or
@@ -139,7 +141,8 @@ pub struct RecoveryStats {
     pub reachable: u64,
     /// Objects with the committed bit set.
     pub committed: u64,
-    /// Uncommitted objects off the freelist, returned to it (crash between get and commit).
+    /// Uncommitted objects not reachable from the freelist on media, linked back in: a crash
+    /// between get and commit, or links that were not yet written back (they are lazy).
     pub reclaimed: u64,
     /// Committed objects found on the freelist and unlinked (torn release or stale head).
     pub unlinked: u64,
@@ -340,7 +343,7 @@ impl ObjectPool {
         }
         let a = fl.hd;
         let next = self.entry(a) & NEXT_MASK;
-        self.pool.store_u64(self.base.add(HD_AT), next);
+        self.pool.store_u64_unflushed(self.base.add(HD_AT), next);
         fl.hd = next;
         fl.free -= 1;
         self.state[a as usize].store(GOTTEN, Ordering::Release);
@@ -367,9 +370,15 @@ impl ObjectPool {
         Ok(self.entry(id.0) & COMMITTED != 0)
     }
 
-    fn push(&self, fl: &mut FreeList, id: ObjId) {
-        self.pool.store_u64(self.entry_off(id.0), fl.hd);
-        self.pool.store_u64(self.base.add(HD_AT), id.0);
+    /// Links `id` in front of the list. Only a release needs its entry durable (the cleared
+    /// committed bit); the caller fences.
+    fn push(&self, fl: &mut FreeList, id: ObjId, durable: bool) {
+        if durable {
+            self.pool.store_u64(self.entry_off(id.0), fl.hd);
+        } else {
+            self.pool.store_u64_unflushed(self.entry_off(id.0), fl.hd);
+        }
+        self.pool.store_u64_unflushed(self.base.add(HD_AT), id.0);
         fl.hd = id.0;
         fl.free += 1;
     }
@@ -394,18 +403,18 @@ impl ObjectPool {
             }
         }
         for &id in ids {
-            self.push(&mut fl, id);
+            self.push(&mut fl, id, true);
         }
         self.pool.fence()?;
         Ok(())
     }
 
-    /// Returns a gotten, uncommitted object to the freelist (no fence needed: if the push is
+    /// Returns a gotten, uncommitted object to the freelist (nothing flushed: if the push is
     /// lost, recovery reclaims the object anyway).
     pub fn abort(&self, id: ObjId) -> Result<()> {
         let mut fl = self.lock();
         self.transition(id, GOTTEN, FREE, "abort")?;
-        self.push(&mut fl, id);
+        self.push(&mut fl, id, false);
         Ok(())
     }
 

@@ -215,6 +215,17 @@ impl Pool {
         self.flush(off, 8);
     }
 
+    /// Atomically stores the 8-byte word at `off` (release) without flushing it: it reaches
+    /// media whenever the CPU evicts the line, or never. For words whose loss recovery
+    /// tolerates (hints, lazily maintained links).
+    ///
+    /// # Panics
+    /// If `off` is not 8-aligned or leaves the pool.
+    #[track_caller]
+    pub fn store_u64_unflushed(&self, off: PmOffset, v: u64) {
+        self.atomic_u64(off).store(v, Ordering::Release);
+    }
+
     /// [`Pool::store_u64`] followed by [`Pool::fence`].
     #[track_caller]
     pub fn persist_u64(&self, off: PmOffset, v: u64) -> Result<()> {

@@ -2,7 +2,10 @@
 //!
 //! The pool's mapping is the *view* (what the CPU sees, caches included). A separate *media*
 //! image holds what would survive a power failure. `flush` snapshots the flushed cache lines
-//! into a per-thread pending list; `fence` copies this thread's pending lines to media. A
+//! into a per-thread pending list, stamped with a global write-back clock; `fence` copies this
+//! thread's pending lines to media, except where media already holds a later write-back of
+//! the same line (another thread flushed newer contents and fenced first: on hardware the
+//! line is coherent, and the last write-back wins). A
 //! crash image is media plus, per [`CrashPolicy`], some of the 8-byte words where view and
 //! media differ: words the hardware might have evicted on its own. Eight-byte aligned stores are
 //! atomic on x86-64, so words are the unit of tearing.
@@ -10,6 +13,8 @@
 //! Invariants:
 //! - M1: media changes only at a fence, and only by lines this thread flushed since its last
 //!   fence (flushes of other threads are not ordered by this thread's `sfence`).
+//! - M3: a line on media never goes back to contents older than a write-back it already holds
+//!   (write-backs apply in flush-stamp order per line).
 //! - M2: fences are numbered 1, 2, ... in the order they take the state lock; when stop-at-N
 //!   is armed the N-th fence and everything after it never reaches media, and the view as it
 //!   was at that instant is frozen for [`SimControl::crash`].
@@ -68,6 +73,7 @@ impl SplitMix64 {
 struct PendingLine {
     pool: u64,
     off: usize,
+    stamp: u64,
     data: [u8; CACHE_LINE],
 }
 
@@ -77,6 +83,10 @@ thread_local! {
 
 struct SimState {
     media: Vec<u8>,
+    /// Per cache line: stamp of the write-back media holds (invariant M3).
+    line_stamp: Vec<u64>,
+    /// The write-back clock.
+    clock: u64,
     fences: u64,
     stop_at: Option<u64>,
     frozen_view: Option<Vec<u8>>,
@@ -108,6 +118,8 @@ impl SimControl {
             stopped: AtomicBool::new(false),
             fences: AtomicU64::new(0),
             state: Mutex::new(SimState {
+                line_stamp: vec![0; len / CACHE_LINE],
+                clock: 0,
                 media,
                 fences: 0,
                 stop_at: None,
@@ -143,6 +155,9 @@ impl SimControl {
         }
         let first = off & !(CACHE_LINE - 1);
         let end = (off + len).min(self.len);
+        // Snapshot and stamp under the lock, so stamps order snapshots of a line as the
+        // stores they observed were ordered.
+        let mut st = self.lock();
         PENDING.with(|p| {
             let mut p = p.borrow_mut();
             let mut line = first;
@@ -151,9 +166,11 @@ impl SimControl {
                 for (i, chunk) in data.chunks_exact_mut(8).enumerate() {
                     chunk.copy_from_slice(&self.read_view_word(line / 8 + i).to_le_bytes());
                 }
+                st.clock += 1;
                 p.push(PendingLine {
                     pool: self.pool,
                     off: line,
+                    stamp: st.clock,
                     data,
                 });
                 line += CACHE_LINE;
@@ -186,7 +203,11 @@ impl SimControl {
             return Ok(());
         }
         for l in lines {
-            st.media[l.off..l.off + CACHE_LINE].copy_from_slice(&l.data);
+            let i = l.off / CACHE_LINE;
+            if st.line_stamp[i] < l.stamp {
+                st.line_stamp[i] = l.stamp;
+                st.media[l.off..l.off + CACHE_LINE].copy_from_slice(&l.data);
+            }
         }
         Ok(())
     }
