@@ -364,6 +364,17 @@ impl ObjectPool {
         Ok(())
     }
 
+    /// Every committed object, in index order (from the DRAM state, which recovery built from
+    /// media and every later commit and release updated).
+    pub fn committed_ids(&self) -> Vec<ObjId> {
+        self.state
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.load(Ordering::Acquire) == DONE)
+            .map(|(i, _)| ObjId(i as u64))
+            .collect()
+    }
+
     /// Whether the object is committed (as media says).
     pub fn check(&self, id: ObjId) -> Result<bool> {
         self.check_id(id)?;

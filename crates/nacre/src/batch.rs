@@ -1,0 +1,83 @@
+//! `WriteBatch`: puts and deletes, across subtables, applied atomically by `Db::write`.
+
+use crate::record::{record_size, Kind};
+use crate::subtable::Subtable;
+
+/// One operation of a batch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Op {
+    pub subtable: u32,
+    pub kind: Kind,
+    pub key: Vec<u8>,
+    pub value: Vec<u8>,
+}
+
+/// An ordered set of puts and deletes applied atomically: after `Db::write` returns, all of
+/// them are durable and visible; after a crash, either all or none are present. Later
+/// operations on the same key win.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WriteBatch {
+    pub(crate) ops: Vec<Op>,
+}
+
+impl WriteBatch {
+    /// An empty batch.
+    pub fn new() -> WriteBatch {
+        WriteBatch::default()
+    }
+
+    /// Sets `key` to `value` in `subtable`.
+    pub fn put(
+        &mut self,
+        subtable: &Subtable,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+    ) -> &mut Self {
+        self.ops.push(Op {
+            subtable: subtable.id(),
+            kind: Kind::Put,
+            key: key.as_ref().to_vec(),
+            value: value.as_ref().to_vec(),
+        });
+        self
+    }
+
+    /// Deletes `key` from `subtable`.
+    pub fn delete(&mut self, subtable: &Subtable, key: impl AsRef<[u8]>) -> &mut Self {
+        self.ops.push(Op {
+            subtable: subtable.id(),
+            kind: Kind::Delete,
+            key: key.as_ref().to_vec(),
+            value: Vec::new(),
+        });
+        self
+    }
+
+    /// Number of operations.
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// Whether the batch has no operations.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+
+    /// Removes every operation.
+    pub fn clear(&mut self) {
+        self.ops.clear();
+    }
+
+    /// Record bytes the batch adds to each subtable it touches, as (subtable, bytes).
+    pub(crate) fn bytes_per_subtable(&self) -> Vec<(u32, usize)> {
+        let mut out: Vec<(u32, usize)> = Vec::new();
+        for op in &self.ops {
+            let n = record_size(op.key.len(), op.value.len());
+            match out.iter_mut().find(|(s, _)| *s == op.subtable) {
+                Some(e) => e.1 += n,
+                None => out.push((op.subtable, n)),
+            }
+        }
+        out
+    }
+}

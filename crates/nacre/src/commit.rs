@@ -1,0 +1,403 @@
+//! The write path: leader/follower buckets group `WriteBatch`es, and each group goes through
+//! the Reorder Ring (seed 000 §3.2.2): grant space (stage 2), copy and persist records (stage
+//! 3, parallel across groups), commit `gidx` and `commit_id` (stage 4, serial), then index
+//! insertion and in-order publication of the group's sequence numbers to readers.
+//!
+//! Invariants:
+//! - C3: `write` returns only after its group's stage 4 persisted `commit_id`.
+//! - C4: readers see sequence numbers up to `visible`, which advances over whole groups in
+//!   sequence order, after their index entries are inserted; no reader sees part of a group
+//!   or a group that is not committed.
+//! - A failed group (pool full) consumes no sequence numbers and undoes its reservations in
+//!   stage 2, so nothing of it is ever committed. A failed fence poisons the database: no
+//!   later group commits.
+//!
+//! Thread safety: a bucket's queue is a mutex-guarded deque; each waiter is completed through
+//! its own mutex and condvar.
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+use nacre_pmem::PmOffset;
+
+use crate::batch::{Op, WriteBatch};
+use crate::db::DbInner;
+use crate::error::{Error, Result};
+use crate::index::MemIndex;
+use crate::memtable::{Memtable, Reservation};
+use crate::record::{encode_item_header, encode_record, ITEM_HEADER};
+use crate::ring::wait_until;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Why a group failed; cloned to every writer in it.
+#[derive(Clone, Debug)]
+pub(crate) enum GroupError {
+    PoolFull(String),
+    TooLarge { len: usize, max: usize },
+    Poisoned(String),
+}
+
+impl From<GroupError> for Error {
+    fn from(e: GroupError) -> Error {
+        match e {
+            GroupError::PoolFull(m) => Error::PoolFull(m),
+            GroupError::TooLarge { len, max } => Error::TooLarge {
+                what: "batch records for one subtable",
+                len,
+                max,
+            },
+            GroupError::Poisoned(m) => Error::Poisoned(m),
+        }
+    }
+}
+
+enum WaiterState {
+    Queued,
+    Lead,
+    Done(Result<(), GroupError>),
+}
+
+pub(crate) struct Waiter {
+    batch: WriteBatch,
+    bytes: Vec<(u32, usize)>,
+    state: Mutex<WaiterState>,
+    cv: Condvar,
+}
+
+impl Waiter {
+    fn set(&self, s: WaiterState) {
+        *lock(&self.state) = s;
+        self.cv.notify_one();
+    }
+}
+
+#[derive(Default)]
+struct Queue {
+    pending: VecDeque<Arc<Waiter>>,
+    leader: bool,
+}
+
+/// One leader/follower bucket.
+#[derive(Default)]
+pub(crate) struct Bucket {
+    q: Mutex<Queue>,
+}
+
+/// An operation of a group: (sequence number, waiter index, op index in its batch).
+type OpRef = (u64, usize, usize);
+
+/// One item of a group: the records of one subtable, its memtable and space.
+struct Item {
+    memtable: Arc<Memtable>,
+    res: Reservation,
+    ops: Vec<OpRef>,
+}
+
+/// What stage 4 needs, shared through the ring.
+pub(crate) struct Group {
+    plan: Mutex<Plan>,
+    done: Mutex<Option<Result<(), GroupError>>>,
+    cv: Condvar,
+}
+
+#[derive(Default)]
+struct Plan {
+    seq_end: u64,
+    commits: Vec<(Arc<Memtable>, u64)>,
+}
+
+impl Group {
+    fn finish(&self, r: Result<(), GroupError>) {
+        *lock(&self.done) = Some(r);
+        self.cv.notify_all();
+    }
+
+    fn wait(&self) -> Result<(), GroupError> {
+        let mut d = lock(&self.done);
+        loop {
+            if let Some(r) = d.as_ref() {
+                return r.clone();
+            }
+            d = self.cv.wait(d).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+thread_local! {
+    static BUCKET: usize = {
+        use std::sync::atomic::AtomicUsize;
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    };
+}
+
+impl DbInner {
+    /// Queues `batch` in this thread's bucket and returns when its group is committed (C3).
+    pub(crate) fn write_batch(&self, batch: WriteBatch) -> Result<()> {
+        let bytes = batch.bytes_per_subtable();
+        let w = Arc::new(Waiter {
+            batch,
+            bytes,
+            state: Mutex::new(WaiterState::Queued),
+            cv: Condvar::new(),
+        });
+        let bucket = &self.buckets[BUCKET.with(|b| *b) % self.buckets.len()];
+        let lead = {
+            let mut q = lock(&bucket.q);
+            q.pending.push_back(w.clone());
+            !std::mem::replace(&mut q.leader, true)
+        };
+        if !lead {
+            let mut s = lock(&w.state);
+            while matches!(*s, WaiterState::Queued) {
+                s = w.cv.wait(s).unwrap_or_else(|e| e.into_inner());
+            }
+            match std::mem::replace(&mut *s, WaiterState::Queued) {
+                WaiterState::Done(r) => return r.map_err(Error::from),
+                WaiterState::Lead | WaiterState::Queued => {}
+            }
+        }
+        self.lead(bucket);
+        let s = std::mem::replace(&mut *lock(&w.state), WaiterState::Queued);
+        match s {
+            WaiterState::Done(r) => r.map_err(Error::from),
+            _ => Err(Error::Corrupt(
+                "leader finished without completing itself".into(),
+            )),
+        }
+    }
+
+    /// Takes a group from the front of the queue, hands leadership on, commits the group and
+    /// completes its writers. The caller is at the front of the queue.
+    fn lead(&self, bucket: &Bucket) {
+        if !self.opts.batch_wait.is_zero() {
+            std::thread::sleep(self.opts.batch_wait);
+        }
+        let group: Vec<Arc<Waiter>> = {
+            let mut q = lock(&bucket.q);
+            let mut sums: Vec<(u32, usize)> = Vec::new();
+            let mut take = 0;
+            for w in q.pending.iter().take(self.opts.batch_size) {
+                let fits = w.bytes.iter().all(|(s, b)| {
+                    let have = sums.iter().find(|x| x.0 == *s).map_or(0, |x| x.1);
+                    have + b + ITEM_HEADER <= self.store.zone_size as usize
+                });
+                if take > 0 && !fits {
+                    break;
+                }
+                for (s, b) in &w.bytes {
+                    match sums.iter_mut().find(|x| x.0 == *s) {
+                        Some(x) => x.1 += b,
+                        None => sums.push((*s, *b)),
+                    }
+                }
+                take += 1;
+            }
+            let group: Vec<_> = q.pending.drain(..take).collect();
+            match q.pending.front() {
+                Some(next) => next.set(WaiterState::Lead),
+                None => q.leader = false,
+            }
+            group
+        };
+        let r = self.commit_group(&group);
+        for w in &group {
+            w.set(WaiterState::Done(r.clone()));
+        }
+    }
+
+    fn poisoned(&self) -> Option<String> {
+        if self.poisoned.load(Ordering::Acquire) {
+            Some(lock(&self.poison_reason).clone())
+        } else {
+            None
+        }
+    }
+
+    pub(crate) fn poison(&self, why: String) {
+        tracing::error!(reason = %why, "database poisoned: writes stop until reopen");
+        *lock(&self.poison_reason) = why;
+        self.poisoned.store(true, Ordering::Release);
+    }
+
+    /// Stage 2: sequence numbers and space for every subtable the group touches.
+    fn stage2(&self, group: &[Arc<Waiter>], g: &Group) -> Result<(u64, Vec<Item>), GroupError> {
+        if let Some(why) = self.poisoned() {
+            return Err(GroupError::Poisoned(why));
+        }
+        let mut items: Vec<(u32, Vec<OpRef>, usize)> = Vec::new();
+        let seq_start = *lock(&self.next_seq) + 1;
+        let mut seq = seq_start;
+        for (wi, w) in group.iter().enumerate() {
+            for (oi, op) in w.batch.ops.iter().enumerate() {
+                let size = crate::record::record_size(op.key.len(), op.value.len());
+                match items.iter_mut().find(|x| x.0 == op.subtable) {
+                    Some(x) => {
+                        x.1.push((seq, wi, oi));
+                        x.2 += size;
+                    }
+                    None => items.push((op.subtable, vec![(seq, wi, oi)], ITEM_HEADER + size)),
+                }
+                seq += 1;
+            }
+        }
+        let mut out: Vec<Item> = Vec::with_capacity(items.len());
+        let undo = |out: &Vec<Item>| {
+            for it in out.iter().rev() {
+                it.memtable.unreserve(&it.res);
+            }
+        };
+        for (sub, ops, len) in items {
+            match self.reserve(sub, len) {
+                Ok((memtable, res)) => out.push(Item { memtable, res, ops }),
+                Err(e) => {
+                    undo(&out);
+                    return Err(e);
+                }
+            }
+        }
+        *lock(&self.next_seq) = seq - 1;
+        let mut plan = lock(&g.plan);
+        plan.seq_end = seq - 1;
+        plan.commits = out
+            .iter()
+            .map(|i| (i.memtable.clone(), i.res.end))
+            .collect();
+        Ok((seq_start, out))
+    }
+
+    fn reserve(&self, sub: u32, len: usize) -> Result<(Arc<Memtable>, Reservation), GroupError> {
+        let max = self.store.zone_size as usize;
+        if len > max {
+            return Err(GroupError::TooLarge { len, max });
+        }
+        let st = self
+            .subtable_by_id(sub)
+            .ok_or_else(|| GroupError::Poisoned(format!("unknown subtable {sub}")))?;
+        let fail = |e: Error| match e {
+            Error::PoolFull(m) => GroupError::PoolFull(m),
+            other => GroupError::PoolFull(other.to_string()),
+        };
+        let mut m = match st.active() {
+            Some(m) => m,
+            None => st.switch(&self.store).map_err(fail)?,
+        };
+        for _ in 0..2 {
+            if let Some(r) = m.reserve(&self.store, len).map_err(fail)? {
+                return Ok((m, r));
+            }
+            m = st.switch(&self.store).map_err(fail)?;
+        }
+        Err(GroupError::TooLarge { len, max })
+    }
+
+    /// Stage 3: builds and persists each item (one fence for the group).
+    fn stage3(
+        &self,
+        group: &[Arc<Waiter>],
+        seq_start: u64,
+        items: &[Item],
+    ) -> Result<Vec<Vec<(usize, PmOffset)>>, String> {
+        let pool = &self.store.pool;
+        let mut offsets = Vec::with_capacity(items.len());
+        let mut buf = Vec::new();
+        for it in items {
+            buf.clear();
+            buf.resize(ITEM_HEADER, 0);
+            let mut offs = Vec::with_capacity(it.ops.len());
+            for &(seq, wi, oi) in &it.ops {
+                let op: &Op = &group[wi].batch.ops[oi];
+                offs.push((buf.len(), PmOffset::NULL));
+                encode_record(&mut buf, seq, op.kind, &op.key, &op.value);
+            }
+            let len = buf.len() as u32;
+            encode_item_header(&mut buf, seq_start, it.ops.len() as u32, len);
+            pool.copy_nt(it.res.at, &buf);
+            if let Some(m) = it.res.marker {
+                pool.store_u64(m, crate::record::ZONE_END);
+            }
+            offsets.push(
+                offs.into_iter()
+                    .map(|(o, _)| (o, it.res.at.add(o as u64)))
+                    .collect(),
+            );
+        }
+        pool.fence().map_err(|e| e.to_string())?;
+        Ok(offsets)
+    }
+
+    /// Stage 4 (Alg. 3): advance every `gidx`, fence, persist `commit_id`.
+    fn stage4(&self, g: &Group) {
+        let plan = std::mem::take(&mut *lock(&g.plan));
+        if let Some(why) = self.poisoned() {
+            g.finish(Err(GroupError::Poisoned(why)));
+            return;
+        }
+        for (m, end) in &plan.commits {
+            m.commit(&self.store, *end);
+        }
+        let r = self.store.pool.fence().and_then(|_| {
+            self.store.set_commit_id(plan.seq_end);
+            self.store.pool.fence()
+        });
+        match r {
+            Ok(()) => g.finish(Ok(())),
+            Err(e) => {
+                self.poison(format!("commit fence failed: {e}"));
+                g.finish(Err(GroupError::Poisoned(e.to_string())));
+            }
+        }
+    }
+
+    fn commit_group(&self, group: &[Arc<Waiter>]) -> Result<(), GroupError> {
+        let g = Arc::new(Group {
+            plan: Mutex::new(Plan::default()),
+            done: Mutex::new(None),
+            cv: Condvar::new(),
+        });
+        let (h, planned) = self.ring.grant(g.clone(), || self.stage2(group, &g));
+        let staged = match &planned {
+            Ok((seq_start, items)) => match self.stage3(group, *seq_start, items) {
+                Ok(offs) => Some(offs),
+                Err(e) => {
+                    self.poison(format!("record fence failed: {e}"));
+                    None
+                }
+            },
+            Err(_) => None,
+        };
+        if planned.is_err() {
+            // Nothing reserved or numbered: stage 4 only has to pass the handle on.
+            std::mem::take(&mut *lock(&g.plan));
+            g.finish(Ok(()));
+        }
+        self.ring.finish(h, &|x: &Arc<Group>| {
+            if lock(&x.done).is_none() {
+                self.stage4(x)
+            }
+        });
+        let (seq_start, items) = planned?;
+        g.wait()?;
+        let offs = staged.ok_or_else(|| GroupError::Poisoned("record fence failed".into()))?;
+        for (it, offs) in items.iter().zip(offs) {
+            for ((seq, wi, oi), (_, at)) in it.ops.iter().zip(offs) {
+                let op = &group[*wi].batch.ops[*oi];
+                it.memtable.index.insert(op.key.clone(), *seq, at);
+            }
+        }
+        let seq_end = seq_start + group.iter().map(|w| w.batch.ops.len() as u64).sum::<u64>() - 1;
+        wait_until(|| {
+            self.visible.load(Ordering::Acquire) == seq_start - 1
+                || self.poisoned.load(Ordering::Acquire)
+        });
+        if let Some(why) = self.poisoned() {
+            return Err(GroupError::Poisoned(why));
+        }
+        self.visible.store(seq_end, Ordering::Release);
+        Ok(())
+    }
+}

@@ -1,0 +1,387 @@
+//! `Db`: the embedded engine's public face.
+//!
+//! Thread safety: `Db` is `Send + Sync`; share it by reference or `Arc`. Writers go through
+//! the commit path (`commit.rs`); readers take a sequence number (`visible` or a snapshot's)
+//! and read the lock-free memtable indexes, so readers never block writers.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use nacre_pmem::{Backend, Pool};
+
+use crate::batch::WriteBatch;
+use crate::commit::{Bucket, Group};
+use crate::error::{Error, Result};
+use crate::iter::{DbIterator, IterOptions};
+use crate::memtable::Memtable;
+use crate::options::Options;
+use crate::record::{read_value, record_size, ITEM_HEADER};
+use crate::recovery::{self, RecoveryReport};
+use crate::ring::Ring;
+use crate::store::Store;
+use crate::subtable::Subtable;
+
+/// Name of the subtable every database has.
+pub const DEFAULT_SUBTABLE: &str = "default";
+
+pub(crate) struct DbInner {
+    pub opts: Options,
+    pub store: Store,
+    pub ring: Ring<Arc<Group>>,
+    pub buckets: Vec<Bucket>,
+    pub next_seq: Mutex<u64>,
+    pub visible: AtomicU64,
+    pub poisoned: AtomicBool,
+    pub poison_reason: Mutex<String>,
+    subtables: RwLock<HashMap<String, Subtable>>,
+    by_id: RwLock<Vec<Option<Subtable>>>,
+    create_lock: Mutex<()>,
+    snapshots: Mutex<BTreeMap<u64, usize>>,
+    recovery: RecoveryReport,
+    closed: AtomicBool,
+}
+
+/// An open database.
+pub struct Db {
+    inner: Arc<DbInner>,
+}
+
+/// A consistent read view: every read through it sees exactly the writes acknowledged before
+/// it was taken. Released on drop.
+pub struct Snapshot {
+    seq: u64,
+    db: Arc<DbInner>,
+}
+
+impl Snapshot {
+    /// The sequence number the snapshot reads at.
+    pub fn sequence(&self) -> u64 {
+        self.seq
+    }
+}
+
+impl Drop for Snapshot {
+    fn drop(&mut self) {
+        let mut s = self.db.snapshots.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = s.get_mut(&self.seq) {
+            *n -= 1;
+            if *n == 0 {
+                s.remove(&self.seq);
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Db")
+            .field("path", &self.inner.opts.path)
+            .finish()
+    }
+}
+
+impl DbInner {
+    pub(crate) fn subtable_by_id(&self, id: u32) -> Option<Subtable> {
+        self.by_id
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(id as usize)
+            .cloned()
+            .flatten()
+    }
+}
+
+impl Db {
+    /// Opens the database at `opts.path`, creating the pool on first use, and recovers it.
+    pub fn open(opts: Options) -> Result<Db> {
+        opts.validate()?;
+        let pool = if opts.pool.backend == Backend::Sim {
+            Pool::create_sim(opts.pool_size, &opts.pool)?
+        } else {
+            Pool::open_or_create(&opts.path, opts.pool_size, &opts.pool)?
+        };
+        Db::open_pool(pool, opts)
+    }
+
+    /// Opens a database on an already open pool (a `sim` crash image, say).
+    pub fn open_pool(pool: Pool, opts: Options) -> Result<Db> {
+        opts.validate()?;
+        let report = pool.report().to_string();
+        let store = Store::open(Arc::new(pool), &opts)?;
+        let (subs, rec) = recovery::recover(&store, opts.recovery_threads)?;
+        store.set_clean(false)?;
+        let mut by_name = HashMap::new();
+        let mut by_id: Vec<Option<Subtable>> = Vec::new();
+        for s in subs {
+            let id = s.id() as usize;
+            if by_id.len() <= id {
+                by_id.resize(id + 1, None);
+            }
+            by_id[id] = Some(s.clone());
+            by_name.insert(s.name().to_string(), s);
+        }
+        let commit_id = rec.commit_id;
+        tracing::info!(
+            path = %opts.path.display(), backend = %report,
+            micros = rec.elapsed.as_micros() as u64, memtables = rec.memtables,
+            records = rec.records, bytes = rec.bytes_scanned, rolled_back = rec.rolled_back,
+            "opened database"
+        );
+        let inner = Arc::new(DbInner {
+            ring: Ring::new(opts.ring_capacity),
+            buckets: (0..opts.commit_buckets)
+                .map(|_| Bucket::default())
+                .collect(),
+            next_seq: Mutex::new(commit_id),
+            visible: AtomicU64::new(commit_id),
+            poisoned: AtomicBool::new(false),
+            poison_reason: Mutex::new(String::new()),
+            subtables: RwLock::new(by_name),
+            by_id: RwLock::new(by_id),
+            create_lock: Mutex::new(()),
+            snapshots: Mutex::new(BTreeMap::new()),
+            recovery: rec,
+            closed: AtomicBool::new(false),
+            store,
+            opts,
+        });
+        let db = Db { inner };
+        db.subtable(DEFAULT_SUBTABLE)?;
+        Ok(db)
+    }
+
+    /// What recovery did when this database was opened.
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        &self.inner.recovery
+    }
+
+    /// The pool underneath (backend report, simulator controls).
+    pub fn pool(&self) -> &Arc<Pool> {
+        &self.inner.store.pool
+    }
+
+    /// The subtable `name`, created (durably) on first use.
+    pub fn subtable(&self, name: &str) -> Result<Subtable> {
+        if let Some(s) = self
+            .inner
+            .subtables
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+        {
+            return Ok(s.clone());
+        }
+        let max = nacre_halloc::SubtablePool::NAME_MAX;
+        if name.is_empty() || name.len() > max {
+            return Err(Error::BadSubtableName {
+                name: name.into(),
+                max,
+            });
+        }
+        let _g = self
+            .inner
+            .create_lock
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = self
+            .inner
+            .subtables
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+        {
+            return Ok(s.clone());
+        }
+        let store = &self.inner.store;
+        let id = self
+            .inner
+            .by_id
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .len() as u32;
+        let memtable = Arc::new(Memtable::create(
+            store,
+            u64::from(id),
+            nacre_pmem::PmOffset::NULL,
+        )?);
+        let obj = store
+            .subs
+            .get(u64::from(id), name)
+            .map_err(Error::from_alloc)?;
+        store.subs.set_memlist(obj, memtable.offset(store))?;
+        store.subs.commit(obj)?;
+        let s = Subtable::new(id, name.to_string(), obj, vec![memtable]);
+        let mut by_id = self.inner.by_id.write().unwrap_or_else(|e| e.into_inner());
+        by_id.push(Some(s.clone()));
+        self.inner
+            .subtables
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.to_string(), s.clone());
+        tracing::info!(subtable = name, id, "created subtable");
+        Ok(s)
+    }
+
+    /// Names of every subtable.
+    pub fn subtables(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .inner
+            .subtables
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .cloned()
+            .collect();
+        v.sort();
+        v
+    }
+
+    fn check_subtable(&self, s: &Subtable) -> Result<()> {
+        match self.inner.subtable_by_id(s.id()) {
+            Some(x) if Arc::ptr_eq(&x.inner, &s.inner) => Ok(()),
+            _ => Err(Error::InvalidOptions(format!(
+                "subtable {:?} does not belong to this database",
+                s.name()
+            ))),
+        }
+    }
+
+    /// Applies `batch` atomically and durably: when this returns `Ok`, every operation in it
+    /// survives what the backend survives; after a crash, all or none of it is present.
+    pub fn write(&self, batch: WriteBatch) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let max = self.inner.store.zone_size as usize - ITEM_HEADER;
+        for op in &batch.ops {
+            if self.inner.subtable_by_id(op.subtable).is_none() {
+                return Err(Error::InvalidOptions(format!(
+                    "unknown subtable id {}",
+                    op.subtable
+                )));
+            }
+            let n = record_size(op.key.len(), op.value.len());
+            if n > max {
+                return Err(Error::TooLarge {
+                    what: "record",
+                    len: n,
+                    max,
+                });
+            }
+        }
+        for (_, b) in batch.bytes_per_subtable() {
+            if b > max {
+                return Err(Error::TooLarge {
+                    what: "batch records for one subtable",
+                    len: b,
+                    max,
+                });
+            }
+        }
+        self.inner.write_batch(batch)
+    }
+
+    /// Sets `key` to `value` in `subtable`, durably.
+    pub fn put(
+        &self,
+        subtable: &Subtable,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+    ) -> Result<()> {
+        self.check_subtable(subtable)?;
+        let mut b = WriteBatch::new();
+        b.put(subtable, key, value);
+        self.write(b)
+    }
+
+    /// Deletes `key` from `subtable`, durably.
+    pub fn delete(&self, subtable: &Subtable, key: impl AsRef<[u8]>) -> Result<()> {
+        self.check_subtable(subtable)?;
+        let mut b = WriteBatch::new();
+        b.delete(subtable, key);
+        self.write(b)
+    }
+
+    /// A snapshot of everything acknowledged so far.
+    pub fn snapshot(&self) -> Snapshot {
+        let mut s = self
+            .inner
+            .snapshots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let seq = self.inner.visible.load(Ordering::Acquire);
+        *s.entry(seq).or_insert(0) += 1;
+        Snapshot {
+            seq,
+            db: self.inner.clone(),
+        }
+    }
+
+    /// The latest value of `key`, if any.
+    pub fn get(&self, subtable: &Subtable, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        self.get_at_seq(
+            subtable,
+            key.as_ref(),
+            self.inner.visible.load(Ordering::Acquire),
+        )
+    }
+
+    /// The value of `key` as of `snapshot`.
+    pub fn get_at(
+        &self,
+        subtable: &Subtable,
+        key: impl AsRef<[u8]>,
+        snapshot: &Snapshot,
+    ) -> Result<Option<Vec<u8>>> {
+        self.get_at_seq(subtable, key.as_ref(), snapshot.seq)
+    }
+
+    fn get_at_seq(&self, subtable: &Subtable, key: &[u8], seq: u64) -> Result<Option<Vec<u8>>> {
+        self.check_subtable(subtable)?;
+        for m in subtable.memtables().iter() {
+            if let Some((_, at)) = crate::index::MemIndex::get(&m.index, key, seq) {
+                return read_value(&self.inner.store.pool, at);
+            }
+        }
+        Ok(None)
+    }
+
+    /// An iterator over `subtable` with the bounds and direction in `opts`, at `opts`'
+    /// snapshot or at the latest acknowledged write.
+    pub fn iter(&self, subtable: &Subtable, opts: IterOptions<'_>) -> Result<DbIterator> {
+        self.check_subtable(subtable)?;
+        let seq = opts
+            .snapshot
+            .map_or_else(|| self.inner.visible.load(Ordering::Acquire), |s| s.seq);
+        Ok(DbIterator::new(
+            self.inner.store.pool.clone(),
+            subtable.memtables(),
+            seq,
+            opts,
+        ))
+    }
+
+    /// Closes the database, recording a clean shutdown so the next open skips rollback
+    /// checks. Dropping the `Db` does the same, logging instead of returning errors.
+    pub fn close(self) -> Result<()> {
+        self.close_inner()
+    }
+
+    fn close_inner(&self) -> Result<()> {
+        if self.inner.poisoned.load(Ordering::Acquire)
+            || self.inner.closed.swap(true, Ordering::AcqRel)
+        {
+            return Ok(());
+        }
+        self.inner.store.set_clean(true)
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        if let Err(e) = self.close_inner() {
+            tracing::error!(error = %e, "recording a clean close failed");
+        }
+    }
+}

@@ -1,0 +1,61 @@
+//! Typed errors for the engine.
+
+use nacre_halloc::HallocError;
+use nacre_pmem::PmemError;
+
+/// Result alias for the engine.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything the engine can refuse or fail at.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The pool underneath failed (open errors, I/O during a fence, ...).
+    #[error(transparent)]
+    Pmem(#[from] PmemError),
+    /// The allocator failed.
+    #[error(transparent)]
+    Halloc(#[from] HallocError),
+    /// Persistent memory is full: nothing of this write was applied, everything acknowledged
+    /// before it is intact.
+    #[error("pool full: {0}")]
+    PoolFull(String),
+    /// A key or value (or a whole batch for one subtable) exceeds what one zone holds.
+    #[error("{what} of {len} bytes exceeds the limit of {max} bytes")]
+    TooLarge {
+        /// Which part.
+        what: &'static str,
+        /// Its size.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A subtable name is empty or too long.
+    #[error("subtable name {name:?} invalid: 1 to {max} bytes")]
+    BadSubtableName {
+        /// Name given.
+        name: String,
+        /// Longest accepted.
+        max: usize,
+    },
+    /// Options out of range.
+    #[error("invalid options: {0}")]
+    InvalidOptions(String),
+    /// Persistent engine metadata failed validation.
+    #[error("corrupt database: {0}")]
+    Corrupt(String),
+    /// An earlier failure to make a write durable stopped all writes; reopen to recover.
+    #[error("database poisoned by an earlier write failure ({0}); reopen it")]
+    Poisoned(String),
+}
+
+impl Error {
+    /// Maps allocator exhaustion to [`Error::PoolFull`], keeping other errors.
+    pub(crate) fn from_alloc(e: HallocError) -> Error {
+        match e {
+            HallocError::Exhausted { .. } => Error::PoolFull(e.to_string()),
+            HallocError::Pmem(PmemError::PoolFull { .. }) => Error::PoolFull(e.to_string()),
+            other => Error::Halloc(other),
+        }
+    }
+}

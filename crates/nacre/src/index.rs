@@ -1,0 +1,132 @@
+//! The volatile index of a memtable: (user key, sequence) -> record offset in PM. Rebuilt by
+//! scanning the memtable's zones on open, so it is never persisted (seed 000 §3.1).
+//!
+//! Order: user key ascending, then sequence descending, so the first entry at or after
+//! (key, snapshot) is the newest version visible at that snapshot.
+//!
+//! Thread safety: lock-free inserts and reads (a concurrent skip list); readers never block
+//! writers.
+
+use std::cmp::Ordering;
+use std::ops::Bound;
+
+use crossbeam_skiplist::SkipMap;
+use nacre_pmem::PmOffset;
+
+/// An index key: user key and sequence number, ordered key ascending, sequence descending.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IKey {
+    /// User key.
+    pub key: Vec<u8>,
+    /// Sequence number of the version.
+    pub seq: u64,
+}
+
+impl Ord for IKey {
+    fn cmp(&self, o: &Self) -> Ordering {
+        self.key.cmp(&o.key).then_with(|| o.seq.cmp(&self.seq))
+    }
+}
+
+impl PartialOrd for IKey {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+/// One index entry.
+pub type Entry = (IKey, PmOffset);
+
+/// What the engine needs from a memtable index. Implementations must be safe for concurrent
+/// inserts and reads.
+pub trait MemIndex: Send + Sync {
+    /// Adds a version.
+    fn insert(&self, key: Vec<u8>, seq: u64, at: PmOffset);
+    /// The newest version of `key` with sequence at most `snapshot`.
+    fn get(&self, key: &[u8], snapshot: u64) -> Option<(u64, PmOffset)>;
+    /// The first entry after `bound` in index order.
+    fn next(&self, bound: Bound<&IKey>) -> Option<Entry>;
+    /// The last entry before `bound` in index order.
+    fn prev(&self, bound: Bound<&IKey>) -> Option<Entry>;
+    /// Number of versions indexed.
+    fn len(&self) -> usize;
+    /// Whether nothing is indexed.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// [`MemIndex`] on a lock-free skip list.
+#[derive(Default)]
+pub struct SkipListIndex {
+    map: SkipMap<IKey, u64>,
+}
+
+impl MemIndex for SkipListIndex {
+    fn insert(&self, key: Vec<u8>, seq: u64, at: PmOffset) {
+        self.map.insert(IKey { key, seq }, at.get());
+    }
+
+    fn get(&self, key: &[u8], snapshot: u64) -> Option<(u64, PmOffset)> {
+        let probe = IKey {
+            key: key.to_vec(),
+            seq: snapshot,
+        };
+        let e = self.map.lower_bound(Bound::Included(&probe))?;
+        (e.key().key == key).then(|| (e.key().seq, PmOffset(*e.value())))
+    }
+
+    fn next(&self, bound: Bound<&IKey>) -> Option<Entry> {
+        self.map
+            .lower_bound(bound)
+            .map(|e| (e.key().clone(), PmOffset(*e.value())))
+    }
+
+    fn prev(&self, bound: Bound<&IKey>) -> Option<Entry> {
+        self.map
+            .upper_bound(bound)
+            .map(|e| (e.key().clone(), PmOffset(*e.value())))
+    }
+
+    fn len(&self) -> usize {
+        self.map.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn newest_visible_version_wins() {
+        let ix = SkipListIndex::default();
+        ix.insert(b"a".to_vec(), 5, PmOffset(50));
+        ix.insert(b"a".to_vec(), 9, PmOffset(90));
+        ix.insert(b"b".to_vec(), 3, PmOffset(30));
+        assert_eq!(ix.get(b"a", 100), Some((9, PmOffset(90))));
+        assert_eq!(ix.get(b"a", 8), Some((5, PmOffset(50))));
+        assert_eq!(ix.get(b"a", 4), None);
+        assert_eq!(ix.get(b"c", 100), None);
+        let first = ix.next(Bound::Unbounded).map(|e| e.0);
+        assert_eq!(
+            first,
+            Some(IKey {
+                key: b"a".to_vec(),
+                seq: 9
+            })
+        );
+        let last = ix.prev(Bound::Unbounded).map(|e| e.0);
+        assert_eq!(
+            last,
+            Some(IKey {
+                key: b"b".to_vec(),
+                seq: 3
+            })
+        );
+        let after = ix.next(Bound::Excluded(&IKey {
+            key: b"a".to_vec(),
+            seq: 5,
+        }));
+        assert_eq!(after.map(|e| e.0.key), Some(b"b".to_vec()));
+    }
+}

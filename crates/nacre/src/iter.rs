@@ -1,0 +1,209 @@
+//! Iterators: a merge of every memtable's index of one subtable at a sequence number, forward
+//! or reverse, with range and prefix bounds. Each source is a cursor that re-seeks past the
+//! last entry it returned, so no borrow of an index outlives a call.
+
+use std::ops::Bound;
+use std::sync::Arc;
+
+use nacre_pmem::{PmOffset, Pool};
+
+use crate::db::Snapshot;
+use crate::error::Result;
+use crate::index::{Entry, IKey, MemIndex};
+use crate::memtable::Memtable;
+use crate::record::read_value;
+
+/// Bounds, direction and snapshot of an iterator.
+#[derive(Default)]
+pub struct IterOptions<'a> {
+    /// Read at this snapshot (default: the latest acknowledged write).
+    pub snapshot: Option<&'a Snapshot>,
+    /// Smallest key returned (inclusive).
+    pub lower: Option<Vec<u8>>,
+    /// Keys returned are below this (exclusive).
+    pub upper: Option<Vec<u8>>,
+    /// Only keys starting with this.
+    pub prefix: Option<Vec<u8>>,
+    /// Largest key first.
+    pub reverse: bool,
+}
+
+/// The smallest key above every key with this prefix, if any.
+fn prefix_end(p: &[u8]) -> Option<Vec<u8>> {
+    let mut v = p.to_vec();
+    while let Some(last) = v.pop() {
+        if last < 0xFF {
+            v.push(last + 1);
+            return Some(v);
+        }
+    }
+    None
+}
+
+/// A key and the newest version of it seen so far (reverse iteration).
+type Pending = (Vec<u8>, Option<(u64, PmOffset)>);
+
+/// Iterator over (key, value) pairs. Yields errors for records that fail their checks.
+pub struct DbIterator {
+    pool: Arc<Pool>,
+    sources: Vec<Arc<Memtable>>,
+    heads: Vec<Option<Entry>>,
+    seq: u64,
+    lower: Option<Vec<u8>>,
+    upper: Option<Vec<u8>>,
+    reverse: bool,
+    last: Option<Vec<u8>>,
+    pending: Option<Pending>,
+    done: bool,
+}
+
+impl DbIterator {
+    pub(crate) fn new(
+        pool: Arc<Pool>,
+        sources: Arc<Vec<Arc<Memtable>>>,
+        seq: u64,
+        o: IterOptions<'_>,
+    ) -> Self {
+        let mut lower = o.lower;
+        let mut upper = o.upper;
+        if let Some(p) = &o.prefix {
+            if lower.as_ref().is_none_or(|l| l < p) {
+                lower = Some(p.clone());
+            }
+            if let Some(end) = prefix_end(p) {
+                if upper.as_ref().is_none_or(|u| *u > end) {
+                    upper = Some(end);
+                }
+            }
+        }
+        let mut it = DbIterator {
+            pool,
+            sources: sources.to_vec(),
+            heads: Vec::new(),
+            seq,
+            lower,
+            upper,
+            reverse: o.reverse,
+            last: None,
+            pending: None,
+            done: false,
+        };
+        it.heads = (0..it.sources.len()).map(|i| it.first(i)).collect();
+        it
+    }
+
+    fn first(&self, i: usize) -> Option<Entry> {
+        let ix = &self.sources[i].index;
+        if self.reverse {
+            match &self.upper {
+                Some(u) => ix.prev(Bound::Excluded(&IKey {
+                    key: u.clone(),
+                    seq: u64::MAX,
+                })),
+                None => ix.prev(Bound::Unbounded),
+            }
+        } else {
+            match &self.lower {
+                Some(l) => ix.next(Bound::Included(&IKey {
+                    key: l.clone(),
+                    seq: u64::MAX,
+                })),
+                None => ix.next(Bound::Unbounded),
+            }
+        }
+    }
+
+    /// Takes the next entry in iteration order across sources and advances its source.
+    fn pop(&mut self) -> Option<Entry> {
+        let mut best: Option<usize> = None;
+        for (i, h) in self.heads.iter().enumerate() {
+            let Some((k, _)) = h else { continue };
+            let better = match best.and_then(|b| self.heads[b].as_ref()) {
+                None => true,
+                Some((bk, _)) => (k < bk) != self.reverse,
+            };
+            if better {
+                best = Some(i);
+            }
+        }
+        let i = best?;
+        let e = self.heads[i].take()?;
+        let ix = &self.sources[i].index;
+        self.heads[i] = if self.reverse {
+            ix.prev(Bound::Excluded(&e.0))
+        } else {
+            ix.next(Bound::Excluded(&e.0))
+        };
+        Some(e)
+    }
+
+    fn value(&self, key: Vec<u8>, at: PmOffset) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
+        match read_value(&self.pool, at) {
+            Ok(Some(v)) => Some(Ok((key, v))),
+            Ok(None) => None,
+            Err(e) => Some(Err(e)),
+        }
+    }
+
+    fn next_forward(&mut self) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
+        while let Some((k, at)) = self.pop() {
+            if self.upper.as_ref().is_some_and(|u| k.key >= *u) {
+                break;
+            }
+            if k.seq > self.seq || self.last.as_ref() == Some(&k.key) {
+                continue;
+            }
+            self.last = Some(k.key.clone());
+            if let Some(r) = self.value(k.key, at) {
+                return Some(r);
+            }
+        }
+        self.done = true;
+        None
+    }
+
+    fn next_reverse(&mut self) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
+        loop {
+            let e = self
+                .pop()
+                .filter(|(k, _)| self.lower.as_ref().is_none_or(|l| k.key >= *l));
+            let Some((k, at)) = e else {
+                self.done = true;
+                let (key, best) = self.pending.take()?;
+                let (_, at) = best?;
+                return self.value(key, at);
+            };
+            let same = self.pending.as_ref().is_some_and(|p| p.0 == k.key);
+            let out = if same {
+                None
+            } else {
+                self.pending.replace((k.key.clone(), None))
+            };
+            if let Some(p) = self.pending.as_mut() {
+                if k.seq <= self.seq && p.1.is_none_or(|(s, _)| k.seq > s) {
+                    p.1 = Some((k.seq, at));
+                }
+            }
+            if let Some((key, Some((_, at)))) = out {
+                if let Some(r) = self.value(key, at) {
+                    return Some(r);
+                }
+            }
+        }
+    }
+}
+
+impl Iterator for DbIterator {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        if self.reverse {
+            self.next_reverse()
+        } else {
+            self.next_forward()
+        }
+    }
+}

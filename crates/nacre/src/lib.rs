@@ -1,0 +1,42 @@
+//! `nacre`: the embedded storage engine.
+//!
+//! Writes are durable without a write-ahead log: records are appended into persistent-memory
+//! zones of a *semi-persistent memtable* (its index is volatile and rebuilt on open), and
+//! groups of write batches commit through the *Reorder Ring*: space granted in order, records
+//! persisted in parallel, commit points advanced in order (seed 000 §3.1-3.2).
+//!
+//! ```
+//! use nacre::{Db, Options, WriteBatch};
+//! use nacre_pmem::Backend;
+//! let db = Db::open(Options::new("unused-for-sim").backend(Backend::Sim))?;
+//! let users = db.subtable("users")?;
+//! let mut batch = WriteBatch::new();
+//! batch.put(&users, b"alice", b"1").put(&users, b"bob", b"2");
+//! db.write(batch)?;
+//! assert_eq!(db.get(&users, b"bob")?, Some(b"2".to_vec()));
+//! # Ok::<(), nacre::Error>(())
+//! ```
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+#![warn(missing_docs)]
+
+mod batch;
+mod commit;
+mod db;
+mod error;
+pub mod index;
+mod iter;
+mod memtable;
+mod options;
+pub mod record;
+mod recovery;
+mod ring;
+mod store;
+mod subtable;
+
+pub use batch::WriteBatch;
+pub use db::{Db, Snapshot, DEFAULT_SUBTABLE};
+pub use error::{Error, Result};
+pub use iter::{DbIterator, IterOptions};
+pub use options::Options;
+pub use recovery::RecoveryReport;
+pub use subtable::Subtable;

@@ -1,0 +1,275 @@
+//! The semi-persistent memtable (seed 000 §3.1): records appended into PM zones in items (one
+//! per group), a volatile index over them, and the persistent commit point `gidx`.
+//!
+//! Positions are byte offsets within the memtable's zone sequence: `pos = slot * zone_size +
+//! offset`, below 4 GiB. `gidx` (a word of the Halloc memtable object) holds the previous and
+//! the current commit position: `prev << 32 | cur`.
+//!
+//! Invariants:
+//! - T1: `[0, cur)` holds only whole items of committed groups, except that the last item may
+//!   belong to the group whose commit was cut by a crash; recovery then rolls `cur` back to
+//!   `prev` (invariant C1).
+//! - T2: the append cursor only moves in stage 2 of the Reorder Ring (serial), `cur` only in
+//!   stage 4 (serial, grant order), so `cur <= cursor` and items never overlap.
+//! - T3: a slot's zone is recorded in the memtable object before the zone is committed, and a
+//!   zone holds committed data only after it was committed; a slot whose zone is not owned
+//!   after recovery lies beyond `cur` and is cleared.
+//!
+//! Thread safety: `append` is locked only in stage 2 and by recovery; `committed` is written
+//! only in stage 4; the index is concurrent; `zones` is read by readers of positions and
+//! written in stage 2 under its own lock.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use nacre_halloc::ObjId;
+use nacre_pmem::PmOffset;
+
+use crate::error::{Error, Result};
+use crate::index::{MemIndex, SkipListIndex};
+use crate::record::{read_item_header, read_record, ITEM_HEADER, ZONE_END};
+use crate::store::Store;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Space granted to one group in one memtable.
+#[derive(Clone, Debug)]
+pub(crate) struct Reservation {
+    /// Where the item starts in PM.
+    pub at: PmOffset,
+    /// Position after the item (the new `cur` once committed).
+    pub end: u64,
+    /// Where a `ZONE_END` marker must be written (the item skipped the rest of a zone).
+    pub marker: Option<PmOffset>,
+    /// Cursor before this reservation, to undo it if the group fails.
+    pub undo: u64,
+}
+
+/// What scanning a memtable found.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct ScanStats {
+    pub items: u64,
+    pub records: u64,
+    pub bytes: u64,
+    pub rolled_back: bool,
+    pub max_seq: u64,
+}
+
+/// A memtable in DRAM: its PM object, zones, cursors and index.
+pub(crate) struct Memtable {
+    pub obj: ObjId,
+    pub index: SkipListIndex,
+    zones: Mutex<Vec<Option<ObjId>>>,
+    cursor: Mutex<u64>,
+    committed: AtomicU64,
+}
+
+impl Memtable {
+    /// A memtable over an object whose zones and commit point are read from media.
+    pub fn load(store: &Store, obj: ObjId) -> Result<Memtable> {
+        let slots = store.mems.slots();
+        let mut zones = Vec::with_capacity(slots as usize);
+        for s in 0..slots {
+            zones.push(store.mems.zone(obj, s)?);
+        }
+        let cur = store.mems.gidx(obj) & 0xFFFF_FFFF;
+        Ok(Memtable {
+            obj,
+            index: SkipListIndex::default(),
+            zones: Mutex::new(zones),
+            cursor: Mutex::new(cur),
+            committed: AtomicU64::new(cur),
+        })
+    }
+
+    /// A fresh, empty memtable for `subtable`, committed in the memtable pool and linked in
+    /// front of `next` (the subtable's memlist is updated by the caller).
+    pub fn create(store: &Store, subtable: u64, next: PmOffset) -> Result<Memtable> {
+        let obj = store.mems.get(subtable).map_err(Error::from_alloc)?;
+        let linked = store
+            .mems
+            .set_next(obj, next)
+            .and_then(|_| store.mems.commit(obj));
+        if let Err(e) = linked {
+            let _ = store.mems.objects().abort(obj);
+            return Err(e.into());
+        }
+        Memtable::load(store, obj)
+    }
+
+    /// Offset of the memtable object (what memlists link).
+    pub fn offset(&self, store: &Store) -> PmOffset {
+        store.mems.objects().offset(self.obj)
+    }
+
+    /// The zones this memtable owns.
+    pub fn zones(&self) -> Vec<ObjId> {
+        lock(&self.zones).iter().flatten().copied().collect()
+    }
+
+    /// Reserves `len` bytes for one item (stage 2). `Ok(None)`: the memtable is full.
+    pub fn reserve(&self, store: &Store, len: usize) -> Result<Option<Reservation>> {
+        let zs = store.zone_size;
+        let len = len as u64;
+        let mut cursor = lock(&self.cursor);
+        let mut zones = lock(&self.zones);
+        let (slot, off) = (*cursor / zs, *cursor % zs);
+        let have = zones.get(slot as usize).copied().flatten();
+        if let Some(z) = have.filter(|_| off + len <= zs) {
+            let r = Reservation {
+                at: store.zones.offset(z).add(off),
+                end: *cursor + len,
+                marker: None,
+                undo: *cursor,
+            };
+            *cursor += len;
+            return Ok(Some(r));
+        }
+        // Start the next slot (or this one, if it has no zone yet and nothing in it).
+        let (nslot, marker) = match have {
+            Some(z) if off > 0 => {
+                let marker = (zs - off >= 8).then(|| store.zones.offset(z).add(off));
+                (slot + 1, marker)
+            }
+            _ => (slot, None),
+        };
+        if nslot >= store.mems.slots() || nslot * zs + len > u32::MAX as u64 {
+            return Ok(None);
+        }
+        let zone = match zones[nslot as usize] {
+            Some(z) => z,
+            None => {
+                let z = store.zones.grant().map_err(Error::from_alloc)?;
+                // T3: record the zone in the memtable, then commit it.
+                let owned = store
+                    .mems
+                    .set_zone(self.obj, nslot, Some(z))
+                    .and_then(|_| store.zones.commit(z));
+                if let Err(e) = owned {
+                    let _ = store.zones.abort(z);
+                    return Err(e.into());
+                }
+                zones[nslot as usize] = Some(z);
+                z
+            }
+        };
+        let r = Reservation {
+            at: store.zones.offset(zone),
+            end: nslot * zs + len,
+            marker,
+            undo: *cursor,
+        };
+        *cursor = r.end;
+        Ok(Some(r))
+    }
+
+    /// Undoes a reservation of a failed group (stage 2, before any later reservation).
+    pub fn unreserve(&self, r: &Reservation) {
+        *lock(&self.cursor) = r.undo;
+    }
+
+    /// Advances `gidx` to `end` (stage 4); the caller fences.
+    pub fn commit(&self, store: &Store, end: u64) {
+        let cur = self.committed.load(Ordering::Acquire);
+        store
+            .pool
+            .store_u64(store.mems.gidx_offset(self.obj), cur << 32 | end);
+        self.committed.store(end, Ordering::Release);
+    }
+
+    fn zone_at(&self, store: &Store, pos: u64) -> Result<(PmOffset, usize)> {
+        let zs = store.zone_size;
+        let zone = lock(&self.zones)
+            .get((pos / zs) as usize)
+            .copied()
+            .flatten()
+            .ok_or_else(|| Error::Corrupt(format!("memtable position {pos} has no zone")))?;
+        Ok((
+            store.zones.offset(zone).add(pos % zs),
+            (zs - pos % zs) as usize,
+        ))
+    }
+
+    /// Walks the items in `[0, end)`, calling `f(position, item start, header)`.
+    fn walk(
+        &self,
+        store: &Store,
+        end: u64,
+        mut f: impl FnMut(PmOffset, crate::record::ItemHeader) -> Result<()>,
+    ) -> Result<()> {
+        let zs = store.zone_size;
+        let mut pos = 0u64;
+        while pos < end {
+            let (at, room) = self.zone_at(store, pos)?;
+            if room < ITEM_HEADER || store.pool.load_u64(at) == ZONE_END {
+                pos = (pos / zs + 1) * zs;
+                continue;
+            }
+            let h = read_item_header(&store.pool, at, room)?;
+            f(at, h)?;
+            pos += u64::from(h.len);
+        }
+        if pos != end {
+            return Err(Error::Corrupt(format!(
+                "memtable items end at {pos}, commit point is {end}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Recovery: rolls `gidx` back if its last item is above `commit_id` (C1), clears slots
+    /// whose zones are not owned (T3), and rebuilds the index.
+    pub fn recover(&self, store: &Store, commit_id: u64) -> Result<ScanStats> {
+        let gidx = store.mems.gidx(self.obj);
+        let (prev, mut cur) = (gidx >> 32, gidx & 0xFFFF_FFFF);
+        let mut stats = ScanStats::default();
+        let mut last_seq = 0;
+        self.walk(store, cur, |_, h| {
+            last_seq = h.seq;
+            Ok(())
+        })?;
+        if cur > 0 && last_seq > commit_id {
+            cur = prev;
+            store
+                .pool
+                .persist_u64(store.mems.gidx_offset(self.obj), prev << 32 | prev)?;
+            stats.rolled_back = true;
+        }
+        {
+            let zs = store.zone_size;
+            let mut zones = lock(&self.zones);
+            for (slot, z) in zones.iter_mut().enumerate() {
+                if let Some(id) = *z {
+                    if !store.zones.is_owned(id)? {
+                        if (slot as u64) * zs < cur {
+                            return Err(Error::Corrupt(format!(
+                                "zone {id:?} holds committed data but is free"
+                            )));
+                        }
+                        store.mems.set_zone(self.obj, slot as u64, None)?;
+                        *z = None;
+                    }
+                }
+            }
+        }
+        self.walk(store, cur, |at, h| {
+            stats.items += 1;
+            stats.bytes += u64::from(h.len);
+            let mut off = ITEM_HEADER;
+            for _ in 0..h.count {
+                let rec_at = at.add(off as u64);
+                let r = read_record(&store.pool, rec_at, h.len as usize - off)?;
+                off += r.size();
+                stats.max_seq = stats.max_seq.max(r.seq);
+                self.index.insert(r.key, r.seq, rec_at);
+                stats.records += 1;
+            }
+            Ok(())
+        })?;
+        *lock(&self.cursor) = cur;
+        self.committed.store(cur, Ordering::Release);
+        Ok(stats)
+    }
+}

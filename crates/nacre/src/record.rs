@@ -1,0 +1,242 @@
+//! Records and ChainLog items as laid out in memtable zones (docs/format.md).
+//!
+//! ```text
+//! item   := header(24) record*            one group's records for one memtable
+//! header := magic u32 | len u32 | seq u64 | count u32 | crc32c(header[0..20]) u32
+//! record := seq u64 | klen u32 | vlen u32 | kind u8 | pad[3] | crc u32 | key | value | pad8
+//! ```
+//! `len` counts the header and the records (a multiple of 8). `seq` is the group's first
+//! sequence number, compared with `commit_id` in recovery. A record's crc32c covers its header
+//! up to the crc, its key and its value. Where an item did not fit in the rest of a zone, the
+//! 8-byte `ZONE_END` marker (if there is room for it) tells the scanner to go on at the next
+//! zone.
+
+use nacre_pmem::{PmOffset, Pool};
+
+use crate::error::{Error, Result};
+
+/// Marker of an item header.
+pub const ITEM_MAGIC: u32 = u32::from_le_bytes(*b"NCRI");
+/// Marker written where the rest of a zone is unused.
+pub const ZONE_END: u64 = u64::from_le_bytes(*b"NCRZEND!");
+/// Bytes of an item header.
+pub const ITEM_HEADER: usize = 24;
+/// Bytes of a record header.
+pub const RECORD_HEADER: usize = 24;
+
+/// Whether a record stores a value or deletes its key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Kind {
+    /// Key set to value.
+    Put = 1,
+    /// Key deleted (tombstone).
+    Delete = 2,
+}
+
+impl Kind {
+    fn from_u8(v: u8) -> Option<Kind> {
+        match v {
+            1 => Some(Kind::Put),
+            2 => Some(Kind::Delete),
+            _ => None,
+        }
+    }
+}
+
+/// Bytes a record occupies in a zone.
+pub fn record_size(klen: usize, vlen: usize) -> usize {
+    (RECORD_HEADER + klen + vlen).next_multiple_of(8)
+}
+
+/// Appends an encoded record to `buf`.
+pub fn encode_record(buf: &mut Vec<u8>, seq: u64, kind: Kind, key: &[u8], value: &[u8]) {
+    let start = buf.len();
+    buf.extend_from_slice(&seq.to_le_bytes());
+    buf.extend_from_slice(&(key.len() as u32).to_le_bytes());
+    buf.extend_from_slice(&(value.len() as u32).to_le_bytes());
+    buf.extend_from_slice(&[kind as u8, 0, 0, 0]);
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&buf[start..start + 20]), key);
+    let crc = crc32c::crc32c_append(crc, value);
+    buf.extend_from_slice(&crc.to_le_bytes());
+    buf.extend_from_slice(key);
+    buf.extend_from_slice(value);
+    buf.resize(start + record_size(key.len(), value.len()), 0);
+}
+
+/// Writes an item header into `buf[at..at + ITEM_HEADER]`.
+pub fn encode_item_header(buf: &mut [u8], seq: u64, count: u32, len: u32) {
+    let h = &mut buf[..ITEM_HEADER];
+    h[0..4].copy_from_slice(&ITEM_MAGIC.to_le_bytes());
+    h[4..8].copy_from_slice(&len.to_le_bytes());
+    h[8..16].copy_from_slice(&seq.to_le_bytes());
+    h[16..20].copy_from_slice(&count.to_le_bytes());
+    let crc = crc32c::crc32c(&h[..20]);
+    h[20..24].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// A decoded item header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ItemHeader {
+    /// Bytes of the item, header included.
+    pub len: u32,
+    /// The group's first sequence number.
+    pub seq: u64,
+    /// Records in the item.
+    pub count: u32,
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    let mut a = [0u8; 4];
+    a.copy_from_slice(&b[at..at + 4]);
+    u32::from_le_bytes(a)
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(a)
+}
+
+/// Reads and checks the item header at `off`; `room` is how many bytes of the zone follow.
+pub fn read_item_header(pool: &Pool, off: PmOffset, room: usize) -> Result<ItemHeader> {
+    let mut h = [0u8; ITEM_HEADER];
+    pool.read(off, &mut h);
+    let len = u32_at(&h, 4);
+    if u32_at(&h, 0) != ITEM_MAGIC
+        || u32_at(&h, 20) != crc32c::crc32c(&h[..20])
+        || (len as usize) < ITEM_HEADER
+        || len as usize > room
+        || len % 8 != 0
+    {
+        return Err(Error::Corrupt(format!("bad item header at {off}")));
+    }
+    Ok(ItemHeader {
+        len,
+        seq: u64_at(&h, 8),
+        count: u32_at(&h, 16),
+    })
+}
+
+/// A record read back from a zone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    /// Sequence number.
+    pub seq: u64,
+    /// Put or delete.
+    pub kind: Kind,
+    /// Key bytes.
+    pub key: Vec<u8>,
+    /// Value bytes (empty for deletes).
+    pub value: Vec<u8>,
+}
+
+impl Record {
+    /// Bytes the record occupies.
+    pub fn size(&self) -> usize {
+        record_size(self.key.len(), self.value.len())
+    }
+}
+
+/// Reads and verifies the record at `off`, which must lie within `room` bytes of its item.
+pub fn read_record(pool: &Pool, off: PmOffset, room: usize) -> Result<Record> {
+    let mut h = [0u8; RECORD_HEADER];
+    if room < RECORD_HEADER {
+        return Err(Error::Corrupt(format!("record at {off} overruns its item")));
+    }
+    pool.read(off, &mut h);
+    let (klen, vlen) = (u32_at(&h, 8) as usize, u32_at(&h, 12) as usize);
+    let kind = Kind::from_u8(h[16]);
+    if record_size(klen, vlen) > room {
+        return Err(Error::Corrupt(format!("record at {off} overruns its item")));
+    }
+    let mut kv = vec![0u8; klen + vlen];
+    pool.read(off.add(RECORD_HEADER as u64), &mut kv);
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&h[..20]), &kv);
+    let Some(kind) = kind.filter(|_| crc == u32_at(&h, 20)) else {
+        return Err(Error::Corrupt(format!(
+            "record at {off} fails its checksum"
+        )));
+    };
+    let value = kv.split_off(klen);
+    Ok(Record {
+        seq: u64_at(&h, 0),
+        kind,
+        key: kv,
+        value,
+    })
+}
+
+/// Reads only the kind and value of the record at `off` (the index already matched the key).
+pub fn read_value(pool: &Pool, off: PmOffset) -> Result<Option<Vec<u8>>> {
+    let mut h = [0u8; RECORD_HEADER];
+    pool.read(off, &mut h);
+    let (klen, vlen) = (u32_at(&h, 8) as u64, u32_at(&h, 12) as usize);
+    match Kind::from_u8(h[16]) {
+        Some(Kind::Delete) => Ok(None),
+        Some(Kind::Put) => {
+            let at = off.add(RECORD_HEADER as u64 + klen);
+            pool.check_range(at, vlen as u64)?;
+            let mut v = vec![0u8; vlen];
+            pool.read(at, &mut v);
+            Ok(Some(v))
+        }
+        None => Err(Error::Corrupt(format!("record at {off} has a bad kind"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nacre_pmem::{Backend, PoolOptions};
+
+    #[test]
+    fn records_and_items_roundtrip_and_detect_damage() -> Result<()> {
+        let pool = Pool::create_sim(1 << 20, &PoolOptions::with_backend(Backend::Sim))?;
+        let mut buf = vec![0u8; ITEM_HEADER];
+        encode_record(&mut buf, 7, Kind::Put, b"key", b"value!");
+        encode_record(&mut buf, 8, Kind::Delete, b"gone", b"");
+        let len = buf.len() as u32;
+        encode_item_header(&mut buf, 7, 2, len);
+        let at = pool.data_start();
+        pool.write(at, &buf);
+        let h = read_item_header(&pool, at, 4096)?;
+        assert_eq!(
+            h,
+            ItemHeader {
+                len,
+                seq: 7,
+                count: 2
+            }
+        );
+        let r1 = read_record(
+            &pool,
+            at.add(ITEM_HEADER as u64),
+            len as usize - ITEM_HEADER,
+        )?;
+        assert_eq!(
+            (r1.seq, r1.kind, &r1.key[..], &r1.value[..]),
+            (7, Kind::Put, &b"key"[..], &b"value!"[..])
+        );
+        let r2_at = at.add((ITEM_HEADER + r1.size()) as u64);
+        let r2 = read_record(&pool, r2_at, 64)?;
+        assert_eq!((r2.kind, &r2.key[..]), (Kind::Delete, &b"gone"[..]));
+        assert_eq!(
+            read_value(&pool, at.add(ITEM_HEADER as u64))?,
+            Some(b"value!".to_vec())
+        );
+        assert_eq!(read_value(&pool, r2_at)?, None);
+        assert!(
+            read_item_header(&pool, at, len as usize - 8).is_err(),
+            "item longer than room"
+        );
+        pool.write(at.add(ITEM_HEADER as u64 + 25), b"X");
+        assert!(
+            read_record(&pool, at.add(ITEM_HEADER as u64), 4096).is_err(),
+            "crc"
+        );
+        pool.write(at.add(2), b"Z");
+        assert!(read_item_header(&pool, at, 4096).is_err());
+        Ok(())
+    }
+}

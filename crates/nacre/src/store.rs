@@ -1,0 +1,167 @@
+//! `Store`: the pool, the Halloc pools the engine uses, and the engine root.
+//!
+//! Engine root (region `nacre.engine`, pool root slot 1), 8-byte words:
+//! `magic | version | commit_id | clean | zone_size | memtable slots | memtables | subtables |
+//! zones`. `commit_id` is the last sequence number of the last committed group (C1); `clean`
+//! is 1 only between a clean close and the next open.
+
+use std::sync::Arc;
+
+use nacre_halloc::{Halloc, MemtablePool, PoolShape, SubtablePool, ZonePool};
+use nacre_pmem::{PmOffset, Pool};
+
+use crate::error::{Error, Result};
+use crate::options::Options;
+
+const MAGIC: u64 = u64::from_le_bytes(*b"NACREDB1");
+const VERSION: u64 = 1;
+const ROOT_SLOT: usize = 1;
+const ROOT_REGION: &str = "nacre.engine";
+const ROOT_LEN: u64 = 128;
+const COMMIT_ID: u64 = 16;
+const CLEAN: u64 = 24;
+
+/// The engine's persistent pieces.
+pub(crate) struct Store {
+    pub pool: Arc<Pool>,
+    pub zones: ZonePool,
+    pub mems: MemtablePool,
+    pub subs: SubtablePool,
+    pub zone_size: u64,
+    root: PmOffset,
+    _halloc: Halloc,
+}
+
+#[derive(Clone, Copy)]
+struct Shape {
+    zone_size: u64,
+    slots: u64,
+    memtables: u64,
+    subtables: u64,
+    zones: u64,
+}
+
+fn read_shape(pool: &Pool, root: PmOffset) -> Shape {
+    let w = |i: u64| pool.load_u64(root.add(8 * i));
+    Shape {
+        zone_size: w(4),
+        slots: w(5),
+        memtables: w(6),
+        subtables: w(7),
+        zones: w(8),
+    }
+}
+
+/// Plans pool sizes for a new database on `pool`.
+fn plan(pool: &Pool, opts: &Options) -> Result<Shape> {
+    let slots = opts.memtable_size / opts.zone_size;
+    let mem_obj = MemtablePool::object_size(slots);
+    let free = pool.unreserved().saturating_sub(ROOT_LEN + 64 * 4096);
+    let per_zone = opts.zone_size + 8;
+    let memtables = (free / opts.zone_size).max(2);
+    let meta = PoolShape {
+        object_size: mem_obj,
+        count: memtables,
+        kind: 3,
+    }
+    .region_len()
+        + PoolShape {
+            object_size: 64,
+            count: opts.max_subtables,
+            kind: 4,
+        }
+        .region_len();
+    let zones = free.saturating_sub(meta) / per_zone;
+    if zones < 2 {
+        return Err(Error::InvalidOptions(format!(
+            "pool of {} bytes holds fewer than two {}-byte zones",
+            pool.size(),
+            opts.zone_size
+        )));
+    }
+    Ok(Shape {
+        zone_size: opts.zone_size,
+        slots,
+        memtables,
+        subtables: opts.max_subtables,
+        zones,
+    })
+}
+
+impl Store {
+    /// Opens the engine's pieces on `pool`, creating them on first use.
+    pub fn open(pool: Arc<Pool>, opts: &Options) -> Result<Store> {
+        let mut root = pool.root(ROOT_SLOT)?;
+        if root.is_null() {
+            let region = match pool.region(ROOT_REGION) {
+                Some(r) => r,
+                None => pool.reserve_region(ROOT_REGION, ROOT_LEN, 64, 0)?,
+            };
+            let shape = plan(&pool, opts)?;
+            let words = [
+                MAGIC,
+                VERSION,
+                0,
+                0,
+                shape.zone_size,
+                shape.slots,
+                shape.memtables,
+                shape.subtables,
+                shape.zones,
+            ];
+            let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+            pool.write(region.offset, &bytes);
+            pool.persist(region.offset, bytes.len())?;
+            pool.set_root(ROOT_SLOT, region.offset)?;
+            root = region.offset;
+        }
+        pool.check_range(root, ROOT_LEN)?;
+        if pool.load_u64(root) != MAGIC {
+            return Err(Error::Corrupt("engine root has a bad magic".into()));
+        }
+        if pool.load_u64(root.add(8)) != VERSION {
+            return Err(Error::Corrupt(format!(
+                "engine format version {} (this build reads {VERSION})",
+                pool.load_u64(root.add(8))
+            )));
+        }
+        let s = read_shape(&pool, root);
+        let halloc = Halloc::open(pool.clone())?;
+        let subs = halloc.subtable_pool("subtables", s.subtables)?;
+        let mems = halloc.memtable_pool("memtables", s.slots, s.memtables)?;
+        let zones = halloc
+            .zone_pool("zones", s.zone_size, s.zones)
+            .map_err(Error::from_alloc)?;
+        Ok(Store {
+            pool,
+            zones,
+            mems,
+            subs,
+            zone_size: s.zone_size,
+            root,
+            _halloc: halloc,
+        })
+    }
+
+    /// The persisted commit id.
+    pub fn commit_id(&self) -> u64 {
+        self.pool.load_u64(self.root.add(COMMIT_ID))
+    }
+
+    /// Stores the commit id and flushes it (the caller fences).
+    pub fn set_commit_id(&self, id: u64) {
+        self.pool.store_u64(self.root.add(COMMIT_ID), id);
+    }
+
+    /// Whether the last close was clean.
+    pub fn clean(&self) -> bool {
+        self.pool.load_u64(self.root.add(CLEAN)) == 1
+    }
+
+    /// Durably records a clean close (true) or an open database (false).
+    pub fn set_clean(&self, clean: bool) -> Result<()> {
+        Ok(self
+            .pool
+            .persist_u64(self.root.add(CLEAN), u64::from(clean))?)
+    }
+}
