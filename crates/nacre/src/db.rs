@@ -338,10 +338,32 @@ impl Db {
     }
 
     fn get_at_seq(&self, subtable: &Subtable, key: &[u8], seq: u64) -> Result<Option<Vec<u8>>> {
+        Ok(self.lookup(subtable, key, seq)?.map(|(_, v)| v))
+    }
+
+    /// The latest value of `key` with the sequence number of the write that set it.
+    pub fn get_with_seq(
+        &self,
+        subtable: &Subtable,
+        key: impl AsRef<[u8]>,
+    ) -> Result<Option<(u64, Vec<u8>)>> {
+        self.lookup(
+            subtable,
+            key.as_ref(),
+            self.inner.visible.load(Ordering::Acquire),
+        )
+    }
+
+    /// The sequence number of the last acknowledged write.
+    pub fn latest_sequence(&self) -> u64 {
+        self.inner.visible.load(Ordering::Acquire)
+    }
+
+    fn lookup(&self, subtable: &Subtable, key: &[u8], seq: u64) -> Result<Option<(u64, Vec<u8>)>> {
         self.check_subtable(subtable)?;
         for m in subtable.memtables().iter() {
-            if let Some((_, at)) = crate::index::MemIndex::get(&m.index, key, seq) {
-                return read_value(&self.inner.store.pool, at);
+            if let Some((s, at)) = crate::index::MemIndex::get(&m.index, key, seq) {
+                return Ok(read_value(&self.inner.store.pool, at)?.map(|v| (s, v)));
             }
         }
         Ok(None)

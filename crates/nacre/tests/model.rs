@@ -1,0 +1,218 @@
+//! Model test: random puts, deletes, batches across subtables, snapshots, iterators and
+//! reopens, checked against a BTreeMap per subtable. Small zones and memtables make zone
+//! jumps and memtable switches frequent.
+
+use std::collections::BTreeMap;
+
+use nacre::{Db, IterOptions, Options, Snapshot, WriteBatch};
+use nacre_pmem::{Backend, SplitMix64};
+
+type Model = BTreeMap<u32, BTreeMap<Vec<u8>, Vec<u8>>>;
+
+fn opts(path: &std::path::Path) -> Options {
+    let mut o = Options::new(path).backend(Backend::Emulated);
+    o.pool_size = 48 << 20;
+    o.zone_size = 64 << 10;
+    o.memtable_size = 256 << 10;
+    o.recovery_threads = 2;
+    o
+}
+
+fn key(rng: &mut SplitMix64) -> Vec<u8> {
+    format!("k{:03}", rng.next_u64() % 300).into_bytes()
+}
+
+fn value(rng: &mut SplitMix64) -> Vec<u8> {
+    let n = (rng.next_u64() % 700) as usize;
+    (0..n)
+        .map(|i| (i as u8).wrapping_add(rng.next_u64() as u8))
+        .collect()
+}
+
+fn scan(db: &Db, sub: &nacre::Subtable, o: IterOptions<'_>) -> Vec<(Vec<u8>, Vec<u8>)> {
+    db.iter(sub, o)
+        .expect("iter")
+        .map(|r| r.expect("record"))
+        .collect()
+}
+
+fn check_iterators(
+    db: &Db,
+    sub: &nacre::Subtable,
+    m: &BTreeMap<Vec<u8>, Vec<u8>>,
+    snap: Option<&Snapshot>,
+    rng: &mut SplitMix64,
+) {
+    let all: Vec<_> = m.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    assert_eq!(
+        scan(
+            db,
+            sub,
+            IterOptions {
+                snapshot: snap,
+                ..Default::default()
+            }
+        ),
+        all
+    );
+    let mut rev = all.clone();
+    rev.reverse();
+    assert_eq!(
+        scan(
+            db,
+            sub,
+            IterOptions {
+                snapshot: snap,
+                reverse: true,
+                ..Default::default()
+            }
+        ),
+        rev
+    );
+    let (a, b) = (key(rng), key(rng));
+    let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+    let want: Vec<_> = m
+        .range(lo.clone()..hi.clone())
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    for reverse in [false, true] {
+        let mut w = want.clone();
+        if reverse {
+            w.reverse();
+        }
+        let got = scan(
+            db,
+            sub,
+            IterOptions {
+                snapshot: snap,
+                lower: Some(lo.clone()),
+                upper: Some(hi.clone()),
+                reverse,
+                ..Default::default()
+            },
+        );
+        assert_eq!(got, w, "range {lo:?}..{hi:?} reverse {reverse}");
+    }
+    let prefix = format!("k{}", rng.next_u64() % 3).into_bytes();
+    let want: Vec<_> = m
+        .iter()
+        .filter(|(k, _)| k.starts_with(&prefix))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    assert_eq!(
+        scan(
+            db,
+            sub,
+            IterOptions {
+                snapshot: snap,
+                prefix: Some(prefix.clone()),
+                ..Default::default()
+            }
+        ),
+        want
+    );
+    let mut w = want;
+    w.reverse();
+    assert_eq!(
+        scan(
+            db,
+            sub,
+            IterOptions {
+                snapshot: snap,
+                prefix: Some(prefix),
+                reverse: true,
+                ..Default::default()
+            }
+        ),
+        w
+    );
+}
+
+#[test]
+fn random_operations_match_a_btreemap_across_reopens() {
+    let dir = tempfile::tempdir_in("/dev/shm")
+        .or_else(|_| tempfile::tempdir())
+        .expect("dir");
+    let path = dir.path().join("model.pool");
+    let mut model: Model = BTreeMap::new();
+    let mut rng = SplitMix64::new(42);
+    for round in 0..5 {
+        let db = Db::open(opts(&path)).expect("open");
+        if round > 0 {
+            let rep = db.recovery_report();
+            assert!(rep.clean, "previous close was clean");
+            assert!(rep.memtables >= 3, "{rep:?}");
+            if round == 4 {
+                assert!(rep.memtables > 6, "memtable switches happened: {rep:?}");
+            }
+        }
+        let subs = [db.subtable("a").expect("a"), db.subtable("b").expect("b")];
+        for s in &subs {
+            let m = model.entry(s.id()).or_default();
+            for (k, v) in m.iter() {
+                assert_eq!(
+                    db.get(s, k).expect("get").as_deref(),
+                    Some(&v[..]),
+                    "round {round}"
+                );
+            }
+            check_iterators(&db, s, m, None, &mut rng);
+        }
+        let mut snaps: Vec<(Snapshot, Model)> = Vec::new();
+        for step in 0..1500 {
+            let s = &subs[(rng.next_u64() % 2) as usize];
+            match rng.next_u64() % 10 {
+                0..=4 => {
+                    let (k, v) = (key(&mut rng), value(&mut rng));
+                    db.put(s, &k, &v).expect("put");
+                    model.entry(s.id()).or_default().insert(k, v);
+                }
+                5 | 6 => {
+                    let k = key(&mut rng);
+                    db.delete(s, &k).expect("delete");
+                    model.entry(s.id()).or_default().remove(&k);
+                }
+                7 | 8 => {
+                    let mut b = WriteBatch::new();
+                    for _ in 0..1 + rng.next_u64() % 6 {
+                        let t = &subs[(rng.next_u64() % 2) as usize];
+                        let k = key(&mut rng);
+                        if rng.next_u64() % 4 == 0 {
+                            b.delete(t, &k);
+                            model.entry(t.id()).or_default().remove(&k);
+                        } else {
+                            let v = value(&mut rng);
+                            b.put(t, &k, &v);
+                            model.entry(t.id()).or_default().insert(k, v);
+                        }
+                    }
+                    db.write(b).expect("batch");
+                }
+                _ => {
+                    if snaps.len() < 4 {
+                        snaps.push((db.snapshot(), model.clone()));
+                    } else {
+                        let (snap, old) = snaps.remove((rng.next_u64() % 4) as usize);
+                        for s in &subs {
+                            let m = old.get(&s.id()).cloned().unwrap_or_default();
+                            let k = key(&mut rng);
+                            assert_eq!(
+                                db.get_at(s, &k, &snap).expect("get"),
+                                m.get(&k).cloned(),
+                                "snapshot get, step {step}"
+                            );
+                            check_iterators(&db, s, &m, Some(&snap), &mut rng);
+                        }
+                    }
+                }
+            }
+            let k = key(&mut rng);
+            assert_eq!(
+                db.get(s, &k).expect("get"),
+                model.get(&s.id()).and_then(|m| m.get(&k)).cloned()
+            );
+        }
+        drop(snaps);
+        db.close().expect("close");
+    }
+}
