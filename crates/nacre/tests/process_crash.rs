@@ -1,0 +1,158 @@
+//! Process crash: a child process writes batches on the `emulated` backend and reports each
+//! acknowledged batch on its stdout; the parent kills it with SIGKILL at random moments,
+//! reopens the database and checks every acknowledged batch is there, whole.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nacre::{Db, Options, WriteBatch};
+use nacre_pmem::{Backend, SplitMix64};
+
+const CHILD_ENV: &str = "NACRE_CRASH_CHILD";
+const KILLS: u64 = 50;
+
+fn opts(path: &str) -> Options {
+    let mut o = Options::new(path).backend(Backend::Emulated);
+    o.pool_size = 64 << 20;
+    o.zone_size = 256 << 10;
+    o.memtable_size = 1 << 20;
+    o
+}
+
+fn key(round: u64, n: u64, i: u64) -> Vec<u8> {
+    format!("r{round:03}/n{n:07}/{i}").into_bytes()
+}
+
+fn value(round: u64, n: u64, i: u64) -> Vec<u8> {
+    format!("{round}:{n}:{i}:")
+        .repeat(1 + (n % 7) as usize)
+        .into_bytes()
+}
+
+/// Not a test on its own: the child process's body, run only when the parent sets
+/// `NACRE_CRASH_CHILD=<pool path>:<round>`.
+#[test]
+fn crash_child_body() {
+    let Ok(spec) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let (path, round) = spec.rsplit_once(':').expect("spec");
+    let round: u64 = round.parse().expect("round");
+    let db = Db::open(opts(path)).expect("child open");
+    let sub = db.subtable("crash").expect("subtable");
+    let mut out = std::io::stdout().lock();
+    {
+        use std::io::Write;
+        writeln!(out, "OPEN").expect("stdout");
+        out.flush().expect("flush");
+    }
+    for n in 0.. {
+        let mut b = WriteBatch::new();
+        for i in 0..3 {
+            b.put(&sub, key(round, n, i), value(round, n, i));
+        }
+        db.write(b).expect("write");
+        use std::io::Write;
+        writeln!(out, "ACK {n}").expect("stdout");
+        out.flush().expect("flush");
+    }
+}
+
+#[test]
+fn sigkill_loses_no_acknowledged_batch() {
+    let dir = tempfile::tempdir_in("/dev/shm")
+        .or_else(|_| tempfile::tempdir())
+        .expect("dir");
+    let path = dir.path().join("crash.pool");
+    let path = path.to_str().expect("utf8").to_string();
+    let exe = std::env::current_exe().expect("exe");
+    let mut rng = SplitMix64::new(7);
+    let mut acked_total = 0u64;
+    let mut acked: Vec<u64> = Vec::new(); // per round: highest acknowledged n + 1
+    for round in 0..KILLS {
+        let mut child = Command::new(&exe)
+            .args([
+                "crash_child_body",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD_ENV, format!("{path}:{round}"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn child");
+        let stdout = child.stdout.take().expect("stdout");
+        let (opened_tx, opened) = std::sync::mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            let mut high = 0u64;
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if line.ends_with("OPEN") {
+                    let _ = opened_tx.send(());
+                }
+                if let Some(n) = line
+                    .strip_prefix("ACK ")
+                    .and_then(|n| n.parse::<u64>().ok())
+                {
+                    high = n + 1;
+                }
+            }
+            high
+        });
+        // Once the child has recovered the database, let it write for a while and kill it
+        // mid-stream.
+        opened
+            .recv_timeout(Duration::from_secs(60))
+            .expect("child opened the database");
+        let t = Instant::now();
+        std::thread::sleep(Duration::from_millis(rng.next_u64() % 60));
+        child.kill().expect("SIGKILL");
+        child.wait().expect("wait");
+        let high = reader.join().expect("reader");
+        acked.push(high);
+        acked_total += high;
+        assert!(t.elapsed() < Duration::from_secs(30));
+
+        let db = Db::open(opts(&path)).expect("reopen after SIGKILL");
+        assert!(
+            !db.recovery_report().clean,
+            "a killed process never closes cleanly"
+        );
+        let sub = db.subtable("crash").expect("subtable");
+        // This round's batches every time; every round's every tenth kill and at the end
+        // (earlier data must survive later crashes too).
+        let full = round % 10 == 9 || round + 1 == KILLS;
+        for (r, &high) in acked
+            .iter()
+            .enumerate()
+            .filter(|(r, _)| full || *r as u64 == round)
+        {
+            let r = r as u64;
+            // every acknowledged batch, and whole: all three keys with their values
+            for n in 0..high {
+                for i in 0..3 {
+                    assert_eq!(
+                        db.get(&sub, key(r, n, i)).expect("get"),
+                        Some(value(r, n, i)),
+                        "round {r}: acknowledged batch {n} lost"
+                    );
+                }
+            }
+            // the batch in flight at the kill: all or nothing
+            let present: Vec<bool> = (0..3)
+                .map(|i| db.get(&sub, key(r, high, i)).expect("get").is_some())
+                .collect();
+            assert!(
+                present.iter().all(|p| *p) || present.iter().all(|p| !*p),
+                "round {r}: batch {high} torn"
+            );
+        }
+        db.close().expect("close");
+    }
+    assert!(
+        acked_total > KILLS,
+        "children acknowledged writes before being killed ({acked_total})"
+    );
+}
