@@ -32,6 +32,9 @@ use crate::superblock::{
 
 static NEXT_POOL_ID: AtomicU64 = AtomicU64::new(1);
 
+/// msync backend: dirty ranges closer than this are synced by one call.
+const MSYNC_MERGE_GAP: usize = 16 << 20;
+
 thread_local! {
     /// msync backend: page ranges this thread flushed and has not fenced, as (pool, start, end).
     static MSYNC_DIRTY: RefCell<Vec<(u64, usize, usize)>> = const { RefCell::new(Vec::new()) };
@@ -301,9 +304,11 @@ impl Pool {
             });
             mine.sort_unstable();
             let mut merged: Vec<(usize, usize)> = Vec::with_capacity(mine.len());
+            // Nearby ranges share one msync: each call is a file sync (journal commit, device
+            // flush), while the clean pages in a gap cost only a page-table walk.
             for (s, e) in mine {
                 match merged.last_mut() {
-                    Some(m) if s <= m.1 => m.1 = m.1.max(e),
+                    Some(m) if s <= m.1 + MSYNC_MERGE_GAP => m.1 = m.1.max(e),
                     _ => merged.push((s, e)),
                 }
             }
