@@ -14,6 +14,17 @@ pub enum BenchError {
     /// An allocator operation failed.
     #[error(transparent)]
     Halloc(#[from] nacre_halloc::HallocError),
+    /// An engine operation failed.
+    #[error(transparent)]
+    Engine(#[from] nacre::Error),
+    /// A helper process (a benchmark child, an anchor's binary) failed or misbehaved.
+    #[error("{what}: {why}")]
+    Process {
+        /// The process.
+        what: String,
+        /// What went wrong.
+        why: String,
+    },
     /// A system call on a benchmark file failed.
     #[error("{op} {path}: {source}")]
     Io {

@@ -5,6 +5,8 @@
 //! - [`suite`]: `nacre-bench pmem`, persisted writes through every nacre-pmem backend beside
 //!   raw clwb+sfence and write+fdatasync loops.
 //! - [`alloc`]: `nacre-bench alloc`, Halloc allocation latency beside PMDK's pmemobj_alloc.
+//! - [`engine`]: `nacre-bench ror | memtable | fillrandom | recovery`, the engine's Reorder
+//!   Ring, memtable, durable fill (against RocksDB's db_bench) and crash recovery.
 //! - [`bench`]: the timed loops and statistics; [`pmem`] and [`raw`]: the subjects they run on.
 //! - [`config`], [`results`]: parameters and measured rows; [`report`], [`json`]: Markdown
 //!   table and JSON lines.
@@ -14,6 +16,7 @@
 pub mod alloc;
 pub mod bench;
 pub mod config;
+pub mod engine;
 pub mod error;
 pub mod json;
 #[cfg(feature = "pmdk")]

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use nacre_bench::alloc::{self, AllocConfig};
+use nacre_bench::engine::{fill, memtable, recovery, recovery_child, ror};
 use nacre_bench::{json, report, PmemConfig, Target};
 use tracing_subscriber::EnvFilter;
 
@@ -28,6 +29,23 @@ enum Command {
     /// Allocation latency of Halloc (object pool, zone) against PMDK's pmemobj_alloc, same
     /// sizes and file system, same run.
     Alloc(AllocArgs),
+    /// Reorder Ring throughput and put latency of the engine, swept over the group batch size
+    /// and the writer threads (emulated backend).
+    Ror(ror::RorConfig),
+    /// Engine memtable inserts (Db::put) and lookups (Db::get) against a DRAM skip-list
+    /// memtable (the paper's SLM), sequential and random keys.
+    Memtable(memtable::MemtableConfig),
+    /// Durable random puts against RocksDB's db_bench fillrandom: emulated vs --sync=0 and
+    /// msync vs --sync=1.
+    Fillrandom(fill::FillConfig),
+    /// Restart time after SIGKILL against PM data size and recovery threads.
+    Recovery(recovery::RecoveryConfig),
+    /// (internal) Loads a database for `recovery`, prints READY, waits for SIGKILL.
+    #[command(hide = true)]
+    RecoveryChild(recovery_child::LoadArgs),
+    /// (internal) Opens a crashed database for `recovery`, prints OPENED, waits for SIGKILL.
+    #[command(hide = true)]
+    RecoveryOpen(recovery_child::OpenArgs),
 }
 
 #[derive(Args, Debug)]
@@ -121,13 +139,20 @@ fn write_json(path: &std::path::Path, text: &str, rows: usize) -> Result<(), Box
 }
 
 fn main() -> Result<(), Box<dyn Error>> {
+    let cli = Cli::parse();
+    // The engine benchmarks open a database per measurement: keep the engine's own open and
+    // create lines out of their progress unless RUST_LOG asks for them.
+    let default = match cli.command {
+        Command::Pmem(_) | Command::Alloc(_) => "info",
+        _ => "info,nacre=warn,nacre_pmem=warn,nacre_halloc=warn",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default)),
         )
         .with_writer(std::io::stderr)
         .init();
-    match Cli::parse().command {
+    match cli.command {
         Command::Pmem(args) => {
             let json = args.json.clone();
             let run = nacre_bench::run(&args.config())?;
@@ -164,6 +189,12 @@ fn main() -> Result<(), Box<dyn Error>> {
                 write_json(&path, &text, rows.len())?;
             }
         }
+        Command::Ror(c) => ror::main(&c)?,
+        Command::Memtable(c) => memtable::main(&c)?,
+        Command::Fillrandom(c) => fill::main(&c)?,
+        Command::Recovery(c) => recovery::main(&c)?,
+        Command::RecoveryChild(a) => recovery_child::load(&a)?,
+        Command::RecoveryOpen(a) => recovery_child::open(&a)?,
     }
     Ok(())
 }
@@ -195,5 +226,27 @@ mod tests {
             args.config().targets,
             [Target::Emulated, Target::RawShm, Target::Sim]
         );
+    }
+
+    #[test]
+    fn engine_defaults_match_the_documented_runs() {
+        let Command::Ror(r) = Cli::parse_from(["nacre-bench", "ror"]).command else {
+            panic!("ror")
+        };
+        assert_eq!(r.batch_sizes, [1, 5, 10, 25, 50, 100]);
+        assert_eq!((r.batch_threads, r.thread_batch), (4, 50));
+        assert_eq!(r.threads, [1, 2, 4, 8]);
+        let Command::Fillrandom(f) = Cli::parse_from(["nacre-bench", "fillrandom"]).command else {
+            panic!("fillrandom")
+        };
+        assert_eq!(
+            (f.num, f.threads, f.key_size, f.value_size),
+            (200_000, 2, 16, 500)
+        );
+        let cli = Cli::parse_from(["nacre-bench", "recovery", "--sizes-mib", "64,2048"]);
+        let Command::Recovery(c) = cli.command else {
+            panic!("recovery")
+        };
+        assert_eq!((c.sizes_mib, c.threads), (vec![64, 2048], vec![1, 2, 4]));
     }
 }

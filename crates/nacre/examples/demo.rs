@@ -31,29 +31,52 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         rep.memtables,
         rep.elapsed,
         rep.threads,
-        if rep.clean { "after a clean close" } else { "after a crash or on first use" }
+        if rep.clean {
+            "after a clean close"
+        } else {
+            "after a crash or on first use"
+        }
     );
     let users = db.subtable("users")?;
     let orders = db.subtable("orders")?;
     let run = db.latest_sequence();
     let mut batch = WriteBatch::new();
-    batch
-        .put(&users, format!("user:{run:06}"), "ada")
-        .put(&orders, format!("order:{run:06}"), format!("user:{run:06} bought 3 shells"));
+    batch.put(&users, format!("user:{run:06}"), "ada").put(
+        &orders,
+        format!("order:{run:06}"),
+        format!("user:{run:06} bought 3 shells"),
+    );
     db.write(batch)?;
     let snap = db.snapshot();
     db.put(&users, format!("user:{run:06}"), "ada lovelace")?;
     println!(
         "write   user:{run:06} = {:?} (at the earlier snapshot {:?})",
-        String::from_utf8_lossy(&db.get(&users, format!("user:{run:06}"))?.unwrap_or_default()),
-        String::from_utf8_lossy(&db.get_at(&users, format!("user:{run:06}"), &snap)?.unwrap_or_default()),
+        String::from_utf8_lossy(
+            &db.get(&users, format!("user:{run:06}"))?
+                .unwrap_or_default()
+        ),
+        String::from_utf8_lossy(
+            &db.get_at(&users, format!("user:{run:06}"), &snap)?
+                .unwrap_or_default()
+        ),
     );
     let last: Vec<_> = db
-        .iter(&orders, IterOptions { reverse: true, prefix: Some(b"order:".to_vec()), ..Default::default() })?
+        .iter(
+            &orders,
+            IterOptions {
+                reverse: true,
+                prefix: Some(b"order:".to_vec()),
+                ..Default::default()
+            },
+        )?
         .take(3)
         .collect::<Result<_, _>>()?;
     for (k, v) in last {
-        println!("orders  {} -> {}", String::from_utf8_lossy(&k), String::from_utf8_lossy(&v));
+        println!(
+            "orders  {} -> {}",
+            String::from_utf8_lossy(&k),
+            String::from_utf8_lossy(&v)
+        );
     }
     drop(snap);
     db.close()?;

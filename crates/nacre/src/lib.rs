@@ -19,6 +19,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 #![warn(missing_docs)]
 
+pub mod art;
 mod batch;
 mod commit;
 mod db;

@@ -28,17 +28,31 @@ fn a_full_pool_refuses_writes_and_keeps_everything_acknowledged() {
     assert!(err.to_string().contains("pool full"), "{err}");
     assert!(acked > 100, "{acked}");
     // still full, still readable, nothing lost
-    assert!(matches!(db.put(&s, "more", &value), Err(Error::PoolFull(_))));
+    assert!(matches!(
+        db.put(&s, "more", &value),
+        Err(Error::PoolFull(_))
+    ));
     for i in 0..acked {
-        assert_eq!(db.get(&s, format!("key{i:06}")).expect("get").as_deref(), Some(&value[..]));
+        assert_eq!(
+            db.get(&s, format!("key{i:06}")).expect("get").as_deref(),
+            Some(&value[..])
+        );
     }
     assert_eq!(db.get(&s, "more").expect("get"), None);
     let image = db.pool().sim().expect("sim").crash(CrashPolicy::KeepNone);
     drop(db);
-    let db = Db::open_pool(Pool::open_sim(image, &PoolOptions::with_backend(Backend::Sim)).expect("image"), small(4 << 20)).expect("reopen");
+    let db = Db::open_pool(
+        Pool::open_sim(image, &PoolOptions::with_backend(Backend::Sim)).expect("image"),
+        small(4 << 20),
+    )
+    .expect("reopen");
     let s = db.subtable("fill").expect("subtable");
     for i in 0..acked {
-        assert_eq!(db.get(&s, format!("key{i:06}")).expect("get").as_deref(), Some(&value[..]), "key {i} after reopen");
+        assert_eq!(
+            db.get(&s, format!("key{i:06}")).expect("get").as_deref(),
+            Some(&value[..]),
+            "key {i} after reopen"
+        );
     }
 }
 
@@ -54,13 +68,23 @@ fn oversized_records_bad_names_and_foreign_subtables_are_refused() {
     }
     let e = db.write(b).expect_err("batch too large for one zone");
     assert!(matches!(e, Error::TooLarge { .. }), "{e}");
-    assert_eq!(db.get(&s, "k0").expect("get"), None, "nothing of a refused batch applied");
+    assert_eq!(
+        db.get(&s, "k0").expect("get"),
+        None,
+        "nothing of a refused batch applied"
+    );
     for bad in ["", &"x".repeat(49)] {
-        assert!(matches!(db.subtable(bad), Err(Error::BadSubtableName { .. })));
+        assert!(matches!(
+            db.subtable(bad),
+            Err(Error::BadSubtableName { .. })
+        ));
     }
     let other = Db::open(small(8 << 20)).expect("other");
     let foreign = other.subtable("s").expect("subtable");
-    assert!(matches!(db.put(&foreign, "k", "v"), Err(Error::InvalidOptions(_))));
+    assert!(matches!(
+        db.put(&foreign, "k", "v"),
+        Err(Error::InvalidOptions(_))
+    ));
     assert!(db.get(&foreign, "k").is_err());
     let mut o = small(8 << 20);
     o.memtable_size = 100_000;
@@ -78,6 +102,9 @@ fn a_file_that_is_not_a_pool_is_refused_untouched() {
     let mut o = Options::new(&p).backend(Backend::Msync);
     o.pool_size = 8 << 20;
     let e = Db::open(o).expect_err("not a pool");
-    assert!(matches!(e, Error::Pmem(nacre_pmem::PmemError::NotAPool { .. })), "{e}");
+    assert!(
+        matches!(e, Error::Pmem(nacre_pmem::PmemError::NotAPool { .. })),
+        "{e}"
+    );
     assert_eq!(std::fs::read(&p).expect("read"), vec![0x5Au8; 2 << 20]);
 }

@@ -1,0 +1,307 @@
+//! `nacre-bench memtable`: memtable insert and point-lookup throughput (seed 000 §3.1), 8-byte
+//! keys and 32-byte values, sequential and random key orders, 1..T threads. Nacre inserts
+//! through `Db::put` (group commit, records persisted in PM zones, volatile index) and looks
+//! up through `Db::get`; the anchor is a DRAM memtable on crossbeam's lock-free skip list
+//! (`SkipMap<Vec<u8>, Vec<u8>>`), standing in for the paper's SLM. Both copy the value out on
+//! a lookup.
+//!
+//! Thread `t` of `T` owns keys `t*N/T .. (t+1)*N/T`: inserted in ascending order
+//! (sequential) or as `mix64(i)` (random), then looked up in the same order.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use crossbeam_skiplist::SkipMap;
+use nacre_pmem::Backend;
+use serde::Serialize;
+
+use super::{mix64, put_footprint, require, BenchDb, EMULATED_SURVIVES};
+use crate::bench::median;
+use crate::error::{BenchError, Result};
+use crate::report::{sig3, MachineInfo};
+
+const VALUE: usize = 32;
+
+/// Parameters of `nacre-bench memtable`.
+#[derive(clap::Args, Clone, Debug, PartialEq, Serialize)]
+pub struct MemtableConfig {
+    /// Keys per measurement (split across the threads).
+    #[arg(long, default_value_t = 400_000)]
+    pub keys: u64,
+    /// Thread counts, comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = [1usize, 2, 4])]
+    pub threads: Vec<usize>,
+    /// Nacre's `Options::batch_size`.
+    #[arg(long, default_value_t = 50)]
+    pub batch_size: usize,
+    /// Nacre's `Options::commit_buckets`.
+    #[arg(long, default_value_t = 1)]
+    pub commit_buckets: usize,
+    /// Repeats of each measurement; the report shows the median.
+    #[arg(long, default_value_t = 3)]
+    pub repeats: usize,
+    /// Directory for the pool files [default: /dev/shm, else the temp dir].
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Write one JSON object per row to this file (replaced if it exists).
+    #[arg(long)]
+    #[serde(skip)]
+    pub json: Option<PathBuf>,
+}
+
+/// Key order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Order {
+    /// Ascending within each thread's range.
+    Sequential,
+    /// `mix64` of the index.
+    Random,
+}
+
+/// The memtable measured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Subject {
+    /// Nacre `Db::put` / `Db::get`.
+    Nacre,
+    /// DRAM skip list.
+    Slm,
+}
+
+/// One subject, order and thread count: Mops/s per repeat.
+#[derive(Clone, Debug, Serialize)]
+pub struct MemtableRow {
+    /// Subject.
+    pub subject: Subject,
+    /// Key order.
+    pub order: Order,
+    /// Threads.
+    pub threads: usize,
+    /// Insert Mops/s per repeat.
+    pub insert_mops: Vec<f64>,
+    /// Lookup Mops/s per repeat.
+    pub lookup_mops: Vec<f64>,
+}
+
+impl MemtableRow {
+    fn insert(&self) -> f64 {
+        median(&self.insert_mops)
+    }
+    fn lookup(&self) -> f64 {
+        median(&self.lookup_mops)
+    }
+}
+
+fn key(order: Order, i: u64) -> [u8; 8] {
+    match order {
+        Order::Sequential => i.to_be_bytes(),
+        Order::Random => mix64(i).to_be_bytes(),
+    }
+}
+
+fn value(k: &[u8; 8]) -> [u8; VALUE] {
+    let mut v = [0u8; VALUE];
+    for c in v.chunks_mut(8) {
+        c.copy_from_slice(k);
+    }
+    v
+}
+
+fn range(n: u64, threads: usize, t: usize) -> std::ops::Range<u64> {
+    let per = |t: usize| n * t as u64 / threads as u64;
+    per(t)..per(t + 1)
+}
+
+fn missing(what: &str, k: &[u8; 8]) -> BenchError {
+    BenchError::Process {
+        what: what.into(),
+        why: format!("lookup of inserted key {k:02x?} found no 32-byte value"),
+    }
+}
+
+fn nacre(cfg: &MemtableConfig, order: Order, threads: usize) -> Result<(f64, f64)> {
+    let dir = cfg.dir.clone().unwrap_or_else(super::default_shm_dir);
+    let memtable = 64 << 20;
+    let pool = super::pool_size_for(cfg.keys * put_footprint(8, VALUE), memtable);
+    let bdb = BenchDb::create(&dir, "memtable", Backend::Emulated, pool, |o| {
+        o.batch_size = cfg.batch_size;
+        o.commit_buckets = cfg.commit_buckets;
+        o.memtable_size = memtable;
+    })?;
+    let (db, table) = (&bdb.db, &bdb.table);
+    let (put_s, _) = super::run_threads(threads, |t| {
+        for i in range(cfg.keys, threads, t) {
+            let k = key(order, i);
+            db.put(table, k, value(&k))?;
+        }
+        Ok(())
+    })?;
+    let (get_s, _) = super::run_threads(threads, |t| {
+        for i in range(cfg.keys, threads, t) {
+            let k = key(order, i);
+            match db.get(table, k)? {
+                Some(v) if v.len() == VALUE => {}
+                _ => return Err(missing("nacre", &k)),
+            }
+        }
+        Ok(())
+    })?;
+    let n = cfg.keys as f64;
+    Ok((n / put_s / 1e6, n / get_s / 1e6))
+}
+
+fn slm(cfg: &MemtableConfig, order: Order, threads: usize) -> Result<(f64, f64)> {
+    let map: SkipMap<Vec<u8>, Vec<u8>> = SkipMap::new();
+    let (put_s, _) = super::run_threads(threads, |t| {
+        for i in range(cfg.keys, threads, t) {
+            let k = key(order, i);
+            map.insert(k.to_vec(), value(&k).to_vec());
+        }
+        Ok(())
+    })?;
+    let (get_s, _) = super::run_threads(threads, |t| {
+        for i in range(cfg.keys, threads, t) {
+            let k = key(order, i);
+            match map.get(&k[..]).map(|e| e.value().clone()) {
+                Some(v) if v.len() == VALUE => {}
+                _ => return Err(missing("slm", &k)),
+            }
+        }
+        Ok(())
+    })?;
+    let n = cfg.keys as f64;
+    Ok((n / put_s / 1e6, n / get_s / 1e6))
+}
+
+/// Every subject, order and thread count; the two subjects of a configuration run back to
+/// back, repeats interleaved.
+pub fn run(cfg: &MemtableConfig) -> Result<(MachineInfo, Vec<MemtableRow>)> {
+    require(
+        cfg.keys > 0
+            && cfg.repeats > 0
+            && cfg.batch_size > 0
+            && cfg.commit_buckets > 0
+            && !cfg.threads.is_empty()
+            && cfg.threads.iter().all(|&t| t > 0),
+        "memtable needs keys, repeats, batch size, buckets and thread counts above zero",
+    )?;
+    let mut rows = Vec::new();
+    for order in [Order::Sequential, Order::Random] {
+        for &threads in &cfg.threads {
+            for subject in [Subject::Nacre, Subject::Slm] {
+                rows.push(MemtableRow {
+                    subject,
+                    order,
+                    threads,
+                    insert_mops: Vec::new(),
+                    lookup_mops: Vec::new(),
+                });
+            }
+        }
+    }
+    for rep in 0..cfg.repeats {
+        for row in rows.iter_mut() {
+            let (ins, get) = match row.subject {
+                Subject::Nacre => nacre(cfg, row.order, row.threads)?,
+                Subject::Slm => slm(cfg, row.order, row.threads)?,
+            };
+            tracing::info!(subject = ?row.subject, order = ?row.order, threads = row.threads,
+                rep, insert_mops = ins, lookup_mops = get, "memtable measured");
+            row.insert_mops.push(ins);
+            row.lookup_mops.push(get);
+        }
+    }
+    Ok((MachineInfo::collect(), rows))
+}
+
+/// The report printed to stdout.
+pub fn markdown(cfg: &MemtableConfig, machine: &MachineInfo, rows: &[MemtableRow]) -> String {
+    let mut s = String::from("## nacre-bench memtable\n\n");
+    let _ = writeln!(s, "{}", super::machine_line(machine));
+    let dir = cfg.dir.clone().unwrap_or_else(super::default_shm_dir);
+    let _ = writeln!(
+        s,
+        "{} keys per measurement (8-byte keys, {VALUE}-byte values), split across the threads. \
+         Nacre: `Db::put` (batch_size {}, commit_buckets {}) then `Db::get` of every key, \
+         emulated backend, pools in {} ({EMULATED_SURVIVES}). SLM: crossbeam \
+         `SkipMap<Vec<u8>, Vec<u8>>` in DRAM (survives nothing). Median of {} repeats. Ratio = \
+         Nacre / SLM (target 2x).\n",
+        cfg.keys,
+        cfg.batch_size,
+        cfg.commit_buckets,
+        dir.display(),
+        cfg.repeats
+    );
+    s.push_str(
+        "| keys | threads | Nacre insert Mops/s | SLM insert Mops/s | insert Nacre/SLM | \
+         Nacre lookup Mops/s | SLM lookup Mops/s | lookup Nacre/SLM |\n",
+    );
+    s.push_str("|---|---|---|---|---|---|---|---|\n");
+    for order in [Order::Sequential, Order::Random] {
+        for &t in &cfg.threads {
+            let get = |sub| {
+                rows.iter()
+                    .find(|r| r.subject == sub && r.order == order && r.threads == t)
+            };
+            let (Some(n), Some(d)) = (get(Subject::Nacre), get(Subject::Slm)) else {
+                continue;
+            };
+            let name = match order {
+                Order::Sequential => "sequential",
+                Order::Random => "random",
+            };
+            let _ = writeln!(
+                s,
+                "| {name} | {t} | {} | {} | {}x | {} | {} | {}x |",
+                sig3(n.insert()),
+                sig3(d.insert()),
+                sig3(n.insert() / d.insert()),
+                sig3(n.lookup()),
+                sig3(d.lookup()),
+                sig3(n.lookup() / d.lookup())
+            );
+        }
+    }
+    s.push('\n');
+    s
+}
+
+/// One JSON object per row.
+pub fn json_rows(
+    cfg: &MemtableConfig,
+    machine: &MachineInfo,
+    rows: &[MemtableRow],
+) -> Vec<serde_json::Value> {
+    rows.iter()
+        .map(|r| {
+            let mut params = serde_json::json!(cfg);
+            let dir = cfg.dir.clone().unwrap_or_else(super::default_shm_dir);
+            params["dir"] = dir.display().to_string().into();
+            params["subject"] = serde_json::json!(r.subject);
+            params["order"] = serde_json::json!(r.order);
+            params["threads_measured"] = r.threads.into();
+            params["key_bytes"] = 8.into();
+            params["value_bytes"] = VALUE.into();
+            let (backend, durability) = match r.subject {
+                Subject::Nacre => ("emulated", EMULATED_SURVIVES),
+                Subject::Slm => ("dram", "nothing (volatile)"),
+            };
+            let results = serde_json::json!({
+                "insert_mops": {"median": r.insert(), "values": r.insert_mops},
+                "lookup_mops": {"median": r.lookup(), "values": r.lookup_mops},
+            });
+            super::json_row("memtable", machine, backend, durability, params, results)
+        })
+        .collect()
+}
+
+/// `nacre-bench memtable`: runs, prints the table, writes JSON lines if asked.
+pub fn main(cfg: &MemtableConfig) -> Result<()> {
+    let (machine, rows) = run(cfg)?;
+    print!("{}", markdown(cfg, &machine, &rows));
+    if let Some(path) = &cfg.json {
+        super::write_json(path, &json_rows(cfg, &machine, &rows))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,341 @@
+//! `nacre-bench recovery`: restart time after SIGKILL against PM data size and recovery
+//! threads (seed 000 §3.1, invariant C5: recovery cost is bounded by PM data, not history).
+//!
+//! For each size: a child process (this binary, `recovery-child`) loads a fresh database on
+//! the `emulated` backend with several writers and ~1 KiB values, says READY, and is
+//! SIGKILLed. One untimed warm-up open follows (reported apart: the first process to rebuild
+//! the index after the loader died pays extra page faults). Then for each thread count and
+//! repeat, another child (`recovery-open`) times
+//! `Db::open` with `recovery_threads = T` and the first successful `get` of a key acknowledged
+//! before the crash, reports `Db::recovery_report()`, and is SIGKILLed too, so every open
+//! recovers a crashed (not cleanly closed) database. One pool exists at a time; each is
+//! removed before the next size.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use super::recovery_child::spawn_until;
+use super::{put_footprint, require, EMULATED_SURVIVES};
+use crate::bench::{file_name, median, TempFile};
+use crate::error::{io_err, BenchError, Result};
+use crate::report::{sig3, MachineInfo};
+
+/// Largest data size accepted (the pool is ~1.5x this, on tmpfs).
+pub const MAX_MIB: u64 = 2048;
+
+/// Parameters of `nacre-bench recovery`.
+#[derive(clap::Args, Clone, Debug, PartialEq, Serialize)]
+pub struct RecoveryConfig {
+    /// User data sizes (keys + values) in MiB, comma-separated; at most 2048.
+    #[arg(long, value_delimiter = ',', default_values_t = [64u64, 256, 1024])]
+    pub sizes_mib: Vec<u64>,
+    /// Recovery thread counts, comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = [1usize, 2, 4])]
+    pub threads: Vec<usize>,
+    /// Writer threads loading the data.
+    #[arg(long, default_value_t = 4)]
+    pub writers: usize,
+    /// Key bytes (at least 16).
+    #[arg(long, default_value_t = 16)]
+    pub key_size: usize,
+    /// Value bytes.
+    #[arg(long, default_value_t = 1024)]
+    pub value_size: usize,
+    /// Bytes per memtable, in MiB.
+    #[arg(long, default_value_t = 64)]
+    pub memtable_mib: u64,
+    /// Opens per size and thread count; the report shows the median.
+    #[arg(long, default_value_t = 3)]
+    pub repeats: usize,
+    /// Directory for the pool files [default: /dev/shm, else the temp dir].
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// The nacre-bench binary to re-execute as the children [default: this one].
+    #[arg(long, hide = true)]
+    pub exe: Option<PathBuf>,
+    /// Write one JSON object per row to this file (replaced if it exists).
+    #[arg(long)]
+    #[serde(skip)]
+    pub json: Option<PathBuf>,
+}
+
+/// One data size and thread count.
+#[derive(Clone, Debug, Serialize)]
+pub struct RecoveryRow {
+    /// Requested user data in MiB.
+    pub size_mib: u64,
+    /// Records loaded before the crash.
+    pub loaded_records: u64,
+    /// Pool size in bytes.
+    pub pool_size: u64,
+    /// Seconds the load took (spawn to READY).
+    pub load_secs: f64,
+    /// The untimed warm-up open right after the loader's SIGKILL (most recovery threads).
+    pub first_open: serde_json::Value,
+    /// `Options::recovery_threads`.
+    pub threads: usize,
+    /// Each open's `OPENED` report.
+    pub opens: Vec<serde_json::Value>,
+    /// Seconds from spawning each open child to its report (process start included).
+    pub restart_secs: Vec<f64>,
+}
+
+impl RecoveryRow {
+    fn ms(&self, field: &str) -> f64 {
+        let v: Vec<f64> = self
+            .opens
+            .iter()
+            .filter_map(|o| o[field].as_f64())
+            .map(|ns| ns / 1e6)
+            .collect();
+        median(&v)
+    }
+
+    fn last(&self, field: &str) -> u64 {
+        self.opens
+            .last()
+            .and_then(|o| o[field].as_u64())
+            .unwrap_or(0)
+    }
+}
+
+fn field<'a>(line: &'a str, name: &str) -> Option<&'a str> {
+    line.split_whitespace()
+        .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+}
+
+/// One `recovery-open` child: its report and the seconds from spawn to the report.
+fn open_once(
+    exe: &std::path::Path,
+    path: &str,
+    threads: usize,
+    probe: &str,
+) -> Result<(serde_json::Value, f64)> {
+    let args = [
+        "recovery-open",
+        "--path",
+        path,
+        "--threads",
+        &threads.to_string(),
+        "--probe",
+        probe,
+    ]
+    .map(String::from);
+    let (line, secs) = spawn_until(exe, &args, "OPENED")?;
+    Ok((serde_json::from_str(&line)?, secs))
+}
+
+fn one_size(cfg: &RecoveryConfig, exe: &std::path::Path, mib: u64) -> Result<Vec<RecoveryRow>> {
+    let dir = cfg.dir.clone().unwrap_or_else(super::default_shm_dir);
+    let path = dir.join(file_name(&format!("recovery-{mib}")));
+    let _file = TempFile::new(path.clone());
+    if path.exists() {
+        std::fs::remove_file(&path).map_err(io_err("remove stale pool", &path))?;
+    }
+    let klen = cfg.key_size.max(16);
+    let bytes = mib << 20;
+    let records = bytes.div_ceil((klen + cfg.value_size) as u64);
+    let memtable = cfg.memtable_mib << 20;
+    let pool = super::pool_size_for(records * put_footprint(klen, cfg.value_size), memtable);
+    let p = path.display().to_string();
+    let args: Vec<String> = [
+        "recovery-child",
+        "--path",
+        &p,
+        "--bytes",
+        &bytes.to_string(),
+        "--pool-size",
+        &pool.to_string(),
+        "--memtable-size",
+        &memtable.to_string(),
+        "--writers",
+        &cfg.writers.to_string(),
+        "--key-size",
+        &klen.to_string(),
+        "--value-size",
+        &cfg.value_size.to_string(),
+    ]
+    .map(String::from)
+    .to_vec();
+    tracing::info!(mib, pool, path = %p, "loading, then SIGKILL");
+    let (ready, load_secs) = spawn_until(exe, &args, "READY")?;
+    let bad = || BenchError::Process {
+        what: "recovery-child".into(),
+        why: format!("bad READY line {ready:?}"),
+    };
+    let probe = field(&ready, "probe").ok_or_else(bad)?.to_string();
+    let loaded: u64 = field(&ready, "records")
+        .and_then(|x| x.parse().ok())
+        .ok_or_else(bad)?;
+    let most = cfg.threads.iter().copied().max().unwrap_or(1);
+    let first_open = open_once(exe, &p, most, &probe)?.0;
+    tracing::info!(mib, threads = most, report = %first_open, "first open after the crash (warm-up)");
+    let mut rows: Vec<RecoveryRow> = cfg
+        .threads
+        .iter()
+        .map(|&threads| RecoveryRow {
+            size_mib: mib,
+            loaded_records: loaded,
+            pool_size: pool,
+            load_secs,
+            first_open: first_open.clone(),
+            threads,
+            opens: Vec::new(),
+            restart_secs: Vec::new(),
+        })
+        .collect();
+    for rep in 0..cfg.repeats {
+        for row in rows.iter_mut() {
+            let (v, secs) = open_once(exe, &p, row.threads, &probe)?;
+            tracing::info!(mib, threads = row.threads, rep, report = %v, "recovered");
+            if v["clean"].as_bool() != Some(false) {
+                tracing::warn!(mib, "open found a clean close: not a crash recovery");
+            }
+            row.opens.push(v);
+            row.restart_secs.push(secs);
+        }
+    }
+    Ok(rows)
+}
+
+/// Every size and thread count.
+pub fn run(cfg: &RecoveryConfig) -> Result<(MachineInfo, Vec<RecoveryRow>)> {
+    require(
+        !cfg.sizes_mib.is_empty()
+            && cfg.sizes_mib.iter().all(|&m| m > 0 && m <= MAX_MIB)
+            && !cfg.threads.is_empty()
+            && cfg.threads.iter().all(|&t| t > 0)
+            && cfg.writers > 0
+            && cfg.value_size > 0
+            && cfg.memtable_mib > 0
+            && cfg.repeats > 0,
+        "recovery needs sizes of 1..=2048 MiB, thread counts, writers, a value size, a \
+         memtable size and repeats",
+    )?;
+    let exe = match &cfg.exe {
+        Some(e) => e.clone(),
+        None => {
+            std::env::current_exe().map_err(io_err("find", std::path::Path::new("nacre-bench")))?
+        }
+    };
+    let mut rows = Vec::new();
+    for &mib in &cfg.sizes_mib {
+        rows.extend(one_size(cfg, &exe, mib)?);
+    }
+    Ok((MachineInfo::collect(), rows))
+}
+
+/// The report printed to stdout.
+pub fn markdown(cfg: &RecoveryConfig, machine: &MachineInfo, rows: &[RecoveryRow]) -> String {
+    let mut s = String::from("## nacre-bench recovery\n\n");
+    let _ = writeln!(s, "{}", super::machine_line(machine));
+    let dir = cfg.dir.clone().unwrap_or_else(super::default_shm_dir);
+    let _ = writeln!(
+        s,
+        "Emulated backend, pools in {} ({EMULATED_SURVIVES}). A child process loads the data \
+         ({} writers, {}-byte keys, {}-byte values, {} MiB memtables) and is SIGKILLed; each \
+         open runs in a fresh process that is SIGKILLed after its first `get`, so every open \
+         recovers a crashed database; an untimed warm-up open runs first (the first process to \
+         rebuild the DRAM index after the loader died pays extra page-zeroing faults on this \
+         VM). `Db::open` and first get are timed in that process from \
+         just before `Db::open`; restart adds process start (spawn to report). Median of {} \
+         opens.\n",
+        dir.display(),
+        cfg.writers,
+        cfg.key_size.max(16),
+        cfg.value_size,
+        cfg.memtable_mib,
+        cfg.repeats
+    );
+    s.push_str(
+        "| PM data MiB | records | memtables | MiB scanned | recovery threads | Db::open ms | \
+         recovery_report.elapsed ms | first get ms | restart ms |\n",
+    );
+    s.push_str("|---|---|---|---|---|---|---|---|---|\n");
+    for r in rows {
+        let used = r.last("threads");
+        let threads = if used as usize == r.threads || used == 0 {
+            r.threads.to_string()
+        } else {
+            format!("{} (used {used})", r.threads)
+        };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {threads} | {} | {} | {} | {} |",
+            r.size_mib,
+            r.last("records"),
+            r.last("memtables"),
+            sig3(r.last("bytes_scanned") as f64 / (1 << 20) as f64),
+            sig3(r.ms("open_ns")),
+            sig3(r.ms("elapsed_ns")),
+            sig3(r.ms("first_get_ns")),
+            sig3(median(&r.restart_secs) * 1e3)
+        );
+    }
+    s.push('\n');
+    let mut seen = Vec::new();
+    for r in rows {
+        if seen.contains(&r.size_mib) {
+            continue;
+        }
+        seen.push(r.size_mib);
+        let first = &r.first_open;
+        let _ = writeln!(
+            s,
+            "- {} MiB: {} records loaded in {} s, pool {} MiB; first open after the crash \
+             (warm-up, not in the table, {} threads): {} ms",
+            r.size_mib,
+            r.loaded_records,
+            sig3(r.load_secs),
+            r.pool_size >> 20,
+            first["threads"],
+            sig3(first["open_ns"].as_f64().unwrap_or(f64::NAN) / 1e6)
+        );
+    }
+    s
+}
+
+/// One JSON object per size and thread count.
+pub fn json_rows(
+    cfg: &RecoveryConfig,
+    machine: &MachineInfo,
+    rows: &[RecoveryRow],
+) -> Vec<serde_json::Value> {
+    rows.iter()
+        .map(|r| {
+            let mut params = serde_json::json!(cfg);
+            let dir = cfg.dir.clone().unwrap_or_else(super::default_shm_dir);
+            params["dir"] = dir.display().to_string().into();
+            params["size_mib"] = r.size_mib.into();
+            params["recovery_threads"] = r.threads.into();
+            params["pool_size"] = r.pool_size.into();
+            let results = serde_json::json!({
+                "loaded_records": r.loaded_records, "load_secs": r.load_secs,
+                "open_ms_median": r.ms("open_ns"), "first_get_ms_median": r.ms("first_get_ns"),
+                "recovery_elapsed_ms_median": r.ms("elapsed_ns"),
+                "restart_ms_median": median(&r.restart_secs) * 1e3,
+                "opens": r.opens, "restart_secs": r.restart_secs, "first_open": r.first_open,
+            });
+            super::json_row(
+                "recovery",
+                machine,
+                "emulated",
+                EMULATED_SURVIVES,
+                params,
+                results,
+            )
+        })
+        .collect()
+}
+
+/// `nacre-bench recovery`: runs, prints the table, writes JSON lines if asked.
+pub fn main(cfg: &RecoveryConfig) -> Result<()> {
+    let (machine, rows) = run(cfg)?;
+    print!("{}", markdown(cfg, &machine, &rows));
+    if let Some(path) = &cfg.json {
+        super::write_json(path, &json_rows(cfg, &machine, &rows))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,228 @@
+//! The processes `nacre-bench recovery` re-executes itself as (hidden subcommands), and the
+//! parent's side of talking to them.
+//!
+//! - `recovery-child`: creates a database, loads it with several writers, prints
+//!   `READY records=.. bytes=.. probe=<hex key>` and waits to be SIGKILLed.
+//! - `recovery-open`: opens a crashed database with N recovery threads, gets the probe key,
+//!   prints `OPENED <json>` and waits to be SIGKILLed, so the pool stays crashed (a dropped
+//!   `Db` would record a clean close) for the next measurement.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nacre::{Db, Options, DEFAULT_SUBTABLE};
+use nacre_pmem::{Backend, SplitMix64};
+
+use super::mix64;
+use crate::error::{io_err, BenchError, Result};
+
+/// Arguments of `nacre-bench recovery-child`.
+#[derive(clap::Args, Clone, Debug, PartialEq)]
+pub struct LoadArgs {
+    /// Pool file to create (must not exist).
+    #[arg(long)]
+    pub path: PathBuf,
+    /// User bytes (keys + values) to load.
+    #[arg(long)]
+    pub bytes: u64,
+    /// Pool size in bytes.
+    #[arg(long)]
+    pub pool_size: u64,
+    /// Bytes per memtable.
+    #[arg(long, default_value_t = 64 << 20)]
+    pub memtable_size: u64,
+    /// Writer threads.
+    #[arg(long, default_value_t = 4)]
+    pub writers: usize,
+    /// Key bytes (at least 16).
+    #[arg(long, default_value_t = 16)]
+    pub key_size: usize,
+    /// Value bytes.
+    #[arg(long, default_value_t = 1024)]
+    pub value_size: usize,
+}
+
+/// Arguments of `nacre-bench recovery-open`.
+#[derive(clap::Args, Clone, Debug, PartialEq)]
+pub struct OpenArgs {
+    /// Pool file of a crashed database.
+    #[arg(long)]
+    pub path: PathBuf,
+    /// `Options::recovery_threads`.
+    #[arg(long)]
+    pub threads: usize,
+    /// A key acknowledged before the crash, in hex.
+    #[arg(long)]
+    pub probe: String,
+}
+
+fn key(size: usize, writer: usize, i: u64) -> Vec<u8> {
+    let g = (writer as u64) << 40 | i;
+    let mut k = vec![0u8; size.max(16)];
+    k[..8].copy_from_slice(&mix64(g).to_be_bytes());
+    k[8..16].copy_from_slice(&g.to_be_bytes());
+    k
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Result<Vec<u8>> {
+    let bad = || BenchError::InvalidParams(format!("--probe {s:?} is not hex"));
+    if s.len() % 2 != 0 {
+        return Err(bad());
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2).ok_or_else(bad)?, 16).map_err(|_| bad()))
+        .collect()
+}
+
+fn announce(line: &str) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}")
+        .and_then(|_| out.flush())
+        .map_err(io_err("write", std::path::Path::new("stdout")))
+}
+
+fn wait_for_kill() -> ! {
+    loop {
+        std::thread::sleep(Duration::from_secs(3600));
+    }
+}
+
+/// `recovery-child`: loads the database, announces READY, and waits for SIGKILL.
+pub fn load(a: &LoadArgs) -> Result<()> {
+    super::require(
+        a.writers > 0 && a.value_size > 0 && a.bytes > 0,
+        "load needs writers, bytes and a value size",
+    )?;
+    let mut opts = Options::new(&a.path).backend(Backend::Emulated);
+    opts.pool_size = a.pool_size;
+    opts.memtable_size = a.memtable_size;
+    let db = Db::open(opts)?;
+    let table = db.subtable(DEFAULT_SUBTABLE)?;
+    let klen = a.key_size.max(16);
+    let per = a
+        .bytes
+        .div_ceil((klen + a.value_size) as u64 * a.writers as u64);
+    let mut rng = SplitMix64::new(0x5EC0_7E57);
+    let values: Vec<u8> = (0..(1 << 20) + a.value_size)
+        .map(|_| rng.next_u64() as u8)
+        .collect();
+    let span = (values.len() - a.value_size) as u64;
+    let (secs, _) = super::run_threads(a.writers, |t| {
+        for i in 0..per {
+            let k = key(klen, t, i);
+            let at = (mix64(i ^ t as u64) % span) as usize;
+            db.put(&table, &k, &values[at..at + a.value_size])?;
+            if t == 0 && i % 100_000 == 0 && i > 0 {
+                tracing::info!(records = i * a.writers as u64, "loading");
+            }
+        }
+        Ok(())
+    })?;
+    let records = per * a.writers as u64;
+    let bytes = records * (klen + a.value_size) as u64;
+    tracing::info!(records, bytes, secs, "loaded; waiting for SIGKILL");
+    announce(&format!(
+        "READY records={records} bytes={bytes} probe={}",
+        hex(&key(klen, 0, 0))
+    ))?;
+    let _keep = db;
+    wait_for_kill()
+}
+
+/// `recovery-open`: opens the crashed database, gets the probe, announces OPENED with the
+/// timings and the recovery report, and waits for SIGKILL.
+pub fn open(a: &OpenArgs) -> Result<()> {
+    let probe = unhex(&a.probe)?;
+    let mut opts = Options::new(&a.path).backend(Backend::Emulated);
+    opts.recovery_threads = a.threads.max(1);
+    let t0 = Instant::now();
+    let db = Db::open(opts)?;
+    let open_ns = t0.elapsed().as_nanos() as u64;
+    let table = db.subtable(DEFAULT_SUBTABLE)?;
+    let mut tries = 0u64;
+    while db.get(&table, &probe)?.is_none() {
+        tries += 1;
+        if tries > 1000 {
+            return Err(BenchError::Process {
+                what: "recovery-open".into(),
+                why: "the probe key, acknowledged before the crash, is missing".into(),
+            });
+        }
+    }
+    let first_get_ns = t0.elapsed().as_nanos() as u64;
+    let r = db.recovery_report();
+    let v = serde_json::json!({
+        "open_ns": open_ns, "first_get_ns": first_get_ns,
+        "elapsed_ns": r.elapsed.as_nanos() as u64, "clean": r.clean,
+        "memtables": r.memtables, "records": r.records, "items": r.items,
+        "bytes_scanned": r.bytes_scanned, "rolled_back": r.rolled_back, "threads": r.threads,
+        "released_memtables": r.released_memtables, "released_zones": r.released_zones,
+    });
+    announce(&format!("OPENED {v}"))?;
+    let _keep = db;
+    wait_for_kill()
+}
+
+/// A child process, SIGKILLed and reaped when dropped.
+pub struct Killed(pub Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Spawns `exe args`, waits for the stdout line starting with `prefix`, SIGKILLs the child
+/// and returns the rest of that line and the seconds from spawn to the line.
+pub fn spawn_until(exe: &std::path::Path, args: &[String], prefix: &str) -> Result<(String, f64)> {
+    let t0 = Instant::now();
+    let child = Command::new(exe)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(io_err("spawn", exe))?;
+    let mut child = Killed(child);
+    let fail = |why: String| BenchError::Process {
+        what: format!("{} {}", exe.display(), args.first().map_or("", |s| s)),
+        why,
+    };
+    let out = child
+        .0
+        .stdout
+        .take()
+        .ok_or_else(|| fail("no stdout".into()))?;
+    for line in BufReader::new(out).lines() {
+        let line = line.map_err(|e| fail(e.to_string()))?;
+        if let Some(rest) = line.strip_prefix(prefix) {
+            let secs = t0.elapsed().as_secs_f64();
+            child.0.kill().map_err(|e| fail(format!("SIGKILL: {e}")))?;
+            return Ok((rest.trim().to_string(), secs));
+        }
+    }
+    let status = child.0.wait().map_err(|e| fail(e.to_string()))?;
+    Err(fail(format!("exited ({status}) before printing {prefix}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_round_trips_and_keys_are_distinct() {
+        let k = key(16, 3, 7);
+        assert_eq!(k.len(), 16);
+        assert_eq!(unhex(&hex(&k)).ok(), Some(k.clone()));
+        assert_ne!(key(16, 0, 7), k);
+        assert!(unhex("abc").is_err() && unhex("zz").is_err());
+    }
+}

@@ -1,0 +1,748 @@
+//! An adaptive radix tree (Leis et al., ICDE 2013) as the memtable's volatile index
+//! (seed 000 §3.1): keys are consumed a byte per level with compressed paths, each key's
+//! versions hang off its leaf as a list sorted by sequence, newest first.
+//!
+//! Concurrency: one writer at a time (a mutex serialises inserts); readers take no lock and
+//! never wait. This is safe because nothing a reader can reach is ever changed in a way that
+//! breaks it or freed while the tree lives:
+//! - A1: nodes only grow in place by appending: an entry (key byte, child) is written before
+//!   the count (or the Node48 index byte) that publishes it, with release ordering.
+//! - A2: a node that must change shape (grow to the next kind, or get a shorter prefix) is
+//!   copied, the copy is published with one release store into its parent's slot, and the old
+//!   node is retired, not freed; it keeps showing the state before the change.
+//! - A3: a leaf's key never changes; versions are added by linking a new list node whose
+//!   `next` is set before it is published.
+//! - A4: every node, leaf and version is freed only when the tree is dropped (exclusive).
+//!
+//! Readers that race an insert see the tree either before or after it, per slot. The engine
+//! only needs entries published before the reader took its sequence number, and those were
+//! inserted before that number was published (C4).
+
+use std::cmp::Ordering as Cmp;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicPtr, AtomicU16, AtomicU8, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use nacre_pmem::PmOffset;
+
+use crate::index::{Entry, IKey, MemIndex};
+
+const LEAF_TAG: usize = 1;
+
+struct Version {
+    seq: u64,
+    at: u64,
+    next: AtomicPtr<Version>,
+}
+
+struct Leaf {
+    key: Box<[u8]>,
+    versions: AtomicPtr<Version>,
+}
+
+enum Body {
+    N4 {
+        keys: [AtomicU8; 4],
+        children: [AtomicUsize; 4],
+    },
+    N16 {
+        keys: [AtomicU8; 16],
+        children: [AtomicUsize; 16],
+    },
+    N48 {
+        index: Box<[AtomicU8; 256]>,
+        children: Box<[AtomicUsize; 48]>,
+    },
+    N256 {
+        children: Box<[AtomicUsize; 256]>,
+    },
+}
+
+struct Node {
+    prefix: Box<[u8]>,
+    count: AtomicU16,
+    /// Leaf of the key that ends exactly after this node's prefix.
+    value: AtomicUsize,
+    body: Body,
+}
+
+fn zeroed_u8<const N: usize>() -> [AtomicU8; N] {
+    std::array::from_fn(|_| AtomicU8::new(0))
+}
+
+fn zeroed_usize<const N: usize>() -> [AtomicUsize; N] {
+    std::array::from_fn(|_| AtomicUsize::new(0))
+}
+
+fn is_leaf(p: usize) -> bool {
+    p & LEAF_TAG != 0
+}
+
+/// # Safety
+/// `p` must be a leaf pointer of a live tree (A4).
+unsafe fn leaf<'a>(p: usize) -> &'a Leaf {
+    // SAFETY: per the caller; leaves are boxed and tagged with the low bit.
+    unsafe { &*((p & !LEAF_TAG) as *const Leaf) }
+}
+
+/// # Safety
+/// `p` must be a node pointer of a live tree (A4).
+unsafe fn node<'a>(p: usize) -> &'a Node {
+    // SAFETY: per the caller; nodes are boxed and untagged.
+    unsafe { &*(p as *const Node) }
+}
+
+impl Node {
+    fn new(kind: usize, prefix: &[u8]) -> Node {
+        let body = match kind {
+            4 => Body::N4 {
+                keys: zeroed_u8(),
+                children: zeroed_usize(),
+            },
+            16 => Body::N16 {
+                keys: zeroed_u8(),
+                children: zeroed_usize(),
+            },
+            48 => Body::N48 {
+                index: Box::new(zeroed_u8()),
+                children: Box::new(zeroed_usize()),
+            },
+            _ => Body::N256 {
+                children: Box::new(zeroed_usize()),
+            },
+        };
+        Node {
+            prefix: prefix.into(),
+            count: AtomicU16::new(0),
+            value: AtomicUsize::new(0),
+            body,
+        }
+    }
+
+    fn capacity(&self) -> usize {
+        match self.body {
+            Body::N4 { .. } => 4,
+            Body::N16 { .. } => 16,
+            Body::N48 { .. } => 48,
+            Body::N256 { .. } => 256,
+        }
+    }
+
+    /// The slot holding the child for byte `b`, if any.
+    fn child(&self, b: u8) -> Option<&AtomicUsize> {
+        let n = self.count.load(Ordering::Acquire) as usize;
+        match &self.body {
+            Body::N4 { keys, children } => (0..n)
+                .find(|&i| keys[i].load(Ordering::Relaxed) == b)
+                .map(|i| &children[i]),
+            Body::N16 { keys, children } => (0..n)
+                .find(|&i| keys[i].load(Ordering::Relaxed) == b)
+                .map(|i| &children[i]),
+            Body::N48 { index, children } => match index[b as usize].load(Ordering::Acquire) {
+                0 => None,
+                s => Some(&children[s as usize - 1]),
+            },
+            Body::N256 { children } => {
+                Some(&children[b as usize]).filter(|c| c.load(Ordering::Acquire) != 0)
+            }
+        }
+    }
+
+    /// Appends a child (writer only; A1). The node must have room and no child for `b`.
+    fn add(&self, b: u8, child: usize) {
+        let n = self.count.load(Ordering::Relaxed) as usize;
+        match &self.body {
+            Body::N4 { keys, children } => {
+                keys[n].store(b, Ordering::Relaxed);
+                children[n].store(child, Ordering::Relaxed);
+            }
+            Body::N16 { keys, children } => {
+                keys[n].store(b, Ordering::Relaxed);
+                children[n].store(child, Ordering::Relaxed);
+            }
+            Body::N48 { index, children } => {
+                children[n].store(child, Ordering::Release);
+                index[b as usize].store(n as u8 + 1, Ordering::Release);
+            }
+            Body::N256 { children } => children[b as usize].store(child, Ordering::Release),
+        }
+        self.count.store(n as u16 + 1, Ordering::Release);
+    }
+
+    /// Children as (byte, pointer), in byte order.
+    fn sorted(&self) -> Vec<(u8, usize)> {
+        let n = self.count.load(Ordering::Acquire) as usize;
+        let mut v: Vec<(u8, usize)> = match &self.body {
+            Body::N4 { keys, children } => (0..n)
+                .map(|i| {
+                    (
+                        keys[i].load(Ordering::Relaxed),
+                        children[i].load(Ordering::Acquire),
+                    )
+                })
+                .collect(),
+            Body::N16 { keys, children } => (0..n)
+                .map(|i| {
+                    (
+                        keys[i].load(Ordering::Relaxed),
+                        children[i].load(Ordering::Acquire),
+                    )
+                })
+                .collect(),
+            Body::N48 { index, children } => (0..=255u8)
+                .filter_map(|b| match index[b as usize].load(Ordering::Acquire) {
+                    0 => None,
+                    s => Some((b, children[s as usize - 1].load(Ordering::Acquire))),
+                })
+                .collect(),
+            Body::N256 { children } => (0..=255u8)
+                .map(|b| (b, children[b as usize].load(Ordering::Acquire)))
+                .filter(|(_, c)| *c != 0)
+                .collect(),
+        };
+        if matches!(self.body, Body::N4 { .. } | Body::N16 { .. }) {
+            v.sort_unstable_by_key(|e| e.0);
+        }
+        v
+    }
+
+    /// A copy with another prefix and/or the next bigger kind (A2).
+    fn copy(&self, prefix: &[u8], grow: bool) -> Node {
+        let kind = match (self.capacity(), grow) {
+            (4, true) => 16,
+            (16, true) => 48,
+            (48, true) => 256,
+            (c, _) => c,
+        };
+        let n = Node::new(kind, prefix);
+        n.value
+            .store(self.value.load(Ordering::Relaxed), Ordering::Relaxed);
+        for (b, c) in self.sorted() {
+            n.add(b, c);
+        }
+        n
+    }
+}
+
+impl Leaf {
+    fn first_le(&self, seq: u64, strict: bool) -> Option<&Version> {
+        let mut p = self.versions.load(Ordering::Acquire);
+        // SAFETY: version nodes live as long as the tree (A4).
+        while let Some(v) = unsafe { p.as_ref() } {
+            if v.seq < seq || (!strict && v.seq == seq) {
+                return Some(v);
+            }
+            p = v.next.load(Ordering::Acquire);
+        }
+        None
+    }
+
+    /// The version with the smallest sequence that is above (or, not strict, at) `seq`.
+    fn last_ge(&self, seq: u64, strict: bool) -> Option<&Version> {
+        let mut p = self.versions.load(Ordering::Acquire);
+        let mut best = None;
+        // SAFETY: as above.
+        while let Some(v) = unsafe { p.as_ref() } {
+            if v.seq > seq || (!strict && v.seq == seq) {
+                best = Some(v);
+            } else {
+                break;
+            }
+            p = v.next.load(Ordering::Acquire);
+        }
+        best
+    }
+
+    fn entry(&self, v: &Version) -> Entry {
+        (
+            IKey {
+                key: self.key.to_vec(),
+                seq: v.seq,
+            },
+            PmOffset(v.at),
+        )
+    }
+}
+
+/// The adaptive radix tree index.
+pub struct ArtIndex {
+    root: AtomicUsize,
+    len: AtomicUsize,
+    writer: Mutex<Vec<usize>>, // retired nodes (A2), freed on drop
+}
+
+impl Default for ArtIndex {
+    fn default() -> Self {
+        ArtIndex {
+            root: AtomicUsize::new(0),
+            len: AtomicUsize::new(0),
+            writer: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+fn new_leaf(key: Vec<u8>, seq: u64, at: u64) -> usize {
+    let v = Box::into_raw(Box::new(Version {
+        seq,
+        at,
+        next: AtomicPtr::new(std::ptr::null_mut()),
+    }));
+    let l = Box::into_raw(Box::new(Leaf {
+        key: key.into_boxed_slice(),
+        versions: AtomicPtr::new(v),
+    }));
+    l as usize | LEAF_TAG
+}
+
+fn add_version(l: &Leaf, seq: u64, at: u64) {
+    let mut slot = &l.versions;
+    loop {
+        let cur = slot.load(Ordering::Acquire);
+        // SAFETY: version nodes live as long as the tree (A4).
+        match unsafe { cur.as_ref() } {
+            Some(v) if v.seq > seq => slot = &v.next,
+            _ => {
+                let v = Box::into_raw(Box::new(Version {
+                    seq,
+                    at,
+                    next: AtomicPtr::new(cur),
+                }));
+                slot.store(v, Ordering::Release);
+                return;
+            }
+        }
+    }
+}
+
+fn lcp(a: &[u8], b: &[u8]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+/// Puts `child` into `n` under its key's next byte, or in the value slot if its key ends here.
+fn place(n: &Node, child: usize, next_byte: Option<u8>) {
+    match next_byte {
+        None => n.value.store(child, Ordering::Release),
+        Some(b) => n.add(b, child),
+    }
+}
+
+impl ArtIndex {
+    fn insert_inner(&self, key: Vec<u8>, seq: u64, at: u64) {
+        let mut retired = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        self.len.fetch_add(1, Ordering::Relaxed);
+        let mut slot: &AtomicUsize = &self.root;
+        let mut depth = 0usize;
+        loop {
+            let cur = slot.load(Ordering::Acquire);
+            if cur == 0 {
+                slot.store(new_leaf(key, seq, at), Ordering::Release);
+                return;
+            }
+            if is_leaf(cur) {
+                // SAFETY: a live leaf of this tree.
+                let l = unsafe { leaf(cur) };
+                if *l.key == *key {
+                    add_version(l, seq, at);
+                    return;
+                }
+                // Two keys share this slot: a Node4 over their common bytes holds both.
+                let d = depth + lcp(&l.key[depth..], &key[depth..]);
+                let n = Node::new(4, &key[depth..d]);
+                place(&n, cur, l.key.get(d).copied());
+                let b = key.get(d).copied();
+                place(&n, new_leaf(key, seq, at), b);
+                slot.store(Box::into_raw(Box::new(n)) as usize, Ordering::Release);
+                return;
+            }
+            // SAFETY: a live node of this tree.
+            let nd = unsafe { node(cur) };
+            let m = lcp(&nd.prefix, &key[depth..]);
+            if m < nd.prefix.len() {
+                // The key leaves the compressed path: a new Node4 above a copy with the rest
+                // of the prefix (A2).
+                let copy = nd.copy(&nd.prefix[m + 1..], false);
+                let n = Node::new(4, &nd.prefix[..m]);
+                n.add(nd.prefix[m], Box::into_raw(Box::new(copy)) as usize);
+                let b = key.get(depth + m).copied();
+                place(&n, new_leaf(key, seq, at), b);
+                slot.store(Box::into_raw(Box::new(n)) as usize, Ordering::Release);
+                retired.push(cur);
+                return;
+            }
+            depth += nd.prefix.len();
+            let Some(&b) = key.get(depth) else {
+                match nd.value.load(Ordering::Acquire) {
+                    0 => nd.value.store(new_leaf(key, seq, at), Ordering::Release),
+                    // SAFETY: a live leaf of this tree.
+                    v => add_version(unsafe { leaf(v) }, seq, at),
+                }
+                return;
+            };
+            if let Some(next) = nd.child(b) {
+                slot = next;
+                depth += 1;
+                continue;
+            }
+            let l = new_leaf(key, seq, at);
+            if nd.count.load(Ordering::Relaxed) as usize == nd.capacity() {
+                let bigger = nd.copy(&nd.prefix, true);
+                bigger.add(b, l);
+                slot.store(Box::into_raw(Box::new(bigger)) as usize, Ordering::Release);
+                retired.push(cur);
+            } else {
+                nd.add(b, l);
+            }
+            return;
+        }
+    }
+
+    fn find(&self, key: &[u8]) -> Option<&Leaf> {
+        let mut cur = self.root.load(Ordering::Acquire);
+        let mut depth = 0;
+        loop {
+            if cur == 0 {
+                return None;
+            }
+            if is_leaf(cur) {
+                // SAFETY: a live leaf of this tree.
+                let l = unsafe { leaf(cur) };
+                return (*l.key == *key).then_some(l);
+            }
+            // SAFETY: a live node of this tree.
+            let nd = unsafe { node(cur) };
+            if !key[depth..].starts_with(&nd.prefix) {
+                return None;
+            }
+            depth += nd.prefix.len();
+            cur = match key.get(depth) {
+                None => nd.value.load(Ordering::Acquire),
+                Some(&b) => nd.child(b)?.load(Ordering::Acquire),
+            };
+            depth += 1;
+        }
+    }
+
+    /// Smallest (`first`) or largest leaf under `p`.
+    fn edge(&self, p: usize, first: bool) -> Option<&Leaf> {
+        if p == 0 {
+            return None;
+        }
+        if is_leaf(p) {
+            // SAFETY: a live leaf of this tree.
+            return Some(unsafe { leaf(p) });
+        }
+        // SAFETY: a live node of this tree.
+        let nd = unsafe { node(p) };
+        let value = nd.value.load(Ordering::Acquire);
+        let kids = nd.sorted();
+        if first {
+            if value != 0 {
+                return self.edge(value, true);
+            }
+            kids.iter().find_map(|&(_, c)| self.edge(c, true))
+        } else {
+            kids.iter()
+                .rev()
+                .find_map(|&(_, c)| self.edge(c, false))
+                .or_else(|| self.edge(value, false))
+        }
+    }
+
+    /// Smallest leaf with key >= `key` (> if `strict`) under `p` at `depth`.
+    fn ge(&self, p: usize, key: &[u8], depth: usize, strict: bool) -> Option<&Leaf> {
+        if p == 0 {
+            return None;
+        }
+        if is_leaf(p) {
+            // SAFETY: a live leaf of this tree.
+            let l = unsafe { leaf(p) };
+            let c = (*l.key).cmp(key);
+            return (c == Cmp::Greater || (!strict && c == Cmp::Equal)).then_some(l);
+        }
+        // SAFETY: a live node of this tree.
+        let nd = unsafe { node(p) };
+        let rest = &key[depth.min(key.len())..];
+        let m = lcp(&nd.prefix, rest);
+        if m < nd.prefix.len() {
+            // Diverges inside the prefix (or the key ran out): the whole subtree is on one side.
+            return if m == rest.len() || nd.prefix[m] > rest[m] {
+                self.edge(p, true)
+            } else {
+                None
+            };
+        }
+        let d = depth + nd.prefix.len();
+        let kids = nd.sorted();
+        let Some(&b) = key.get(d) else {
+            let v = nd.value.load(Ordering::Acquire);
+            if v != 0 && !strict {
+                return self.edge(v, true);
+            }
+            return kids.iter().find_map(|&(_, c)| self.edge(c, true));
+        };
+        kids.iter().find_map(|&(kb, c)| match kb.cmp(&b) {
+            Cmp::Less => None,
+            Cmp::Equal => self.ge(c, key, d + 1, strict),
+            Cmp::Greater => self.edge(c, true),
+        })
+    }
+
+    /// Largest leaf with key <= `key` (< if `strict`) under `p` at `depth`.
+    fn le(&self, p: usize, key: &[u8], depth: usize, strict: bool) -> Option<&Leaf> {
+        if p == 0 {
+            return None;
+        }
+        if is_leaf(p) {
+            // SAFETY: a live leaf of this tree.
+            let l = unsafe { leaf(p) };
+            let c = (*l.key).cmp(key);
+            return (c == Cmp::Less || (!strict && c == Cmp::Equal)).then_some(l);
+        }
+        // SAFETY: a live node of this tree.
+        let nd = unsafe { node(p) };
+        let rest = &key[depth.min(key.len())..];
+        let m = lcp(&nd.prefix, rest);
+        if m < nd.prefix.len() {
+            return if m < rest.len() && nd.prefix[m] < rest[m] {
+                self.edge(p, false)
+            } else {
+                None
+            };
+        }
+        let d = depth + nd.prefix.len();
+        let v = nd.value.load(Ordering::Acquire);
+        let Some(&b) = key.get(d) else {
+            return if v != 0 && !strict {
+                self.edge(v, false)
+            } else {
+                None
+            };
+        };
+        let kids = nd.sorted();
+        kids.iter()
+            .rev()
+            .find_map(|&(kb, c)| match kb.cmp(&b) {
+                Cmp::Greater => None,
+                Cmp::Equal => self.le(c, key, d + 1, strict),
+                Cmp::Less => self.edge(c, false),
+            })
+            .or_else(|| self.edge(v, false))
+    }
+
+    fn root(&self) -> usize {
+        self.root.load(Ordering::Acquire)
+    }
+}
+
+impl MemIndex for ArtIndex {
+    fn insert(&self, key: Vec<u8>, seq: u64, at: PmOffset) {
+        self.insert_inner(key, seq, at.get());
+    }
+
+    fn get(&self, key: &[u8], snapshot: u64) -> Option<(u64, PmOffset)> {
+        let v = self.find(key)?.first_le(snapshot, false)?;
+        Some((v.seq, PmOffset(v.at)))
+    }
+
+    fn next(&self, bound: Bound<&IKey>) -> Option<Entry> {
+        let (k, strict) = match bound {
+            Bound::Unbounded => {
+                let l = self.edge(self.root(), true)?;
+                // SAFETY: version lists are never empty and live as long as the tree.
+                let v = unsafe { l.versions.load(Ordering::Acquire).as_ref() }?;
+                return Some(l.entry(v));
+            }
+            Bound::Included(k) => (k, false),
+            Bound::Excluded(k) => (k, true),
+        };
+        if let Some(l) = self.find(&k.key) {
+            if let Some(v) = l.first_le(k.seq, strict) {
+                return Some(l.entry(v));
+            }
+        }
+        let l = self.ge(self.root(), &k.key, 0, true)?;
+        // SAFETY: as above.
+        let v = unsafe { l.versions.load(Ordering::Acquire).as_ref() }?;
+        Some(l.entry(v))
+    }
+
+    fn prev(&self, bound: Bound<&IKey>) -> Option<Entry> {
+        let last = |l: &Leaf| {
+            let mut p = l.versions.load(Ordering::Acquire);
+            let mut out = None;
+            // SAFETY: as above.
+            while let Some(v) = unsafe { p.as_ref() } {
+                out = Some(l.entry(v));
+                p = v.next.load(Ordering::Acquire);
+            }
+            out
+        };
+        let (k, strict) = match bound {
+            Bound::Unbounded => return last(self.edge(self.root(), false)?),
+            Bound::Included(k) => (k, false),
+            Bound::Excluded(k) => (k, true),
+        };
+        if let Some(l) = self.find(&k.key) {
+            if let Some(v) = l.last_ge(k.seq, strict) {
+                return Some(l.entry(v));
+            }
+        }
+        last(self.le(self.root(), &k.key, 0, true)?)
+    }
+
+    fn len(&self) -> usize {
+        self.len.load(Ordering::Relaxed)
+    }
+}
+
+/// Frees the subtree at `p` (exclusive access).
+fn free_tree(p: usize) {
+    if p == 0 {
+        return;
+    }
+    if is_leaf(p) {
+        // SAFETY: drop has exclusive access; each leaf is owned by exactly one live slot.
+        let l = unsafe { Box::from_raw((p & !LEAF_TAG) as *mut Leaf) };
+        let mut v = l.versions.load(Ordering::Relaxed);
+        while !v.is_null() {
+            // SAFETY: each version is owned by exactly one list link.
+            let b = unsafe { Box::from_raw(v) };
+            v = b.next.load(Ordering::Relaxed);
+        }
+        return;
+    }
+    // SAFETY: drop has exclusive access; each live node is owned by exactly one live slot.
+    let n = unsafe { Box::from_raw(p as *mut Node) };
+    free_tree(n.value.load(Ordering::Relaxed));
+    for (_, c) in n.sorted() {
+        free_tree(c);
+    }
+}
+
+impl Drop for ArtIndex {
+    fn drop(&mut self) {
+        free_tree(self.root.load(Ordering::Relaxed));
+        for &p in self
+            .writer
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
+            // SAFETY: retired nodes are no longer reachable from the tree; their children
+            // belong to their live copies and were freed above, so only the node goes.
+            drop(unsafe { Box::from_raw(p as *mut Node) });
+        }
+    }
+}
+
+// SAFETY: all shared state is atomics or behind the writer mutex; raw pointers refer to heap
+// objects owned by the tree (A4).
+unsafe impl Send for ArtIndex {}
+// SAFETY: as above; readers only load atomics and follow pointers that stay valid (A1-A4).
+unsafe impl Sync for ArtIndex {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::SkipListIndex;
+    use nacre_pmem::SplitMix64;
+
+    fn random_key(rng: &mut SplitMix64) -> Vec<u8> {
+        // short alphabets and lengths force shared prefixes, keys that prefix others, and
+        // every node kind
+        let len = (rng.next_u64() % 6) as usize;
+        let wide = rng.next_u64() % 4 == 0;
+        (0..len)
+            .map(|_| {
+                if wide {
+                    rng.next_u64() as u8
+                } else {
+                    b'a' + (rng.next_u64() % 3) as u8
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn matches_the_skip_list_on_every_operation() {
+        for seed in 0..30 {
+            let mut rng = SplitMix64::new(seed);
+            let (art, skip) = (ArtIndex::default(), SkipListIndex::default());
+            let mut keys: Vec<Vec<u8>> = Vec::new();
+            for seq in 1..600u64 {
+                let k = if !keys.is_empty() && rng.next_u64() % 3 == 0 {
+                    keys[(rng.next_u64() % keys.len() as u64) as usize].clone()
+                } else {
+                    random_key(&mut rng)
+                };
+                keys.push(k.clone());
+                art.insert(k.clone(), seq, PmOffset(seq * 8));
+                skip.insert(k, seq, PmOffset(seq * 8));
+            }
+            assert_eq!(art.len(), skip.len());
+            for _ in 0..400 {
+                let k = if rng.next_u64() % 2 == 0 {
+                    keys[(rng.next_u64() % keys.len() as u64) as usize].clone()
+                } else {
+                    random_key(&mut rng)
+                };
+                let s = rng.next_u64() % 700;
+                assert_eq!(art.get(&k, s), skip.get(&k, s), "get {k:?}@{s} seed {seed}");
+                let ik = IKey {
+                    key: k.clone(),
+                    seq: s,
+                };
+                for b in [Bound::Included(&ik), Bound::Excluded(&ik), Bound::Unbounded] {
+                    assert_eq!(art.next(b), skip.next(b), "next {b:?} seed {seed}");
+                    assert_eq!(art.prev(b), skip.prev(b), "prev {b:?} seed {seed}");
+                }
+            }
+            // full forward and backward walks agree
+            let (mut a, mut s) = (art.next(Bound::Unbounded), skip.next(Bound::Unbounded));
+            while let (Some(x), Some(y)) = (&a, &s) {
+                assert_eq!(x, y);
+                a = art.next(Bound::Excluded(&x.0));
+                s = skip.next(Bound::Excluded(&y.0));
+            }
+            assert_eq!(a, s);
+            let (mut a, mut s) = (art.prev(Bound::Unbounded), skip.prev(Bound::Unbounded));
+            while let (Some(x), Some(y)) = (&a, &s) {
+                assert_eq!(x, y);
+                a = art.prev(Bound::Excluded(&x.0));
+                s = skip.prev(Bound::Excluded(&y.0));
+            }
+            assert_eq!(a, s);
+        }
+    }
+
+    #[test]
+    fn readers_never_miss_published_keys_during_inserts() {
+        let art = ArtIndex::default();
+        let published = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for i in 0..20_000u64 {
+                    let k = (i.wrapping_mul(0x9E37_79B9_7F4A_7C15)).to_be_bytes()
+                        [..(1 + i % 8) as usize]
+                        .to_vec();
+                    art.insert(k, i + 1, PmOffset(i));
+                    published.store(i as usize + 1, Ordering::Release);
+                }
+            });
+            for _ in 0..2 {
+                s.spawn(|| loop {
+                    let n = published.load(Ordering::Acquire) as u64;
+                    for i in n.saturating_sub(50)..n {
+                        let k = (i.wrapping_mul(0x9E37_79B9_7F4A_7C15)).to_be_bytes()
+                            [..(1 + i % 8) as usize]
+                            .to_vec();
+                        assert!(art.get(&k, u64::MAX).is_some(), "published key {i} missing");
+                    }
+                    if n == 20_000 {
+                        break;
+                    }
+                });
+            }
+        });
+    }
+}
