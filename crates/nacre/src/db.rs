@@ -8,6 +8,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
+use arc_swap::ArcSwap;
+
 use nacre_pmem::{Backend, Pool};
 
 use crate::batch::WriteBatch;
@@ -34,8 +36,10 @@ pub(crate) struct DbInner {
     pub visible: AtomicU64,
     pub poisoned: AtomicBool,
     pub poison_reason: Mutex<String>,
+    /// This instance's identity, stamped on its subtable handles.
+    id: u64,
     subtables: RwLock<HashMap<String, Subtable>>,
-    by_id: RwLock<Vec<Option<Subtable>>>,
+    by_id: ArcSwap<Vec<Option<Subtable>>>,
     create_lock: Mutex<()>,
     snapshots: Mutex<BTreeMap<u64, usize>>,
     recovery: RecoveryReport,
@@ -83,12 +87,7 @@ impl std::fmt::Debug for Db {
 
 impl DbInner {
     pub(crate) fn subtable_by_id(&self, id: u32) -> Option<Subtable> {
-        self.by_id
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(id as usize)
-            .cloned()
-            .flatten()
+        self.by_id.load().get(id as usize).cloned().flatten()
     }
 }
 
@@ -109,7 +108,9 @@ impl Db {
         opts.validate()?;
         let report = pool.report().to_string();
         let store = Store::open(Arc::new(pool), &opts)?;
-        let (subs, rec) = recovery::recover(&store, opts.recovery_threads)?;
+        static NEXT_DB: AtomicU64 = AtomicU64::new(1);
+        let db_id = NEXT_DB.fetch_add(1, Ordering::Relaxed);
+        let (subs, rec) = recovery::recover(&store, opts.recovery_threads, db_id)?;
         store.set_clean(false)?;
         let mut by_name = HashMap::new();
         let mut by_id: Vec<Option<Subtable>> = Vec::new();
@@ -137,8 +138,9 @@ impl Db {
             visible: AtomicU64::new(commit_id),
             poisoned: AtomicBool::new(false),
             poison_reason: Mutex::new(String::new()),
+            id: db_id,
             subtables: RwLock::new(by_name),
-            by_id: RwLock::new(by_id),
+            by_id: ArcSwap::from_pointee(by_id),
             create_lock: Mutex::new(()),
             snapshots: Mutex::new(BTreeMap::new()),
             recovery: rec,
@@ -194,12 +196,7 @@ impl Db {
             return Ok(s.clone());
         }
         let store = &self.inner.store;
-        let id = self
-            .inner
-            .by_id
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .len() as u32;
+        let id = self.inner.by_id.load().len() as u32;
         let memtable = Arc::new(Memtable::create(
             store,
             u64::from(id),
@@ -211,9 +208,10 @@ impl Db {
             .map_err(Error::from_alloc)?;
         store.subs.set_memlist(obj, memtable.offset(store))?;
         store.subs.commit(obj)?;
-        let s = Subtable::new(id, name.to_string(), obj, vec![memtable]);
-        let mut by_id = self.inner.by_id.write().unwrap_or_else(|e| e.into_inner());
+        let s = Subtable::new(self.inner.id, id, name.to_string(), obj, vec![memtable]);
+        let mut by_id = self.inner.by_id.load_full().to_vec();
         by_id.push(Some(s.clone()));
+        self.inner.by_id.store(Arc::new(by_id));
         self.inner
             .subtables
             .write()
@@ -238,13 +236,13 @@ impl Db {
     }
 
     fn check_subtable(&self, s: &Subtable) -> Result<()> {
-        match self.inner.subtable_by_id(s.id()) {
-            Some(x) if Arc::ptr_eq(&x.inner, &s.inner) => Ok(()),
-            _ => Err(Error::InvalidOptions(format!(
-                "subtable {:?} does not belong to this database",
-                s.name()
-            ))),
+        if s.inner.db == self.inner.id {
+            return Ok(());
         }
+        Err(Error::InvalidOptions(format!(
+            "subtable {:?} does not belong to this database",
+            s.name()
+        )))
     }
 
     /// Applies `batch` atomically and durably: when this returns `Ok`, every operation in it
@@ -361,7 +359,7 @@ impl Db {
 
     fn lookup(&self, subtable: &Subtable, key: &[u8], seq: u64) -> Result<Option<(u64, Vec<u8>)>> {
         self.check_subtable(subtable)?;
-        for m in subtable.memtables().iter() {
+        for m in subtable.memtables_guard().iter() {
             if let Some((s, at)) = crate::index::MemIndex::get(&m.index, key, seq) {
                 return Ok(read_value(&self.inner.store.pool, at)?.map(|v| (s, v)));
             }

@@ -25,14 +25,18 @@ use std::sync::{Mutex, MutexGuard};
 use nacre_halloc::ObjId;
 use nacre_pmem::PmOffset;
 
+use crate::art::ArtIndex;
 use crate::error::{Error, Result};
-use crate::index::{MemIndex, SkipListIndex};
+use crate::index::MemIndex;
 use crate::record::{read_item_header, read_record, ITEM_HEADER, ZONE_END};
 use crate::store::Store;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
+
+/// The volatile index memtables use (any [`MemIndex`] works; the tests compare them).
+pub(crate) type MemtableIndex = ArtIndex;
 
 /// Space granted to one group in one memtable.
 #[derive(Clone, Debug)]
@@ -60,7 +64,7 @@ pub(crate) struct ScanStats {
 /// A memtable in DRAM: its PM object, zones, cursors and index.
 pub(crate) struct Memtable {
     pub obj: ObjId,
-    pub index: SkipListIndex,
+    pub index: MemtableIndex,
     zones: Mutex<Vec<Option<ObjId>>>,
     cursor: Mutex<u64>,
     committed: AtomicU64,
@@ -77,7 +81,7 @@ impl Memtable {
         let cur = store.mems.gidx(obj) & 0xFFFF_FFFF;
         Ok(Memtable {
             obj,
-            index: SkipListIndex::default(),
+            index: MemtableIndex::default(),
             zones: Mutex::new(zones),
             cursor: Mutex::new(cur),
             committed: AtomicU64::new(cur),

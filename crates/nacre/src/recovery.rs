@@ -44,7 +44,11 @@ pub struct RecoveryReport {
     pub threads: usize,
 }
 
-pub(crate) fn recover(store: &Store, threads: usize) -> Result<(Vec<Subtable>, RecoveryReport)> {
+pub(crate) fn recover(
+    store: &Store,
+    threads: usize,
+    db: u64,
+) -> Result<(Vec<Subtable>, RecoveryReport)> {
     let t0 = Instant::now();
     let mut rep = RecoveryReport {
         commit_id: store.commit_id(),
@@ -81,7 +85,7 @@ pub(crate) fn recover(store: &Store, threads: usize) -> Result<(Vec<Subtable>, R
             list.push(mt);
             at = store.mems.next(m);
         }
-        subtables.push(Subtable::new(id as u32, name, obj, list));
+        subtables.push(Subtable::new(db, id as u32, name, obj, list));
     }
     // Committed memtables no list reaches: a crash between commit and link. Release them and
     // their zones.

@@ -6,10 +6,12 @@
 //! it, so the memlist only ever links committed memtables; a memtable committed but not yet
 //! linked when a crash hits is released by recovery.
 //!
-//! Thread safety: the DRAM list is swapped under a write lock, only in stage 2 of the Reorder
-//! Ring (serial); readers clone the current list under a read lock.
+//! Thread safety: the DRAM list is replaced atomically (arc-swap), only in stage 2 of the
+//! Reorder Ring (serial); readers load the current list without locking.
 
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex};
+
+use arc_swap::ArcSwap;
 
 use nacre_halloc::ObjId;
 
@@ -27,7 +29,11 @@ pub(crate) struct SubtableInner {
     pub id: u32,
     pub name: String,
     pub obj: ObjId,
-    pub memtables: RwLock<Arc<Vec<Arc<Memtable>>>>,
+    /// Identity of the owning database instance (handles from another `Db` are refused).
+    pub db: u64,
+    pub memtables: ArcSwap<Vec<Arc<Memtable>>>,
+    /// Serialises switches (they happen in stage 2, which is serial anyway).
+    switch: Mutex<()>,
 }
 
 impl std::fmt::Debug for Subtable {
@@ -40,13 +46,21 @@ impl std::fmt::Debug for Subtable {
 }
 
 impl Subtable {
-    pub(crate) fn new(id: u32, name: String, obj: ObjId, memtables: Vec<Arc<Memtable>>) -> Self {
+    pub(crate) fn new(
+        db: u64,
+        id: u32,
+        name: String,
+        obj: ObjId,
+        memtables: Vec<Arc<Memtable>>,
+    ) -> Self {
         Subtable {
             inner: Arc::new(SubtableInner {
                 id,
                 name,
                 obj,
-                memtables: RwLock::new(Arc::new(memtables)),
+                db,
+                memtables: ArcSwap::from_pointee(memtables),
+                switch: Mutex::new(()),
             }),
         }
     }
@@ -61,18 +75,19 @@ impl Subtable {
         &self.inner.name
     }
 
-    /// Memtables, newest first.
+    /// Memtables, newest first (a counted reference, for iterators).
     pub(crate) fn memtables(&self) -> Arc<Vec<Arc<Memtable>>> {
-        self.inner
-            .memtables
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.inner.memtables.load_full()
+    }
+
+    /// Memtables, newest first, for a short read (no reference count traffic).
+    pub(crate) fn memtables_guard(&self) -> arc_swap::Guard<Arc<Vec<Arc<Memtable>>>> {
+        self.inner.memtables.load()
     }
 
     /// The active memtable.
     pub(crate) fn active(&self) -> Option<Arc<Memtable>> {
-        self.memtables().first().cloned()
+        self.memtables_guard().first().cloned()
     }
 
     /// Starts a new active memtable (stage 2); the old one becomes immutable.
@@ -82,16 +97,14 @@ impl Subtable {
             .map_or(nacre_pmem::PmOffset::NULL, |m| m.offset(store));
         let m = Arc::new(Memtable::create(store, u64::from(self.inner.id), next)?);
         store.subs.set_memlist(self.inner.obj, m.offset(store))?;
-        let mut list = self
-            .inner
-            .memtables
-            .write()
-            .unwrap_or_else(|e| e.into_inner());
+        let _g = self.inner.switch.lock().unwrap_or_else(|e| e.into_inner());
+        let list = self.inner.memtables.load_full();
         let mut v = Vec::with_capacity(list.len() + 1);
         v.push(m.clone());
         v.extend(list.iter().cloned());
-        *list = Arc::new(v);
-        tracing::debug!(subtable = %self.inner.name, memtables = list.len(), "memtable switch");
+        let n = v.len();
+        self.inner.memtables.store(Arc::new(v));
+        tracing::debug!(subtable = %self.inner.name, memtables = n, "memtable switch");
         Ok(m)
     }
 }
