@@ -295,13 +295,14 @@ impl DbInner {
         Err(GroupError::TooLarge { len, max })
     }
 
-    /// Stage 3: builds and persists each item (one fence for the group).
+    /// Stage 3: builds, writes and flushes each item. The fence that makes them durable is
+    /// stage 4's first one when this thread commits its own group, else the hand-off fence.
     fn stage3(
         &self,
         group: &[Arc<Waiter>],
         seq_start: u64,
         items: &[Item],
-    ) -> Result<Vec<Vec<(usize, PmOffset)>>, String> {
+    ) -> Vec<Vec<(usize, PmOffset)>> {
         let pool = &self.store.pool;
         let mut offsets = Vec::with_capacity(items.len());
         let mut buf = Vec::new();
@@ -326,8 +327,7 @@ impl DbInner {
                     .collect(),
             );
         }
-        pool.fence().map_err(|e| e.to_string())?;
-        Ok(offsets)
+        offsets
     }
 
     /// Stage 4 (Alg. 3): advance every `gidx`, fence, persist `commit_id`.
@@ -360,29 +360,28 @@ impl DbInner {
             cv: Condvar::new(),
         });
         let (h, planned) = self.ring.grant(g.clone(), || self.stage2(group, &g));
-        let staged = match &planned {
-            Ok((seq_start, items)) => match self.stage3(group, *seq_start, items) {
-                Ok(offs) => Some(offs),
-                Err(e) => {
-                    self.poison(format!("record fence failed: {e}"));
-                    None
-                }
-            },
-            Err(_) => None,
-        };
+        let staged = planned
+            .as_ref()
+            .ok()
+            .map(|(seq_start, items)| self.stage3(group, *seq_start, items));
         if planned.is_err() {
             // Nothing reserved or numbered: stage 4 only has to pass the handle on.
             std::mem::take(&mut *lock(&g.plan));
             g.finish(Ok(()));
         }
-        self.ring.finish(h, &|x: &Arc<Group>| {
+        let handoff = || {
+            if let Err(e) = self.store.pool.fence() {
+                self.poison(format!("record fence failed: {e}"));
+            }
+        };
+        self.ring.finish(h, &handoff, &|x: &Arc<Group>| {
             if lock(&x.done).is_none() {
                 self.stage4(x)
             }
         });
         let (seq_start, items) = planned?;
         g.wait()?;
-        let offs = staged.ok_or_else(|| GroupError::Poisoned("record fence failed".into()))?;
+        let offs = staged.unwrap_or_default();
         for (it, offs) in items.iter().zip(offs) {
             for ((seq, wi, oi), (_, at)) in it.ops.iter().zip(offs) {
                 let op = &group[*wi].batch.ops[*oi];

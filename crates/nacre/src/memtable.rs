@@ -196,45 +196,61 @@ impl Memtable {
         ))
     }
 
-    /// Walks the items in `[0, end)`, calling `f(position, item start, header)`.
+    /// Walks the items in `[0, end)`, calling `f(item position, item start, header)`. An error
+    /// carries the position of the item that failed to parse.
     fn walk(
         &self,
         store: &Store,
         end: u64,
-        mut f: impl FnMut(PmOffset, crate::record::ItemHeader) -> Result<()>,
-    ) -> Result<()> {
+        mut f: impl FnMut(u64, PmOffset, crate::record::ItemHeader) -> Result<()>,
+    ) -> std::result::Result<(), (u64, Error)> {
         let zs = store.zone_size;
         let mut pos = 0u64;
         while pos < end {
-            let (at, room) = self.zone_at(store, pos)?;
+            let (at, room) = self.zone_at(store, pos).map_err(|e| (pos, e))?;
             if room < ITEM_HEADER || store.pool.load_u64(at) == ZONE_END {
                 pos = (pos / zs + 1) * zs;
                 continue;
             }
-            let h = read_item_header(&store.pool, at, room)?;
-            f(at, h)?;
+            let h = read_item_header(&store.pool, at, room).map_err(|e| (pos, e))?;
+            f(pos, at, h).map_err(|e| (pos, e))?;
             pos += u64::from(h.len);
         }
         if pos != end {
-            return Err(Error::Corrupt(format!(
-                "memtable items end at {pos}, commit point is {end}"
-            )));
+            return Err((
+                pos,
+                Error::Corrupt(format!(
+                    "memtable items end at {pos}, commit point is {end}"
+                )),
+            ));
         }
         Ok(())
     }
 
-    /// Recovery: rolls `gidx` back if its last item is above `commit_id` (C1), clears slots
-    /// whose zones are not owned (T3), and rebuilds the index.
+    /// Recovery: rolls `gidx` back if its last item belongs to a group above `commit_id`, or
+    /// is torn (its commit was cut before `commit_id` was written; C1), clears slots whose
+    /// zones are not owned (T3), and rebuilds the index. `commit_id` is `u64::MAX` after a
+    /// clean close, when nothing may be rolled back.
     pub fn recover(&self, store: &Store, commit_id: u64) -> Result<ScanStats> {
         let gidx = store.mems.gidx(self.obj);
         let (prev, mut cur) = (gidx >> 32, gidx & 0xFFFF_FFFF);
         let mut stats = ScanStats::default();
-        let mut last_seq = 0;
-        self.walk(store, cur, |_, h| {
-            last_seq = h.seq;
+        // Items before `prev` are committed and must parse. The last group's item lies in
+        // `[prev, cur)`; its records and header became durable in the same fence as `gidx`,
+        // so a crash in that fence can leave it torn, and then its group was never committed.
+        let mut last_seq = None;
+        let walked = self.walk(store, cur, |pos, _, h| {
+            if pos >= prev {
+                last_seq = Some(h.seq);
+            }
             Ok(())
-        })?;
-        if cur > 0 && last_seq > commit_id {
+        });
+        let torn = match walked {
+            Ok(()) => false,
+            Err((pos, _)) if pos >= prev && commit_id != u64::MAX => true,
+            Err((_, e)) => return Err(e),
+        };
+        if cur > prev && (torn || last_seq.is_some_and(|s| s > commit_id)) {
             cur = prev;
             store
                 .pool
@@ -258,7 +274,7 @@ impl Memtable {
                 }
             }
         }
-        self.walk(store, cur, |at, h| {
+        self.walk(store, cur, |_, at, h| {
             stats.items += 1;
             stats.bytes += u64::from(h.len);
             let mut off = ITEM_HEADER;
@@ -271,7 +287,8 @@ impl Memtable {
                 stats.records += 1;
             }
             Ok(())
-        })?;
+        })
+        .map_err(|(_, e)| e)?;
         *lock(&self.cursor) = cur;
         self.committed.store(cur, Ordering::Release);
         Ok(stats)

@@ -11,7 +11,8 @@
 //! - R1: stage 2 runs for handles in `bid` order, one at a time (`sid`).
 //! - R2: stage 4 runs for handles in `bid` order, one at a time (`pid`), and a handle enters
 //!   it only after its own stage 3 finished (its owner called `finish`), so commits follow
-//!   grant order (C2).
+//!   grant order (C2). A handle is committed by another thread only after its owner ran the
+//!   hand-off (a fence), so its records are durable before any commit point covers them.
 //! - R3: at most `cap - 1` handles are between stage 1 and the end of stage 4, so a slot is
 //!   reused only after its previous handle committed.
 //! - R4: a slot's `ready` flag is cleared in the previous handle's stage 2, before any thread
@@ -89,14 +90,17 @@ impl<G: Clone> Ring<G> {
         (h, r)
     }
 
-    /// Stage 3 is done for `h` (its records are persisted): commits `h` and every later ready
-    /// handle in order if no earlier handle is still pending (Alg. 2), else leaves `h` for the
-    /// thread that commits its predecessor.
-    pub fn finish(&self, h: u64, commit: &dyn Fn(&G)) {
+    /// Stage 3 is done for `h` (its records are written and flushed): commits `h` and every
+    /// later ready handle in order if no earlier handle is still pending (Alg. 2), else runs
+    /// `handoff` and leaves `h` for the thread that commits its predecessor. `commit` for `h`
+    /// itself then runs on this thread, so its fences also complete this thread's stage-3
+    /// flushes; `handoff` must complete them (fence) before another thread may commit `h`.
+    pub fn finish(&self, h: u64, handoff: &dyn Fn(), commit: &dyn Fn(&G)) {
         if self.claim(h) {
             self.commit_from(h, commit);
             return;
         }
+        handoff();
         self.slot(h).ready.store(true, Ordering::Release);
         if self.claim(h) {
             self.commit_from(h, commit);
@@ -155,7 +159,7 @@ mod tests {
                         if (h + t) % 3 == 0 {
                             std::thread::yield_now();
                         }
-                        ring.finish(h, &|_| {
+                        ring.finish(h, &|| {}, &|_| {
                             log.lock().map(|mut l| l.push(h_of(&ring))).ok();
                         });
                     }
