@@ -12,12 +12,12 @@
 //!   stage 2, so nothing of it is ever committed. A failed fence poisons the database: no
 //!   later group commits.
 //!
-//! Thread safety: a bucket's queue is a mutex-guarded deque; each waiter is completed through
-//! its own mutex and condvar.
+//! Thread safety: a bucket's queue is a mutex-guarded deque; each waiter and group is completed
+//! through its own `OneShot`.
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use nacre_pmem::PmOffset;
 
@@ -26,6 +26,7 @@ use crate::db::DbInner;
 use crate::error::{Error, Result};
 use crate::index::MemIndex;
 use crate::memtable::{Memtable, Reservation};
+use crate::oneshot::OneShot;
 use crate::record::{encode_item_header, encode_record, ITEM_HEADER};
 use crate::ring::wait_until;
 
@@ -55,24 +56,19 @@ impl From<GroupError> for Error {
     }
 }
 
-enum WaiterState {
-    Queued,
+/// Why a queued writer wakes up.
+#[derive(Clone)]
+enum Wake {
+    /// It is now the bucket's leader.
     Lead,
+    /// A leader committed (or failed) its batch.
     Done(Result<(), GroupError>),
 }
 
 pub(crate) struct Waiter {
     batch: WriteBatch,
     bytes: Vec<(u32, usize)>,
-    state: Mutex<WaiterState>,
-    cv: Condvar,
-}
-
-impl Waiter {
-    fn set(&self, s: WaiterState) {
-        *lock(&self.state) = s;
-        self.cv.notify_one();
-    }
+    wake: OneShot<Wake>,
 }
 
 #[derive(Default)]
@@ -100,8 +96,7 @@ struct Item {
 /// What stage 4 needs, shared through the ring.
 pub(crate) struct Group {
     plan: Mutex<Plan>,
-    done: Mutex<Option<Result<(), GroupError>>>,
-    cv: Condvar,
+    done: OneShot<Result<(), GroupError>>,
 }
 
 #[derive(Default)]
@@ -112,22 +107,17 @@ struct Plan {
 
 impl Group {
     fn finish(&self, r: Result<(), GroupError>) {
-        *lock(&self.done) = Some(r);
-        self.cv.notify_all();
+        self.done.set(r);
     }
 
     fn wait(&self) -> Result<(), GroupError> {
-        let mut d = lock(&self.done);
-        loop {
-            if let Some(r) = d.as_ref() {
-                return r.clone();
-            }
-            d = self.cv.wait(d).unwrap_or_else(|e| e.into_inner());
-        }
+        self.done.wait()
     }
 }
 
 thread_local! {
+    /// Stage 3's item buffer, reused across groups.
+    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
     static BUCKET: usize = {
         use std::sync::atomic::AtomicUsize;
         static NEXT: AtomicUsize = AtomicUsize::new(0);
@@ -142,8 +132,7 @@ impl DbInner {
         let w = Arc::new(Waiter {
             batch,
             bytes,
-            state: Mutex::new(WaiterState::Queued),
-            cv: Condvar::new(),
+            wake: OneShot::new(),
         });
         let bucket = &self.buckets[BUCKET.with(|b| *b) % self.buckets.len()];
         let lead = {
@@ -152,28 +141,17 @@ impl DbInner {
             !std::mem::replace(&mut q.leader, true)
         };
         if !lead {
-            let mut s = lock(&w.state);
-            while matches!(*s, WaiterState::Queued) {
-                s = w.cv.wait(s).unwrap_or_else(|e| e.into_inner());
-            }
-            match std::mem::replace(&mut *s, WaiterState::Queued) {
-                WaiterState::Done(r) => return r.map_err(Error::from),
-                WaiterState::Lead | WaiterState::Queued => {}
+            if let Wake::Done(r) = w.wake.wait() {
+                return r.map_err(Error::from);
             }
         }
-        self.lead(bucket);
-        let s = std::mem::replace(&mut *lock(&w.state), WaiterState::Queued);
-        match s {
-            WaiterState::Done(r) => r.map_err(Error::from),
-            _ => Err(Error::Corrupt(
-                "leader finished without completing itself".into(),
-            )),
-        }
+        self.lead(bucket).map_err(Error::from)
     }
 
     /// Takes a group from the front of the queue, hands leadership on, commits the group and
-    /// completes its writers. The caller is at the front of the queue.
-    fn lead(&self, bucket: &Bucket) {
+    /// completes its other writers. The caller is at the front of the queue (so in the group)
+    /// and gets the group's result.
+    fn lead(&self, bucket: &Bucket) -> Result<(), GroupError> {
         if !self.opts.batch_wait.is_zero() {
             std::thread::sleep(self.opts.batch_wait);
         }
@@ -199,15 +177,16 @@ impl DbInner {
             }
             let group: Vec<_> = q.pending.drain(..take).collect();
             match q.pending.front() {
-                Some(next) => next.set(WaiterState::Lead),
+                Some(next) => next.wake.set(Wake::Lead),
                 None => q.leader = false,
             }
             group
         };
         let r = self.commit_group(&group);
-        for w in &group {
-            w.set(WaiterState::Done(r.clone()));
+        for w in group.iter().skip(1) {
+            w.wake.set(Wake::Done(r.clone()));
         }
+        r
     }
 
     fn poisoned(&self) -> Option<String> {
@@ -297,37 +276,31 @@ impl DbInner {
 
     /// Stage 3: builds, writes and flushes each item. The fence that makes them durable is
     /// stage 4's first one when this thread commits its own group, else the hand-off fence.
-    fn stage3(
-        &self,
-        group: &[Arc<Waiter>],
-        seq_start: u64,
-        items: &[Item],
-    ) -> Vec<Vec<(usize, PmOffset)>> {
+    fn stage3(&self, group: &[Arc<Waiter>], seq_start: u64, items: &[Item]) -> Vec<Vec<PmOffset>> {
         let pool = &self.store.pool;
-        let mut offsets = Vec::with_capacity(items.len());
-        let mut buf = Vec::new();
-        for it in items {
-            buf.clear();
-            buf.resize(ITEM_HEADER, 0);
-            let mut offs = Vec::with_capacity(it.ops.len());
-            for &(seq, wi, oi) in &it.ops {
-                let op: &Op = &group[wi].batch.ops[oi];
-                offs.push((buf.len(), PmOffset::NULL));
-                encode_record(&mut buf, seq, op.kind, &op.key, &op.value);
-            }
-            let len = buf.len() as u32;
-            encode_item_header(&mut buf, seq_start, it.ops.len() as u32, len);
-            pool.copy_nt(it.res.at, &buf);
-            if let Some(m) = it.res.marker {
-                pool.store_u64(m, crate::record::ZONE_END);
-            }
-            offsets.push(
-                offs.into_iter()
-                    .map(|(o, _)| (o, it.res.at.add(o as u64)))
-                    .collect(),
-            );
-        }
-        offsets
+        SCRATCH.with(|buf| {
+            let mut buf = buf.borrow_mut();
+            items
+                .iter()
+                .map(|it| {
+                    buf.clear();
+                    buf.resize(ITEM_HEADER, 0);
+                    let mut offs = Vec::with_capacity(it.ops.len());
+                    for &(seq, wi, oi) in &it.ops {
+                        let op: &Op = &group[wi].batch.ops[oi];
+                        offs.push(it.res.at.add(buf.len() as u64));
+                        encode_record(&mut buf, seq, op.kind, &op.key, &op.value);
+                    }
+                    let len = buf.len() as u32;
+                    encode_item_header(&mut buf, seq_start, it.ops.len() as u32, len);
+                    pool.copy_nt(it.res.at, &buf);
+                    if let Some(m) = it.res.marker {
+                        pool.store_u64(m, crate::record::ZONE_END);
+                    }
+                    offs
+                })
+                .collect()
+        })
     }
 
     /// Stage 4 (Alg. 3): advance every `gidx`, fence, persist `commit_id`.
@@ -356,8 +329,7 @@ impl DbInner {
     fn commit_group(&self, group: &[Arc<Waiter>]) -> Result<(), GroupError> {
         let g = Arc::new(Group {
             plan: Mutex::new(Plan::default()),
-            done: Mutex::new(None),
-            cv: Condvar::new(),
+            done: OneShot::new(),
         });
         let (h, planned) = self.ring.grant(g.clone(), || self.stage2(group, &g));
         let staged = planned
@@ -375,7 +347,7 @@ impl DbInner {
             }
         };
         self.ring.finish(h, &handoff, &|x: &Arc<Group>| {
-            if lock(&x.done).is_none() {
+            if !x.done.is_set() {
                 self.stage4(x)
             }
         });
@@ -383,7 +355,7 @@ impl DbInner {
         g.wait()?;
         let offs = staged.unwrap_or_default();
         for (it, offs) in items.iter().zip(offs) {
-            for ((seq, wi, oi), (_, at)) in it.ops.iter().zip(offs) {
+            for ((seq, wi, oi), at) in it.ops.iter().zip(offs) {
                 let op = &group[*wi].batch.ops[*oi];
                 it.memtable.index.insert(op.key.clone(), *seq, at);
             }

@@ -27,6 +27,7 @@ mod error;
 pub mod index;
 mod iter;
 mod memtable;
+mod oneshot;
 mod options;
 pub mod record;
 mod recovery;
