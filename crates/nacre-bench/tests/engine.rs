@@ -89,6 +89,7 @@ fn memtable_nacre_and_slm_with_tiny_sizes() -> TestResult {
         keys: 3000,
         threads: vec![1, 2],
         batch_size: 50,
+        records_per_write: 7,
         commit_buckets: 1,
         repeats: 1,
         dir: Some(dir.path().to_path_buf()),

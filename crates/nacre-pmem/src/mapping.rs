@@ -108,6 +108,32 @@ impl Drop for Mapping {
     }
 }
 
+impl Mapping {
+    /// Populates `[off, off + len)` writable (`MADV_POPULATE_WRITE`, Linux 5.14+), rounded out
+    /// to pages. Errors (old kernels) are ignored: the pages then fault on first use.
+    pub(crate) fn populate_write(&self, off: usize, len: usize) {
+        const MADV_POPULATE_WRITE: libc::c_int = 23;
+        let page = page_size();
+        let start = off & !(page - 1);
+        let end = (off + len).min(self.len);
+        if end <= start {
+            return;
+        }
+        // SAFETY: `start..end` lies inside this mapping and `start` is page-aligned; the advice
+        // only populates page tables and never changes contents.
+        let rc = unsafe {
+            libc::madvise(
+                self.ptr.add(start).cast::<libc::c_void>(),
+                end - start,
+                MADV_POPULATE_WRITE,
+            )
+        };
+        if rc != 0 {
+            tracing::debug!(error = %io::Error::last_os_error(), "MADV_POPULATE_WRITE refused");
+        }
+    }
+}
+
 /// The system page size.
 pub(crate) fn page_size() -> usize {
     // SAFETY: sysconf has no preconditions.

@@ -342,6 +342,21 @@ impl Pool {
         }
     }
 
+    /// Asks the kernel to map `[off, off + len)` writable now (`MADV_POPULATE_WRITE`), so the
+    /// first stores there do not take page faults (which can sleep on tmpfs and stall every
+    /// thread waiting on this one). Contents are unchanged. Best effort: kernels without the
+    /// advice simply fault later.
+    ///
+    /// # Panics
+    /// If the range leaves the pool.
+    #[track_caller]
+    pub fn prefault(&self, off: PmOffset, len: usize) {
+        let o = self.bounds(off, len);
+        if len > 0 {
+            self.map.populate_write(o, len);
+        }
+    }
+
     /// `flush(off, len)` then `fence()`.
     #[track_caller]
     pub fn persist(&self, off: PmOffset, len: usize) -> Result<()> {

@@ -18,10 +18,10 @@
 //! only needs entries published before the reader took its sequence number, and those were
 //! inserted before that number was published (C4).
 
+use parking_lot::Mutex;
 use std::cmp::Ordering as Cmp;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicPtr, AtomicU16, AtomicU8, AtomicUsize, Ordering};
-use std::sync::Mutex;
 
 use nacre_pmem::PmOffset;
 
@@ -328,7 +328,7 @@ fn place(n: &Node, child: usize, next_byte: Option<u8>) {
 
 impl ArtIndex {
     fn insert_inner(&self, key: Vec<u8>, seq: u64, at: u64) {
-        let mut retired = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let mut retired = self.writer.lock();
         self.len.fetch_add(1, Ordering::Relaxed);
         let mut slot: &AtomicUsize = &self.root;
         let mut depth = 0usize;
@@ -622,12 +622,7 @@ fn free_tree(p: usize) {
 impl Drop for ArtIndex {
     fn drop(&mut self) {
         free_tree(self.root.load(Ordering::Relaxed));
-        for &p in self
-            .writer
-            .get_mut()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-        {
+        for &p in self.writer.get_mut().iter() {
             // SAFETY: retired nodes are no longer reachable from the tree; their children
             // belong to their live copies and were freed above, so only the node goes.
             drop(unsafe { Box::from_raw(p as *mut Node) });

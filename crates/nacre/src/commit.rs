@@ -1,13 +1,14 @@
 //! The write path: leader/follower buckets group `WriteBatch`es, and each group goes through
 //! the Reorder Ring (seed 000 §3.2.2): grant space (stage 2), copy and persist records (stage
-//! 3, parallel across groups), commit `gidx` and `commit_id` (stage 4, serial), then index
-//! insertion and in-order publication of the group's sequence numbers to readers.
+//! 3, parallel across groups, indexing the records too), commit `gidx` and `commit_id` and
+//! publish the group's sequence numbers to readers (stage 4, serial).
 //!
 //! Invariants:
 //! - C3: `write` returns only after its group's stage 4 persisted `commit_id`.
-//! - C4: readers see sequence numbers up to `visible`, which advances over whole groups in
-//!   sequence order, after their index entries are inserted; no reader sees part of a group
-//!   or a group that is not committed.
+//! - C4: readers see sequence numbers up to `visible`, which stage 4 advances over whole
+//!   groups in grant (= sequence) order, after their commit is persisted and after their
+//!   index entries were inserted in stage 3; no reader sees part of a group or a group that
+//!   is not committed.
 //! - A failed group (pool full) consumes no sequence numbers and undoes its reservations in
 //!   stage 2, so nothing of it is ever committed. A failed fence poisons the database: no
 //!   later group commits.
@@ -17,9 +18,9 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
-use nacre_pmem::PmOffset;
+use parking_lot::{Mutex, MutexGuard};
 
 use crate::batch::{Op, WriteBatch};
 use crate::db::DbInner;
@@ -28,10 +29,9 @@ use crate::index::MemIndex;
 use crate::memtable::{Memtable, Reservation};
 use crate::oneshot::OneShot;
 use crate::record::{encode_item_header, encode_record, ITEM_HEADER};
-use crate::ring::wait_until;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+    m.lock()
 }
 
 /// Why a group failed; cloned to every writer in it.
@@ -274,32 +274,34 @@ impl DbInner {
         Err(GroupError::TooLarge { len, max })
     }
 
-    /// Stage 3: builds, writes and flushes each item. The fence that makes them durable is
-    /// stage 4's first one when this thread commits its own group, else the hand-off fence.
-    fn stage3(&self, group: &[Arc<Waiter>], seq_start: u64, items: &[Item]) -> Vec<Vec<PmOffset>> {
+    /// Stage 3: builds, writes and flushes each item, and indexes its records. The fence that
+    /// makes them durable is stage 4's first one when this thread commits its own group, else
+    /// the hand-off fence. Index entries are invisible until stage 4 advances `visible` past
+    /// their sequence numbers (C4).
+    fn stage3(&self, group: &[Arc<Waiter>], seq_start: u64, items: &[Item]) {
         let pool = &self.store.pool;
         SCRATCH.with(|buf| {
             let mut buf = buf.borrow_mut();
-            items
-                .iter()
-                .map(|it| {
-                    buf.clear();
-                    buf.resize(ITEM_HEADER, 0);
-                    let mut offs = Vec::with_capacity(it.ops.len());
-                    for &(seq, wi, oi) in &it.ops {
-                        let op: &Op = &group[wi].batch.ops[oi];
-                        offs.push(it.res.at.add(buf.len() as u64));
-                        encode_record(&mut buf, seq, op.kind, &op.key, &op.value);
-                    }
-                    let len = buf.len() as u32;
-                    encode_item_header(&mut buf, seq_start, it.ops.len() as u32, len);
-                    pool.copy_nt(it.res.at, &buf);
-                    if let Some(m) = it.res.marker {
-                        pool.store_u64(m, crate::record::ZONE_END);
-                    }
-                    offs
-                })
-                .collect()
+            for it in items {
+                buf.clear();
+                buf.resize(ITEM_HEADER, 0);
+                for &(seq, wi, oi) in &it.ops {
+                    let op: &Op = &group[wi].batch.ops[oi];
+                    encode_record(&mut buf, seq, op.kind, &op.key, &op.value);
+                }
+                let len = buf.len() as u32;
+                encode_item_header(&mut buf, seq_start, it.ops.len() as u32, len);
+                pool.copy_nt(it.res.at, &buf);
+                if let Some(m) = it.res.marker {
+                    pool.store_u64(m, crate::record::ZONE_END);
+                }
+                let mut at = it.res.at.add(ITEM_HEADER as u64);
+                for &(seq, wi, oi) in &it.ops {
+                    let op: &Op = &group[wi].batch.ops[oi];
+                    it.memtable.index.insert(op.key.clone(), seq, at);
+                    at = at.add(crate::record::record_size(op.key.len(), op.value.len()) as u64);
+                }
+            }
         })
     }
 
@@ -318,7 +320,12 @@ impl DbInner {
             self.store.pool.fence()
         });
         match r {
-            Ok(()) => g.finish(Ok(())),
+            Ok(()) => {
+                // Groups reach here in grant order, so `visible` only moves forward and covers
+                // whole groups (C4).
+                self.visible.store(plan.seq_end, Ordering::Release);
+                g.finish(Ok(()))
+            }
             Err(e) => {
                 self.poison(format!("commit fence failed: {e}"));
                 g.finish(Err(GroupError::Poisoned(e.to_string())));
@@ -332,14 +339,13 @@ impl DbInner {
             done: OneShot::new(),
         });
         let (h, planned) = self.ring.grant(g.clone(), || self.stage2(group, &g));
-        let staged = planned
-            .as_ref()
-            .ok()
-            .map(|(seq_start, items)| self.stage3(group, *seq_start, items));
-        if planned.is_err() {
-            // Nothing reserved or numbered: stage 4 only has to pass the handle on.
-            std::mem::take(&mut *lock(&g.plan));
-            g.finish(Ok(()));
+        match &planned {
+            Ok((seq_start, items)) => self.stage3(group, *seq_start, items),
+            Err(_) => {
+                // Nothing reserved or numbered: stage 4 only has to pass the handle on.
+                std::mem::take(&mut *lock(&g.plan));
+                g.finish(Ok(()));
+            }
         }
         let handoff = || {
             if let Err(e) = self.store.pool.fence() {
@@ -351,24 +357,7 @@ impl DbInner {
                 self.stage4(x)
             }
         });
-        let (seq_start, items) = planned?;
-        g.wait()?;
-        let offs = staged.unwrap_or_default();
-        for (it, offs) in items.iter().zip(offs) {
-            for ((seq, wi, oi), at) in it.ops.iter().zip(offs) {
-                let op = &group[*wi].batch.ops[*oi];
-                it.memtable.index.insert(op.key.clone(), *seq, at);
-            }
-        }
-        let seq_end = seq_start + group.iter().map(|w| w.batch.ops.len() as u64).sum::<u64>() - 1;
-        wait_until(|| {
-            self.visible.load(Ordering::Acquire) == seq_start - 1
-                || self.poisoned.load(Ordering::Acquire)
-        });
-        if let Some(why) = self.poisoned() {
-            return Err(GroupError::Poisoned(why));
-        }
-        self.visible.store(seq_end, Ordering::Release);
-        Ok(())
+        planned?;
+        g.wait()
     }
 }

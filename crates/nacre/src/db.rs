@@ -32,10 +32,10 @@ pub(crate) struct DbInner {
     pub store: Store,
     pub ring: Ring<Arc<Group>>,
     pub buckets: Vec<Bucket>,
-    pub next_seq: Mutex<u64>,
+    pub next_seq: parking_lot::Mutex<u64>,
     pub visible: AtomicU64,
     pub poisoned: AtomicBool,
-    pub poison_reason: Mutex<String>,
+    pub poison_reason: parking_lot::Mutex<String>,
     /// This instance's identity, stamped on its subtable handles.
     id: u64,
     subtables: RwLock<HashMap<String, Subtable>>,
@@ -134,10 +134,10 @@ impl Db {
             buckets: (0..opts.commit_buckets)
                 .map(|_| Bucket::default())
                 .collect(),
-            next_seq: Mutex::new(commit_id),
+            next_seq: parking_lot::Mutex::new(commit_id),
             visible: AtomicU64::new(commit_id),
             poisoned: AtomicBool::new(false),
-            poison_reason: Mutex::new(String::new()),
+            poison_reason: parking_lot::Mutex::new(String::new()),
             id: db_id,
             subtables: RwLock::new(by_name),
             by_id: ArcSwap::from_pointee(by_id),

@@ -19,8 +19,8 @@
 //! only in stage 4; the index is concurrent; `zones` is read by readers of positions and
 //! written in stage 2 under its own lock.
 
+use parking_lot::{Mutex, MutexGuard};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
 
 use nacre_halloc::ObjId;
 use nacre_pmem::PmOffset;
@@ -32,7 +32,7 @@ use crate::record::{read_item_header, read_record, ITEM_HEADER, ZONE_END};
 use crate::store::Store;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+    m.lock()
 }
 
 /// The volatile index memtables use (any [`MemIndex`] works; the tests compare them).
@@ -156,6 +156,8 @@ impl Memtable {
                     return Err(e.into());
                 }
                 zones[nslot as usize] = Some(z);
+                // Fault the zone in now, once, rather than page by page in stage 3.
+                store.pool.prefault(store.zones.offset(z), zs as usize);
                 z
             }
         };

@@ -7,10 +7,11 @@
 //! so either the setter sees the sleeper and notifies it under the lock, or the sleeper sees
 //! `ready` and never blocks.
 
+use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard};
 
-const SPINS: u32 = 2000;
+/// How long a waiter spins before blocking: about one commit's worth of fences and work.
+const SPIN: std::time::Duration = std::time::Duration::from_micros(20);
 
 pub(crate) struct OneShot<T> {
     value: Mutex<Option<T>>,
@@ -30,7 +31,7 @@ impl<T: Clone> OneShot<T> {
     }
 
     fn lock(&self) -> MutexGuard<'_, Option<T>> {
-        self.value.lock().unwrap_or_else(|e| e.into_inner())
+        self.value.lock()
     }
 
     /// Stores the value (first call wins) and wakes blocked waiters.
@@ -55,22 +56,24 @@ impl<T: Clone> OneShot<T> {
 
     /// Waits for the value and returns a copy.
     pub fn wait(&self) -> T {
-        for i in 0..SPINS {
+        let start = std::time::Instant::now();
+        let mut i = 0u32;
+        loop {
             if self.ready.load(Ordering::Acquire) {
                 if let Some(v) = self.lock().clone() {
                     return v;
                 }
             }
-            if i < SPINS / 2 {
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
+            std::hint::spin_loop();
+            i = i.wrapping_add(1);
+            if i % 64 == 0 && start.elapsed() > SPIN {
+                break;
             }
         }
         let mut g = self.lock();
         self.sleepers.fetch_add(1, Ordering::SeqCst);
         while !self.ready.load(Ordering::SeqCst) || g.is_none() {
-            g = self.cv.wait(g).unwrap_or_else(|e| e.into_inner());
+            self.cv.wait(&mut g);
         }
         self.sleepers.fetch_sub(1, Ordering::SeqCst);
         g.clone().unwrap_or_else(|| unreachable!("checked above"))

@@ -39,14 +39,19 @@ pub(crate) struct Ring<G> {
     slots: Vec<Slot<G>>,
 }
 
-/// Waits for `cond` with spinning, then yielding (two-core machines need the yield).
+/// Waits for `cond`: spins for a few microseconds (the thread ahead is usually mid-commit on
+/// another core), then yields so an oversubscribed machine can run that thread.
 pub(crate) fn wait_until(mut cond: impl FnMut() -> bool) {
-    let mut spins = 0u32;
+    let mut start: Option<std::time::Instant> = None;
+    let mut i = 0u32;
     while !cond() {
-        if spins < 64 {
+        i = i.wrapping_add(1);
+        if i % 64 != 0 {
             std::hint::spin_loop();
-            spins += 1;
-        } else {
+            continue;
+        }
+        let t = *start.get_or_insert_with(std::time::Instant::now);
+        if t.elapsed() > std::time::Duration::from_micros(20) {
             std::thread::yield_now();
         }
     }
@@ -99,6 +104,18 @@ impl<G: Clone> Ring<G> {
         if self.claim(h) {
             self.commit_from(h, commit);
             return;
+        }
+        // The predecessor is usually mid-commit: waiting a few microseconds to commit `h`
+        // here is cheaper than handing it off and being woken by another thread.
+        let start = std::time::Instant::now();
+        while start.elapsed() < std::time::Duration::from_micros(20) {
+            for _ in 0..64 {
+                std::hint::spin_loop();
+            }
+            if self.hid.load(Ordering::Acquire) == h && self.claim(h) {
+                self.commit_from(h, commit);
+                return;
+            }
         }
         handoff();
         self.slot(h).ready.store(true, Ordering::Release);
