@@ -12,7 +12,8 @@
 //!   node is retired, not freed; it keeps showing the state before the change.
 //! - A3: a leaf's key never changes; versions are added by linking a new list node whose
 //!   `next` is set before it is published.
-//! - A4: every node, leaf and version is freed only when the tree is dropped (exclusive).
+//! - A4: every node, leaf, version and key lives in the tree's arena and is freed only when
+//!   the tree is dropped (exclusive).
 //!
 //! Readers that race an insert see the tree either before or after it, per slot. The engine
 //! only needs entries published before the reader took its sequence number, and those were
@@ -28,6 +29,72 @@ use nacre_pmem::PmOffset;
 use crate::index::{Entry, IKey, MemIndex};
 
 const LEAF_TAG: usize = 1;
+const CHUNK: usize = 256 << 10;
+
+/// Bump allocator for every node, leaf, version and key of one tree. Only the writer (under
+/// the writer mutex) allocates; everything is freed at once when the tree drops (A4), so
+/// nothing in it may own heap memory of its own.
+#[derive(Default)]
+struct Arena {
+    chunks: Vec<Box<[std::mem::MaybeUninit<u8>]>>,
+    used: usize,
+}
+
+impl Arena {
+    fn raw(&mut self, size: usize, align: usize) -> *mut u8 {
+        let fits = self.chunks.last().is_some_and(|c| {
+            let start =
+                (c.as_ptr() as usize + self.used).next_multiple_of(align) - c.as_ptr() as usize;
+            start + size <= c.len()
+        });
+        if !fits {
+            self.chunks
+                .push(Box::new_uninit_slice(CHUNK.max(size + align)));
+            self.used = 0;
+        }
+        let Some(c) = self.chunks.last_mut() else {
+            unreachable!("a chunk was just pushed")
+        };
+        let base = c.as_mut_ptr() as usize;
+        let start = (base + self.used).next_multiple_of(align);
+        self.used = start - base + size;
+        start as *mut u8
+    }
+
+    fn alloc<T>(&mut self, v: T) -> *mut T {
+        let p = self
+            .raw(std::mem::size_of::<T>(), std::mem::align_of::<T>())
+            .cast::<T>();
+        // SAFETY: `p` is fresh, aligned for `T` and large enough; arena memory outlives every
+        // reader (A4).
+        unsafe { p.write(v) };
+        p
+    }
+
+    fn bytes(&mut self, b: &[u8]) -> Bytes {
+        let p = self.raw(b.len().max(1), 1);
+        // SAFETY: `p` has room for `b.len()` bytes and does not overlap `b`.
+        unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), p, b.len()) };
+        Bytes {
+            ptr: p,
+            len: b.len(),
+        }
+    }
+}
+
+/// Bytes in the arena (keys and prefixes).
+#[derive(Clone, Copy)]
+struct Bytes {
+    ptr: *const u8,
+    len: usize,
+}
+
+impl Bytes {
+    fn as_slice<'a>(self) -> &'a [u8] {
+        // SAFETY: written once before publication and alive as long as the tree (A4).
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
 
 struct Version {
     seq: u64,
@@ -36,7 +103,7 @@ struct Version {
 }
 
 struct Leaf {
-    key: Box<[u8]>,
+    key: Bytes,
     versions: AtomicPtr<Version>,
 }
 
@@ -50,16 +117,23 @@ enum Body {
         children: [AtomicUsize; 16],
     },
     N48 {
-        index: Box<[AtomicU8; 256]>,
-        children: Box<[AtomicUsize; 48]>,
+        index: *const [AtomicU8; 256],
+        children: *const [AtomicUsize; 48],
     },
     N256 {
-        children: Box<[AtomicUsize; 256]>,
+        children: *const [AtomicUsize; 256],
     },
 }
 
+/// A node's arrays, borrowed.
+enum BodyRef<'a> {
+    Small(&'a [AtomicU8], &'a [AtomicUsize]),
+    N48(&'a [AtomicU8; 256], &'a [AtomicUsize; 48]),
+    N256(&'a [AtomicUsize; 256]),
+}
+
 struct Node {
-    prefix: Box<[u8]>,
+    prefix: Bytes,
     count: AtomicU16,
     /// Leaf of the key that ends exactly after this node's prefix.
     value: AtomicUsize,
@@ -93,7 +167,11 @@ unsafe fn node<'a>(p: usize) -> &'a Node {
 }
 
 impl Node {
-    fn new(kind: usize, prefix: &[u8]) -> Node {
+    fn prefix(&self) -> &[u8] {
+        self.prefix.as_slice()
+    }
+
+    fn new(arena: &mut Arena, kind: usize, prefix: &[u8]) -> Node {
         let body = match kind {
             4 => Body::N4 {
                 keys: zeroed_u8(),
@@ -104,15 +182,15 @@ impl Node {
                 children: zeroed_usize(),
             },
             48 => Body::N48 {
-                index: Box::new(zeroed_u8()),
-                children: Box::new(zeroed_usize()),
+                index: arena.alloc(zeroed_u8::<256>()),
+                children: arena.alloc(zeroed_usize::<48>()),
             },
             _ => Body::N256 {
-                children: Box::new(zeroed_usize()),
+                children: arena.alloc(zeroed_usize::<256>()),
             },
         };
         Node {
-            prefix: prefix.into(),
+            prefix: arena.bytes(prefix),
             count: AtomicU16::new(0),
             value: AtomicUsize::new(0),
             body,
@@ -128,21 +206,30 @@ impl Node {
         }
     }
 
+    fn body(&self) -> BodyRef<'_> {
+        match &self.body {
+            Body::N4 { keys, children } => BodyRef::Small(keys, children),
+            Body::N16 { keys, children } => BodyRef::Small(keys, children),
+            // SAFETY: the arrays were allocated in this tree's arena with the node and live as
+            // long as the tree (A4).
+            Body::N48 { index, children } => unsafe { BodyRef::N48(&**index, &**children) },
+            // SAFETY: as above.
+            Body::N256 { children } => unsafe { BodyRef::N256(&**children) },
+        }
+    }
+
     /// The slot holding the child for byte `b`, if any.
     fn child(&self, b: u8) -> Option<&AtomicUsize> {
         let n = self.count.load(Ordering::Acquire) as usize;
-        match &self.body {
-            Body::N4 { keys, children } => (0..n)
+        match self.body() {
+            BodyRef::Small(keys, children) => (0..n)
                 .find(|&i| keys[i].load(Ordering::Relaxed) == b)
                 .map(|i| &children[i]),
-            Body::N16 { keys, children } => (0..n)
-                .find(|&i| keys[i].load(Ordering::Relaxed) == b)
-                .map(|i| &children[i]),
-            Body::N48 { index, children } => match index[b as usize].load(Ordering::Acquire) {
+            BodyRef::N48(index, children) => match index[b as usize].load(Ordering::Acquire) {
                 0 => None,
                 s => Some(&children[s as usize - 1]),
             },
-            Body::N256 { children } => {
+            BodyRef::N256(children) => {
                 Some(&children[b as usize]).filter(|c| c.load(Ordering::Acquire) != 0)
             }
         }
@@ -151,20 +238,16 @@ impl Node {
     /// Appends a child (writer only; A1). The node must have room and no child for `b`.
     fn add(&self, b: u8, child: usize) {
         let n = self.count.load(Ordering::Relaxed) as usize;
-        match &self.body {
-            Body::N4 { keys, children } => {
+        match self.body() {
+            BodyRef::Small(keys, children) => {
                 keys[n].store(b, Ordering::Relaxed);
                 children[n].store(child, Ordering::Relaxed);
             }
-            Body::N16 { keys, children } => {
-                keys[n].store(b, Ordering::Relaxed);
-                children[n].store(child, Ordering::Relaxed);
-            }
-            Body::N48 { index, children } => {
+            BodyRef::N48(index, children) => {
                 children[n].store(child, Ordering::Release);
                 index[b as usize].store(n as u8 + 1, Ordering::Release);
             }
-            Body::N256 { children } => children[b as usize].store(child, Ordering::Release),
+            BodyRef::N256(children) => children[b as usize].store(child, Ordering::Release),
         }
         self.count.store(n as u16 + 1, Ordering::Release);
     }
@@ -172,49 +255,41 @@ impl Node {
     /// Children as (byte, pointer), in byte order.
     fn sorted(&self) -> Vec<(u8, usize)> {
         let n = self.count.load(Ordering::Acquire) as usize;
-        let mut v: Vec<(u8, usize)> = match &self.body {
-            Body::N4 { keys, children } => (0..n)
-                .map(|i| {
-                    (
-                        keys[i].load(Ordering::Relaxed),
-                        children[i].load(Ordering::Acquire),
-                    )
-                })
-                .collect(),
-            Body::N16 { keys, children } => (0..n)
-                .map(|i| {
-                    (
-                        keys[i].load(Ordering::Relaxed),
-                        children[i].load(Ordering::Acquire),
-                    )
-                })
-                .collect(),
-            Body::N48 { index, children } => (0..=255u8)
+        match self.body() {
+            BodyRef::Small(keys, children) => {
+                let mut v: Vec<(u8, usize)> = (0..n)
+                    .map(|i| {
+                        (
+                            keys[i].load(Ordering::Relaxed),
+                            children[i].load(Ordering::Acquire),
+                        )
+                    })
+                    .collect();
+                v.sort_unstable_by_key(|e| e.0);
+                v
+            }
+            BodyRef::N48(index, children) => (0..=255u8)
                 .filter_map(|b| match index[b as usize].load(Ordering::Acquire) {
                     0 => None,
                     s => Some((b, children[s as usize - 1].load(Ordering::Acquire))),
                 })
                 .collect(),
-            Body::N256 { children } => (0..=255u8)
+            BodyRef::N256(children) => (0..=255u8)
                 .map(|b| (b, children[b as usize].load(Ordering::Acquire)))
                 .filter(|(_, c)| *c != 0)
                 .collect(),
-        };
-        if matches!(self.body, Body::N4 { .. } | Body::N16 { .. }) {
-            v.sort_unstable_by_key(|e| e.0);
         }
-        v
     }
 
     /// A copy with another prefix and/or the next bigger kind (A2).
-    fn copy(&self, prefix: &[u8], grow: bool) -> Node {
+    fn copy(&self, arena: &mut Arena, prefix: &[u8], grow: bool) -> Node {
         let kind = match (self.capacity(), grow) {
             (4, true) => 16,
             (16, true) => 48,
             (48, true) => 256,
             (c, _) => c,
         };
-        let n = Node::new(kind, prefix);
+        let n = Node::new(arena, kind, prefix);
         n.value
             .store(self.value.load(Ordering::Relaxed), Ordering::Relaxed);
         for (b, c) in self.sorted() {
@@ -256,7 +331,7 @@ impl Leaf {
     fn entry(&self, v: &Version) -> Entry {
         (
             IKey {
-                key: self.key.to_vec(),
+                key: self.key.as_slice().to_vec(),
                 seq: v.seq,
             },
             PmOffset(v.at),
@@ -268,7 +343,8 @@ impl Leaf {
 pub struct ArtIndex {
     root: AtomicUsize,
     len: AtomicUsize,
-    writer: Mutex<Vec<usize>>, // retired nodes (A2), freed on drop
+    /// The writer lock and the arena it guards (retired nodes stay in it; A2, A4).
+    writer: Mutex<Arena>,
 }
 
 impl Default for ArtIndex {
@@ -276,25 +352,26 @@ impl Default for ArtIndex {
         ArtIndex {
             root: AtomicUsize::new(0),
             len: AtomicUsize::new(0),
-            writer: Mutex::new(Vec::new()),
+            writer: Mutex::new(Arena::default()),
         }
     }
 }
 
-fn new_leaf(key: Vec<u8>, seq: u64, at: u64) -> usize {
-    let v = Box::into_raw(Box::new(Version {
+fn new_leaf(arena: &mut Arena, key: &[u8], seq: u64, at: u64) -> usize {
+    let v = arena.alloc(Version {
         seq,
         at,
         next: AtomicPtr::new(std::ptr::null_mut()),
-    }));
-    let l = Box::into_raw(Box::new(Leaf {
-        key: key.into_boxed_slice(),
+    });
+    let key = arena.bytes(key);
+    let l = arena.alloc(Leaf {
+        key,
         versions: AtomicPtr::new(v),
-    }));
+    });
     l as usize | LEAF_TAG
 }
 
-fn add_version(l: &Leaf, seq: u64, at: u64) {
+fn add_version(arena: &mut Arena, l: &Leaf, seq: u64, at: u64) {
     let mut slot = &l.versions;
     loop {
         let cur = slot.load(Ordering::Acquire);
@@ -302,11 +379,11 @@ fn add_version(l: &Leaf, seq: u64, at: u64) {
         match unsafe { cur.as_ref() } {
             Some(v) if v.seq > seq => slot = &v.next,
             _ => {
-                let v = Box::into_raw(Box::new(Version {
+                let v = arena.alloc(Version {
                     seq,
                     at,
                     next: AtomicPtr::new(cur),
-                }));
+                });
                 slot.store(v, Ordering::Release);
                 return;
             }
@@ -327,54 +404,56 @@ fn place(n: &Node, child: usize, next_byte: Option<u8>) {
 }
 
 impl ArtIndex {
-    fn insert_inner(&self, key: Vec<u8>, seq: u64, at: u64) {
-        let mut retired = self.writer.lock();
+    fn insert_inner(&self, key: &[u8], seq: u64, at: u64) {
+        let mut guard = self.writer.lock();
+        let arena = &mut *guard;
         self.len.fetch_add(1, Ordering::Relaxed);
         let mut slot: &AtomicUsize = &self.root;
         let mut depth = 0usize;
         loop {
             let cur = slot.load(Ordering::Acquire);
             if cur == 0 {
-                slot.store(new_leaf(key, seq, at), Ordering::Release);
+                slot.store(new_leaf(arena, key, seq, at), Ordering::Release);
                 return;
             }
             if is_leaf(cur) {
                 // SAFETY: a live leaf of this tree.
                 let l = unsafe { leaf(cur) };
-                if *l.key == *key {
-                    add_version(l, seq, at);
+                if l.key.as_slice() == key {
+                    add_version(arena, l, seq, at);
                     return;
                 }
                 // Two keys share this slot: a Node4 over their common bytes holds both.
-                let d = depth + lcp(&l.key[depth..], &key[depth..]);
-                let n = Node::new(4, &key[depth..d]);
-                place(&n, cur, l.key.get(d).copied());
+                let d = depth + lcp(&l.key.as_slice()[depth..], &key[depth..]);
+                let n = Node::new(arena, 4, &key[depth..d]);
+                place(&n, cur, l.key.as_slice().get(d).copied());
                 let b = key.get(d).copied();
-                place(&n, new_leaf(key, seq, at), b);
-                slot.store(Box::into_raw(Box::new(n)) as usize, Ordering::Release);
+                place(&n, new_leaf(arena, key, seq, at), b);
+                slot.store(arena.alloc(n) as usize, Ordering::Release);
                 return;
             }
             // SAFETY: a live node of this tree.
             let nd = unsafe { node(cur) };
-            let m = lcp(&nd.prefix, &key[depth..]);
-            if m < nd.prefix.len() {
+            let m = lcp(&nd.prefix(), &key[depth..]);
+            if m < nd.prefix().len() {
                 // The key leaves the compressed path: a new Node4 above a copy with the rest
                 // of the prefix (A2).
-                let copy = nd.copy(&nd.prefix[m + 1..], false);
-                let n = Node::new(4, &nd.prefix[..m]);
-                n.add(nd.prefix[m], Box::into_raw(Box::new(copy)) as usize);
+                let copy = nd.copy(arena, &nd.prefix()[m + 1..], false);
+                let n = Node::new(arena, 4, &nd.prefix()[..m]);
+                n.add(nd.prefix()[m], arena.alloc(copy) as usize);
                 let b = key.get(depth + m).copied();
-                place(&n, new_leaf(key, seq, at), b);
-                slot.store(Box::into_raw(Box::new(n)) as usize, Ordering::Release);
-                retired.push(cur);
+                place(&n, new_leaf(arena, key, seq, at), b);
+                slot.store(arena.alloc(n) as usize, Ordering::Release);
                 return;
             }
-            depth += nd.prefix.len();
+            depth += nd.prefix().len();
             let Some(&b) = key.get(depth) else {
                 match nd.value.load(Ordering::Acquire) {
-                    0 => nd.value.store(new_leaf(key, seq, at), Ordering::Release),
+                    0 => nd
+                        .value
+                        .store(new_leaf(arena, key, seq, at), Ordering::Release),
                     // SAFETY: a live leaf of this tree.
-                    v => add_version(unsafe { leaf(v) }, seq, at),
+                    v => add_version(arena, unsafe { leaf(v) }, seq, at),
                 }
                 return;
             };
@@ -383,12 +462,11 @@ impl ArtIndex {
                 depth += 1;
                 continue;
             }
-            let l = new_leaf(key, seq, at);
+            let l = new_leaf(arena, key, seq, at);
             if nd.count.load(Ordering::Relaxed) as usize == nd.capacity() {
-                let bigger = nd.copy(&nd.prefix, true);
+                let bigger = nd.copy(arena, nd.prefix(), true);
                 bigger.add(b, l);
-                slot.store(Box::into_raw(Box::new(bigger)) as usize, Ordering::Release);
-                retired.push(cur);
+                slot.store(arena.alloc(bigger) as usize, Ordering::Release);
             } else {
                 nd.add(b, l);
             }
@@ -406,14 +484,14 @@ impl ArtIndex {
             if is_leaf(cur) {
                 // SAFETY: a live leaf of this tree.
                 let l = unsafe { leaf(cur) };
-                return (*l.key == *key).then_some(l);
+                return (l.key.as_slice() == key).then_some(l);
             }
             // SAFETY: a live node of this tree.
             let nd = unsafe { node(cur) };
-            if !key[depth..].starts_with(&nd.prefix) {
+            if !key[depth..].starts_with(&nd.prefix()) {
                 return None;
             }
-            depth += nd.prefix.len();
+            depth += nd.prefix().len();
             cur = match key.get(depth) {
                 None => nd.value.load(Ordering::Acquire),
                 Some(&b) => nd.child(b)?.load(Ordering::Acquire),
@@ -456,22 +534,22 @@ impl ArtIndex {
         if is_leaf(p) {
             // SAFETY: a live leaf of this tree.
             let l = unsafe { leaf(p) };
-            let c = (*l.key).cmp(key);
+            let c = l.key.as_slice().cmp(key);
             return (c == Cmp::Greater || (!strict && c == Cmp::Equal)).then_some(l);
         }
         // SAFETY: a live node of this tree.
         let nd = unsafe { node(p) };
         let rest = &key[depth.min(key.len())..];
-        let m = lcp(&nd.prefix, rest);
-        if m < nd.prefix.len() {
+        let m = lcp(&nd.prefix(), rest);
+        if m < nd.prefix().len() {
             // Diverges inside the prefix (or the key ran out): the whole subtree is on one side.
-            return if m == rest.len() || nd.prefix[m] > rest[m] {
+            return if m == rest.len() || nd.prefix()[m] > rest[m] {
                 self.edge(p, true)
             } else {
                 None
             };
         }
-        let d = depth + nd.prefix.len();
+        let d = depth + nd.prefix().len();
         let kids = nd.sorted();
         let Some(&b) = key.get(d) else {
             let v = nd.value.load(Ordering::Acquire);
@@ -495,21 +573,21 @@ impl ArtIndex {
         if is_leaf(p) {
             // SAFETY: a live leaf of this tree.
             let l = unsafe { leaf(p) };
-            let c = (*l.key).cmp(key);
+            let c = l.key.as_slice().cmp(key);
             return (c == Cmp::Less || (!strict && c == Cmp::Equal)).then_some(l);
         }
         // SAFETY: a live node of this tree.
         let nd = unsafe { node(p) };
         let rest = &key[depth.min(key.len())..];
-        let m = lcp(&nd.prefix, rest);
-        if m < nd.prefix.len() {
-            return if m < rest.len() && nd.prefix[m] < rest[m] {
+        let m = lcp(&nd.prefix(), rest);
+        if m < nd.prefix().len() {
+            return if m < rest.len() && nd.prefix()[m] < rest[m] {
                 self.edge(p, false)
             } else {
                 None
             };
         }
-        let d = depth + nd.prefix.len();
+        let d = depth + nd.prefix().len();
         let v = nd.value.load(Ordering::Acquire);
         let Some(&b) = key.get(d) else {
             return if v != 0 && !strict {
@@ -535,7 +613,7 @@ impl ArtIndex {
 }
 
 impl MemIndex for ArtIndex {
-    fn insert(&self, key: Vec<u8>, seq: u64, at: PmOffset) {
+    fn insert(&self, key: &[u8], seq: u64, at: PmOffset) {
         self.insert_inner(key, seq, at.get());
     }
 
@@ -595,41 +673,6 @@ impl MemIndex for ArtIndex {
     }
 }
 
-/// Frees the subtree at `p` (exclusive access).
-fn free_tree(p: usize) {
-    if p == 0 {
-        return;
-    }
-    if is_leaf(p) {
-        // SAFETY: drop has exclusive access; each leaf is owned by exactly one live slot.
-        let l = unsafe { Box::from_raw((p & !LEAF_TAG) as *mut Leaf) };
-        let mut v = l.versions.load(Ordering::Relaxed);
-        while !v.is_null() {
-            // SAFETY: each version is owned by exactly one list link.
-            let b = unsafe { Box::from_raw(v) };
-            v = b.next.load(Ordering::Relaxed);
-        }
-        return;
-    }
-    // SAFETY: drop has exclusive access; each live node is owned by exactly one live slot.
-    let n = unsafe { Box::from_raw(p as *mut Node) };
-    free_tree(n.value.load(Ordering::Relaxed));
-    for (_, c) in n.sorted() {
-        free_tree(c);
-    }
-}
-
-impl Drop for ArtIndex {
-    fn drop(&mut self) {
-        free_tree(self.root.load(Ordering::Relaxed));
-        for &p in self.writer.get_mut().iter() {
-            // SAFETY: retired nodes are no longer reachable from the tree; their children
-            // belong to their live copies and were freed above, so only the node goes.
-            drop(unsafe { Box::from_raw(p as *mut Node) });
-        }
-    }
-}
-
 // SAFETY: all shared state is atomics or behind the writer mutex; raw pointers refer to heap
 // objects owned by the tree (A4).
 unsafe impl Send for ArtIndex {}
@@ -671,8 +714,8 @@ mod tests {
                     random_key(&mut rng)
                 };
                 keys.push(k.clone());
-                art.insert(k.clone(), seq, PmOffset(seq * 8));
-                skip.insert(k, seq, PmOffset(seq * 8));
+                art.insert(&k, seq, PmOffset(seq * 8));
+                skip.insert(&k, seq, PmOffset(seq * 8));
             }
             assert_eq!(art.len(), skip.len());
             for _ in 0..400 {
@@ -720,7 +763,7 @@ mod tests {
                     let k = (i.wrapping_mul(0x9E37_79B9_7F4A_7C15)).to_be_bytes()
                         [..(1 + i % 8) as usize]
                         .to_vec();
-                    art.insert(k, i + 1, PmOffset(i));
+                    art.insert(&k, i + 1, PmOffset(i));
                     published.store(i as usize + 1, Ordering::Release);
                 }
             });

@@ -298,7 +298,7 @@ impl DbInner {
                 let mut at = it.res.at.add(ITEM_HEADER as u64);
                 for &(seq, wi, oi) in &it.ops {
                     let op: &Op = &group[wi].batch.ops[oi];
-                    it.memtable.index.insert(op.key.clone(), seq, at);
+                    it.memtable.index.insert(&op.key, seq, at);
                     at = at.add(crate::record::record_size(op.key.len(), op.value.len()) as u64);
                 }
             }

@@ -41,7 +41,7 @@ pub type Entry = (IKey, PmOffset);
 /// inserts and reads.
 pub trait MemIndex: Send + Sync {
     /// Adds a version.
-    fn insert(&self, key: Vec<u8>, seq: u64, at: PmOffset);
+    fn insert(&self, key: &[u8], seq: u64, at: PmOffset);
     /// The newest version of `key` with sequence at most `snapshot`.
     fn get(&self, key: &[u8], snapshot: u64) -> Option<(u64, PmOffset)>;
     /// The first entry after `bound` in index order.
@@ -63,8 +63,14 @@ pub struct SkipListIndex {
 }
 
 impl MemIndex for SkipListIndex {
-    fn insert(&self, key: Vec<u8>, seq: u64, at: PmOffset) {
-        self.map.insert(IKey { key, seq }, at.get());
+    fn insert(&self, key: &[u8], seq: u64, at: PmOffset) {
+        self.map.insert(
+            IKey {
+                key: key.to_vec(),
+                seq,
+            },
+            at.get(),
+        );
     }
 
     fn get(&self, key: &[u8], snapshot: u64) -> Option<(u64, PmOffset)> {
@@ -100,9 +106,9 @@ mod tests {
     #[test]
     fn newest_visible_version_wins() {
         let ix = SkipListIndex::default();
-        ix.insert(b"a".to_vec(), 5, PmOffset(50));
-        ix.insert(b"a".to_vec(), 9, PmOffset(90));
-        ix.insert(b"b".to_vec(), 3, PmOffset(30));
+        ix.insert(b"a", 5, PmOffset(50));
+        ix.insert(b"a", 9, PmOffset(90));
+        ix.insert(b"b", 3, PmOffset(30));
         assert_eq!(ix.get(b"a", 100), Some((9, PmOffset(90))));
         assert_eq!(ix.get(b"a", 8), Some((5, PmOffset(50))));
         assert_eq!(ix.get(b"a", 4), None);

@@ -285,7 +285,7 @@ impl Memtable {
                 let r = read_record(&store.pool, rec_at, h.len as usize - off)?;
                 off += r.size();
                 stats.max_seq = stats.max_seq.max(r.seq);
-                self.index.insert(r.key, r.seq, rec_at);
+                self.index.insert(&r.key, r.seq, rec_at);
                 stats.records += 1;
             }
             Ok(())

@@ -158,9 +158,7 @@ pub fn read_record(pool: &Pool, off: PmOffset, room: usize) -> Result<Record> {
             "record at {off} fails its checksum"
         )));
     };
-    let value = kv[klen..].to_vec();
-    kv.truncate(klen);
-    kv.shrink_to_fit();
+    let value = kv.split_off(klen);
     Ok(Record {
         seq: u64_at(&h, 0),
         kind,
