@@ -434,7 +434,7 @@ impl ArtIndex {
             }
             // SAFETY: a live node of this tree.
             let nd = unsafe { node(cur) };
-            let m = lcp(&nd.prefix(), &key[depth..]);
+            let m = lcp(nd.prefix(), &key[depth..]);
             if m < nd.prefix().len() {
                 // The key leaves the compressed path: a new Node4 above a copy with the rest
                 // of the prefix (A2).
@@ -488,7 +488,7 @@ impl ArtIndex {
             }
             // SAFETY: a live node of this tree.
             let nd = unsafe { node(cur) };
-            if !key[depth..].starts_with(&nd.prefix()) {
+            if !key[depth..].starts_with(nd.prefix()) {
                 return None;
             }
             depth += nd.prefix().len();
@@ -540,7 +540,7 @@ impl ArtIndex {
         // SAFETY: a live node of this tree.
         let nd = unsafe { node(p) };
         let rest = &key[depth.min(key.len())..];
-        let m = lcp(&nd.prefix(), rest);
+        let m = lcp(nd.prefix(), rest);
         if m < nd.prefix().len() {
             // Diverges inside the prefix (or the key ran out): the whole subtree is on one side.
             return if m == rest.len() || nd.prefix()[m] > rest[m] {
@@ -579,7 +579,7 @@ impl ArtIndex {
         // SAFETY: a live node of this tree.
         let nd = unsafe { node(p) };
         let rest = &key[depth.min(key.len())..];
-        let m = lcp(&nd.prefix(), rest);
+        let m = lcp(nd.prefix(), rest);
         if m < nd.prefix().len() {
             return if m < rest.len() && nd.prefix()[m] < rest[m] {
                 self.edge(p, false)
