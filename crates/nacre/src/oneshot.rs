@@ -10,8 +10,9 @@
 use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
-/// How long a waiter spins before blocking: about one commit's worth of fences and work.
-const SPIN: std::time::Duration = std::time::Duration::from_micros(20);
+/// How long a waiter spins, then yields, before blocking: about a commit's worth of work.
+const SPIN: std::time::Duration = std::time::Duration::from_micros(2);
+const YIELD: std::time::Duration = std::time::Duration::from_micros(50);
 
 pub(crate) struct OneShot<T> {
     value: Mutex<Option<T>>,
@@ -64,10 +65,17 @@ impl<T: Clone> OneShot<T> {
                     return v;
                 }
             }
-            std::hint::spin_loop();
             i = i.wrapping_add(1);
-            if i % 64 == 0 && start.elapsed() > SPIN {
+            if i % 32 != 0 {
+                std::hint::spin_loop();
+                continue;
+            }
+            let waited = start.elapsed();
+            if waited > YIELD {
                 break;
+            }
+            if waited > SPIN {
+                std::thread::yield_now();
             }
         }
         let mut g = self.lock();

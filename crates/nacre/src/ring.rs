@@ -39,19 +39,15 @@ pub(crate) struct Ring<G> {
     slots: Vec<Slot<G>>,
 }
 
-/// Waits for `cond`: spins for a few microseconds (the thread ahead is usually mid-commit on
-/// another core), then yields so an oversubscribed machine can run that thread.
+/// Waits for `cond`: a short spin (the thread ahead is usually mid-commit on another core),
+/// then yields, so an oversubscribed machine runs that thread instead of this one.
 pub(crate) fn wait_until(mut cond: impl FnMut() -> bool) {
-    let mut start: Option<std::time::Instant> = None;
-    let mut i = 0u32;
+    let mut spins = 0u32;
     while !cond() {
-        i = i.wrapping_add(1);
-        if i % 64 != 0 {
+        if spins < 128 {
             std::hint::spin_loop();
-            continue;
-        }
-        let t = *start.get_or_insert_with(std::time::Instant::now);
-        if t.elapsed() > std::time::Duration::from_micros(20) {
+            spins += 1;
+        } else {
             std::thread::yield_now();
         }
     }
@@ -107,9 +103,8 @@ impl<G: Clone> Ring<G> {
         }
         // The predecessor is usually mid-commit: waiting a few microseconds to commit `h`
         // here is cheaper than handing it off and being woken by another thread.
-        let start = std::time::Instant::now();
-        while start.elapsed() < std::time::Duration::from_micros(20) {
-            for _ in 0..64 {
+        for _ in 0..32 {
+            for _ in 0..32 {
                 std::hint::spin_loop();
             }
             if self.hid.load(Ordering::Acquire) == h && self.claim(h) {
