@@ -83,6 +83,35 @@ fn pool_file(cfg: &AllocConfig, tag: &str, bytes: u64) -> Result<(TempFile, Arc<
     Ok((tmp, Arc::new(pool)))
 }
 
+/// Runs allocation rounds of at most `live` allocations until `cfg.allocs` were timed, after
+/// one untimed warm-up round; `alloc(n)` performs `n` allocations (timed), `free()` releases a
+/// round (not timed). Returns ns per allocation.
+fn rounds(
+    cfg: &AllocConfig,
+    live: u64,
+    mut alloc: impl FnMut(u64) -> Result<()>,
+    mut free: impl FnMut() -> Result<()>,
+) -> Result<f64> {
+    let (mut done, mut secs) = (0u64, 0.0);
+    let mut warm = true;
+    while done < cfg.allocs {
+        let n = if warm {
+            live
+        } else {
+            live.min(cfg.allocs - done)
+        };
+        let t = Instant::now();
+        alloc(n)?;
+        let spent = t.elapsed().as_secs_f64();
+        free()?;
+        if !std::mem::take(&mut warm) {
+            secs += spent;
+            done += n;
+        }
+    }
+    Ok(secs * 1e9 / cfg.allocs as f64)
+}
+
 fn halloc_objects(cfg: &AllocConfig, size: u64) -> Result<f64> {
     let live = live_objects(cfg, size);
     let shape = nacre_halloc::PoolShape {
@@ -93,33 +122,28 @@ fn halloc_objects(cfg: &AllocConfig, size: u64) -> Result<f64> {
     let (_tmp, pool) = pool_file(cfg, "halloc-obj", shape.region_len() + (4 << 20))?;
     let h = Halloc::open(pool)?;
     let objs = h.object_pool("bench", size, live)?;
-    let mut ids: Vec<ObjId> = Vec::with_capacity(live as usize);
-    let (mut done, mut secs) = (0u64, 0.0);
-    let mut warm = true;
-    while done < cfg.allocs {
-        let n = if warm {
-            live
-        } else {
-            live.min(cfg.allocs - done)
-        };
-        let t = Instant::now();
-        for _ in 0..n {
-            let id = objs.get()?;
-            objs.commit(id)?;
-            ids.push(id);
-        }
-        secs += t.elapsed().as_secs_f64();
-        for chunk in ids.chunks(4096) {
-            objs.release_many(chunk)?;
-        }
-        ids.clear();
-        if std::mem::take(&mut warm) {
-            secs = 0.0;
-        } else {
-            done += n;
-        }
-    }
-    Ok(secs * 1e9 / cfg.allocs as f64)
+    let ids = std::cell::RefCell::new(Vec::<ObjId>::with_capacity(live as usize));
+    rounds(
+        cfg,
+        live,
+        |n| {
+            let mut ids = ids.borrow_mut();
+            for _ in 0..n {
+                let id = objs.get()?;
+                objs.commit(id)?;
+                ids.push(id);
+            }
+            Ok(())
+        },
+        || {
+            let mut ids = ids.borrow_mut();
+            for chunk in ids.chunks(4096) {
+                objs.release_many(chunk)?;
+            }
+            ids.clear();
+            Ok(())
+        },
+    )
 }
 
 fn halloc_zones(cfg: &AllocConfig, size: u64) -> Result<f64> {
@@ -141,38 +165,33 @@ fn halloc_zones(cfg: &AllocConfig, size: u64) -> Result<f64> {
     // The owner: one word per zone slot, then the persisted cursor (zone slot << 32 | offset).
     let owner = pool.reserve_region("owner", 8 * (zones + 1), 64, 0)?;
     let cursor_at = owner.offset.add(8 * zones);
-    let mut granted: Vec<ObjId> = Vec::new();
-    let (mut done, mut secs) = (0u64, 0.0);
-    let mut warm = true;
-    while done < cfg.allocs {
-        let n = if warm {
-            live_bytes / size
-        } else {
-            (live_bytes / size).min(cfg.allocs - done)
-        };
-        let mut cursor = cfg.zone_size; // forces a grant on the first allocation
-        let t = Instant::now();
-        for _ in 0..n {
-            if cursor + size > cfg.zone_size {
-                let z = zp.grant()?;
-                pool.store_u64(owner.offset.add(8 * granted.len() as u64), z.0 + 1);
-                zp.commit(z)?; // its fence also persists the owner's slot
-                granted.push(z);
-                cursor = 0;
+    let granted = std::cell::RefCell::new(Vec::<ObjId>::new());
+    rounds(
+        cfg,
+        live_bytes / size,
+        |n| {
+            let mut granted = granted.borrow_mut();
+            let mut cursor = cfg.zone_size; // forces a grant on the first allocation
+            for _ in 0..n {
+                if cursor + size > cfg.zone_size {
+                    let z = zp.grant()?;
+                    pool.store_u64(owner.offset.add(8 * granted.len() as u64), z.0 + 1);
+                    zp.commit(z)?; // its fence also persists the owner's slot
+                    granted.push(z);
+                    cursor = 0;
+                }
+                cursor += size;
+                pool.persist_u64(cursor_at, (granted.len() as u64) << 32 | cursor)?;
             }
-            cursor += size;
-            pool.persist_u64(cursor_at, (granted.len() as u64) << 32 | cursor)?;
-        }
-        secs += t.elapsed().as_secs_f64();
-        zp.reclaim(&granted)?;
-        granted.clear();
-        if std::mem::take(&mut warm) {
-            secs = 0.0;
-        } else {
-            done += n;
-        }
-    }
-    Ok(secs * 1e9 / cfg.allocs as f64)
+            Ok(())
+        },
+        || {
+            let mut granted = granted.borrow_mut();
+            zp.reclaim(&granted)?;
+            granted.clear();
+            Ok(())
+        },
+    )
 }
 
 #[cfg(feature = "pmdk")]
@@ -182,28 +201,22 @@ fn pmemobj(cfg: &AllocConfig, size: u64) -> Result<f64> {
     let _tmp = TempFile::new(path.clone());
     // PMDK rounds each allocation up to its size class and adds a 16-byte header.
     let bytes = (live * (size + 64)) * 5 / 4 + (64 << 20);
-    let mut pool = crate::pmdk::PmdkPool::create(&path, bytes as usize)?;
-    let (mut done, mut secs) = (0u64, 0.0);
-    let mut warm = true;
-    while done < cfg.allocs {
-        let n = if warm {
-            live
-        } else {
-            live.min(cfg.allocs - done)
-        };
-        let t = Instant::now();
-        for _ in 0..n {
-            pool.alloc(size as usize)?;
-        }
-        secs += t.elapsed().as_secs_f64();
-        pool.free_all();
-        if std::mem::take(&mut warm) {
-            secs = 0.0;
-        } else {
-            done += n;
-        }
-    }
-    Ok(secs * 1e9 / cfg.allocs as f64)
+    let pool = std::cell::RefCell::new(crate::pmdk::PmdkPool::create(&path, bytes as usize)?);
+    rounds(
+        cfg,
+        live,
+        |n| {
+            let mut pool = pool.borrow_mut();
+            for _ in 0..n {
+                pool.alloc(size as usize)?;
+            }
+            Ok(())
+        },
+        || {
+            pool.borrow_mut().free_all();
+            Ok(())
+        },
+    )
 }
 
 #[cfg(not(feature = "pmdk"))]

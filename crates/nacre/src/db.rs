@@ -163,16 +163,19 @@ impl Db {
         &self.inner.store.pool
     }
 
-    /// The subtable `name`, created (durably) on first use.
-    pub fn subtable(&self, name: &str) -> Result<Subtable> {
-        if let Some(s) = self
+    fn known_subtable(&self, name: &str) -> Option<Subtable> {
+        let map = self
             .inner
             .subtables
             .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(name)
-        {
-            return Ok(s.clone());
+            .unwrap_or_else(|e| e.into_inner());
+        map.get(name).cloned()
+    }
+
+    /// The subtable `name`, created (durably) on first use.
+    pub fn subtable(&self, name: &str) -> Result<Subtable> {
+        if let Some(s) = self.known_subtable(name) {
+            return Ok(s);
         }
         let max = nacre_halloc::SubtablePool::NAME_MAX;
         if name.is_empty() || name.len() > max {
@@ -186,14 +189,8 @@ impl Db {
             .create_lock
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        if let Some(s) = self
-            .inner
-            .subtables
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(name)
-        {
-            return Ok(s.clone());
+        if let Some(s) = self.known_subtable(name) {
+            return Ok(s);
         }
         let store = &self.inner.store;
         let id = self.inner.by_id.load().len() as u32;
