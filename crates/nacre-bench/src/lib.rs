@@ -10,6 +10,7 @@
 //! - [`bench`]: the timed loops and statistics; [`pmem`] and [`raw`]: the subjects they run on.
 //! - [`config`], [`results`]: parameters and measured rows; [`report`], [`json`]: Markdown
 //!   table and JSON lines.
+//! - [`ycsb`]: YCSB core workload generators (workloads A-F, zipfian, latest, hotspot, ...).
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 #![warn(missing_docs)]
 
@@ -26,6 +27,7 @@ pub mod raw;
 pub mod report;
 pub mod results;
 pub mod suite;
+pub mod ycsb;
 
 pub use config::{PmemConfig, Target};
 pub use error::{BenchError, Result};
