@@ -123,6 +123,7 @@ fn fill_cfg(dir: &Path, db_bench: PathBuf) -> fill::FillConfig {
         value_size: 500,
         batch_size: 32,
         commit_buckets: 1,
+        batch_wait_us: 0,
         repeats: 1,
         shm_dir: Some(dir.to_path_buf()),
         disk_dir: dir.join("disk"),

@@ -81,6 +81,8 @@ struct Queue {
 #[derive(Default)]
 pub(crate) struct Bucket {
     q: Mutex<Queue>,
+    /// Writers queued (mirrors `q.pending.len()`, read without the lock while a leader waits).
+    queued: std::sync::atomic::AtomicUsize,
 }
 
 /// An operation of a group: (sequence number, waiter index, op index in its batch).
@@ -138,6 +140,7 @@ impl DbInner {
         let lead = {
             let mut q = lock(&bucket.q);
             q.pending.push_back(w.clone());
+            bucket.queued.store(q.pending.len(), Ordering::Release);
             !std::mem::replace(&mut q.leader, true)
         };
         if !lead {
@@ -153,7 +156,13 @@ impl DbInner {
     /// and gets the group's result.
     fn lead(&self, bucket: &Bucket) -> Result<(), GroupError> {
         if !self.opts.batch_wait.is_zero() {
-            std::thread::sleep(self.opts.batch_wait);
+            // Wait up to `batch_wait` for more writers to queue (a full batch ends the wait).
+            let start = std::time::Instant::now();
+            while bucket.queued.load(Ordering::Acquire) < self.opts.batch_size
+                && start.elapsed() < self.opts.batch_wait
+            {
+                std::hint::spin_loop();
+            }
         }
         let group: Vec<Arc<Waiter>> = {
             let mut q = lock(&bucket.q);
@@ -176,6 +185,7 @@ impl DbInner {
                 take += 1;
             }
             let group: Vec<_> = q.pending.drain(..take).collect();
+            bucket.queued.store(q.pending.len(), Ordering::Release);
             match q.pending.front() {
                 Some(next) => next.wake.set(Wake::Lead),
                 None => q.leader = false,

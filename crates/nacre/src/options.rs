@@ -25,8 +25,9 @@ pub struct Options {
     pub ring_capacity: usize,
     /// Most write batches a bucket leader groups into one commit (default 32).
     pub batch_size: usize,
-    /// How long a leader waits for followers before committing (default 0: group whatever
-    /// is queued).
+    /// How long a leader waits (spinning) for more writers to queue before committing; a full
+    /// batch of `batch_size` ends the wait early (default 0: group whatever is queued). A few
+    /// microseconds trade latency for fewer commits when writers arrive close together.
     pub batch_wait: Duration,
     /// Leader/follower buckets writers are spread over (default 4).
     pub commit_buckets: usize,

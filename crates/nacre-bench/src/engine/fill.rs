@@ -43,6 +43,9 @@ pub struct FillConfig {
     /// Nacre's `Options::commit_buckets`.
     #[arg(long, default_value_t = 1)]
     pub commit_buckets: usize,
+    /// Nacre's `Options::batch_wait`, in microseconds (0: commit whatever is queued).
+    #[arg(long, default_value_t = 0)]
+    pub batch_wait_us: u64,
     /// Repeats; the report shows the median.
     #[arg(long, default_value_t = 3)]
     pub repeats: usize,
@@ -139,6 +142,7 @@ fn nacre(cfg: &FillConfig, subject: Subject, values: &[u8]) -> Result<f64> {
     let bdb = BenchDb::create(&dir, "fillrandom", backend, pool, |o| {
         o.batch_size = cfg.batch_size;
         o.commit_buckets = cfg.commit_buckets;
+        o.batch_wait = std::time::Duration::from_micros(cfg.batch_wait_us);
         o.memtable_size = memtable;
     })?;
     let (db, table) = (&bdb.db, &bdb.table);
@@ -255,7 +259,8 @@ pub fn markdown(cfg: &FillConfig, machine: &MachineInfo, rows: &[FillRow]) -> St
     let _ = writeln!(
         s,
         "Random puts, {}-byte keys, {}-byte values, {} threads, every put acknowledged only \
-         once durable on its backend. Nacre: `Db::put` (batch_size {}, commit_buckets {}), \
+         once durable on its backend. Nacre: `Db::put` (batch_size {}, commit_buckets {}, \
+         batch_wait {} us), \
          emulated pool in {}, msync pool in {}. RocksDB ({version}, default options, \
          compression as built): `{}` and `{}` in {}. Median of {} repeats, the two subjects \
          of a pairing back to back.\n",
@@ -264,6 +269,7 @@ pub fn markdown(cfg: &FillConfig, machine: &MachineInfo, rows: &[FillRow]) -> St
         cfg.threads,
         cfg.batch_size,
         cfg.commit_buckets,
+        cfg.batch_wait_us,
         shm.display(),
         cfg.disk_dir.display(),
         fill_args(cfg, false, cfg.num).command_line("DIR"),
