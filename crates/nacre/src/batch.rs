@@ -6,6 +6,8 @@ use crate::subtable::Subtable;
 /// One operation of a batch.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Op {
+    /// Identity of the database the subtable handle came from.
+    pub db: u64,
     pub subtable: u32,
     pub kind: Kind,
     pub key: Vec<u8>,
@@ -34,6 +36,7 @@ impl WriteBatch {
         value: impl AsRef<[u8]>,
     ) -> &mut Self {
         self.ops.push(Op {
+            db: subtable.inner.db,
             subtable: subtable.id(),
             kind: Kind::Put,
             key: key.as_ref().to_vec(),
@@ -45,6 +48,7 @@ impl WriteBatch {
     /// Deletes `key` from `subtable`.
     pub fn delete(&mut self, subtable: &Subtable, key: impl AsRef<[u8]>) -> &mut Self {
         self.ops.push(Op {
+            db: subtable.inner.db,
             subtable: subtable.id(),
             kind: Kind::Delete,
             key: key.as_ref().to_vec(),

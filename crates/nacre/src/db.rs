@@ -250,9 +250,9 @@ impl Db {
         }
         let max = self.inner.store.zone_size as usize - ITEM_HEADER;
         for op in &batch.ops {
-            if self.inner.subtable_by_id(op.subtable).is_none() {
+            if op.db != self.inner.id || self.inner.subtable_by_id(op.subtable).is_none() {
                 return Err(Error::InvalidOptions(format!(
-                    "unknown subtable id {}",
+                    "batch names subtable {} of another database",
                     op.subtable
                 )));
             }
@@ -284,7 +284,6 @@ impl Db {
         key: impl AsRef<[u8]>,
         value: impl AsRef<[u8]>,
     ) -> Result<()> {
-        self.check_subtable(subtable)?;
         let mut b = WriteBatch::new();
         b.put(subtable, key, value);
         self.write(b)
@@ -292,7 +291,6 @@ impl Db {
 
     /// Deletes `key` from `subtable`, durably.
     pub fn delete(&self, subtable: &Subtable, key: impl AsRef<[u8]>) -> Result<()> {
-        self.check_subtable(subtable)?;
         let mut b = WriteBatch::new();
         b.delete(subtable, key);
         self.write(b)

@@ -86,6 +86,17 @@ fn oversized_records_bad_names_and_foreign_subtables_are_refused() {
         Err(Error::InvalidOptions(_))
     ));
     assert!(db.get(&foreign, "k").is_err());
+    let mut b = WriteBatch::new();
+    b.put(&s, "mine", "1").put(&foreign, "theirs", "2");
+    assert!(
+        matches!(db.write(b), Err(Error::InvalidOptions(_))),
+        "a batch mixing databases"
+    );
+    assert_eq!(
+        db.get(&s, "mine").expect("get"),
+        None,
+        "nothing of it applied"
+    );
     let mut o = small(8 << 20);
     o.memtable_size = 100_000;
     assert!(matches!(Db::open(o), Err(Error::InvalidOptions(_))));
