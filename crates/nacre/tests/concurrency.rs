@@ -38,7 +38,9 @@ fn readers_see_whole_batches_while_writers_commit() {
             s.spawn(move || {
                 let mut rng = SplitMix64::new(t);
                 let mut last = [0u64; WRITERS as usize];
-                while !stop.load(Ordering::Acquire) {
+                let mut reads = 0u32;
+                while !stop.load(Ordering::Acquire) || reads < 200 {
+                    reads += 1;
                     let w = rng.next_u64() % WRITERS;
                     let snap = db.snapshot();
                     let ka = db.get_at(a, format!("w{w}"), &snap).expect("get");
