@@ -129,15 +129,6 @@ impl PmemArgs {
     }
 }
 
-fn write_json(path: &std::path::Path, text: &str, rows: usize) -> Result<(), Box<dyn Error>> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
-    }
-    std::fs::write(path, text)?;
-    tracing::info!(path = %path.display(), rows, "wrote JSON lines");
-    Ok(())
-}
-
 fn main() -> Result<(), Box<dyn Error>> {
     let cli = Cli::parse();
     // The engine benchmarks open a database per measurement: keep the engine's own open and
@@ -158,7 +149,11 @@ fn main() -> Result<(), Box<dyn Error>> {
             let run = nacre_bench::run(&args.config())?;
             print!("{}", report::markdown(&run));
             if let Some(path) = json {
-                write_json(&path, &json::json_lines(&run)?, run.rows.len())?;
+                nacre_bench::engine::write_json_text(
+                    &path,
+                    &json::json_lines(&run)?,
+                    run.rows.len(),
+                )?;
             }
         }
         Command::Alloc(a) => {
@@ -175,18 +170,23 @@ fn main() -> Result<(), Box<dyn Error>> {
             print!("{}", alloc::markdown(&cfg, &rows));
             if let Some(path) = a.json {
                 let machine = report::MachineInfo::collect();
-                let mut text = String::new();
-                for r in &rows {
-                    let v = serde_json::json!({
-                        "bench": "alloc", "machine": format!("{machine:?}"),
-                        "backend": "emulated", "durability": "process crash",
-                        "allocs": cfg.allocs, "live_bytes": cfg.live_bytes,
-                        "row": r, "median_ns": r.median_ns(),
-                    });
-                    text.push_str(&v.to_string());
-                    text.push('\n');
-                }
-                write_json(&path, &text, rows.len())?;
+                let params =
+                    serde_json::json!({"allocs": cfg.allocs, "live_bytes": cfg.live_bytes});
+                let values: Vec<_> = rows
+                    .iter()
+                    .map(|r| {
+                        let results = serde_json::json!({"row": r, "median_ns": r.median_ns()});
+                        nacre_bench::engine::json_row(
+                            "alloc",
+                            &machine,
+                            "emulated",
+                            "process crash only",
+                            params.clone(),
+                            results,
+                        )
+                    })
+                    .collect();
+                nacre_bench::engine::write_json(&path, &values)?;
             }
         }
         Command::Ror(c) => ror::main(&c)?,

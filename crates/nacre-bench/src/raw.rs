@@ -16,6 +16,18 @@ use crate::bench::{PersistOps, TempFile};
 use crate::error::{io_err, BenchError, Result};
 
 const LINE: usize = 64;
+/// Creates `path` (which must not exist) for reading and writing; it is removed when the
+/// returned guard drops.
+fn create_scratch(path: &Path) -> Result<(File, TempFile)> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(io_err("create", path))?;
+    Ok((file, TempFile::new(path.to_path_buf())))
+}
+
 /// Chunk used to pre-fault and pre-write regions before measuring.
 const PREFILL_CHUNK: usize = 1 << 20;
 
@@ -162,13 +174,7 @@ impl RawMap {
                 "raw cache-flush loops need x86-64".into(),
             ));
         }
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(path)
-            .map_err(io_err("create", path))?;
-        let tmp = TempFile::new(path.to_path_buf());
+        let (file, tmp) = create_scratch(path)?;
         // SAFETY: posix_fallocate on a valid descriptor has no memory effects.
         let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, len as libc::off_t) };
         if rc != 0 {
@@ -280,13 +286,7 @@ impl RawSync {
     /// Creates `path` (which must not exist), writes `len` zero bytes and syncs them, so the
     /// measured loop overwrites allocated blocks as the msync pool does.
     pub fn create(path: &Path, len: usize) -> Result<RawSync> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(path)
-            .map_err(io_err("create", path))?;
-        let tmp = TempFile::new(path.to_path_buf());
+        let (file, tmp) = create_scratch(path)?;
         let zeros = vec![0u8; PREFILL_CHUNK];
         for off in (0..len).step_by(PREFILL_CHUNK) {
             file.write_all_at(&zeros[..PREFILL_CHUNK.min(len - off)], off as u64)

@@ -129,8 +129,8 @@ thread_local! {
 
 impl DbInner {
     /// Queues `batch` in this thread's bucket and returns when its group is committed (C3).
-    pub(crate) fn write_batch(&self, batch: WriteBatch) -> Result<()> {
-        let bytes = batch.bytes_per_subtable();
+    /// `bytes` is `batch.bytes_per_subtable()`, already computed by the caller's checks.
+    pub(crate) fn write_batch(&self, batch: WriteBatch, bytes: Vec<(u32, usize)>) -> Result<()> {
         let w = Arc::new(Waiter {
             batch,
             bytes,

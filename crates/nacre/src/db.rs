@@ -265,16 +265,15 @@ impl Db {
                 });
             }
         }
-        for (_, b) in batch.bytes_per_subtable() {
-            if b > max {
-                return Err(Error::TooLarge {
-                    what: "batch records for one subtable",
-                    len: b,
-                    max,
-                });
-            }
+        let bytes = batch.bytes_per_subtable();
+        if let Some(&(_, b)) = bytes.iter().find(|(_, b)| *b > max) {
+            return Err(Error::TooLarge {
+                what: "batch records for one subtable",
+                len: b,
+                max,
+            });
         }
-        self.inner.write_batch(batch)
+        self.inner.write_batch(batch, bytes)
     }
 
     /// Sets `key` to `value` in `subtable`, durably.

@@ -312,9 +312,7 @@ pub fn json_rows(
 /// `nacre-bench memtable`: runs, prints the table, writes JSON lines if asked.
 pub fn main(cfg: &MemtableConfig) -> Result<()> {
     let (machine, rows) = run(cfg)?;
-    print!("{}", markdown(cfg, &machine, &rows));
-    if let Some(path) = &cfg.json {
-        super::write_json(path, &json_rows(cfg, &machine, &rows))?;
-    }
-    Ok(())
+    super::emit(&markdown(cfg, &machine, &rows), cfg.json.as_deref(), || {
+        json_rows(cfg, &machine, &rows)
+    })
 }

@@ -185,17 +185,36 @@ pub fn json_row(
 
 /// Writes `rows` as JSON lines to `path` (replaced if it exists), creating its directory.
 pub fn write_json(path: &Path, rows: &[serde_json::Value]) -> Result<()> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(io_err("create directory", dir))?;
-    }
     let mut text = String::new();
     for r in rows {
         text.push_str(&serde_json::to_string(r)?);
         text.push('\n');
     }
+    write_json_text(path, &text, rows.len())
+}
+
+/// Writes `text` (`rows` JSON lines) to `path` (replaced if it exists), creating its
+/// directory.
+pub fn write_json_text(path: &Path, text: &str, rows: usize) -> Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(io_err("create directory", dir))?;
+    }
     std::fs::write(path, text).map_err(io_err("write", path))?;
-    tracing::info!(path = %path.display(), rows = rows.len(), "wrote JSON lines");
+    tracing::info!(path = %path.display(), rows, "wrote JSON lines");
     Ok(())
+}
+
+/// Prints a benchmark's table and, if `json` is set, writes its rows as JSON lines.
+pub fn emit(
+    table: &str,
+    json: Option<&Path>,
+    rows: impl FnOnce() -> Vec<serde_json::Value>,
+) -> Result<()> {
+    print!("{table}");
+    match json {
+        Some(path) => write_json(path, &rows()),
+        None => Ok(()),
+    }
 }
 
 /// Checks that every list is non-empty and every count positive.

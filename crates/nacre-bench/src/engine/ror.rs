@@ -264,9 +264,7 @@ pub fn json_rows(cfg: &RorConfig, run: &RorRun) -> Vec<serde_json::Value> {
 /// `nacre-bench ror`: runs, prints the table, writes JSON lines if asked.
 pub fn main(cfg: &RorConfig) -> Result<()> {
     let run = run(cfg)?;
-    print!("{}", markdown(cfg, &run));
-    if let Some(path) = &cfg.json {
-        super::write_json(path, &json_rows(cfg, &run))?;
-    }
-    Ok(())
+    super::emit(&markdown(cfg, &run), cfg.json.as_deref(), || {
+        json_rows(cfg, &run)
+    })
 }
