@@ -10,7 +10,8 @@
 //! - [`bench`]: the timed loops and statistics; [`pmem`] and [`raw`]: the subjects they run on.
 //! - [`config`], [`results`]: parameters and measured rows; [`report`], [`json`]: Markdown
 //!   table and JSON lines.
-//! - [`ycsb`]: YCSB core workload generators (workloads A-F, zipfian, latest, hotspot, ...).
+//! - [`ycsb`]: `nacre-bench ycsb`, YCSB workloads A-F (generators, runner, stores) against
+//!   embedded Nacre and, with the `rocksdb` feature, embedded RocksDB ([`rocksdb`]).
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 #![warn(missing_docs)]
 
@@ -26,6 +27,8 @@ pub mod pmem;
 pub mod raw;
 pub mod report;
 pub mod results;
+#[cfg(feature = "rocksdb")]
+pub mod rocksdb;
 pub mod suite;
 pub mod ycsb;
 

@@ -40,6 +40,8 @@ enum Command {
     Fillrandom(fill::FillConfig),
     /// Restart time after SIGKILL against PM data size and recovery threads.
     Recovery(recovery::RecoveryConfig),
+    /// YCSB workloads A-F against embedded Nacre and RocksDB, in both durability pairings.
+    Ycsb(nacre_bench::ycsb::bench::YcsbConfig),
     /// (internal) Loads a database for `recovery`, prints READY, waits for SIGKILL.
     #[command(hide = true)]
     RecoveryChild(recovery_child::LoadArgs),
@@ -193,6 +195,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         Command::Memtable(c) => memtable::main(&c)?,
         Command::Fillrandom(c) => fill::main(&c)?,
         Command::Recovery(c) => recovery::main(&c)?,
+        Command::Ycsb(c) => nacre_bench::ycsb::bench::main(&c)?,
         Command::RecoveryChild(a) => recovery_child::load(&a)?,
         Command::RecoveryOpen(a) => recovery_child::open(&a)?,
     }

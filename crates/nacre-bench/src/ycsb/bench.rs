@@ -1,0 +1,466 @@
+//! `nacre-bench ycsb`: YCSB workloads against the stores, in the durability pairings of
+//! DESIGN.md §7, every pairing measured in the same run:
+//! - process crash: Nacre on `emulated` (pool on tmpfs) against RocksDB with the WAL written
+//!   but not synced (`sync=0`, database on the same tmpfs);
+//! - power loss: Nacre on `msync` (pool on disk) against RocksDB syncing the WAL on every
+//!   write (`sync=1`, database on the same disk).
+//!
+//! Each store is created empty, loaded, then runs the workloads in the order given (default
+//! A, B, C, F, D, E: the read-only and update workloads before the ones that insert); keys a
+//! workload inserts stay for the next one, whose key range grows to include them.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use nacre_pmem::Backend;
+use serde::Serialize;
+
+use super::measure::PhaseResult;
+use super::runner::{self, RunOptions};
+use super::target::Store;
+use super::targets::nacre::NacreStore;
+use super::workload::{RequestDistribution, Workload};
+use crate::engine::{
+    default_shm_dir, json_row, machine_line, pool_size_for, put_footprint, BenchDb,
+    EMULATED_SURVIVES, MSYNC_SURVIVES,
+};
+use crate::error::{io_err, BenchError, Result};
+use crate::report::{sig3, MachineInfo};
+
+/// A store `nacre-bench ycsb` can run against.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TargetKind {
+    /// Embedded Nacre, `emulated` backend, pool in the tmpfs directory.
+    NacreEmulated,
+    /// Embedded RocksDB, WAL not synced, database in the tmpfs directory (needs the
+    /// `rocksdb` feature).
+    RocksdbSync0,
+    /// Embedded Nacre, `msync` backend, pool in the disk directory.
+    NacreMsync,
+    /// Embedded RocksDB, WAL synced on every write, database in the disk directory (needs
+    /// the `rocksdb` feature).
+    RocksdbSync1,
+}
+
+impl TargetKind {
+    /// Whether this store pays for power-loss durability (and gets the smaller sizes).
+    pub fn power_loss(self) -> bool {
+        matches!(self, TargetKind::NacreMsync | TargetKind::RocksdbSync1)
+    }
+}
+
+/// A workload letter.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WorkloadName {
+    /// 50% reads, 50% updates, zipfian.
+    A,
+    /// 95% reads, 5% updates, zipfian.
+    B,
+    /// Reads only, zipfian.
+    C,
+    /// 95% reads, 5% inserts, latest.
+    D,
+    /// 95% scans, 5% inserts, zipfian.
+    E,
+    /// 50% reads, 50% read-modify-writes, zipfian.
+    F,
+}
+
+impl WorkloadName {
+    /// The letter.
+    pub fn letter(self) -> &'static str {
+        match self {
+            WorkloadName::A => "a",
+            WorkloadName::B => "b",
+            WorkloadName::C => "c",
+            WorkloadName::D => "d",
+            WorkloadName::E => "e",
+            WorkloadName::F => "f",
+        }
+    }
+
+    fn workload(self, records: u64, ops: u64) -> Workload {
+        match self {
+            WorkloadName::A => Workload::a(records, ops),
+            WorkloadName::B => Workload::b(records, ops),
+            WorkloadName::C => Workload::c(records, ops),
+            WorkloadName::D => Workload::d(records, ops),
+            WorkloadName::E => Workload::e(records, ops),
+            WorkloadName::F => Workload::f(records, ops),
+        }
+    }
+}
+
+/// A request distribution named on the command line.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DistributionName {
+    /// Uniform.
+    Uniform,
+    /// Scrambled zipfian.
+    Zipfian,
+    /// Skewed towards the latest inserts.
+    Latest,
+    /// Hot set.
+    Hotspot,
+}
+
+/// Parameters of `nacre-bench ycsb`.
+#[derive(clap::Args, Clone, Debug, PartialEq, Serialize)]
+pub struct YcsbConfig {
+    /// Stores, comma-separated.
+    #[arg(long, value_enum, value_delimiter = ',',
+          default_values_t = [TargetKind::NacreEmulated, TargetKind::RocksdbSync0,
+                              TargetKind::NacreMsync, TargetKind::RocksdbSync1])]
+    pub targets: Vec<TargetKind>,
+    /// Workloads in the order they run on each loaded store, comma-separated.
+    #[arg(long, value_enum, value_delimiter = ',',
+          default_values_t = [WorkloadName::A, WorkloadName::B, WorkloadName::C,
+                              WorkloadName::F, WorkloadName::D, WorkloadName::E])]
+    pub workloads: Vec<WorkloadName>,
+    /// Records loaded (`recordcount`), process-crash pairing.
+    #[arg(long, default_value_t = 100_000)]
+    pub records: u64,
+    /// Operations per workload (`operationcount`), process-crash pairing.
+    #[arg(long, default_value_t = 100_000)]
+    pub operations: u64,
+    /// Records loaded, power-loss pairing (every write waits for a disk sync).
+    #[arg(long, default_value_t = 10_000)]
+    pub sync_records: u64,
+    /// Operations per workload, power-loss pairing.
+    #[arg(long, default_value_t = 10_000)]
+    pub sync_operations: u64,
+    /// Fields per record (`fieldcount`).
+    #[arg(long, default_value_t = 10)]
+    pub field_count: usize,
+    /// Bytes per field (`fieldlength`).
+    #[arg(long, default_value_t = 100)]
+    pub field_length: usize,
+    /// Overrides every workload's request distribution.
+    #[arg(long, value_enum)]
+    pub distribution: Option<DistributionName>,
+    /// Zipfian constant (`zipfianconstant`).
+    #[arg(long, default_value_t = 0.99)]
+    pub zipfian_constant: f64,
+    /// Client threads.
+    #[arg(long, default_value_t = 2)]
+    pub threads: usize,
+    /// Target operations per second over all threads (default: as fast as possible).
+    #[arg(long)]
+    pub target_ops: Option<f64>,
+    /// Operations (all threads) at the start of each run left out of latencies and
+    /// throughput; capped at a tenth of the run.
+    #[arg(long, default_value_t = 10_000)]
+    pub warmup_ops: u64,
+    /// Stop each phase after this many seconds (`maxexecutiontime`).
+    #[arg(long)]
+    pub max_secs: Option<f64>,
+    /// Operations handed to a store at once (each is charged the batch's latency).
+    #[arg(long, default_value_t = 1)]
+    pub pipeline: usize,
+    /// Seconds between progress lines on stderr (0: none).
+    #[arg(long, default_value_t = 10)]
+    pub progress_secs: u64,
+    /// Seed of every random stream.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Nacre memtable size in MiB.
+    #[arg(long, default_value_t = 64)]
+    pub memtable_mib: u64,
+    /// Directory for the process-crash pairing [default: /dev/shm, else the temp dir].
+    #[arg(long)]
+    pub shm_dir: Option<PathBuf>,
+    /// Directory on disk for the power-loss pairing.
+    #[arg(long, default_value = "bench-results")]
+    pub disk_dir: PathBuf,
+    /// Write one JSON object per phase to this file (replaced if it exists).
+    #[arg(long)]
+    #[serde(skip)]
+    pub json: Option<PathBuf>,
+}
+
+/// One measured phase of one store.
+#[derive(Clone, Debug, Serialize)]
+pub struct YcsbRow {
+    /// The store.
+    pub target: TargetKind,
+    /// Its label, e.g. `Nacre (emulated)`.
+    pub label: String,
+    /// Its backend or sync setting.
+    pub backend: String,
+    /// What an acknowledged write survives.
+    pub durability: String,
+    /// Records present when the phase began.
+    pub records: u64,
+    /// The measurement.
+    pub result: PhaseResult,
+}
+
+impl YcsbConfig {
+    fn shm(&self) -> PathBuf {
+        self.shm_dir.clone().unwrap_or_else(default_shm_dir)
+    }
+
+    fn sizes(&self, t: TargetKind) -> (u64, u64) {
+        if t.power_loss() {
+            (self.sync_records, self.sync_operations)
+        } else {
+            (self.records, self.operations)
+        }
+    }
+
+    fn workload(&self, name: WorkloadName, records: u64, ops: u64) -> Workload {
+        let mut w = name.workload(records, ops);
+        w.field_count = self.field_count;
+        w.field_length = self.field_length;
+        w.zipfian_constant = self.zipfian_constant;
+        if let Some(d) = self.distribution {
+            w.request_distribution = match d {
+                DistributionName::Uniform => RequestDistribution::Uniform,
+                DistributionName::Zipfian => RequestDistribution::Zipfian,
+                DistributionName::Latest => RequestDistribution::Latest,
+                DistributionName::Hotspot => RequestDistribution::Hotspot,
+            };
+        }
+        w
+    }
+
+    fn run_options(&self, ops: u64) -> RunOptions {
+        RunOptions {
+            threads: self.threads,
+            target_ops_per_sec: self.target_ops,
+            warmup_ops: self.warmup_ops.min(ops / 10),
+            max_time: self.max_secs.map(Duration::from_secs_f64),
+            pipeline: self.pipeline,
+            progress_secs: self.progress_secs,
+            seed: self.seed,
+        }
+    }
+
+    /// PM bytes a Nacre store needs: every record version the load and the runs write.
+    fn nacre_pool(&self, records: u64, ops: u64) -> u64 {
+        let record = put_footprint(24, self.field_count * (self.field_length + 6));
+        let versions = records + ops * self.workloads.len() as u64;
+        pool_size_for(versions * record, self.memtable_mib << 20)
+    }
+}
+
+fn open_store(cfg: &YcsbConfig, t: TargetKind) -> Result<Box<dyn Store>> {
+    let (records, ops) = cfg.sizes(t);
+    match t {
+        TargetKind::NacreEmulated | TargetKind::NacreMsync => {
+            let (dir, backend, name, survives) = if t.power_loss() {
+                (cfg.disk_dir.clone(), Backend::Msync, "msync", MSYNC_SURVIVES)
+            } else {
+                (cfg.shm(), Backend::Emulated, "emulated", EMULATED_SURVIVES)
+            };
+            let pool = cfg.nacre_pool(records, ops);
+            let memtable = cfg.memtable_mib << 20;
+            let bench = BenchDb::create(&dir, "ycsb", backend, pool, |o| {
+                o.memtable_size = memtable;
+            })?;
+            Ok(Box::new(NacreStore::new(bench, name, survives, cfg.field_count)))
+        }
+        TargetKind::RocksdbSync0 | TargetKind::RocksdbSync1 => rocksdb_store(cfg, t),
+    }
+}
+
+#[cfg(feature = "rocksdb")]
+fn rocksdb_store(cfg: &YcsbConfig, t: TargetKind) -> Result<Box<dyn Store>> {
+    let sync = t.power_loss();
+    let dir = if sync { cfg.disk_dir.clone() } else { cfg.shm() };
+    let path = dir.join(crate::bench::file_name("ycsb-rocksdb"));
+    let threads = cfg.threads.max(2);
+    Ok(Box::new(super::targets::rocksdb::RocksStore::create(
+        path,
+        sync,
+        threads,
+        cfg.field_count,
+    )?))
+}
+
+#[cfg(not(feature = "rocksdb"))]
+fn rocksdb_store(_: &YcsbConfig, t: TargetKind) -> Result<Box<dyn Store>> {
+    Err(BenchError::InvalidParams(format!(
+        "target {t:?} needs embedded RocksDB: rebuild with `--features rocksdb` (and Debian's \
+         librocksdb-dev installed), or leave it out of --targets"
+    )))
+}
+
+/// Loads and runs every workload on every target.
+pub fn run(cfg: &YcsbConfig) -> Result<Vec<YcsbRow>> {
+    if cfg.targets.is_empty() || cfg.workloads.is_empty() {
+        return Err(BenchError::InvalidParams(
+            "ycsb needs at least one target and one workload".into(),
+        ));
+    }
+    if !(cfg.zipfian_constant > 0.0 && cfg.zipfian_constant < 1.0) {
+        return Err(BenchError::InvalidParams(
+            "the zipfian constant must lie strictly between 0 and 1".into(),
+        ));
+    }
+    let created = !cfg.disk_dir.exists();
+    std::fs::create_dir_all(&cfg.disk_dir).map_err(io_err("create", &cfg.disk_dir))?;
+    let r = run_all(cfg);
+    if created {
+        let _ = std::fs::remove_dir(&cfg.disk_dir);
+    }
+    r
+}
+
+fn run_all(cfg: &YcsbConfig) -> Result<Vec<YcsbRow>> {
+    let mut rows = Vec::new();
+    for &t in &cfg.targets {
+        let store = open_store(cfg, t)?;
+        let (records, ops) = cfg.sizes(t);
+        let opts = cfg.run_options(ops);
+        let row = |records: u64, result: PhaseResult| YcsbRow {
+            target: t,
+            label: store.label(),
+            backend: store.backend(),
+            durability: store.durability(),
+            records,
+            result,
+        };
+        let load_w = cfg.workload(WorkloadName::A, records, ops);
+        let load = runner::load(store.as_ref(), &load_w, &opts)?;
+        tracing::info!(target = %store.label(), ops_per_sec = load.ops_per_sec, "ycsb load");
+        rows.push(row(0, load));
+        let mut present = records;
+        for &name in &cfg.workloads {
+            let w = cfg.workload(name, present, ops);
+            let (r, now) = runner::run(store.as_ref(), &w, name.letter(), &opts)?;
+            tracing::info!(target = %store.label(), workload = name.letter(),
+                           ops_per_sec = r.ops_per_sec, "ycsb run");
+            check_found(&store.label(), &r)?;
+            rows.push(row(present, r));
+            present = now;
+        }
+    }
+    Ok(rows)
+}
+
+/// Every key a workload picks exists (reads are bounded by acknowledged inserts), so a read
+/// or update that finds nothing means the store lost a record.
+fn check_found(label: &str, r: &PhaseResult) -> Result<()> {
+    let lost: u64 = r
+        .per_op
+        .iter()
+        .filter(|o| o.op != "SCAN")
+        .map(|o| o.not_found)
+        .sum();
+    if lost > 0 {
+        return Err(BenchError::Process {
+            what: label.into(),
+            why: format!("workload {}: {lost} reads or updates found no record", r.workload),
+        });
+    }
+    Ok(())
+}
+
+fn find<'a>(rows: &'a [YcsbRow], t: TargetKind, workload: &str) -> Option<&'a YcsbRow> {
+    rows.iter()
+        .find(|r| r.target == t && r.result.workload == workload)
+}
+
+/// The report printed to stdout: throughput per workload and store with the pairing ratios,
+/// then latencies per operation type.
+pub fn markdown(cfg: &YcsbConfig, machine: &MachineInfo, rows: &[YcsbRow]) -> String {
+    let mut s = String::from("## nacre-bench ycsb\n\n");
+    let _ = writeln!(s, "{}", machine_line(machine));
+    let _ = writeln!(
+        s,
+        "YCSB core workloads, {} fields x {} B per record, {} client threads, zipfian \
+         constant {}, warm-up {} operations (at most a tenth of a run), pipeline {}. Process-crash pairing: {} records, {} \
+         operations per workload, in {}. Power-loss pairing: {} records, {} operations, in \
+         {}.\n",
+        cfg.field_count,
+        cfg.field_length,
+        cfg.threads,
+        cfg.zipfian_constant,
+        cfg.warmup_ops,
+        cfg.pipeline,
+        cfg.records,
+        cfg.operations,
+        cfg.shm().display(),
+        cfg.sync_records,
+        cfg.sync_operations,
+        cfg.disk_dir.display()
+    );
+    s.push_str("| workload | store | survives | records | ops/s | vs anchor |\n");
+    s.push_str("|---|---|---|---|---|---|\n");
+    let mut names = vec!["load".to_string()];
+    names.extend(cfg.workloads.iter().map(|w| w.letter().to_string()));
+    for name in &names {
+        for &t in &cfg.targets {
+            let Some(r) = find(rows, t, name) else { continue };
+            let anchor = match t {
+                TargetKind::NacreEmulated => find(rows, TargetKind::RocksdbSync0, name),
+                TargetKind::NacreMsync => find(rows, TargetKind::RocksdbSync1, name),
+                _ => None,
+            };
+            let ratio = match anchor.map(|a| r.result.ops_per_sec / a.result.ops_per_sec) {
+                Some(x) if x.is_finite() => format!("{}x", sig3(x)),
+                _ => "-".into(),
+            };
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | {ratio} |",
+                name.to_uppercase(),
+                r.label,
+                r.durability,
+                if name == "load" { r.result.ops } else { r.records },
+                sig3(r.result.ops_per_sec)
+            );
+        }
+    }
+    s.push_str("\n| workload | store | op | count | avg us | p50 us | p99 us | p99.9 us | max us |\n");
+    s.push_str("|---|---|---|---|---|---|---|---|---|\n");
+    for r in rows {
+        for o in &r.result.per_op {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                r.result.workload.to_uppercase(),
+                r.label,
+                o.op,
+                o.count,
+                sig3(o.avg_us),
+                sig3(o.p50_us),
+                sig3(o.p99_us),
+                sig3(o.p999_us),
+                sig3(o.max_us)
+            );
+        }
+    }
+    s.push('\n');
+    s
+}
+
+/// One JSON object per phase.
+pub fn json_rows(cfg: &YcsbConfig, machine: &MachineInfo, rows: &[YcsbRow]) -> Vec<serde_json::Value> {
+    rows.iter()
+        .map(|r| {
+            let mut params = serde_json::json!(cfg);
+            params["shm_dir"] = cfg.shm().display().to_string().into();
+            params["target"] = serde_json::json!(r.target);
+            params["label"] = r.label.clone().into();
+            params["records"] = r.records.into();
+            let results = serde_json::json!(r.result);
+            json_row("ycsb", machine, &r.backend, &r.durability, params, results)
+        })
+        .collect()
+}
+
+/// `nacre-bench ycsb`: runs, prints the tables, writes JSON lines if asked.
+pub fn main(cfg: &YcsbConfig) -> Result<()> {
+    let rows = run(cfg)?;
+    let machine = MachineInfo::collect();
+    crate::engine::emit(&markdown(cfg, &machine, &rows), cfg.json.as_deref(), || {
+        json_rows(cfg, &machine, &rows)
+    })
+}
+
