@@ -26,6 +26,8 @@ pub mod targets;
 pub mod workload;
 
 #[cfg(test)]
+mod runner_tests;
+#[cfg(test)]
 mod tests;
 
 pub use generators::{
