@@ -4,6 +4,7 @@
 use std::error::Error;
 use std::path::{Path, PathBuf};
 
+use nacre_bench::engine::recovery_child::Engine;
 use nacre_bench::engine::{fill, memtable, recovery, ror};
 
 type TestResult = Result<(), Box<dyn Error>>;
@@ -177,6 +178,15 @@ fn fillrandom_rocksdb_rows_when_db_bench_is_installed() -> TestResult {
     Ok(())
 }
 
+/// The recovery anchors this build can measure.
+fn anchors() -> Vec<Engine> {
+    if cfg!(feature = "rocksdb") {
+        vec![Engine::Rocksdb]
+    } else {
+        Vec::new()
+    }
+}
+
 #[test]
 fn recovery_after_sigkill_with_tiny_sizes() -> TestResult {
     let dir = shm_tempdir()?;
@@ -187,22 +197,31 @@ fn recovery_after_sigkill_with_tiny_sizes() -> TestResult {
         key_size: 16,
         value_size: 1000,
         memtable_mib: 4,
+        anchors: anchors(),
+        sample: 100,
         repeats: 1,
         dir: Some(dir.path().to_path_buf()),
         exe: Some(PathBuf::from(env!("CARGO_BIN_EXE_nacre-bench"))),
         json: None,
     };
     let (machine, rows) = recovery::run(&cfg)?;
-    assert_eq!(rows.len(), 2);
+    assert_eq!(rows.len(), 2 + cfg.anchors.len());
     for r in &rows {
+        assert!(r.unavailable.is_none(), "{r:?}");
         assert_eq!(r.opens.len(), 1);
         let o = &r.opens[0];
         assert_eq!(o["clean"], false, "{o}");
-        assert_eq!(o["records"].as_u64(), Some(r.loaded_records), "{o}");
-        assert!(o["memtables"].as_u64() >= Some(2), "{o}");
         assert!(o["open_ns"].as_u64() > Some(0), "{o}");
         assert!(o["first_get_ns"].as_u64() >= o["open_ns"].as_u64(), "{o}");
+        assert!(
+            o["full_service_ns"].as_u64() >= o["first_get_ns"].as_u64(),
+            "{o}"
+        );
         assert!(positive(&r.restart_secs));
+        if r.engine == Engine::Nacre {
+            assert_eq!(o["records"].as_u64(), Some(r.loaded_records), "{o}");
+            assert!(o["memtables"].as_u64() >= Some(2), "{o}");
+        }
     }
     let md = recovery::markdown(&cfg, &machine, &rows);
     assert!(
@@ -223,6 +242,8 @@ fn invalid_parameters_are_rejected() {
         key_size: 16,
         value_size: 1024,
         memtable_mib: 64,
+        anchors: Vec::new(),
+        sample: 10,
         repeats: 1,
         dir: None,
         exe: None,

@@ -10,13 +10,19 @@
 //! before the crash, reports `Db::recovery_report()`, and is SIGKILLed too, so every open
 //! recovers a crashed (not cleanly closed) database. One pool exists at a time; each is
 //! removed before the next size.
+//!
+//! Anchors, same data and keys, same run: RocksDB (WAL on, not synced, database on the same
+//! tmpfs) is loaded by a child the same way and SIGKILLed; its crashed directory is copied
+//! aside, and each timed open starts from a fresh copy (RocksDB replays the WAL into a new
+//! table file on open, so a second open would find nothing to replay). Every open also reads
+//! a sample of loaded keys after the first one: "full service" is when all are found.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use serde::Serialize;
 
-use super::recovery_child::spawn_until;
+use super::recovery_child::{spawn_until, Engine};
 use super::{put_footprint, require, EMULATED_SURVIVES};
 use crate::bench::{file_name, median, TempFile};
 use crate::error::{io_err, BenchError, Result};
@@ -46,6 +52,12 @@ pub struct RecoveryConfig {
     /// Bytes per memtable, in MiB.
     #[arg(long, default_value_t = 64)]
     pub memtable_mib: u64,
+    /// Anchors measured beside Nacre, comma-separated (none: empty string).
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Engine::Rocksdb])]
+    pub anchors: Vec<Engine>,
+    /// Loaded keys each open reads after its first get (full service).
+    #[arg(long, default_value_t = 1000)]
+    pub sample: u64,
     /// Opens per size and thread count; the report shows the median.
     #[arg(long, default_value_t = 3)]
     pub repeats: usize,
@@ -61,9 +73,13 @@ pub struct RecoveryConfig {
     pub json: Option<PathBuf>,
 }
 
-/// One data size and thread count.
+/// One engine, data size and thread count.
 #[derive(Clone, Debug, Serialize)]
 pub struct RecoveryRow {
+    /// The engine.
+    pub engine: Engine,
+    /// Why the engine could not be measured, if it could not (anchors only).
+    pub unavailable: Option<String>,
     /// Requested user data in MiB.
     pub size_mib: u64,
     /// Records loaded before the crash.
@@ -74,7 +90,7 @@ pub struct RecoveryRow {
     pub load_secs: f64,
     /// The untimed warm-up open right after the loader's SIGKILL (most recovery threads).
     pub first_open: serde_json::Value,
-    /// `Options::recovery_threads`.
+    /// `Options::recovery_threads` (Nacre; 0 for anchors).
     pub threads: usize,
     /// Each open's `OPENED` report.
     pub opens: Vec<serde_json::Value>,
@@ -106,25 +122,146 @@ fn field<'a>(line: &'a str, name: &str) -> Option<&'a str> {
         .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
 }
 
+/// What a load child reported.
+struct Loaded {
+    records: u64,
+    per: String,
+    probe: String,
+    secs: f64,
+}
+
+fn load_child(exe: &std::path::Path, args: Vec<String>) -> Result<Loaded> {
+    let (ready, secs) = spawn_until(exe, &args, "READY")?;
+    let bad = || BenchError::Process {
+        what: "recovery-child".into(),
+        why: format!("bad READY line {ready:?}"),
+    };
+    Ok(Loaded {
+        records: field(&ready, "records")
+            .and_then(|x| x.parse().ok())
+            .ok_or_else(bad)?,
+        per: field(&ready, "per").ok_or_else(bad)?.to_string(),
+        probe: field(&ready, "probe").ok_or_else(bad)?.to_string(),
+        secs,
+    })
+}
+
 /// One `recovery-open` child: its report and the seconds from spawn to the report.
 fn open_once(
+    cfg: &RecoveryConfig,
     exe: &std::path::Path,
+    engine: Engine,
     path: &str,
     threads: usize,
-    probe: &str,
+    loaded: &Loaded,
 ) -> Result<(serde_json::Value, f64)> {
+    let engine = match engine {
+        Engine::Nacre => "nacre",
+        Engine::Rocksdb => "rocksdb",
+    };
     let args = [
         "recovery-open",
+        "--engine",
+        engine,
         "--path",
         path,
         "--threads",
         &threads.to_string(),
         "--probe",
-        probe,
+        &loaded.probe,
+        "--writers",
+        &cfg.writers.to_string(),
+        "--per",
+        &loaded.per,
+        "--key-size",
+        &cfg.key_size.max(16).to_string(),
+        "--sample",
+        &cfg.sample.to_string(),
     ]
     .map(String::from);
     let (line, secs) = spawn_until(exe, &args, "OPENED")?;
     Ok((serde_json::from_str(&line)?, secs))
+}
+
+/// Copies the files of directory `from` (no subdirectories) into a new directory `to`.
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) -> Result<()> {
+    std::fs::create_dir_all(to).map_err(io_err("create", to))?;
+    for e in std::fs::read_dir(from).map_err(io_err("read", from))? {
+        let e = e.map_err(io_err("read", from))?;
+        let dest = to.join(e.file_name());
+        std::fs::copy(e.path(), &dest).map_err(io_err("copy to", &dest))?;
+    }
+    Ok(())
+}
+
+/// The RocksDB anchor for one size: load, SIGKILL, then each open from a copy of the crashed
+/// directory.
+fn rocksdb_size(cfg: &RecoveryConfig, exe: &std::path::Path, mib: u64) -> Result<RecoveryRow> {
+    let dir = cfg.dir.clone().unwrap_or_else(super::default_shm_dir);
+    let path = dir.join(file_name(&format!("recovery-rocksdb-{mib}")));
+    let crashed = dir.join(file_name(&format!("recovery-rocksdb-{mib}-crashed")));
+    let _guards = (
+        super::dbbench::TempDir::new(path.clone()),
+        super::dbbench::TempDir::new(crashed.clone()),
+    );
+    for p in [&path, &crashed] {
+        match std::fs::remove_dir_all(p) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(io_err("remove stale database", p)(e))
+            }
+            _ => {}
+        }
+    }
+    let p = path.display().to_string();
+    let mut args = load_args(cfg, mib, &p, 0, 0);
+    args.extend(["--engine".to_string(), "rocksdb".to_string()]);
+    tracing::info!(mib, path = %p, "loading RocksDB, then SIGKILL");
+    let loaded = load_child(exe, args)?;
+    copy_dir(&path, &crashed)?;
+    let mut row = RecoveryRow {
+        engine: Engine::Rocksdb,
+        unavailable: None,
+        size_mib: mib,
+        loaded_records: loaded.records,
+        pool_size: 0,
+        load_secs: loaded.secs,
+        first_open: serde_json::Value::Null,
+        threads: 0,
+        opens: Vec::new(),
+        restart_secs: Vec::new(),
+    };
+    for rep in 0..cfg.repeats {
+        std::fs::remove_dir_all(&path).map_err(io_err("remove", &path))?;
+        copy_dir(&crashed, &path)?;
+        let (v, secs) = open_once(cfg, exe, Engine::Rocksdb, &p, 0, &loaded)?;
+        tracing::info!(mib, rep, report = %v, "RocksDB recovered");
+        row.opens.push(v);
+        row.restart_secs.push(secs);
+    }
+    Ok(row)
+}
+
+fn load_args(cfg: &RecoveryConfig, mib: u64, path: &str, pool: u64, memtable: u64) -> Vec<String> {
+    let klen = cfg.key_size.max(16);
+    [
+        "recovery-child",
+        "--path",
+        path,
+        "--bytes",
+        &(mib << 20).to_string(),
+        "--pool-size",
+        &pool.to_string(),
+        "--memtable-size",
+        &memtable.to_string(),
+        "--writers",
+        &cfg.writers.to_string(),
+        "--key-size",
+        &klen.to_string(),
+        "--value-size",
+        &cfg.value_size.to_string(),
+    ]
+    .map(String::from)
+    .to_vec()
 }
 
 fn one_size(cfg: &RecoveryConfig, exe: &std::path::Path, mib: u64) -> Result<Vec<RecoveryRow>> {
@@ -140,46 +277,22 @@ fn one_size(cfg: &RecoveryConfig, exe: &std::path::Path, mib: u64) -> Result<Vec
     let memtable = cfg.memtable_mib << 20;
     let pool = super::pool_size_for(records * put_footprint(klen, cfg.value_size), memtable);
     let p = path.display().to_string();
-    let args: Vec<String> = [
-        "recovery-child",
-        "--path",
-        &p,
-        "--bytes",
-        &bytes.to_string(),
-        "--pool-size",
-        &pool.to_string(),
-        "--memtable-size",
-        &memtable.to_string(),
-        "--writers",
-        &cfg.writers.to_string(),
-        "--key-size",
-        &klen.to_string(),
-        "--value-size",
-        &cfg.value_size.to_string(),
-    ]
-    .map(String::from)
-    .to_vec();
+    let args = load_args(cfg, mib, &p, pool, memtable);
     tracing::info!(mib, pool, path = %p, "loading, then SIGKILL");
-    let (ready, load_secs) = spawn_until(exe, &args, "READY")?;
-    let bad = || BenchError::Process {
-        what: "recovery-child".into(),
-        why: format!("bad READY line {ready:?}"),
-    };
-    let probe = field(&ready, "probe").ok_or_else(bad)?.to_string();
-    let loaded: u64 = field(&ready, "records")
-        .and_then(|x| x.parse().ok())
-        .ok_or_else(bad)?;
+    let loaded = load_child(exe, args)?;
     let most = cfg.threads.iter().copied().max().unwrap_or(1);
-    let first_open = open_once(exe, &p, most, &probe)?.0;
+    let first_open = open_once(cfg, exe, Engine::Nacre, &p, most, &loaded)?.0;
     tracing::info!(mib, threads = most, report = %first_open, "first open after the crash (warm-up)");
     let mut rows: Vec<RecoveryRow> = cfg
         .threads
         .iter()
         .map(|&threads| RecoveryRow {
+            engine: Engine::Nacre,
+            unavailable: None,
             size_mib: mib,
-            loaded_records: loaded,
+            loaded_records: loaded.records,
             pool_size: pool,
-            load_secs,
+            load_secs: loaded.secs,
             first_open: first_open.clone(),
             threads,
             opens: Vec::new(),
@@ -188,7 +301,7 @@ fn one_size(cfg: &RecoveryConfig, exe: &std::path::Path, mib: u64) -> Result<Vec
         .collect();
     for rep in 0..cfg.repeats {
         for row in rows.iter_mut() {
-            let (v, secs) = open_once(exe, &p, row.threads, &probe)?;
+            let (v, secs) = open_once(cfg, exe, Engine::Nacre, &p, row.threads, &loaded)?;
             tracing::info!(mib, threads = row.threads, rep, report = %v, "recovered");
             if v["clean"].as_bool() != Some(false) {
                 tracing::warn!(mib, "open found a clean close: not a crash recovery");
@@ -223,6 +336,30 @@ pub fn run(cfg: &RecoveryConfig) -> Result<(MachineInfo, Vec<RecoveryRow>)> {
     let mut rows = Vec::new();
     for &mib in &cfg.sizes_mib {
         rows.extend(one_size(cfg, &exe, mib)?);
+        for &anchor in &cfg.anchors {
+            let r = match anchor {
+                Engine::Nacre => continue,
+                Engine::Rocksdb => rocksdb_size(cfg, &exe, mib),
+            };
+            match r {
+                Ok(row) => rows.push(row),
+                Err(e) => {
+                    tracing::warn!(?anchor, error = %e, "recovery anchor unavailable");
+                    rows.push(RecoveryRow {
+                        engine: anchor,
+                        unavailable: Some(e.to_string()),
+                        size_mib: mib,
+                        loaded_records: 0,
+                        pool_size: 0,
+                        load_secs: f64::NAN,
+                        first_open: serde_json::Value::Null,
+                        threads: 0,
+                        opens: Vec::new(),
+                        restart_secs: Vec::new(),
+                    });
+                }
+            }
+        }
     }
     Ok((MachineInfo::collect(), rows))
 }
@@ -237,46 +374,70 @@ pub fn markdown(cfg: &RecoveryConfig, machine: &MachineInfo, rows: &[RecoveryRow
         "Emulated backend, pools in {} ({EMULATED_SURVIVES}). A child process loads the data \
          ({} writers, {}-byte keys, {}-byte values, {} MiB memtables) and is SIGKILLed; each \
          open runs in a fresh process that is SIGKILLed after its first `get`, so every open \
-         recovers a crashed database; an untimed warm-up open runs first (the first process to \
+         recovers a crashed database (RocksDB: from a fresh copy of the crashed directory, WAL \
+         on, not synced, same directory, same keys and values); an untimed warm-up open runs \
+         first for Nacre (the first process to \
          rebuild the DRAM index after the loader died pays extra page-zeroing faults on this \
          VM). `Db::open` and first get are timed in that process from \
-         just before `Db::open`; restart adds process start (spawn to report). Median of {} \
-         opens.\n",
+         just before `Db::open`; full service: the first get plus {} gets of random loaded keys, \
+         all found; restart adds process start (spawn to report). Median of {} opens.\n",
         dir.display(),
         cfg.writers,
         cfg.key_size.max(16),
         cfg.value_size,
         cfg.memtable_mib,
+        cfg.sample,
         cfg.repeats
     );
     s.push_str(
-        "| PM data MiB | records | memtables | MiB scanned | recovery threads | Db::open ms | \
-         recovery_report.elapsed ms | first get ms | restart ms |\n",
+        "| engine | data MiB | records | memtables | MiB scanned | recovery threads | open ms | \
+         recovery_report.elapsed ms | first get ms | full service ms | restart ms |\n",
     );
-    s.push_str("|---|---|---|---|---|---|---|---|---|\n");
+    s.push_str("|---|---|---|---|---|---|---|---|---|---|---|\n");
     for r in rows {
+        let name = match r.engine {
+            Engine::Nacre => "Nacre (emulated)",
+            Engine::Rocksdb => "RocksDB (WAL, sync=0)",
+        };
+        if let Some(why) = &r.unavailable {
+            let _ = writeln!(
+                s,
+                "| {name} | {} | unavailable: {} | | | | | | | | |",
+                r.size_mib,
+                why.replace('|', "/")
+            );
+            continue;
+        }
         let used = r.last("threads");
-        let threads = if used as usize == r.threads || used == 0 {
-            r.threads.to_string()
-        } else {
-            format!("{} (used {used})", r.threads)
+        let threads = match r.engine {
+            Engine::Rocksdb => "-".to_string(),
+            Engine::Nacre if used as usize == r.threads || used == 0 => r.threads.to_string(),
+            Engine::Nacre => format!("{} (used {used})", r.threads),
+        };
+        let nacre_only = |x: String| {
+            if r.engine == Engine::Nacre {
+                x
+            } else {
+                "-".into()
+            }
         };
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {threads} | {} | {} | {} | {} |",
+            "| {name} | {} | {} | {} | {} | {threads} | {} | {} | {} | {} | {} |",
             r.size_mib,
-            r.last("records"),
-            r.last("memtables"),
-            sig3(r.last("bytes_scanned") as f64 / (1 << 20) as f64),
+            r.loaded_records,
+            nacre_only(r.last("memtables").to_string()),
+            nacre_only(sig3(r.last("bytes_scanned") as f64 / (1 << 20) as f64)),
             sig3(r.ms("open_ns")),
-            sig3(r.ms("elapsed_ns")),
+            nacre_only(sig3(r.ms("elapsed_ns"))),
             sig3(r.ms("first_get_ns")),
+            sig3(r.ms("full_service_ns")),
             sig3(median(&r.restart_secs) * 1e3)
         );
     }
     s.push('\n');
     let mut seen = Vec::new();
-    for r in rows {
+    for r in rows.iter().filter(|r| r.engine == Engine::Nacre) {
         if seen.contains(&r.size_mib) {
             continue;
         }
@@ -311,17 +472,24 @@ pub fn json_rows(
             params["size_mib"] = r.size_mib.into();
             params["recovery_threads"] = r.threads.into();
             params["pool_size"] = r.pool_size.into();
+            params["engine"] = serde_json::json!(r.engine);
             let results = serde_json::json!({
+                "available": r.unavailable.is_none(), "unavailable_reason": r.unavailable,
+                "full_service_ms_median": r.ms("full_service_ns"),
                 "loaded_records": r.loaded_records, "load_secs": r.load_secs,
                 "open_ms_median": r.ms("open_ns"), "first_get_ms_median": r.ms("first_get_ns"),
                 "recovery_elapsed_ms_median": r.ms("elapsed_ns"),
                 "restart_ms_median": median(&r.restart_secs) * 1e3,
                 "opens": r.opens, "restart_secs": r.restart_secs, "first_open": r.first_open,
             });
+            let backend = match r.engine {
+                Engine::Nacre => "emulated",
+                Engine::Rocksdb => "sync=0",
+            };
             super::json_row(
                 "recovery",
                 machine,
-                "emulated",
+                backend,
                 EMULATED_SURVIVES,
                 params,
                 results,

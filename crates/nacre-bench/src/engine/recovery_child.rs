@@ -1,9 +1,12 @@
 //! The processes `nacre-bench recovery` re-executes itself as (hidden subcommands), and the
 //! parent's side of talking to them.
 //!
-//! - `recovery-child`: creates a database, loads it with several writers, prints
-//!   `READY records=.. bytes=.. probe=<hex key>` and waits to be SIGKILLed.
-//! - `recovery-open`: opens a crashed database with N recovery threads, gets the probe key,
+//! - `recovery-child`: creates a database (Nacre, or RocksDB with its WAL written but not
+//!   synced), loads it with several writers, prints
+//!   `READY records=.. bytes=.. per=<records per writer> probe=<hex key>` and waits to be
+//!   SIGKILLed.
+//! - `recovery-open`: opens a crashed database (Nacre with N recovery threads, or RocksDB),
+//!   gets the probe key (first read), then reads a sample of loaded keys (full service),
 //!   prints `OPENED <json>` and waits to be SIGKILLed, so the pool stays crashed (a dropped
 //!   `Db` would record a clean close) for the next measurement.
 
@@ -18,10 +21,23 @@ use nacre_pmem::{Backend, SplitMix64};
 use super::mix64;
 use crate::error::{io_err, BenchError, Result};
 
+/// The engine a recovery child runs.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Engine {
+    /// Nacre on the `emulated` backend.
+    Nacre,
+    /// RocksDB (WAL on, not synced; needs the `rocksdb` feature).
+    Rocksdb,
+}
+
 /// Arguments of `nacre-bench recovery-child`.
 #[derive(clap::Args, Clone, Debug, PartialEq)]
 pub struct LoadArgs {
-    /// Pool file to create (must not exist).
+    /// The engine.
+    #[arg(long, value_enum, default_value_t = Engine::Nacre)]
+    pub engine: Engine,
+    /// Pool file (Nacre) or database directory (RocksDB) to create (must not exist).
     #[arg(long)]
     pub path: PathBuf,
     /// User bytes (keys + values) to load.
@@ -47,15 +63,84 @@ pub struct LoadArgs {
 /// Arguments of `nacre-bench recovery-open`.
 #[derive(clap::Args, Clone, Debug, PartialEq)]
 pub struct OpenArgs {
-    /// Pool file of a crashed database.
+    /// The engine.
+    #[arg(long, value_enum, default_value_t = Engine::Nacre)]
+    pub engine: Engine,
+    /// Pool file or database directory of a crashed database.
     #[arg(long)]
     pub path: PathBuf,
-    /// `Options::recovery_threads`.
-    #[arg(long)]
+    /// `Options::recovery_threads` (Nacre).
+    #[arg(long, default_value_t = 1)]
     pub threads: usize,
     /// A key acknowledged before the crash, in hex.
     #[arg(long)]
     pub probe: String,
+    /// Writers of the load (for the full-service sample).
+    #[arg(long, default_value_t = 1)]
+    pub writers: usize,
+    /// Records each writer loaded (for the full-service sample).
+    #[arg(long, default_value_t = 1)]
+    pub per: u64,
+    /// Key bytes of the load.
+    #[arg(long, default_value_t = 16)]
+    pub key_size: usize,
+    /// Loaded keys read (all must be found) before the database counts as in full service.
+    #[arg(long, default_value_t = 1000)]
+    pub sample: u64,
+}
+
+/// Key `i` of writer `writer` among `per` per writer, as the loader wrote it; the sample of
+/// `n` keys the open child verifies.
+pub fn sample_keys(size: usize, writers: usize, per: u64, n: u64) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|j| {
+            let h = mix64(j ^ 0x5A5A);
+            let w = (h % writers.max(1) as u64) as usize;
+            key(size, w, (h >> 16) % per.max(1))
+        })
+        .collect()
+}
+
+/// The put/get/open surface both engines offer the children.
+trait ChildDb: Sync {
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()>;
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
+}
+
+struct NacreChild {
+    db: Db,
+    table: nacre::Subtable,
+}
+
+impl ChildDb for NacreChild {
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        Ok(self.db.put(&self.table, key, value)?)
+    }
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        Ok(self.db.get(&self.table, key)?)
+    }
+}
+
+#[cfg(feature = "rocksdb")]
+impl ChildDb for crate::rocksdb::RocksDb {
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        crate::rocksdb::RocksDb::put(self, key, value)
+    }
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        crate::rocksdb::RocksDb::get(self, key)
+    }
+}
+
+#[cfg(feature = "rocksdb")]
+fn open_rocksdb(path: &std::path::Path) -> Result<Box<dyn ChildDb>> {
+    Ok(Box::new(crate::rocksdb::RocksDb::open(path, false, 4)?))
+}
+
+#[cfg(not(feature = "rocksdb"))]
+fn open_rocksdb(_: &std::path::Path) -> Result<Box<dyn ChildDb>> {
+    Err(BenchError::InvalidParams(
+        "the RocksDB recovery anchor needs the `rocksdb` feature (and librocksdb-dev)".into(),
+    ))
 }
 
 fn key(size: usize, writer: usize, i: u64) -> Vec<u8> {
@@ -100,11 +185,17 @@ pub fn load(a: &LoadArgs) -> Result<()> {
         a.writers > 0 && a.value_size > 0 && a.bytes > 0,
         "load needs writers, bytes and a value size",
     )?;
-    let mut opts = Options::new(&a.path).backend(Backend::Emulated);
-    opts.pool_size = a.pool_size;
-    opts.memtable_size = a.memtable_size;
-    let db = Db::open(opts)?;
-    let table = db.subtable(DEFAULT_SUBTABLE)?;
+    let db: Box<dyn ChildDb> = match a.engine {
+        Engine::Nacre => {
+            let mut opts = Options::new(&a.path).backend(Backend::Emulated);
+            opts.pool_size = a.pool_size;
+            opts.memtable_size = a.memtable_size;
+            let db = Db::open(opts)?;
+            let table = db.subtable(DEFAULT_SUBTABLE)?;
+            Box::new(NacreChild { db, table })
+        }
+        Engine::Rocksdb => open_rocksdb(&a.path)?,
+    };
     let klen = a.key_size.max(16);
     let per = a
         .bytes
@@ -118,7 +209,7 @@ pub fn load(a: &LoadArgs) -> Result<()> {
         for i in 0..per {
             let k = key(klen, t, i);
             let at = (mix64(i ^ t as u64) % span) as usize;
-            db.put(&table, &k, &values[at..at + a.value_size])?;
+            db.put(&k, &values[at..at + a.value_size])?;
             if t == 0 && i % 100_000 == 0 && i > 0 {
                 tracing::info!(records = i * a.writers as u64, "loading");
             }
@@ -129,7 +220,7 @@ pub fn load(a: &LoadArgs) -> Result<()> {
     let bytes = records * (klen + a.value_size) as u64;
     tracing::info!(records, bytes, secs, "loaded; waiting for SIGKILL");
     announce(&format!(
-        "READY records={records} bytes={bytes} probe={}",
+        "READY records={records} bytes={bytes} per={per} probe={}",
         hex(&key(klen, 0, 0))
     ))?;
     let _keep = db;
@@ -140,14 +231,29 @@ pub fn load(a: &LoadArgs) -> Result<()> {
 /// timings and the recovery report, and waits for SIGKILL.
 pub fn open(a: &OpenArgs) -> Result<()> {
     let probe = unhex(&a.probe)?;
-    let mut opts = Options::new(&a.path).backend(Backend::Emulated);
-    opts.recovery_threads = a.threads.max(1);
+    let sample = sample_keys(a.key_size.max(16), a.writers, a.per, a.sample);
     let t0 = Instant::now();
-    let db = Db::open(opts)?;
+    let (db, report): (Box<dyn ChildDb>, serde_json::Value) = match a.engine {
+        Engine::Nacre => {
+            let mut opts = Options::new(&a.path).backend(Backend::Emulated);
+            opts.recovery_threads = a.threads.max(1);
+            let db = Db::open(opts)?;
+            let r = db.recovery_report();
+            let v = serde_json::json!({
+                "elapsed_ns": r.elapsed.as_nanos() as u64, "clean": r.clean,
+                "memtables": r.memtables, "records": r.records, "items": r.items,
+                "bytes_scanned": r.bytes_scanned, "rolled_back": r.rolled_back,
+                "threads": r.threads, "released_memtables": r.released_memtables,
+                "released_zones": r.released_zones,
+            });
+            let table = db.subtable(DEFAULT_SUBTABLE)?;
+            (Box::new(NacreChild { db, table }), v)
+        }
+        Engine::Rocksdb => (open_rocksdb(&a.path)?, serde_json::json!({"clean": false})),
+    };
     let open_ns = t0.elapsed().as_nanos() as u64;
-    let table = db.subtable(DEFAULT_SUBTABLE)?;
     let mut tries = 0u64;
-    while db.get(&table, &probe)?.is_none() {
+    while db.get(&probe)?.is_none() {
         tries += 1;
         if tries > 1000 {
             return Err(BenchError::Process {
@@ -157,14 +263,20 @@ pub fn open(a: &OpenArgs) -> Result<()> {
         }
     }
     let first_get_ns = t0.elapsed().as_nanos() as u64;
-    let r = db.recovery_report();
-    let v = serde_json::json!({
-        "open_ns": open_ns, "first_get_ns": first_get_ns,
-        "elapsed_ns": r.elapsed.as_nanos() as u64, "clean": r.clean,
-        "memtables": r.memtables, "records": r.records, "items": r.items,
-        "bytes_scanned": r.bytes_scanned, "rolled_back": r.rolled_back, "threads": r.threads,
-        "released_memtables": r.released_memtables, "released_zones": r.released_zones,
-    });
+    for k in &sample {
+        if db.get(k)?.is_none() {
+            return Err(BenchError::Process {
+                what: "recovery-open".into(),
+                why: format!("loaded key {} is missing after recovery", hex(k)),
+            });
+        }
+    }
+    let full_service_ns = t0.elapsed().as_nanos() as u64;
+    let mut v = report;
+    v["open_ns"] = open_ns.into();
+    v["first_get_ns"] = first_get_ns.into();
+    v["full_service_ns"] = full_service_ns.into();
+    v["sample"] = a.sample.into();
     announce(&format!("OPENED {v}"))?;
     let _keep = db;
     wait_for_kill()
