@@ -11,6 +11,8 @@
 //! - [`config`], [`results`]: parameters and measured rows; [`report`], [`json`]: Markdown
 //!   table and JSON lines.
 //! - [`ycsb`]: YCSB core workload generators (workloads A-F, zipfian, latest, hotspot, ...).
+//! - [`resp`]: a RESP2/RESP3 client with pipelining, and a throwaway `redis-server` to run
+//!   it against.
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 #![warn(missing_docs)]
 
@@ -25,6 +27,7 @@ pub mod pmdk;
 pub mod pmem;
 pub mod raw;
 pub mod report;
+pub mod resp;
 pub mod results;
 pub mod suite;
 pub mod ycsb;
