@@ -7,11 +7,14 @@
 //! - [`alloc`]: `nacre-bench alloc`, Halloc allocation latency beside PMDK's pmemobj_alloc.
 //! - [`engine`]: `nacre-bench ror | memtable | fillrandom | recovery`, the engine's Reorder
 //!   Ring, memtable, durable fill (against RocksDB's db_bench) and crash recovery.
-//! - [`bench`]: the timed loops and statistics; [`pmem`] and [`raw`]: the subjects they run on.
+//! - [`mod@bench`]: the timed loops and statistics; [`pmem`] and [`raw`]: the subjects they run on.
 //! - [`config`], [`results`]: parameters and measured rows; [`report`], [`json`]: Markdown
 //!   table and JSON lines.
 //! - [`ycsb`]: `nacre-bench ycsb`, YCSB workloads A-F (generators, runner, stores) against
-//!   embedded Nacre and, with the `rocksdb` feature, embedded RocksDB ([`rocksdb`]).
+//!   embedded Nacre, RESP servers and, with the `rocksdb` feature, embedded RocksDB
+//!   ([`rocksdb`]).
+//! - [`resp`]: a RESP2/RESP3 client with pipelining, and a throwaway `redis-server` to run
+//!   it against.
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 #![warn(missing_docs)]
 
@@ -26,6 +29,7 @@ pub mod pmdk;
 pub mod pmem;
 pub mod raw;
 pub mod report;
+pub mod resp;
 pub mod results;
 #[cfg(feature = "rocksdb")]
 pub mod rocksdb;
