@@ -7,6 +7,7 @@
 //! - [`alloc`]: `nacre-bench alloc`, Halloc allocation latency beside PMDK's pmemobj_alloc.
 //! - [`engine`]: `nacre-bench ror | memtable | fillrandom | recovery`, the engine's Reorder
 //!   Ring, memtable, durable fill (against RocksDB's db_bench) and crash recovery.
+//! - [`chart`]: dependency-free SVG bar and line charts for the report pages (`docs/img/`).
 //! - [`bench`]: the timed loops and statistics; [`pmem`] and [`raw`]: the subjects they run on.
 //! - [`config`], [`results`]: parameters and measured rows; [`report`], [`json`]: Markdown
 //!   table and JSON lines.
@@ -16,6 +17,7 @@
 
 pub mod alloc;
 pub mod bench;
+pub mod chart;
 pub mod config;
 pub mod engine;
 pub mod error;
