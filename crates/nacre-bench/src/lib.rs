@@ -7,7 +7,9 @@
 //! - [`alloc`]: `nacre-bench alloc`, Halloc allocation latency beside PMDK's pmemobj_alloc.
 //! - [`engine`]: `nacre-bench ror | memtable | fillrandom | recovery`, the engine's Reorder
 //!   Ring, memtable, durable fill (against RocksDB's db_bench) and crash recovery.
-//! - [`mod@bench`]: the timed loops and statistics; [`pmem`] and [`raw`]: the subjects they run on.
+//! - [`chart`]: dependency-free SVG bar and line charts for the report pages (`docs/img/`).
+//! - [`mod@bench`]: the timed loops and statistics; [`pmem`] and [`raw`]: the subjects they
+//!   run on.
 //! - [`config`], [`results`]: parameters and measured rows; [`report`], [`json`]: Markdown
 //!   table and JSON lines.
 //! - [`ycsb`]: `nacre-bench ycsb`, YCSB workloads A-F (generators, runner, stores) against
@@ -20,6 +22,7 @@
 
 pub mod alloc;
 pub mod bench;
+pub mod chart;
 pub mod config;
 pub mod engine;
 pub mod error;
