@@ -20,6 +20,7 @@ use super::measure::PhaseResult;
 use super::runner::{self, RunOptions};
 use super::target::Store;
 use super::targets::nacre::NacreStore;
+use super::targets::resp::RespStore;
 use super::workload::{RequestDistribution, Workload};
 use crate::engine::{
     default_shm_dir, json_row, machine_line, pool_size_for, put_footprint, BenchDb,
@@ -27,6 +28,7 @@ use crate::engine::{
 };
 use crate::error::{io_err, BenchError, Result};
 use crate::report::{sig3, MachineInfo};
+use crate::resp::RedisServer;
 
 /// A store `nacre-bench ycsb` can run against.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -42,12 +44,23 @@ pub enum TargetKind {
     /// Embedded RocksDB, WAL synced on every write, database in the disk directory (needs
     /// the `rocksdb` feature).
     RocksdbSync1,
+    /// A redis-server this run starts, AOF on with `appendfsync no` (each write reaches the
+    /// OS before the reply: survives a process crash), YCSB's Redis mapping.
+    RedisAofNo,
+    /// A redis-server this run starts, AOF on with `appendfsync always` (fsync before the
+    /// reply: survives power loss).
+    RedisAofAlways,
+    /// The RESP server at `--resp-addr` (e.g. nacre-server), YCSB's Redis mapping.
+    Resp,
 }
 
 impl TargetKind {
     /// Whether this store pays for power-loss durability (and gets the smaller sizes).
     pub fn power_loss(self) -> bool {
-        matches!(self, TargetKind::NacreMsync | TargetKind::RocksdbSync1)
+        matches!(
+            self,
+            TargetKind::NacreMsync | TargetKind::RocksdbSync1 | TargetKind::RedisAofAlways
+        )
     }
 }
 
@@ -176,6 +189,15 @@ pub struct YcsbConfig {
     /// Directory on disk for the power-loss pairing.
     #[arg(long, default_value = "bench-results")]
     pub disk_dir: PathBuf,
+    /// The redis-server binary for the `redis-*` targets.
+    #[arg(long, default_value = crate::resp::DEFAULT_REDIS_SERVER)]
+    pub redis_server: PathBuf,
+    /// Address (host:port) of the server for the `resp` target.
+    #[arg(long)]
+    pub resp_addr: Option<String>,
+    /// What an acknowledged write to the `resp` target survives, for the report.
+    #[arg(long, default_value = "as the server is configured")]
+    pub resp_durability: String,
     /// Write one JSON object per phase to this file (replaced if it exists).
     #[arg(long)]
     #[serde(skip)]
@@ -275,6 +297,39 @@ fn open_store(cfg: &YcsbConfig, t: TargetKind) -> Result<Box<dyn Store>> {
             )))
         }
         TargetKind::RocksdbSync0 | TargetKind::RocksdbSync1 => rocksdb_store(cfg, t),
+        TargetKind::RedisAofNo | TargetKind::RedisAofAlways => {
+            let fsync = if t.power_loss() { "always" } else { "no" };
+            let server = RedisServer::start(
+                &cfg.redis_server,
+                &["--appendonly", "yes", "--appendfsync", fsync],
+            )
+            .map_err(|e| BenchError::Process {
+                what: "redis-server".into(),
+                why: e.to_string(),
+            })?;
+            let survives = if t.power_loss() {
+                MSYNC_SURVIVES
+            } else {
+                EMULATED_SURVIVES
+            };
+            let label = format!("Redis (appendfsync {fsync})");
+            let backend = format!("aof-{fsync}");
+            Ok(Box::new(RespStore::started(
+                server, &label, &backend, survives,
+            )?))
+        }
+        TargetKind::Resp => {
+            let addr = cfg.resp_addr.as_deref().ok_or_else(|| {
+                BenchError::InvalidParams("the resp target needs --resp-addr host:port".into())
+            })?;
+            let label = format!("RESP server at {addr}");
+            Ok(Box::new(RespStore::connect(
+                addr,
+                &label,
+                "resp",
+                &cfg.resp_durability,
+            )?))
+        }
     }
 }
 

@@ -49,7 +49,12 @@ impl RespStore {
     }
 
     /// A server this run started (killed when the store drops).
-    pub fn started(server: RedisServer, label: &str, backend: &str, durability: &str) -> Result<Self> {
+    pub fn started(
+        server: RedisServer,
+        label: &str,
+        backend: &str,
+        durability: &str,
+    ) -> Result<Self> {
         let mut s = RespStore::connect(server.addr(), label, backend, durability)?;
         s._server = Some(server);
         Ok(s)
@@ -103,7 +108,10 @@ fn queue_read(conn: &mut Connection, key: &[u8], fields: Option<&[usize]>) {
 }
 
 fn queue_hmset(conn: &mut Connection, key: &[u8], values: &Fields) {
-    let names: Vec<Vec<u8>> = values.iter().map(|(i, _)| field_name(*i).into_bytes()).collect();
+    let names: Vec<Vec<u8>> = values
+        .iter()
+        .map(|(i, _)| field_name(*i).into_bytes())
+        .collect();
     let mut args: Vec<&[u8]> = vec![b"HMSET", key];
     for ((_, v), n) in values.iter().zip(&names) {
         args.push(n);
@@ -147,7 +155,8 @@ impl Session for RespSession<'_> {
                 Request::Insert { key, values } => {
                     queue_hmset(&mut self.conn, key, values);
                     let score = java_hash(key).to_string();
-                    self.conn.queue(&[b"ZADD", INDEX_KEY, score.as_bytes(), key]);
+                    self.conn
+                        .queue(&[b"ZADD", INDEX_KEY, score.as_bytes(), key]);
                 }
                 Request::Scan { start, count, .. } => {
                     let score = java_hash(start).to_string();
