@@ -7,6 +7,8 @@
 //! - [`alloc`]: `nacre-bench alloc`, Halloc allocation latency beside PMDK's pmemobj_alloc.
 //! - [`engine`]: `nacre-bench ror | memtable | fillrandom | recovery`, the engine's Reorder
 //!   Ring, memtable, durable fill (against RocksDB's db_bench) and crash recovery.
+//! - [`publish`]: `nacre-bench report`, YCSB and recovery JSON lines into Markdown tables and
+//!   SVG charts for docs/benchmarks.md and docs/img/.
 //! - [`chart`]: dependency-free SVG bar and line charts for the report pages (`docs/img/`).
 //! - [`mod@bench`]: the timed loops and statistics; [`pmem`] and [`raw`]: the subjects they
 //!   run on.
@@ -30,6 +32,7 @@ pub mod json;
 #[cfg(feature = "pmdk")]
 pub mod pmdk;
 pub mod pmem;
+pub mod publish;
 pub mod raw;
 pub mod report;
 pub mod resp;

@@ -42,6 +42,8 @@ enum Command {
     Recovery(recovery::RecoveryConfig),
     /// YCSB workloads A-F against embedded Nacre and RocksDB, in both durability pairings.
     Ycsb(nacre_bench::ycsb::bench::YcsbConfig),
+    /// Markdown tables and SVG charts from the JSON lines of `ycsb` and `recovery` runs.
+    Report(nacre_bench::publish::ReportConfig),
     /// (internal) Loads a database for `recovery`, prints READY, waits for SIGKILL.
     #[command(hide = true)]
     RecoveryChild(recovery_child::LoadArgs),
@@ -196,6 +198,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         Command::Fillrandom(c) => fill::main(&c)?,
         Command::Recovery(c) => recovery::main(&c)?,
         Command::Ycsb(c) => nacre_bench::ycsb::bench::main(&c)?,
+        Command::Report(c) => nacre_bench::publish::main(&c)?,
         Command::RecoveryChild(a) => recovery_child::load(&a)?,
         Command::RecoveryOpen(a) => recovery_child::open(&a)?,
     }

@@ -532,7 +532,7 @@ pub fn json_rows(
             params["shm_dir"] = cfg.shm().display().to_string().into();
             params["target"] = serde_json::json!(r.target);
             params["label"] = r.label.clone().into();
-            params["records"] = r.records.into();
+            params["records_present"] = r.records.into();
             let results = serde_json::json!(r.result);
             json_row("ycsb", machine, &r.backend, &r.durability, params, results)
         })
