@@ -4,6 +4,8 @@
 //!
 //! - [`suite`]: `nacre-bench pmem`, persisted writes through every nacre-pmem backend beside
 //!   raw clwb+sfence and write+fdatasync loops.
+//! - [`anchors`]: `nacre-bench anchors`, every anchor in one command: raw clwb+sfence and
+//!   fdatasync loops, db_bench fillrandom, redis-benchmark with each appendfsync setting.
 //! - [`alloc`]: `nacre-bench alloc`, Halloc allocation latency beside PMDK's pmemobj_alloc.
 //! - [`engine`]: `nacre-bench ror | memtable | fillrandom | recovery`, the engine's Reorder
 //!   Ring, memtable, durable fill (against RocksDB's db_bench) and crash recovery.
@@ -23,6 +25,7 @@
 #![warn(missing_docs)]
 
 pub mod alloc;
+pub mod anchors;
 pub mod bench;
 pub mod chart;
 pub mod config;

@@ -42,6 +42,9 @@ enum Command {
     Recovery(recovery::RecoveryConfig),
     /// YCSB workloads A-F against embedded Nacre and RocksDB, in both durability pairings.
     Ycsb(nacre_bench::ycsb::bench::YcsbConfig),
+    /// Every anchor in one command: raw clwb+sfence and fdatasync loops, db_bench
+    /// fillrandom --sync=0/1, redis-benchmark SET/GET with appendfsync always/everysec/no.
+    Anchors(nacre_bench::anchors::AnchorsConfig),
     /// Markdown tables and SVG charts from the JSON lines of `ycsb` and `recovery` runs.
     Report(nacre_bench::publish::ReportConfig),
     /// (internal) Loads a database for `recovery`, prints READY, waits for SIGKILL.
@@ -198,6 +201,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         Command::Fillrandom(c) => fill::main(&c)?,
         Command::Recovery(c) => recovery::main(&c)?,
         Command::Ycsb(c) => nacre_bench::ycsb::bench::main(&c)?,
+        Command::Anchors(c) => nacre_bench::anchors::main(&c)?,
         Command::Report(c) => nacre_bench::publish::main(&c)?,
         Command::RecoveryChild(a) => recovery_child::load(&a)?,
         Command::RecoveryOpen(a) => recovery_child::open(&a)?,

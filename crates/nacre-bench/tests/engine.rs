@@ -251,3 +251,48 @@ fn invalid_parameters_are_rejected() {
     };
     assert!(recovery::run(&cfg).is_err());
 }
+
+#[test]
+fn anchors_measure_or_say_why_not() -> TestResult {
+    use nacre_bench::anchors::{self, AnchorsConfig};
+    let dir = tempfile::tempdir()?;
+    let cfg = AnchorsConfig {
+        seconds: 0.02,
+        repeats: 1,
+        num: 2000,
+        sync_num: 20,
+        threads: 2,
+        requests: 500,
+        sync_requests: 50,
+        clients: 4,
+        value_size: 10,
+        disk_dir: dir.path().join("disk"),
+        db_bench: PathBuf::from("/usr/bin/db_bench"),
+        redis_server: PathBuf::from(nacre_bench::resp::DEFAULT_REDIS_SERVER),
+        redis_benchmark: PathBuf::from("/usr/bin/redis-benchmark"),
+        json: None,
+    };
+    let rows = anchors::run(&cfg)?;
+    let tools: Vec<&str> = rows.iter().map(|r| r.tool.as_str()).collect();
+    assert!(tools.contains(&"raw") && tools.contains(&"db_bench"));
+    assert!(tools.contains(&"redis-benchmark"));
+    for r in &rows {
+        let present = match r.tool.as_str() {
+            "db_bench" => cfg.db_bench.exists(),
+            "redis-benchmark" => cfg.redis_benchmark.exists() && cfg.redis_server.exists(),
+            _ => true,
+        };
+        if present && r.unavailable.is_none() {
+            assert!(r.value.is_finite() && r.value > 0.0, "{r:?}");
+        } else {
+            assert!(!present, "{r:?}");
+        }
+    }
+    let md = anchors::markdown(&nacre_bench::report::MachineInfo::collect(), &rows);
+    assert!(md.contains("| raw |"), "{md}");
+    assert!(
+        !cfg.disk_dir.exists(),
+        "the disk directory it created is left"
+    );
+    Ok(())
+}
