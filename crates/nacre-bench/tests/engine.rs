@@ -180,11 +180,14 @@ fn fillrandom_rocksdb_rows_when_db_bench_is_installed() -> TestResult {
 
 /// The recovery anchors this build can measure.
 fn anchors() -> Vec<Engine> {
+    let mut a = Vec::new();
     if cfg!(feature = "rocksdb") {
-        vec![Engine::Rocksdb]
-    } else {
-        Vec::new()
+        a.push(Engine::Rocksdb);
     }
+    if Path::new(nacre_bench::resp::DEFAULT_REDIS_SERVER).exists() {
+        a.push(Engine::Redis);
+    }
+    a
 }
 
 #[test]
@@ -198,6 +201,7 @@ fn recovery_after_sigkill_with_tiny_sizes() -> TestResult {
         value_size: 1000,
         memtable_mib: 4,
         anchors: anchors(),
+        redis_server: PathBuf::from(nacre_bench::resp::DEFAULT_REDIS_SERVER),
         sample: 100,
         repeats: 1,
         dir: Some(dir.path().to_path_buf()),
@@ -243,6 +247,7 @@ fn invalid_parameters_are_rejected() {
         value_size: 1024,
         memtable_mib: 64,
         anchors: Vec::new(),
+        redis_server: PathBuf::from(nacre_bench::resp::DEFAULT_REDIS_SERVER),
         sample: 10,
         repeats: 1,
         dir: None,

@@ -17,6 +17,7 @@ pub mod fill;
 pub mod memtable;
 pub mod recovery;
 pub mod recovery_child;
+pub mod recovery_redis;
 pub mod ror;
 
 use std::path::{Path, PathBuf};

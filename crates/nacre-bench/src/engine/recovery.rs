@@ -53,8 +53,11 @@ pub struct RecoveryConfig {
     #[arg(long, default_value_t = 64)]
     pub memtable_mib: u64,
     /// Anchors measured beside Nacre, comma-separated (none: empty string).
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Engine::Rocksdb])]
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Engine::Rocksdb, Engine::Redis])]
     pub anchors: Vec<Engine>,
+    /// The redis-server binary for the `redis` anchor.
+    #[arg(long, default_value = crate::resp::DEFAULT_REDIS_SERVER)]
+    pub redis_server: PathBuf,
     /// Loaded keys each open reads after its first get (full service).
     #[arg(long, default_value_t = 1000)]
     pub sample: u64,
@@ -155,10 +158,7 @@ fn open_once(
     threads: usize,
     loaded: &Loaded,
 ) -> Result<(serde_json::Value, f64)> {
-    let engine = match engine {
-        Engine::Nacre => "nacre",
-        Engine::Rocksdb => "rocksdb",
-    };
+    let engine = engine.name();
     let args = [
         "recovery-open",
         "--engine",
@@ -340,6 +340,7 @@ pub fn run(cfg: &RecoveryConfig) -> Result<(MachineInfo, Vec<RecoveryRow>)> {
             let r = match anchor {
                 Engine::Nacre => continue,
                 Engine::Rocksdb => rocksdb_size(cfg, &exe, mib),
+                Engine::Redis => super::recovery_redis::redis_size(cfg, mib),
             };
             match r {
                 Ok(row) => rows.push(row),
@@ -398,6 +399,7 @@ pub fn markdown(cfg: &RecoveryConfig, machine: &MachineInfo, rows: &[RecoveryRow
         let name = match r.engine {
             Engine::Nacre => "Nacre (emulated)",
             Engine::Rocksdb => "RocksDB (WAL, sync=0)",
+            Engine::Redis => "Redis (AOF, appendfsync no)",
         };
         if let Some(why) = &r.unavailable {
             let _ = writeln!(
@@ -410,7 +412,7 @@ pub fn markdown(cfg: &RecoveryConfig, machine: &MachineInfo, rows: &[RecoveryRow
         }
         let used = r.last("threads");
         let threads = match r.engine {
-            Engine::Rocksdb => "-".to_string(),
+            Engine::Rocksdb | Engine::Redis => "-".to_string(),
             Engine::Nacre if used as usize == r.threads || used == 0 => r.threads.to_string(),
             Engine::Nacre => format!("{} (used {used})", r.threads),
         };
@@ -485,6 +487,7 @@ pub fn json_rows(
             let backend = match r.engine {
                 Engine::Nacre => "emulated",
                 Engine::Rocksdb => "sync=0",
+                Engine::Redis => "aof-no",
             };
             super::json_row(
                 "recovery",

@@ -29,6 +29,19 @@ pub enum Engine {
     Nacre,
     /// RocksDB (WAL on, not synced; needs the `rocksdb` feature).
     Rocksdb,
+    /// redis-server with AOF on, `appendfsync no` (driven by the parent, not a child).
+    Redis,
+}
+
+impl Engine {
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::Nacre => "nacre",
+            Engine::Rocksdb => "rocksdb",
+            Engine::Redis => "redis",
+        }
+    }
 }
 
 /// Arguments of `nacre-bench recovery-child`.
@@ -131,6 +144,27 @@ impl ChildDb for crate::rocksdb::RocksDb {
     }
 }
 
+fn redis_is_not_a_child() -> BenchError {
+    BenchError::InvalidParams(
+        "redis-server runs as its own process: `nacre-bench recovery --anchors redis` drives it"
+            .into(),
+    )
+}
+
+/// The values the loaders write: value `i` of writer `t` is `value_size` bytes of this
+/// buffer at `value_at(i, t)`.
+pub fn value_buffer(value_size: usize) -> Vec<u8> {
+    let mut rng = SplitMix64::new(0x5EC0_7E57);
+    (0..(1 << 20) + value_size)
+        .map(|_| rng.next_u64() as u8)
+        .collect()
+}
+
+/// Where value `i` of writer `t` starts in [`value_buffer`].
+pub fn value_at(i: u64, t: usize) -> usize {
+    (mix64(i ^ t as u64) % (1 << 20)) as usize
+}
+
 #[cfg(feature = "rocksdb")]
 fn open_rocksdb(path: &std::path::Path) -> Result<Box<dyn ChildDb>> {
     Ok(Box::new(crate::rocksdb::RocksDb::open(path, false, 4)?))
@@ -143,7 +177,8 @@ fn open_rocksdb(_: &std::path::Path) -> Result<Box<dyn ChildDb>> {
     ))
 }
 
-fn key(size: usize, writer: usize, i: u64) -> Vec<u8> {
+/// Key `i` of writer `writer`, `size` bytes (at least 16).
+pub fn key(size: usize, writer: usize, i: u64) -> Vec<u8> {
     let g = (writer as u64) << 40 | i;
     let mut k = vec![0u8; size.max(16)];
     k[..8].copy_from_slice(&mix64(g).to_be_bytes());
@@ -195,20 +230,17 @@ pub fn load(a: &LoadArgs) -> Result<()> {
             Box::new(NacreChild { db, table })
         }
         Engine::Rocksdb => open_rocksdb(&a.path)?,
+        Engine::Redis => return Err(redis_is_not_a_child()),
     };
     let klen = a.key_size.max(16);
     let per = a
         .bytes
         .div_ceil((klen + a.value_size) as u64 * a.writers as u64);
-    let mut rng = SplitMix64::new(0x5EC0_7E57);
-    let values: Vec<u8> = (0..(1 << 20) + a.value_size)
-        .map(|_| rng.next_u64() as u8)
-        .collect();
-    let span = (values.len() - a.value_size) as u64;
+    let values = value_buffer(a.value_size);
     let (secs, _) = super::run_threads(a.writers, |t| {
         for i in 0..per {
             let k = key(klen, t, i);
-            let at = (mix64(i ^ t as u64) % span) as usize;
+            let at = value_at(i, t);
             db.put(&k, &values[at..at + a.value_size])?;
             if t == 0 && i % 100_000 == 0 && i > 0 {
                 tracing::info!(records = i * a.writers as u64, "loading");
@@ -250,6 +282,7 @@ pub fn open(a: &OpenArgs) -> Result<()> {
             (Box::new(NacreChild { db, table }), v)
         }
         Engine::Rocksdb => (open_rocksdb(&a.path)?, serde_json::json!({"clean": false})),
+        Engine::Redis => return Err(redis_is_not_a_child()),
     };
     let open_ns = t0.elapsed().as_nanos() as u64;
     let mut tries = 0u64;

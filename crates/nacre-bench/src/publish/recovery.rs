@@ -14,6 +14,7 @@ use crate::report::sig3;
 fn engine(r: &Value) -> String {
     match text(r, &["params", "engine"]) {
         "rocksdb" => "RocksDB (WAL, sync=0)".into(),
+        "redis" => "Redis (AOF, appendfsync no)".into(),
         _ => {
             let t = &r["params"]["recovery_threads"];
             format!("Nacre (emulated, {t} threads)")
@@ -35,7 +36,7 @@ pub fn render(rows: &[&Value], link: &str, md: &mut String, charts: &mut Vec<Cha
             md,
             "A child loads the data ({} writers, {}-byte keys, {}-byte values) and is \
              SIGKILLed; each open runs in a fresh process (RocksDB from a fresh copy of its \
-             crashed directory). First read: open plus one get of a key acknowledged before \
+             crashed directory; Redis: a new redis-server on the same AOF, timed from spawn). First read: open plus one get of a key acknowledged before \
              the crash; full service: plus {} gets of random loaded keys, all found; restart: \
              from spawning the process. Milliseconds, median of {} opens. Command: \
              `nacre-bench recovery --json FILE`.\n",

@@ -25,5 +25,5 @@ pub use client::Connection;
 pub use encode::{encode_command, encode_reply};
 pub use error::RespError;
 pub use parse::{parse, parse_with, Limits, Parser};
-pub use server::{RedisServer, ServerError, DEFAULT_REDIS_SERVER, STARTUP_TIMEOUT};
+pub use server::{free_port, RedisServer, ServerError, DEFAULT_REDIS_SERVER, STARTUP_TIMEOUT};
 pub use value::Reply;

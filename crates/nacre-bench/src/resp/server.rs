@@ -240,7 +240,8 @@ impl Drop for RedisServer {
 }
 
 /// A loopback port that was free a moment ago.
-fn free_port() -> Result<u16, ServerError> {
+/// A TCP port on 127.0.0.1 nothing listens on right now.
+pub fn free_port() -> Result<u16, ServerError> {
     let listener =
         std::net::TcpListener::bind("127.0.0.1:0").map_err(|source| ServerError::Setup {
             what: "binding 127.0.0.1:0 to find a free port".into(),
