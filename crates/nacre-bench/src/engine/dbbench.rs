@@ -44,6 +44,16 @@ impl TempDir {
         TempDir(path)
     }
 
+    /// Claims `path` for removal on drop after removing whatever a previous run left there.
+    pub fn fresh(path: PathBuf) -> Result<TempDir> {
+        match std::fs::remove_dir_all(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(io_err("remove stale directory", &path)(e))
+            }
+            _ => Ok(TempDir(path)),
+        }
+    }
+
     /// The directory.
     pub fn path(&self) -> &Path {
         &self.0
@@ -108,13 +118,10 @@ impl FillArgs<'_> {
 
     /// Runs `db_bench fillrandom` in a fresh directory under `dir` and removes it afterwards.
     pub fn run(&self, tag: &str) -> Result<DbBenchResult> {
-        let db = TempDir::new(
+        let db = TempDir::fresh(
             self.dir
                 .join(format!("nacre-bench-{}-rocksdb-{tag}", std::process::id())),
-        );
-        if db.path().exists() {
-            std::fs::remove_dir_all(db.path()).map_err(io_err("remove stale", db.path()))?;
-        }
+        )?;
         let out = Command::new(self.exe)
             .args(self.argv(db.path()))
             .output()

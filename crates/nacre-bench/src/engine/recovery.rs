@@ -201,17 +201,9 @@ fn rocksdb_size(cfg: &RecoveryConfig, exe: &std::path::Path, mib: u64) -> Result
     let path = dir.join(file_name(&format!("recovery-rocksdb-{mib}")));
     let crashed = dir.join(file_name(&format!("recovery-rocksdb-{mib}-crashed")));
     let _guards = (
-        super::dbbench::TempDir::new(path.clone()),
-        super::dbbench::TempDir::new(crashed.clone()),
+        super::dbbench::TempDir::fresh(path.clone())?,
+        super::dbbench::TempDir::fresh(crashed.clone())?,
     );
-    for p in [&path, &crashed] {
-        match std::fs::remove_dir_all(p) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(io_err("remove stale database", p)(e))
-            }
-            _ => {}
-        }
-    }
     let p = path.display().to_string();
     let mut args = load_args(cfg, mib, &p, 0, 0);
     args.extend(["--engine".to_string(), "rocksdb".to_string()]);

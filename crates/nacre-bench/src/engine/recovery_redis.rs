@@ -131,13 +131,7 @@ pub fn redis_size(cfg: &RecoveryConfig, mib: u64) -> Result<RecoveryRow> {
         .clone()
         .unwrap_or_else(super::default_shm_dir)
         .join(file_name(&format!("recovery-redis-{mib}")));
-    let _guard = TempDir::new(dir.clone());
-    match std::fs::remove_dir_all(&dir) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            return Err(io_err("remove stale directory", &dir)(e))
-        }
-        _ => {}
-    }
+    let _guard = TempDir::fresh(dir.clone())?;
     std::fs::create_dir_all(&dir).map_err(io_err("create", &dir))?;
     let klen = cfg.key_size.max(16);
     let per = (mib << 20).div_ceil((klen + cfg.value_size) as u64 * cfg.writers as u64);

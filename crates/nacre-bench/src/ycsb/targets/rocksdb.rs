@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use super::super::target::{Session, Store};
 use super::kv::{Kv, KvSession};
 use crate::engine::dbbench::TempDir;
-use crate::error::{io_err, Result};
+use crate::error::Result;
 use crate::rocksdb::RocksDb;
 
 /// A RocksDB database in a directory this run created (removed when the store drops).
@@ -21,13 +21,7 @@ impl RocksStore {
     /// Creates a fresh database in `dir` (removed first if it exists), syncing the WAL on
     /// every write if `sync`, for records of `field_count` fields.
     pub fn create(dir: PathBuf, sync: bool, threads: usize, field_count: usize) -> Result<Self> {
-        match std::fs::remove_dir_all(&dir) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(io_err("remove stale database", &dir)(e))
-            }
-            _ => {}
-        }
-        let guard = TempDir::new(dir.clone());
+        let guard = TempDir::fresh(dir.clone())?;
         let db = RocksDb::open(&dir, sync, threads)?;
         Ok(RocksStore {
             db,
