@@ -281,6 +281,63 @@ impl Node {
         }
     }
 
+    /// The child with the smallest byte at or above `from` (`from` up to 256), without
+    /// allocating: readers walk ranges through this.
+    fn child_at_or_after(&self, from: u16) -> Option<(u8, usize)> {
+        let n = self.count.load(Ordering::Acquire) as usize;
+        match self.body() {
+            BodyRef::Small(keys, children) => {
+                let mut best: Option<(u8, usize)> = None;
+                for (i, key) in keys.iter().enumerate().take(n) {
+                    let b = key.load(Ordering::Relaxed);
+                    if u16::from(b) >= from && best.is_none_or(|(bb, _)| b < bb) {
+                        best = Some((b, i));
+                    }
+                }
+                best.map(|(b, i)| (b, children[i].load(Ordering::Acquire)))
+            }
+            BodyRef::N48(index, children) => {
+                (from..256).find_map(|b| match index[b as usize].load(Ordering::Acquire) {
+                    0 => None,
+                    s => Some((b as u8, children[s as usize - 1].load(Ordering::Acquire))),
+                })
+            }
+            BodyRef::N256(children) => (from..256).find_map(|b| {
+                let c = children[b as usize].load(Ordering::Acquire);
+                (c != 0).then_some((b as u8, c))
+            }),
+        }
+    }
+
+    /// The child with the largest byte below `to` (`to` up to 256), without allocating.
+    fn child_before(&self, to: u16) -> Option<(u8, usize)> {
+        let n = self.count.load(Ordering::Acquire) as usize;
+        match self.body() {
+            BodyRef::Small(keys, children) => {
+                let mut best: Option<(u8, usize)> = None;
+                for (i, key) in keys.iter().enumerate().take(n) {
+                    let b = key.load(Ordering::Relaxed);
+                    if u16::from(b) < to && best.is_none_or(|(bb, _)| b > bb) {
+                        best = Some((b, i));
+                    }
+                }
+                best.map(|(b, i)| (b, children[i].load(Ordering::Acquire)))
+            }
+            BodyRef::N48(index, children) => {
+                (0..to)
+                    .rev()
+                    .find_map(|b| match index[b as usize].load(Ordering::Acquire) {
+                        0 => None,
+                        s => Some((b as u8, children[s as usize - 1].load(Ordering::Acquire))),
+                    })
+            }
+            BodyRef::N256(children) => (0..to).rev().find_map(|b| {
+                let c = children[b as usize].load(Ordering::Acquire);
+                (c != 0).then_some((b as u8, c))
+            }),
+        }
+    }
+
     /// A copy with another prefix and/or the next bigger kind (A2).
     fn copy(&self, arena: &mut Arena, prefix: &[u8], grow: bool) -> Node {
         let kind = match (self.capacity(), grow) {
@@ -512,16 +569,15 @@ impl ArtIndex {
         // SAFETY: a live node of this tree.
         let nd = unsafe { node(p) };
         let value = nd.value.load(Ordering::Acquire);
-        let kids = nd.sorted();
         if first {
             if value != 0 {
                 return self.edge(value, true);
             }
-            kids.iter().find_map(|&(_, c)| self.edge(c, true))
+            nd.child_at_or_after(0)
+                .and_then(|(_, c)| self.edge(c, true))
         } else {
-            kids.iter()
-                .rev()
-                .find_map(|&(_, c)| self.edge(c, false))
+            nd.child_before(256)
+                .and_then(|(_, c)| self.edge(c, false))
                 .or_else(|| self.edge(value, false))
         }
     }
@@ -550,19 +606,24 @@ impl ArtIndex {
             };
         }
         let d = depth + nd.prefix().len();
-        let kids = nd.sorted();
         let Some(&b) = key.get(d) else {
             let v = nd.value.load(Ordering::Acquire);
             if v != 0 && !strict {
                 return self.edge(v, true);
             }
-            return kids.iter().find_map(|&(_, c)| self.edge(c, true));
+            return nd
+                .child_at_or_after(0)
+                .and_then(|(_, c)| self.edge(c, true));
         };
-        kids.iter().find_map(|&(kb, c)| match kb.cmp(&b) {
-            Cmp::Less => None,
-            Cmp::Equal => self.ge(c, key, d + 1, strict),
-            Cmp::Greater => self.edge(c, true),
-        })
+        let (kb, c) = nd.child_at_or_after(u16::from(b))?;
+        if kb == b {
+            if let Some(l) = self.ge(c, key, d + 1, strict) {
+                return Some(l);
+            }
+            let (_, c) = nd.child_at_or_after(u16::from(b) + 1)?;
+            return self.edge(c, true);
+        }
+        self.edge(c, true)
     }
 
     /// Largest leaf with key <= `key` (< if `strict`) under `p` at `depth`.
@@ -596,15 +657,15 @@ impl ArtIndex {
                 None
             };
         };
-        let kids = nd.sorted();
-        kids.iter()
-            .rev()
-            .find_map(|&(kb, c)| match kb.cmp(&b) {
-                Cmp::Greater => None,
-                Cmp::Equal => self.le(c, key, d + 1, strict),
-                Cmp::Less => self.edge(c, false),
-            })
-            .or_else(|| self.edge(v, false))
+        let below = match nd.child_before(u16::from(b) + 1) {
+            Some((kb, c)) if kb == b => self.le(c, key, d + 1, strict).or_else(|| {
+                nd.child_before(u16::from(b))
+                    .and_then(|(_, c)| self.edge(c, false))
+            }),
+            Some((_, c)) => self.edge(c, false),
+            None => None,
+        };
+        below.or_else(|| self.edge(v, false))
     }
 
     fn root(&self) -> usize {

@@ -127,14 +127,22 @@ impl DbIterator {
             }
         }
         let i = best?;
-        let e = self.heads[i].take()?;
+        let (mut k, at) = self.heads[i].take()?;
         let ix = &self.sources[i].index;
         self.heads[i] = if self.reverse {
-            ix.prev(Bound::Excluded(&e.0))
+            ix.prev(Bound::Excluded(&k))
+        } else if k.seq <= self.seq {
+            // Forward, a visible version: this source's other versions of the key are older
+            // and never returned, so step over all of them at once (a hot key may have
+            // thousands): (key, 0) sorts after every version of the key.
+            let seq = std::mem::replace(&mut k.seq, 0);
+            let next = ix.next(Bound::Excluded(&k));
+            k.seq = seq;
+            next
         } else {
-            ix.next(Bound::Excluded(&e.0))
+            ix.next(Bound::Excluded(&k))
         };
-        Some(e)
+        Some((k, at))
     }
 
     fn value(&self, key: Vec<u8>, at: PmOffset) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
