@@ -13,8 +13,9 @@ fn ycsb_row(label: &str, durability: &str, workload: &str, ops: f64) -> Value {
         "params": {"label": label, "records": 10, "operations": 20, "sync_records": 1,
                    "sync_operations": 2, "threads": 2, "field_count": 10, "field_length": 100,
                    "zipfian_constant": 0.99, "warmup_ops": 1, "pipeline": 1,
-                   "workloads": ["a"]},
-        "results": {"workload": workload, "ops_per_sec": ops, "per_second": [5, 7, 3],
+                   "workloads": ["a"], "run_records": 10, "run_operations": 20},
+        "results": {"workload": workload, "ops_per_sec": ops, "secs": 5.5,
+                    "per_second": [5, 7, 3, 4, 6, 2],
                     "per_op": [{"op": "READ", "count": 10, "avg_us": 1.5, "p50_us": 1.0,
                                 "p99_us": 4.0, "p999_us": 9.0, "max_us": 12.0,
                                 "cdf": [[0.0, 0.5], [50.0, 1.0], [99.0, 4.0], [100.0, 12.0]]}]}
@@ -48,23 +49,30 @@ fn ycsb_rows_become_tables_ratios_and_charts() {
         ycsb_row("Nacre (msync)", "power loss", "a", 7.0),
     ];
     let (md, charts) = render(&rows, "img").unwrap();
+    // A run shorter than a few seconds gets no timeline.
+    let mut short = ycsb_row("Nacre (emulated)", crash, "a", 1.0);
+    short["results"]["secs"] = json!(0.5);
+    let (_, few) = render(&[short], "img").unwrap();
+    assert!(few.iter().all(|c| !c.file.contains("timeline")));
     // The median of three runs, the ratio against RocksDB, both pairings.
     assert!(md.contains("| A | 200 | 50.0 | 4.00x |"), "{md}");
     assert!(md.contains("| load | 10.0 | - | - |"), "{md}");
     assert!(
-        md.contains("acknowledged writes survive: power loss"),
+        md.contains("writes survive: power loss, 10 records, 20 operations"),
         "{md}"
     );
-    assert!(
-        md.contains("![YCSB throughput per workload](img/ycsb-throughput-process-crash-only.svg)")
-    );
+    let crash_slug = "process-crash-only-10-records-20-operations";
+    assert!(md.contains(&format!(
+        "![YCSB throughput per workload](img/ycsb-throughput-{crash_slug}.svg)"
+    )));
     let files: Vec<&str> = charts.iter().map(|c| c.file.as_str()).collect();
     for f in [
-        "ycsb-throughput-process-crash-only.svg",
-        "ycsb-throughput-power-loss.svg",
-        "ycsb-latency-a-process-crash-only.svg",
-        "ycsb-timeline-a-process-crash-only.svg",
+        format!("ycsb-throughput-{crash_slug}.svg"),
+        "ycsb-throughput-power-loss-10-records-20-operations.svg".to_string(),
+        format!("ycsb-latency-a-{crash_slug}.svg"),
+        format!("ycsb-timeline-a-{crash_slug}.svg"),
     ] {
+        let f = f.as_str();
         assert!(files.contains(&f), "{files:?}");
     }
     for c in &charts {

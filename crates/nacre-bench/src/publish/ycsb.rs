@@ -12,6 +12,9 @@ use crate::chart::{BarChart, LineChart, Scale, Series, TickFormat};
 use crate::error::Result;
 use crate::report::sig3;
 
+/// Runs shorter than this get no throughput-over-time chart.
+const MIN_TIMELINE_SECS: f64 = 4.0;
+
 const WORKLOAD_ORDER: [&str; 7] = ["load", "a", "b", "c", "d", "e", "f"];
 
 fn workload_name(w: &str) -> String {
@@ -51,15 +54,27 @@ impl<'a> Pairing<'a> {
     }
 }
 
+/// The pairing a row belongs to: what its writes survive, and the record and operation
+/// counts it ran with (runs of other sizes are other pairings).
+fn pairing_of(r: &Value) -> String {
+    let p = &r["params"];
+    format!(
+        "{}, {} records, {} operations",
+        text(r, &["durability"]),
+        p["run_records"],
+        p["run_operations"]
+    )
+}
+
 fn pairings<'a>(rows: &[&'a Value]) -> Vec<Pairing<'a>> {
-    let durabilities = ordered(rows.iter().map(|r| text(r, &["durability"]).to_string()));
+    let durabilities = ordered(rows.iter().map(|r| pairing_of(r)));
     durabilities
         .into_iter()
         .map(|d| {
             let mine: Vec<&Value> = rows
                 .iter()
                 .copied()
-                .filter(|r| text(r, &["durability"]) == d)
+                .filter(|r| pairing_of(r) == d)
                 .collect();
             let stores = ordered(
                 mine.iter()
@@ -141,6 +156,11 @@ fn describe(md: &mut String, rows: &[&Value]) {
     );
 }
 
+/// The durability part of a pairing's name, for chart titles.
+fn short(pairing: &str) -> &str {
+    pairing.split(',').next().unwrap_or(pairing)
+}
+
 fn throughput(md: &mut String, charts: &mut Vec<Chart>, link: &str, p: &Pairing) -> Result<()> {
     let _ = writeln!(
         md,
@@ -176,7 +196,7 @@ fn throughput(md: &mut String, charts: &mut Vec<Chart>, link: &str, p: &Pairing)
     }
     md.push('\n');
     let chart = BarChart {
-        title: format!("YCSB throughput ({})", p.durability),
+        title: format!("YCSB throughput ({})", short(&p.durability)),
         y_label: "operations per second".into(),
         categories: p.workloads.iter().map(|w| workload_name(w)).collect(),
         series: p
@@ -237,7 +257,11 @@ fn latency(md: &mut String, charts: &mut Vec<Chart>, link: &str, p: &Pairing) ->
             }
         }
         let chart = LineChart {
-            title: format!("YCSB {} latency CDF ({})", workload_name(w), p.durability),
+            title: format!(
+                "YCSB {} latency CDF ({})",
+                workload_name(w),
+                short(&p.durability)
+            ),
             x_label: "latency".into(),
             y_label: "percentile".into(),
             x_scale: Scale::Log10,
@@ -255,9 +279,25 @@ fn latency(md: &mut String, charts: &mut Vec<Chart>, link: &str, p: &Pairing) ->
 }
 
 fn timeline(md: &mut String, charts: &mut Vec<Chart>, link: &str, p: &Pairing) -> Result<()> {
-    let Some(w) = p.workloads.iter().find(|w| *w != "load") else {
+    // The longest run of the pairing; a run shorter than a few seconds shows no jitter.
+    let secs = |w: &String| {
+        p.stores
+            .iter()
+            .filter_map(|s| p.get(s, w))
+            .map(|r| number(r, &["results", "secs"]))
+            .fold(f64::NAN, f64::max)
+    };
+    let Some(w) = p
+        .workloads
+        .iter()
+        .filter(|w| *w != "load")
+        .max_by(|a, b| secs(a).total_cmp(&secs(b)))
+    else {
         return Ok(());
     };
+    if secs(w).is_nan() || secs(w) < MIN_TIMELINE_SECS {
+        return Ok(());
+    }
     let mut series = Vec::new();
     for s in &p.stores {
         let Some(r) = p.get(s, w) else { continue };

@@ -533,6 +533,9 @@ pub fn json_rows(
             params["target"] = serde_json::json!(r.target);
             params["label"] = r.label.clone().into();
             params["records_present"] = r.records.into();
+            let (records, ops) = cfg.sizes(r.target);
+            params["run_records"] = records.into();
+            params["run_operations"] = ops.into();
             let results = serde_json::json!(r.result);
             json_row("ycsb", machine, &r.backend, &r.durability, params, results)
         })
