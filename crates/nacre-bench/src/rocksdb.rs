@@ -37,8 +37,7 @@ extern "C" {
     fn rocksdb_options_destroy(o: *mut RdbOptions);
     fn rocksdb_options_set_create_if_missing(o: *mut RdbOptions, v: c_uchar);
     fn rocksdb_options_increase_parallelism(o: *mut RdbOptions, threads: c_int);
-    fn rocksdb_open(o: *const RdbOptions, name: *const c_char, err: *mut *mut c_char)
-        -> *mut RdbT;
+    fn rocksdb_open(o: *const RdbOptions, name: *const c_char, err: *mut *mut c_char) -> *mut RdbT;
     fn rocksdb_close(db: *mut RdbT);
     fn rocksdb_writeoptions_create() -> *mut RdbWriteOptions;
     fn rocksdb_writeoptions_destroy(o: *mut RdbWriteOptions);
@@ -80,7 +79,9 @@ fn check(err: *mut c_char, what: &str) -> Result<()> {
     }
     // SAFETY: RocksDB set `err` to a NUL-terminated string it allocated; we own it and free
     // it exactly once below.
-    let msg = unsafe { CStr::from_ptr(err) }.to_string_lossy().into_owned();
+    let msg = unsafe { CStr::from_ptr(err) }
+        .to_string_lossy()
+        .into_owned();
     // SAFETY: `err` came from RocksDB's allocator, which `rocksdb_free` releases.
     unsafe { rocksdb_free(err.cast()) };
     Err(BenchError::Process {
@@ -180,7 +181,12 @@ impl RocksDb {
 
     /// Calls `f(key, value)` for up to `count` entries from the first key at or after
     /// `start`; returns how many it visited.
-    pub fn scan(&self, start: &[u8], count: usize, mut f: impl FnMut(&[u8], &[u8])) -> Result<usize> {
+    pub fn scan(
+        &self,
+        start: &[u8],
+        count: usize,
+        mut f: impl FnMut(&[u8], &[u8]),
+    ) -> Result<usize> {
         // SAFETY: the iterator is created from the live `db`, used only here, and destroyed
         // before returning; key and value pointers are valid until the next iterator move.
         unsafe {

@@ -253,7 +253,12 @@ fn open_store(cfg: &YcsbConfig, t: TargetKind) -> Result<Box<dyn Store>> {
     match t {
         TargetKind::NacreEmulated | TargetKind::NacreMsync => {
             let (dir, backend, name, survives) = if t.power_loss() {
-                (cfg.disk_dir.clone(), Backend::Msync, "msync", MSYNC_SURVIVES)
+                (
+                    cfg.disk_dir.clone(),
+                    Backend::Msync,
+                    "msync",
+                    MSYNC_SURVIVES,
+                )
             } else {
                 (cfg.shm(), Backend::Emulated, "emulated", EMULATED_SURVIVES)
             };
@@ -262,7 +267,12 @@ fn open_store(cfg: &YcsbConfig, t: TargetKind) -> Result<Box<dyn Store>> {
             let bench = BenchDb::create(&dir, "ycsb", backend, pool, |o| {
                 o.memtable_size = memtable;
             })?;
-            Ok(Box::new(NacreStore::new(bench, name, survives, cfg.field_count)))
+            Ok(Box::new(NacreStore::new(
+                bench,
+                name,
+                survives,
+                cfg.field_count,
+            )))
         }
         TargetKind::RocksdbSync0 | TargetKind::RocksdbSync1 => rocksdb_store(cfg, t),
     }
@@ -271,7 +281,11 @@ fn open_store(cfg: &YcsbConfig, t: TargetKind) -> Result<Box<dyn Store>> {
 #[cfg(feature = "rocksdb")]
 fn rocksdb_store(cfg: &YcsbConfig, t: TargetKind) -> Result<Box<dyn Store>> {
     let sync = t.power_loss();
-    let dir = if sync { cfg.disk_dir.clone() } else { cfg.shm() };
+    let dir = if sync {
+        cfg.disk_dir.clone()
+    } else {
+        cfg.shm()
+    };
     let path = dir.join(crate::bench::file_name("ycsb-rocksdb"));
     let threads = cfg.threads.max(2);
     Ok(Box::new(super::targets::rocksdb::RocksStore::create(
@@ -355,7 +369,10 @@ fn check_found(label: &str, r: &PhaseResult) -> Result<()> {
     if lost > 0 {
         return Err(BenchError::Process {
             what: label.into(),
-            why: format!("workload {}: {lost} reads or updates found no record", r.workload),
+            why: format!(
+                "workload {}: {lost} reads or updates found no record",
+                r.workload
+            ),
         });
     }
     Ok(())
@@ -396,7 +413,9 @@ pub fn markdown(cfg: &YcsbConfig, machine: &MachineInfo, rows: &[YcsbRow]) -> St
     names.extend(cfg.workloads.iter().map(|w| w.letter().to_string()));
     for name in &names {
         for &t in &cfg.targets {
-            let Some(r) = find(rows, t, name) else { continue };
+            let Some(r) = find(rows, t, name) else {
+                continue;
+            };
             let anchor = match t {
                 TargetKind::NacreEmulated => find(rows, TargetKind::RocksdbSync0, name),
                 TargetKind::NacreMsync => find(rows, TargetKind::RocksdbSync1, name),
@@ -412,12 +431,18 @@ pub fn markdown(cfg: &YcsbConfig, machine: &MachineInfo, rows: &[YcsbRow]) -> St
                 name.to_uppercase(),
                 r.label,
                 r.durability,
-                if name == "load" { r.result.ops } else { r.records },
+                if name == "load" {
+                    r.result.ops
+                } else {
+                    r.records
+                },
                 sig3(r.result.ops_per_sec)
             );
         }
     }
-    s.push_str("\n| workload | store | op | count | avg us | p50 us | p99 us | p99.9 us | max us |\n");
+    s.push_str(
+        "\n| workload | store | op | count | avg us | p50 us | p99 us | p99.9 us | max us |\n",
+    );
     s.push_str("|---|---|---|---|---|---|---|---|---|\n");
     for r in rows {
         for o in &r.result.per_op {
@@ -441,7 +466,11 @@ pub fn markdown(cfg: &YcsbConfig, machine: &MachineInfo, rows: &[YcsbRow]) -> St
 }
 
 /// One JSON object per phase.
-pub fn json_rows(cfg: &YcsbConfig, machine: &MachineInfo, rows: &[YcsbRow]) -> Vec<serde_json::Value> {
+pub fn json_rows(
+    cfg: &YcsbConfig,
+    machine: &MachineInfo,
+    rows: &[YcsbRow],
+) -> Vec<serde_json::Value> {
     rows.iter()
         .map(|r| {
             let mut params = serde_json::json!(cfg);
@@ -463,4 +492,3 @@ pub fn main(cfg: &YcsbConfig) -> Result<()> {
         json_rows(cfg, &machine, &rows)
     })
 }
-

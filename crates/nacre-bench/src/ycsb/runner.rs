@@ -79,13 +79,27 @@ pub fn load(store: &dyn Store, w: &Workload, o: &RunOptions) -> Result<PhaseResu
         warmup_ops: 0,
         ..o.clone()
     };
-    phase(store, w, &no_warmup, "load", "load", &plans, w.record_count, None)
+    phase(
+        store,
+        w,
+        &no_warmup,
+        "load",
+        "load",
+        &plans,
+        w.record_count,
+        None,
+    )
 }
 
 /// Runs `w`'s operation mix (`w.operation_count` operations) on `store`, which holds keys
 /// `0..w.record_count`. Inserts continue from `w.record_count`; returns the result and how
 /// many records the store holds afterwards.
-pub fn run(store: &dyn Store, w: &Workload, name: &str, o: &RunOptions) -> Result<(PhaseResult, u64)> {
+pub fn run(
+    store: &dyn Store,
+    w: &Workload,
+    name: &str,
+    o: &RunOptions,
+) -> Result<(PhaseResult, u64)> {
     check(w, o)?;
     let t = o.threads as u64;
     let plans: Vec<Plan> = (0..t)
@@ -321,11 +335,7 @@ impl ThreadCtx<'_> {
             if outcomes.len() != requests.len() {
                 return Err(BenchError::Process {
                     what: self.store.label(),
-                    why: format!(
-                        "answered {} of {} requests",
-                        outcomes.len(),
-                        requests.len()
-                    ),
+                    why: format!("answered {} of {} requests", outcomes.len(), requests.len()),
                 });
             }
             let mut at = 0;
@@ -342,7 +352,8 @@ impl ThreadCtx<'_> {
             issued += batch;
             let before = self.done.fetch_add(batch, Ordering::Relaxed);
             if before < self.o.warmup_ops && before + batch >= self.o.warmup_ops {
-                let ns = u64::try_from(end.duration_since(start).as_nanos()).unwrap_or(u64::MAX - 1);
+                let ns =
+                    u64::try_from(end.duration_since(start).as_nanos()).unwrap_or(u64::MAX - 1);
                 self.warm_end.store(ns, Ordering::Relaxed);
             }
         }
@@ -367,5 +378,7 @@ fn update(w: &Workload, key: Vec<u8>, rng: &mut SplitMix64) -> Request {
 }
 
 fn all_fields(w: &Workload, rng: &mut SplitMix64) -> Fields {
-    (0..w.field_count).map(|i| (i, w.field_value(rng))).collect()
+    (0..w.field_count)
+        .map(|i| (i, w.field_value(rng)))
+        .collect()
 }
