@@ -299,8 +299,13 @@ impl DbInner {
                     let op: &Op = &group[wi].batch.ops[oi];
                     encode_record(&mut buf, seq, op.kind, &op.key, &op.value);
                 }
-                let len = buf.len() as u32;
-                encode_item_header(&mut buf, seq_start, it.ops.len() as u32, len);
+                encode_item_header(
+                    &mut buf,
+                    seq_start,
+                    self.run,
+                    it.ops.len() as u32,
+                    items.len() as u32,
+                );
                 pool.copy_nt(it.res.at, &buf);
                 if let Some(m) = it.res.marker {
                     pool.store_u64(m, crate::record::ZONE_END);

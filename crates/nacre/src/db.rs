@@ -34,6 +34,8 @@ pub(crate) struct DbInner {
     pub buckets: Vec<Bucket>,
     pub next_seq: parking_lot::Mutex<u64>,
     pub visible: AtomicU64,
+    /// The engine run this instance writes (stamped on every item).
+    pub run: u64,
     pub poisoned: AtomicBool,
     pub poison_reason: parking_lot::Mutex<String>,
     /// This instance's identity, stamped on its subtable handles.
@@ -110,7 +112,8 @@ impl Db {
         let store = Store::open(Arc::new(pool), &opts)?;
         static NEXT_DB: AtomicU64 = AtomicU64::new(1);
         let db_id = NEXT_DB.fetch_add(1, Ordering::Relaxed);
-        let (subs, rec) = recovery::recover(&store, opts.recovery_threads, db_id)?;
+        let (subs, rec) =
+            recovery::recover(&store, opts.recovery_threads, opts.recovery_mutation, db_id)?;
         store.set_clean(false)?;
         let mut by_name = HashMap::new();
         let mut by_id: Vec<Option<Subtable>> = Vec::new();
@@ -136,6 +139,7 @@ impl Db {
                 .collect(),
             next_seq: parking_lot::Mutex::new(commit_id),
             visible: AtomicU64::new(commit_id),
+            run: rec.run,
             poisoned: AtomicBool::new(false),
             poison_reason: parking_lot::Mutex::new(String::new()),
             id: db_id,

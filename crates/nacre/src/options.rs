@@ -5,6 +5,19 @@ use std::time::Duration;
 
 use nacre_pmem::{Backend, PoolOptions};
 
+/// A recovery rule switched off, so a test can show that the power-failure torture test
+/// catches its absence. Never set outside such tests.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecoveryMutation {
+    /// Keep the newest group even when fewer of its items are present than it has.
+    SkipItemCount,
+    /// Keep `commit_id` when it names a group that was rolled back or never became visible.
+    SkipCommitIdLowering,
+    /// Keep tail items whose group is above `commit_id`.
+    SkipAboveCommitId,
+}
+
 /// Database options. `Options::new(path)` gives the defaults below.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -33,6 +46,8 @@ pub struct Options {
     pub commit_buckets: usize,
     /// Threads rebuilding memtable indexes on open (default: available parallelism).
     pub recovery_threads: usize,
+    #[doc(hidden)]
+    pub recovery_mutation: Option<RecoveryMutation>,
 }
 
 impl Options {
@@ -50,6 +65,7 @@ impl Options {
             batch_wait: Duration::ZERO,
             commit_buckets: 4,
             recovery_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            recovery_mutation: None,
         }
     }
 
