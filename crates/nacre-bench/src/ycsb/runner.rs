@@ -160,7 +160,7 @@ fn phase(
     let (secs, recorders) = std::thread::scope(|s| {
         let progress = (o.progress_secs > 0).then(|| {
             let (done, stop, label) = (&done, &stop, &label);
-            s.spawn(move || progress_lines(&label, phase, name, total, done, stop, o.progress_secs))
+            s.spawn(move || progress_lines(label, phase, name, total, done, stop, o.progress_secs))
         });
         let r = run_threads(plans.len(), |t| {
             let ctx = ThreadCtx {
