@@ -4,7 +4,10 @@
 //! publish the group's sequence numbers to readers (stage 4, serial).
 //!
 //! Invariants:
-//! - C3: `write` returns only after its group's stage 4 persisted `commit_id`.
+//! - C3: `write` returns only after its group's stage 4 persisted `commit_id` (and, in the
+//!   same or an earlier fence, its records and commit points).
+//! - At most one group is in stage 4 at a time, and a group enters it only after the previous
+//!   group's stage-4 fences returned: a crash cuts the commit of one group at most.
 //! - C4: readers see sequence numbers up to `visible`, which stage 4 advances over whole
 //!   groups in grant (= sequence) order, after their commit is persisted and after their
 //!   index entries were inserted in stage 3; no reader sees part of a group or a group that
@@ -28,6 +31,7 @@ use crate::error::{Error, Result};
 use crate::index::MemIndex;
 use crate::memtable::{Memtable, Reservation};
 use crate::oneshot::OneShot;
+use crate::options::CommitMode;
 use crate::record::{encode_item_header, encode_record, ITEM_HEADER};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -299,8 +303,13 @@ impl DbInner {
                     let op: &Op = &group[wi].batch.ops[oi];
                     encode_record(&mut buf, seq, op.kind, &op.key, &op.value);
                 }
-                let len = buf.len() as u32;
-                encode_item_header(&mut buf, seq_start, it.ops.len() as u32, len);
+                encode_item_header(
+                    &mut buf,
+                    seq_start,
+                    self.run,
+                    it.ops.len() as u32,
+                    items.len() as u32,
+                );
                 pool.copy_nt(it.res.at, &buf);
                 if let Some(m) = it.res.marker {
                     pool.store_u64(m, crate::record::ZONE_END);
@@ -315,7 +324,13 @@ impl DbInner {
         })
     }
 
-    /// Stage 4 (Alg. 3): advance every `gidx`, fence, persist `commit_id`.
+    /// Stage 4 (Alg. 3): advance every `gidx` and persist `commit_id`. Two-fence mode fences
+    /// between them, so a crash can cut only `commit_id`; single-fence mode fences once, so a
+    /// crash in that fence can leave any part of this group (records, headers, `gidx` words,
+    /// `commit_id`) durable and recovery must tell a whole group from a torn one. Either way
+    /// only this group can be cut: stage 4 is serial, and each earlier group's fence completed
+    /// before this one began (and the records of a group committed by another thread were
+    /// fenced by the hand-off).
     fn stage4(&self, g: &Group) {
         let plan = std::mem::take(&mut *lock(&g.plan));
         if let Some(why) = self.poisoned() {
@@ -325,10 +340,17 @@ impl DbInner {
         for (m, end) in &plan.commits {
             m.commit(&self.store, *end);
         }
-        let r = self.store.pool.fence().and_then(|_| {
-            self.store.set_commit_id(plan.seq_end);
-            self.store.pool.fence()
-        });
+        let pool = &self.store.pool;
+        let r = match self.commit_mode {
+            CommitMode::SingleFence => {
+                self.store.set_commit_id(plan.seq_end);
+                pool.fence()
+            }
+            CommitMode::TwoFence | CommitMode::Auto => pool.fence().and_then(|_| {
+                self.store.set_commit_id(plan.seq_end);
+                pool.fence()
+            }),
+        };
         match r {
             Ok(()) => {
                 // Groups reach here in grant order, so `visible` only moves forward and covers

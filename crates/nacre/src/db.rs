@@ -17,7 +17,7 @@ use crate::commit::{Bucket, Group};
 use crate::error::{Error, Result};
 use crate::iter::{DbIterator, IterOptions};
 use crate::memtable::Memtable;
-use crate::options::Options;
+use crate::options::{CommitMode, Options};
 use crate::record::{read_value, record_size, ITEM_HEADER};
 use crate::recovery::{self, RecoveryReport};
 use crate::ring::Ring;
@@ -34,6 +34,10 @@ pub(crate) struct DbInner {
     pub buckets: Vec<Bucket>,
     pub next_seq: parking_lot::Mutex<u64>,
     pub visible: AtomicU64,
+    /// The engine run this instance writes (stamped on every item).
+    pub run: u64,
+    /// How stage 4 fences (resolved: never `Auto`).
+    pub commit_mode: CommitMode,
     pub poisoned: AtomicBool,
     pub poison_reason: parking_lot::Mutex<String>,
     /// This instance's identity, stamped on its subtable handles.
@@ -110,7 +114,8 @@ impl Db {
         let store = Store::open(Arc::new(pool), &opts)?;
         static NEXT_DB: AtomicU64 = AtomicU64::new(1);
         let db_id = NEXT_DB.fetch_add(1, Ordering::Relaxed);
-        let (subs, rec) = recovery::recover(&store, opts.recovery_threads, db_id)?;
+        let (subs, rec) =
+            recovery::recover(&store, opts.recovery_threads, opts.recovery_mutation, db_id)?;
         store.set_clean(false)?;
         let mut by_name = HashMap::new();
         let mut by_id: Vec<Option<Subtable>> = Vec::new();
@@ -123,8 +128,9 @@ impl Db {
             by_name.insert(s.name().to_string(), s);
         }
         let commit_id = rec.commit_id;
+        let commit_mode = opts.commit_mode.resolve(store.pool.backend());
         tracing::info!(
-            path = %opts.path.display(), backend = %report,
+            path = %opts.path.display(), backend = %report, commit_mode = ?commit_mode,
             micros = rec.elapsed.as_micros() as u64, memtables = rec.memtables,
             records = rec.records, bytes = rec.bytes_scanned, rolled_back = rec.rolled_back,
             "opened database"
@@ -136,6 +142,8 @@ impl Db {
                 .collect(),
             next_seq: parking_lot::Mutex::new(commit_id),
             visible: AtomicU64::new(commit_id),
+            run: rec.run,
+            commit_mode,
             poisoned: AtomicBool::new(false),
             poison_reason: parking_lot::Mutex::new(String::new()),
             id: db_id,
@@ -151,6 +159,12 @@ impl Db {
         let db = Db { inner };
         db.subtable(DEFAULT_SUBTABLE)?;
         Ok(db)
+    }
+
+    /// How this database commits groups: [`CommitMode::Auto`] resolved against the pool's
+    /// backend.
+    pub fn commit_mode(&self) -> CommitMode {
+        self.inner.commit_mode
     }
 
     /// What recovery did when this database was opened.

@@ -6,9 +6,14 @@
 //! the current commit position: `prev << 32 | cur`.
 //!
 //! Invariants:
-//! - T1: `[0, cur)` holds only whole items of committed groups, except that the last item may
-//!   belong to the group whose commit was cut by a crash; recovery then rolls `cur` back to
-//!   `prev` (invariant C1).
+//! - T1: `[0, cur)` holds only whole items of committed groups, except that the item in
+//!   `[prev, cur)` may belong to the group whose commit was cut by a crash; recovery then
+//!   rolls `cur` back to `prev` (invariant C1).
+//! - T4: when a run starts (after recovery), every memtable has `prev == cur`; so an item in
+//!   `[prev, cur)` was committed in the current run, and its header names that run. Within a
+//!   run no position of a memtable is written twice (zones are freed only by recovery), so bytes left at a position by an
+//!   earlier run (a group a crash cut, its sequence numbers later reused) never pass for an
+//!   item of this run.
 //! - T2: the append cursor only moves in stage 2 of the Reorder Ring (serial), `cur` only in
 //!   stage 4 (serial, grant order), so `cur <= cursor` and items never overlap.
 //! - T3: a slot's zone is recorded in the memtable object before the zone is committed, and a
@@ -28,7 +33,9 @@ use nacre_pmem::PmOffset;
 use crate::art::ArtIndex;
 use crate::error::{Error, Result};
 use crate::index::MemIndex;
-use crate::record::{read_item_header, read_record, ITEM_HEADER, ZONE_END};
+use crate::record::{
+    item_body_matches, read_item_header, read_record, ItemHeader, ITEM_HEADER, ZONE_END,
+};
 use crate::store::Store;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -51,14 +58,37 @@ pub(crate) struct Reservation {
     pub undo: u64,
 }
 
-/// What scanning a memtable found.
+/// What rebuilding a memtable's index found.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct ScanStats {
     pub items: u64,
     pub records: u64,
     pub bytes: u64,
-    pub rolled_back: bool,
     pub max_seq: u64,
+}
+
+/// The item of the last group that committed into a memtable, as recovery found it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Tail {
+    /// `prev == cur`: no group of the run being recovered committed here.
+    None,
+    /// Not whole: the group's commit was cut by a crash.
+    Torn,
+    /// Whole, written by the run being recovered.
+    Whole(ItemHeader),
+}
+
+/// What recovery's first phase learns about a memtable.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TailFacts {
+    /// `gidx`'s previous commit position.
+    pub prev: u64,
+    /// `gidx`'s current commit position.
+    pub cur: u64,
+    /// The item in `[prev, cur)`.
+    pub tail: Tail,
+    /// The last item starting before `prev`: the memtable's last item if the tail goes.
+    pub before: Option<ItemHeader>,
 }
 
 /// A memtable in DRAM: its PM object, zones, cursors and index.
@@ -229,36 +259,78 @@ impl Memtable {
         Ok(())
     }
 
-    /// Recovery: rolls `gidx` back if its last item belongs to a group above `commit_id`, or
-    /// is torn (its commit was cut before `commit_id` was written; C1), clears slots whose
-    /// zones are not owned (T3), and rebuilds the index. `commit_id` is `u64::MAX` after a
-    /// clean close, when nothing may be rolled back.
-    pub fn recover(&self, store: &Store, commit_id: u64) -> Result<ScanStats> {
+    /// Recovery, phase 1 (before anything is decided or written): where the committed items
+    /// end and what the last group's item in `[prev, cur)` looks like. With `run` set (recovery
+    /// of that run's writes after a crash), an item in `[prev, cur)` that does not parse, was
+    /// written by another run, fails its body checksum or is not alone there is `Tail::Torn`;
+    /// without it (a settled or clean state) such damage is an error. Items before `prev` are
+    /// committed and must always parse.
+    pub fn scan_tail(&self, store: &Store, run: Option<u64>) -> Result<TailFacts> {
         let gidx = store.mems.gidx(self.obj);
-        let (prev, mut cur) = (gidx >> 32, gidx & 0xFFFF_FFFF);
-        let mut stats = ScanStats::default();
-        // Items before `prev` are committed and must parse. The last group's item lies in
-        // `[prev, cur)`; its records and header became durable in the same fence as `gidx`,
-        // so a crash in that fence can leave it torn, and then its group was never committed.
-        let mut last_seq = None;
-        let walked = self.walk(store, cur, |pos, _, h| {
-            if pos >= prev {
-                last_seq = Some(h.seq);
+        let (prev, cur) = (gidx >> 32, gidx & 0xFFFF_FFFF);
+        let mut facts = TailFacts {
+            prev,
+            cur,
+            tail: Tail::None,
+            before: None,
+        };
+        let mut tail: Vec<(PmOffset, ItemHeader)> = Vec::new();
+        let walked = self.walk(store, cur, |pos, at, h| {
+            if pos < prev {
+                facts.before = Some(h);
+            } else {
+                tail.push((at, h));
             }
             Ok(())
         });
-        let torn = match walked {
-            Ok(()) => false,
-            Err((pos, _)) if pos >= prev && commit_id != u64::MAX => true,
+        match walked {
+            Ok(()) => {}
+            Err((pos, _)) if pos >= prev && run.is_some() => {
+                facts.tail = Tail::Torn;
+                return Ok(facts);
+            }
             Err((_, e)) => return Err(e),
-        };
-        if cur > prev && (torn || last_seq.is_some_and(|s| s > commit_id)) {
-            cur = prev;
-            store
-                .pool
-                .persist_u64(store.mems.gidx_offset(self.obj), prev << 32 | prev)?;
-            stats.rolled_back = true;
         }
+        if let Some(run) = run {
+            facts.tail = match tail[..] {
+                [] => Tail::None,
+                [(at, h)] if h.run == run && item_body_matches(&store.pool, at, &h) => {
+                    Tail::Whole(h)
+                }
+                _ => Tail::Torn,
+            };
+        }
+        Ok(facts)
+    }
+
+    /// Recovery: rolls the commit point back to `prev` (the item in `[prev, cur)` belongs to
+    /// a group recovery undoes). Flushed only: the caller fences.
+    pub fn roll_back(&self, store: &Store, facts: &TailFacts) {
+        store.pool.store_u64(
+            store.mems.gidx_offset(self.obj),
+            facts.prev << 32 | facts.prev,
+        );
+    }
+
+    /// Recovery, at the end: sets `gidx` to `cur << 32 | cur`, so that after this open an item
+    /// in `[prev, cur)` always belongs to a group of the run that follows. Flushed only: the
+    /// caller fences. Returns whether a store was needed.
+    pub fn collapse(&self, store: &Store) -> bool {
+        let gidx = store.mems.gidx(self.obj);
+        let cur = gidx & 0xFFFF_FFFF;
+        if gidx >> 32 == cur {
+            return false;
+        }
+        store
+            .pool
+            .store_u64(store.mems.gidx_offset(self.obj), cur << 32 | cur);
+        true
+    }
+
+    /// Recovery, phase 2: clears slots whose zones are not owned (T3) and rebuilds the index
+    /// over `[0, cur)`, `cur` being the commit point after any rollback.
+    pub fn rebuild(&self, store: &Store, cur: u64) -> Result<ScanStats> {
+        let mut stats = ScanStats::default();
         {
             let zs = store.zone_size;
             let mut zones = lock(&self.zones);

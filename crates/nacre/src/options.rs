@@ -3,7 +3,54 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use nacre_pmem::{Backend, PoolOptions};
+use nacre_pmem::{ActiveBackend, Backend, PoolOptions};
+
+/// How stage 4 of the Reorder Ring makes a group's commit durable.
+///
+/// Both modes give the same guarantees (an acknowledged batch survives what the backend
+/// survives; after a crash a batch is all there or not at all); they differ in fences per
+/// group, which on the `msync` backend are file syncs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CommitMode {
+    /// [`CommitMode::SingleFence`] on the `msync` backend (including `auto` when it falls
+    /// back to `msync`), [`CommitMode::TwoFence`] on every other backend.
+    #[default]
+    Auto,
+    /// Advance every touched memtable's `gidx`, fence, then write `commit_id`, fence. A crash
+    /// can cut only the second fence's `commit_id`, which recovery checks against each
+    /// memtable's last item.
+    TwoFence,
+    /// Advance every `gidx`, write `commit_id`, one fence: one sync per group on `msync`. A
+    /// crash in that fence can leave any subset of the group's records, headers, commit points
+    /// and `commit_id` durable; recovery detects the torn group from item checksums and the
+    /// group's item count in every item header, and rolls it back everywhere
+    /// (docs/format.md).
+    SingleFence,
+}
+
+impl CommitMode {
+    /// The mode used on a pool whose active backend is `backend` (resolves `Auto`).
+    pub fn resolve(self, backend: ActiveBackend) -> CommitMode {
+        match self {
+            CommitMode::Auto if backend == ActiveBackend::Msync => CommitMode::SingleFence,
+            CommitMode::Auto => CommitMode::TwoFence,
+            m => m,
+        }
+    }
+}
+
+/// A recovery rule switched off, so a test can show that the power-failure torture test
+/// catches its absence. Never set outside such tests.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecoveryMutation {
+    /// Keep the newest group even when fewer of its items are present than it has.
+    SkipItemCount,
+    /// Keep `commit_id` when it names a group that was rolled back or never became visible.
+    SkipCommitIdLowering,
+    /// Keep tail items whose group is above `commit_id`.
+    SkipAboveCommitId,
+}
 
 /// Database options. `Options::new(path)` gives the defaults below.
 #[derive(Clone, Debug)]
@@ -33,6 +80,11 @@ pub struct Options {
     pub commit_buckets: usize,
     /// Threads rebuilding memtable indexes on open (default: available parallelism).
     pub recovery_threads: usize,
+    /// Fences per group commit (default [`CommitMode::Auto`]: one on `msync`, two elsewhere).
+    /// Any mode works on any backend and on databases written in the other mode.
+    pub commit_mode: CommitMode,
+    #[doc(hidden)]
+    pub recovery_mutation: Option<RecoveryMutation>,
 }
 
 impl Options {
@@ -50,6 +102,8 @@ impl Options {
             batch_wait: Duration::ZERO,
             commit_buckets: 4,
             recovery_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            commit_mode: CommitMode::Auto,
+            recovery_mutation: None,
         }
     }
 

@@ -1,13 +1,18 @@
 //! Records and ChainLog items as laid out in memtable zones (docs/format.md).
 //!
 //! ```text
-//! item   := header(24) record*            one group's records for one memtable
-//! header := magic u32 | len u32 | seq u64 | count u32 | crc32c(header[0..20]) u32
+//! item   := header(40) record*            one group's records for one memtable
+//! header := magic u32 | len u32 | seq u64 | run u64 | count u32 | items u32 |
+//!           body_crc u32 | crc32c(header[0..36]) u32
 //! record := seq u64 | klen u32 | vlen u32 | kind u8 | pad[3] | crc u32 | key | value | pad8
 //! ```
 //! `len` counts the header and the records (a multiple of 8). `seq` is the group's first
-//! sequence number, compared with `commit_id` in recovery. A record's crc32c covers its header
-//! up to the crc, its key and its value. Where an item did not fit in the rest of a zone, the
+//! sequence number and `run` the engine run that wrote the item: together they name the group
+//! (sequence numbers of groups a crash cut are reused by later runs). `count` is the records
+//! in this item, `items` the items (memtables) of the whole group, and `body_crc` the crc32c
+//! of the records, so recovery can tell a whole group from a torn one when the group's
+//! records, headers and commit points became durable in one fence. A record's crc32c covers
+//! its header up to the crc, its key and its value. Where an item did not fit in the rest of a zone, the
 //! 8-byte `ZONE_END` marker (if there is room for it) tells the scanner to go on at the next
 //! zone.
 
@@ -20,7 +25,7 @@ pub const ITEM_MAGIC: u32 = u32::from_le_bytes(*b"NCRI");
 /// Marker written where the rest of a zone is unused.
 pub const ZONE_END: u64 = u64::from_le_bytes(*b"NCRZEND!");
 /// Bytes of an item header.
-pub const ITEM_HEADER: usize = 24;
+pub const ITEM_HEADER: usize = 40;
 /// Bytes of a record header.
 pub const RECORD_HEADER: usize = 24;
 
@@ -64,15 +69,26 @@ pub fn encode_record(buf: &mut Vec<u8>, seq: u64, kind: Kind, key: &[u8], value:
     buf.resize(start + record_size(key.len(), value.len()), 0);
 }
 
-/// Writes an item header into `buf[at..at + ITEM_HEADER]`.
-pub fn encode_item_header(buf: &mut [u8], seq: u64, count: u32, len: u32) {
-    let h = &mut buf[..ITEM_HEADER];
+/// Writes the header of the item in `item` (header space first, then its records): the body
+/// checksum covers `item[ITEM_HEADER..]`, the item's length is `item.len()`.
+///
+/// Precondition: the item fits in a zone (so below 4 GiB).
+///
+/// # Panics
+/// If `item` is shorter than a header.
+pub fn encode_item_header(item: &mut [u8], seq: u64, run: u64, count: u32, items: u32) {
+    let len = item.len() as u32;
+    let body_crc = crc32c::crc32c(&item[ITEM_HEADER..]);
+    let h = &mut item[..ITEM_HEADER];
     h[0..4].copy_from_slice(&ITEM_MAGIC.to_le_bytes());
     h[4..8].copy_from_slice(&len.to_le_bytes());
     h[8..16].copy_from_slice(&seq.to_le_bytes());
-    h[16..20].copy_from_slice(&count.to_le_bytes());
-    let crc = crc32c::crc32c(&h[..20]);
-    h[20..24].copy_from_slice(&crc.to_le_bytes());
+    h[16..24].copy_from_slice(&run.to_le_bytes());
+    h[24..28].copy_from_slice(&count.to_le_bytes());
+    h[28..32].copy_from_slice(&items.to_le_bytes());
+    h[32..36].copy_from_slice(&body_crc.to_le_bytes());
+    let crc = crc32c::crc32c(&h[..36]);
+    h[36..40].copy_from_slice(&crc.to_le_bytes());
 }
 
 /// A decoded item header.
@@ -82,8 +98,14 @@ pub struct ItemHeader {
     pub len: u32,
     /// The group's first sequence number.
     pub seq: u64,
+    /// The engine run that wrote the item.
+    pub run: u64,
     /// Records in the item.
     pub count: u32,
+    /// Items (memtables) in the item's group.
+    pub items: u32,
+    /// crc32c of the item's records.
+    pub body_crc: u32,
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
@@ -104,7 +126,7 @@ pub fn read_item_header(pool: &Pool, off: PmOffset, room: usize) -> Result<ItemH
     pool.read(off, &mut h);
     let len = u32_at(&h, 4);
     if u32_at(&h, 0) != ITEM_MAGIC
-        || u32_at(&h, 20) != crc32c::crc32c(&h[..20])
+        || u32_at(&h, 36) != crc32c::crc32c(&h[..36])
         || (len as usize) < ITEM_HEADER
         || len as usize > room
         || len % 8 != 0
@@ -114,8 +136,19 @@ pub fn read_item_header(pool: &Pool, off: PmOffset, room: usize) -> Result<ItemH
     Ok(ItemHeader {
         len,
         seq: u64_at(&h, 8),
-        count: u32_at(&h, 16),
+        run: u64_at(&h, 16),
+        count: u32_at(&h, 24),
+        items: u32_at(&h, 28),
+        body_crc: u32_at(&h, 32),
     })
+}
+
+/// Whether the records of the item at `off` (whose header `h` was read there) match the
+/// header's body checksum.
+pub fn item_body_matches(pool: &Pool, off: PmOffset, h: &ItemHeader) -> bool {
+    let mut body = vec![0u8; h.len as usize - ITEM_HEADER];
+    pool.read(off.add(ITEM_HEADER as u64), &mut body);
+    crc32c::crc32c(&body) == h.body_crc
 }
 
 /// A record read back from a zone.
@@ -197,7 +230,7 @@ mod tests {
         encode_record(&mut buf, 7, Kind::Put, b"key", b"value!");
         encode_record(&mut buf, 8, Kind::Delete, b"gone", b"");
         let len = buf.len() as u32;
-        encode_item_header(&mut buf, 7, 2, len);
+        encode_item_header(&mut buf, 7, 3, 2, 5);
         let at = pool.data_start();
         pool.write(at, &buf);
         let h = read_item_header(&pool, at, 4096)?;
@@ -206,9 +239,13 @@ mod tests {
             ItemHeader {
                 len,
                 seq: 7,
-                count: 2
+                run: 3,
+                count: 2,
+                items: 5,
+                body_crc: crc32c::crc32c(&buf[ITEM_HEADER..]),
             }
         );
+        assert!(item_body_matches(&pool, at, &h));
         let r1 = read_record(
             &pool,
             at.add(ITEM_HEADER as u64),
@@ -235,6 +272,7 @@ mod tests {
             read_record(&pool, at.add(ITEM_HEADER as u64), 4096).is_err(),
             "crc"
         );
+        assert!(!item_body_matches(&pool, at, &h), "body crc");
         pool.write(at.add(2), b"Z");
         assert!(read_item_header(&pool, at, 4096).is_err());
         Ok(())

@@ -2,6 +2,14 @@
 //! lists, release what a crash left allocated but unreachable, roll back the one group whose
 //! commit a crash may have cut (C1), and rebuild every memtable's index in parallel (C5).
 //! The work is proportional to the data in PM, never to the write history.
+//!
+//! Order of the steps, each safe to redo after a crash during recovery: (1) read every
+//! memtable's tail in parallel; (2) decide and persist the rollbacks; (3) rebuild indexes in
+//! parallel; (4) lower `commit_id` if it names a group that is not visible; (5) record the run
+//! as settled; (6) collapse every `gidx` to `cur << 32 | cur` (T4); (7) start the next run.
+//! Until (5) a crash makes the next open decide again, on a state where the decided
+//! rollbacks are partly applied, which leads to the same decision; after (5) it only redoes
+//! (6) and (7).
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -11,7 +19,9 @@ use std::time::{Duration, Instant};
 use nacre_halloc::ObjId;
 
 use crate::error::{Error, Result};
-use crate::memtable::{Memtable, ScanStats};
+use crate::memtable::{Memtable, Tail, TailFacts};
+use crate::options::RecoveryMutation;
+use crate::record::ItemHeader;
 use crate::store::Store;
 use crate::subtable::Subtable;
 
@@ -36,6 +46,11 @@ pub struct RecoveryReport {
     pub bytes_scanned: u64,
     /// Memtables whose last group was rolled back.
     pub rolled_back: usize,
+    /// Whether `commit_id` named a group that was rolled back or never became visible, and was
+    /// lowered to the last visible sequence number.
+    pub lowered_commit_id: bool,
+    /// The run this open started (items written from now on carry it).
+    pub run: u64,
     /// Committed but unreachable memtables released.
     pub released_memtables: usize,
     /// Committed but unreferenced zones released.
@@ -47,6 +62,7 @@ pub struct RecoveryReport {
 pub(crate) fn recover(
     store: &Store,
     threads: usize,
+    mutation: Option<RecoveryMutation>,
     db: u64,
 ) -> Result<(Vec<Subtable>, RecoveryReport)> {
     let t0 = Instant::now();
@@ -113,36 +129,152 @@ pub(crate) fn recover(
     store.zones.reclaim(&orphans)?;
     rep.released_zones += orphans.len();
 
-    let commit_id = if rep.clean { u64::MAX } else { rep.commit_id };
     let threads = threads.clamp(1, all.len().max(1));
-    let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Result<ScanStats>>> = Mutex::new(Vec::new());
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(m) = all.get(i) else { break };
-                let r = m.recover(store, commit_id);
-                results.lock().unwrap_or_else(|e| e.into_inner()).push(r);
-            });
+    let run = store.run();
+    // Clean close, or a crash after this run's rollbacks were decided and applied: nothing to
+    // decide, only the steps after it to redo.
+    let settled = rep.clean || store.settled_run() == run;
+    let check = (!settled).then_some(run);
+    let facts = parallel(all.len(), threads, |i| all[i].scan_tail(store, check))?;
+    let mut cur: Vec<u64> = facts.iter().map(|f| f.cur).collect();
+    if !settled {
+        let roll = decide(&facts, run, rep.commit_id, mutation)?;
+        for &i in &roll {
+            all[i].roll_back(store, &facts[i]);
+            cur[i] = facts[i].prev;
         }
-    });
-    for r in results.into_inner().unwrap_or_else(|e| e.into_inner()) {
-        let st = r?;
+        if !roll.is_empty() {
+            store.pool.fence()?;
+            tracing::info!(
+                memtables = roll.len(),
+                run,
+                "rolled back a group a crash cut"
+            );
+        }
+        rep.rolled_back = roll.len();
+    }
+    let stats = parallel(all.len(), threads, |i| all[i].rebuild(store, cur[i]))?;
+    let mut max_seq = 0;
+    for st in stats {
         rep.items += st.items;
         rep.records += st.records;
         rep.bytes_scanned += st.bytes;
-        rep.rolled_back += usize::from(st.rolled_back);
-        if st.max_seq > rep.commit_id {
-            return Err(Error::Corrupt(format!(
-                "record sequence {} above commit id {}",
-                st.max_seq, rep.commit_id
-            )));
-        }
+        max_seq = max_seq.max(st.max_seq);
     }
+    if max_seq > rep.commit_id {
+        return Err(Error::Corrupt(format!(
+            "record sequence {max_seq} above commit id {}",
+            rep.commit_id
+        )));
+    }
+    if !settled {
+        // The single-fence commit can leave `commit_id` naming a group that recovery rolled
+        // back or that never became visible; new groups must continue right after the last
+        // visible one.
+        if max_seq < rep.commit_id && mutation != Some(RecoveryMutation::SkipCommitIdLowering) {
+            tracing::info!(from = rep.commit_id, to = max_seq, "lowered commit id");
+            store.persist_commit_id(max_seq)?;
+            rep.commit_id = max_seq;
+            rep.lowered_commit_id = true;
+        }
+        store.set_settled_run(run)?;
+    }
+    // T4: every memtable starts the next run with `prev == cur`.
+    let mut collapsed = false;
+    for m in &all {
+        collapsed |= m.collapse(store);
+    }
+    if collapsed {
+        store.pool.fence()?;
+    }
+    store.set_run(run + 1)?;
+    rep.run = run + 1;
     rep.subtables = subtables.len();
     rep.memtables = all.len();
     rep.threads = threads;
     rep.elapsed = t0.elapsed();
     Ok((subtables, rep))
+}
+
+/// Runs `f(0..n)` on up to `threads` threads; results in index order, the first error wins.
+fn parallel<T: Send>(
+    n: usize,
+    threads: usize,
+    f: impl Fn(usize) -> Result<T> + Sync,
+) -> Result<Vec<T>> {
+    let next = AtomicUsize::new(0);
+    let out: Mutex<Vec<(usize, Result<T>)>> = Mutex::new(Vec::with_capacity(n));
+    std::thread::scope(|s| {
+        for _ in 0..threads.clamp(1, n.max(1)) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= n {
+                    break;
+                }
+                let r = f(i);
+                out.lock().unwrap_or_else(|e| e.into_inner()).push((i, r));
+            });
+        }
+    });
+    let mut out = out.into_inner().unwrap_or_else(|e| e.into_inner());
+    out.sort_unstable_by_key(|(i, _)| *i);
+    out.into_iter().map(|(_, r)| r).collect()
+}
+
+/// Decides which memtables to roll back after a crash in run `run` (docs/format.md, "Commit
+/// and recovery rules"). Only the last group whose stage 4 began can be torn: stage 4 is
+/// serial and every earlier group's fence completed. So:
+/// 1. a torn item in `[prev, cur)` is that group's: its memtable rolls back;
+/// 2. the newest group of `run` still showing as a memtable's last item (the item in
+///    `[prev, cur)`, or the one before it where step 1 rolled back) rolls back everywhere if
+///    fewer of its items show than its headers count, or if it lies above `commit_id`. An
+///    older group is never touched: if the last group left no whole item, the newest one
+///    showing is its predecessor, which is whole because nothing after it survived.
+fn decide(
+    facts: &[TailFacts],
+    run: u64,
+    commit_id: u64,
+    mutation: Option<RecoveryMutation>,
+) -> Result<Vec<usize>> {
+    let mut roll: Vec<usize> = (0..facts.len())
+        .filter(|&i| facts[i].tail == Tail::Torn)
+        .collect();
+    // A memtable's last item once torn items are gone, if `run` wrote it; whether it is the
+    // item in `[prev, cur)`.
+    let last = |f: &TailFacts| -> Option<(ItemHeader, bool)> {
+        match f.tail {
+            Tail::Whole(h) => Some((h, true)),
+            Tail::Torn | Tail::None => f.before.map(|h| (h, false)),
+        }
+        .filter(|(h, _)| h.run == run)
+    };
+    let Some(newest) = facts.iter().filter_map(&last).map(|(h, _)| h.seq).max() else {
+        return Ok(roll);
+    };
+    let group: Vec<(usize, ItemHeader, bool)> = (0..facts.len())
+        .filter_map(|i| last(&facts[i]).map(|(h, tail)| (i, h, tail)))
+        .filter(|(_, h, _)| h.seq == newest)
+        .collect();
+    let items = group.first().map_or(0, |g| g.1.items) as usize;
+    let agree = group.iter().all(|g| g.1.items as usize == items);
+    if agree && group.len() > items {
+        return Err(Error::Corrupt(format!(
+            "group {newest} of run {run} shows {} items, its headers say {items}",
+            group.len()
+        )));
+    }
+    let short =
+        (!agree || group.len() < items) && mutation != Some(RecoveryMutation::SkipItemCount);
+    let above = newest > commit_id && mutation != Some(RecoveryMutation::SkipAboveCommitId);
+    if short || above {
+        for (i, _, tail) in group {
+            if !tail {
+                return Err(Error::Corrupt(format!(
+                    "group {newest} of run {run} is incomplete but not the last group"
+                )));
+            }
+            roll.push(i);
+        }
+    }
+    Ok(roll)
 }

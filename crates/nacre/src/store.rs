@@ -2,8 +2,11 @@
 //!
 //! Engine root (region `nacre.engine`, pool root slot 1), 8-byte words:
 //! `magic | version | commit_id | clean | zone_size | memtable slots | memtables | subtables |
-//! zones`. `commit_id` is the last sequence number of the last committed group (C1); `clean`
-//! is 1 only between a clean close and the next open.
+//! zones | run | settled_run`. `commit_id` is the last sequence number of the last committed
+//! group (C1); `clean` is 1 only between a clean close and the next open. `run` numbers the
+//! engine's runs (opens): items carry the run that wrote them. `settled_run == run` records
+//! that recovery of that run's writes has decided and applied its rollbacks, so a crash during
+//! the rest of the open does not decide again on a half-rewritten state.
 
 use std::sync::Arc;
 
@@ -14,12 +17,14 @@ use crate::error::{Error, Result};
 use crate::options::Options;
 
 const MAGIC: u64 = u64::from_le_bytes(*b"NACREDB1");
-const VERSION: u64 = 1;
+const VERSION: u64 = 2;
 const ROOT_SLOT: usize = 1;
 const ROOT_REGION: &str = "nacre.engine";
 const ROOT_LEN: u64 = 128;
 const COMMIT_ID: u64 = 16;
 const CLEAN: u64 = 24;
+const RUN: u64 = 72;
+const SETTLED_RUN: u64 = 80;
 
 /// The engine's persistent pieces.
 pub(crate) struct Store {
@@ -108,6 +113,8 @@ impl Store {
                 shape.memtables,
                 shape.subtables,
                 shape.zones,
+                1,
+                0,
             ];
             let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
             pool.write(region.offset, &bytes);
@@ -151,6 +158,31 @@ impl Store {
     /// Stores the commit id and flushes it (the caller fences).
     pub fn set_commit_id(&self, id: u64) {
         self.pool.store_u64(self.root.add(COMMIT_ID), id);
+    }
+
+    /// Durably sets the commit id.
+    pub fn persist_commit_id(&self, id: u64) -> Result<()> {
+        Ok(self.pool.persist_u64(self.root.add(COMMIT_ID), id)?)
+    }
+
+    /// The run whose writes the engine holds: items written from now on carry it.
+    pub fn run(&self) -> u64 {
+        self.pool.load_u64(self.root.add(RUN))
+    }
+
+    /// Durably starts run `run`.
+    pub fn set_run(&self, run: u64) -> Result<()> {
+        Ok(self.pool.persist_u64(self.root.add(RUN), run)?)
+    }
+
+    /// The last run whose recovery decided and applied its rollbacks.
+    pub fn settled_run(&self) -> u64 {
+        self.pool.load_u64(self.root.add(SETTLED_RUN))
+    }
+
+    /// Durably records that recovery of `run`'s writes is decided and applied.
+    pub fn set_settled_run(&self, run: u64) -> Result<()> {
+        Ok(self.pool.persist_u64(self.root.add(SETTLED_RUN), run)?)
     }
 
     /// Whether the last close was clean.
