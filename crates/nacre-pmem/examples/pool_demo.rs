@@ -2,7 +2,7 @@
 //! and persist a record, reopen it, and show a simulated power failure losing an unflushed
 //! write while keeping a persisted one.
 //!
-//! `cargo run --release -p nacre-pmem --example demo [-- <pool path> [backend]]`
+//! `cargo run --release -p nacre-pmem --example pool_demo [-- <pool path> [backend]]`
 
 use nacre_pmem::{Backend, CrashPolicy, PmOffset, Pool, PoolOptions};
 use std::path::PathBuf;
