@@ -71,6 +71,7 @@ fn ycsb_rows_become_tables_ratios_and_charts() {
         "ycsb-throughput-power-loss-10-records-20-operations.svg".to_string(),
         format!("ycsb-latency-a-{crash_slug}.svg"),
         format!("ycsb-timeline-a-{crash_slug}.svg"),
+        "ycsb-ratio.svg".to_string(),
     ] {
         let f = f.as_str();
         assert!(files.contains(&f), "{files:?}");
