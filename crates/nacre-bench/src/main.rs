@@ -136,8 +136,17 @@ impl PmemArgs {
     }
 }
 
-fn main() -> Result<(), Box<dyn Error>> {
-    let cli = Cli::parse();
+fn main() -> std::process::ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("nacre-bench: error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<(), Box<dyn Error>> {
     // The engine benchmarks open a database per measurement: keep the engine's own open and
     // create lines out of their progress unless RUST_LOG asks for them.
     let default = match cli.command {

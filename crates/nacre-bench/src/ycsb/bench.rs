@@ -353,8 +353,10 @@ fn rocksdb_store(cfg: &YcsbConfig, t: TargetKind) -> Result<Box<dyn Store>> {
 
 #[cfg(not(feature = "rocksdb"))]
 fn rocksdb_store(_: &YcsbConfig, t: TargetKind) -> Result<Box<dyn Store>> {
+    let name = clap::ValueEnum::to_possible_value(&t)
+        .map_or_else(|| format!("{t:?}"), |v| v.get_name().to_string());
     Err(BenchError::InvalidParams(format!(
-        "target {t:?} needs embedded RocksDB: rebuild with `--features rocksdb` (and Debian's \
+        "target {name} needs embedded RocksDB: rebuild with `--features rocksdb` (and Debian's \
          librocksdb-dev installed), or leave it out of --targets"
     )))
 }

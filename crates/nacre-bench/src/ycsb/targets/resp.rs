@@ -66,8 +66,17 @@ impl RespStore {
 
     fn err(&self, e: RespError) -> BenchError {
         BenchError::Process {
-            what: format!("{} at {}", self.label, self.addr),
+            what: self.what(),
             why: e.to_string(),
+        }
+    }
+
+    /// The label, with the address unless the label already names it.
+    fn what(&self) -> String {
+        if self.label.contains(&self.addr) {
+            self.label.clone()
+        } else {
+            format!("{} at {}", self.label, self.addr)
         }
     }
 }
@@ -137,7 +146,7 @@ impl RespSession<'_> {
     fn check(&self, r: &Reply, what: &str) -> Result<()> {
         match r.error_message() {
             Some(m) => Err(BenchError::Process {
-                what: format!("{} at {}", self.store.label, self.store.addr),
+                what: self.store.what(),
                 why: format!("{what}: {m}"),
             }),
             None => Ok(()),
