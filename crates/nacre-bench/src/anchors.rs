@@ -333,6 +333,11 @@ fn redis_mode(cfg: &AnchorsConfig, mode: &str) -> Result<Vec<RedisResult>> {
         .map_err(io_err("run", &cfg.redis_benchmark))?;
     let text = String::from_utf8_lossy(&out.stdout);
     let rows = parse_redis_csv(&text);
+    if let Some((t, ..)) = rows.iter().find(|r| !r.1.is_finite()) {
+        return Err(BenchError::InvalidParams(format!(
+            "redis-benchmark timed {t} as infinitely fast: {n} requests are too few to measure"
+        )));
+    }
     if !out.status.success() || rows.is_empty() {
         return Err(BenchError::Process {
             what: "redis-benchmark".into(),
