@@ -2,8 +2,13 @@
 //! (seed 000 §3.1): keys are consumed a byte per level with compressed paths, each key's
 //! versions hang off its leaf as a list sorted by sequence, newest first.
 //!
-//! Concurrency: one writer at a time (a mutex serialises inserts); readers take no lock and
-//! never wait. This is safe because nothing a reader can reach is ever changed in a way that
+//! The tree is split by the key's first byte into 257 partitions (the empty key, then one per
+//! byte value), each an independent tree with its own root, writer lock and arena; partitions
+//! are ordered like their keys, so ordered walks go partition by partition. Writers of keys
+//! in different partitions never wait for each other.
+//!
+//! Concurrency: one writer at a time per partition (a mutex serialises its inserts); readers
+//! take no lock and never wait. This is safe because nothing a reader can reach is ever changed in a way that
 //! breaks it or freed while the tree lives:
 //! - A1: nodes only grow in place by appending: an entry (key byte, child) is written before
 //!   the count (or the Node48 index byte) that publishes it, with release ordering.
@@ -30,6 +35,9 @@ use crate::index::{Entry, IKey, MemIndex};
 
 const LEAF_TAG: usize = 1;
 const CHUNK: usize = 256 << 10;
+const FIRST_CHUNK: usize = 4 << 10;
+/// Partitions: the empty key, then one per first byte.
+const PARTS: usize = 257;
 
 /// Bump allocator for every node, leaf, version and key of one tree. Only the writer (under
 /// the writer mutex) allocates; everything is freed at once when the tree drops (A4), so
@@ -48,8 +56,14 @@ impl Arena {
             start + size <= c.len()
         });
         if !fits {
+            // Chunks start small (a partition may hold a handful of keys) and double up to
+            // CHUNK.
+            let next = self
+                .chunks
+                .last()
+                .map_or(FIRST_CHUNK, |c| (c.len() * 2).min(CHUNK));
             self.chunks
-                .push(Box::new_uninit_slice(CHUNK.max(size + align)));
+                .push(Box::new_uninit_slice(next.max(size + align)));
             self.used = 0;
         }
         let Some(c) = self.chunks.last_mut() else {
@@ -396,22 +410,32 @@ impl Leaf {
     }
 }
 
-/// The adaptive radix tree index.
-pub struct ArtIndex {
+/// One partition: the tree of every key with one first byte.
+#[derive(Default)]
+struct Part {
     root: AtomicUsize,
-    len: AtomicUsize,
     /// The writer lock and the arena it guards (retired nodes stay in it; A2, A4).
     writer: Mutex<Arena>,
+}
+
+/// The adaptive radix tree index.
+pub struct ArtIndex {
+    parts: Box<[Part]>,
+    len: AtomicUsize,
 }
 
 impl Default for ArtIndex {
     fn default() -> Self {
         ArtIndex {
-            root: AtomicUsize::new(0),
+            parts: (0..PARTS).map(|_| Part::default()).collect(),
             len: AtomicUsize::new(0),
-            writer: Mutex::new(Arena::default()),
         }
     }
+}
+
+/// The partition of `key`.
+fn part_of(key: &[u8]) -> usize {
+    key.first().map_or(0, |&b| b as usize + 1)
 }
 
 fn new_leaf(arena: &mut Arena, key: &[u8], seq: u64, at: u64) -> usize {
@@ -462,10 +486,11 @@ fn place(n: &Node, child: usize, next_byte: Option<u8>) {
 
 impl ArtIndex {
     fn insert_inner(&self, key: &[u8], seq: u64, at: u64) {
-        let mut guard = self.writer.lock();
+        let part = &self.parts[part_of(key)];
+        let mut guard = part.writer.lock();
         let arena = &mut *guard;
         self.len.fetch_add(1, Ordering::Relaxed);
-        let mut slot: &AtomicUsize = &self.root;
+        let mut slot: &AtomicUsize = &part.root;
         let mut depth = 0usize;
         loop {
             let cur = slot.load(Ordering::Acquire);
@@ -532,7 +557,7 @@ impl ArtIndex {
     }
 
     fn find(&self, key: &[u8]) -> Option<&Leaf> {
-        let mut cur = self.root.load(Ordering::Acquire);
+        let mut cur = self.root(part_of(key));
         let mut depth = 0;
         loop {
             if cur == 0 {
@@ -668,8 +693,18 @@ impl ArtIndex {
         below.or_else(|| self.edge(v, false))
     }
 
-    fn root(&self) -> usize {
-        self.root.load(Ordering::Acquire)
+    fn root(&self, part: usize) -> usize {
+        self.parts[part].root.load(Ordering::Acquire)
+    }
+
+    /// The smallest (`first`) leaf of the first non-empty partition in `parts`, or the largest
+    /// of the last.
+    fn edge_of(&self, parts: impl DoubleEndedIterator<Item = usize>, first: bool) -> Option<&Leaf> {
+        if first {
+            { parts }.find_map(|p| self.edge(self.root(p), true))
+        } else {
+            { parts }.rev().find_map(|p| self.edge(self.root(p), false))
+        }
     }
 }
 
@@ -686,7 +721,7 @@ impl MemIndex for ArtIndex {
     fn next(&self, bound: Bound<&IKey>) -> Option<Entry> {
         let (k, strict) = match bound {
             Bound::Unbounded => {
-                let l = self.edge(self.root(), true)?;
+                let l = self.edge_of(0..PARTS, true)?;
                 // SAFETY: version lists are never empty and live as long as the tree.
                 let v = unsafe { l.versions.load(Ordering::Acquire).as_ref() }?;
                 return Some(l.entry(v));
@@ -699,7 +734,10 @@ impl MemIndex for ArtIndex {
                 return Some(l.entry(v));
             }
         }
-        let l = self.ge(self.root(), &k.key, 0, true)?;
+        let p = part_of(&k.key);
+        let l = self
+            .ge(self.root(p), &k.key, 0, true)
+            .or_else(|| self.edge_of(p + 1..PARTS, true))?;
         // SAFETY: as above.
         let v = unsafe { l.versions.load(Ordering::Acquire).as_ref() }?;
         Some(l.entry(v))
@@ -717,7 +755,7 @@ impl MemIndex for ArtIndex {
             out
         };
         let (k, strict) = match bound {
-            Bound::Unbounded => return last(self.edge(self.root(), false)?),
+            Bound::Unbounded => return last(self.edge_of(0..PARTS, false)?),
             Bound::Included(k) => (k, false),
             Bound::Excluded(k) => (k, true),
         };
@@ -726,7 +764,11 @@ impl MemIndex for ArtIndex {
                 return Some(l.entry(v));
             }
         }
-        last(self.le(self.root(), &k.key, 0, true)?)
+        let p = part_of(&k.key);
+        last(
+            self.le(self.root(p), &k.key, 0, true)
+                .or_else(|| self.edge_of(0..p, false))?,
+        )
     }
 
     fn len(&self) -> usize {
@@ -843,5 +885,66 @@ mod tests {
                 });
             }
         });
+    }
+
+    #[test]
+    fn concurrent_writers_in_shared_and_separate_partitions_lose_nothing() {
+        let art = ArtIndex::default();
+        let key = |t: u64, i: u64| {
+            let h = (t << 32 | i).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            // Threads 0 and 1 share the partition of first byte 7; 2 and 3 spread over all.
+            let mut k = h.to_be_bytes()[..(1 + i % 8) as usize].to_vec();
+            if t < 2 {
+                k[0] = 7;
+            }
+            k
+        };
+        std::thread::scope(|s| {
+            for t in 0..4u64 {
+                let art = &art;
+                s.spawn(move || {
+                    for i in 0..5_000u64 {
+                        art.insert(&key(t, i), t * 10_000 + i + 1, PmOffset(i));
+                    }
+                });
+            }
+            // A reader walking in order meanwhile sees strictly increasing index keys.
+            s.spawn(|| {
+                for _ in 0..20 {
+                    let mut prev: Option<IKey> = None;
+                    let mut at = art.next(Bound::Unbounded);
+                    while let Some((k, _)) = at {
+                        assert!(prev.as_ref().is_none_or(|p| *p < k), "walk out of order");
+                        at = art.next(Bound::Excluded(&k));
+                        prev = Some(k);
+                    }
+                }
+            });
+        });
+        let mut want: Vec<IKey> = (0..4u64)
+            .flat_map(|t| {
+                (0..5_000u64).map(move |i| IKey {
+                    key: key(t, i),
+                    seq: t * 10_000 + i + 1,
+                })
+            })
+            .collect();
+        want.sort();
+        let mut got = Vec::new();
+        let mut at = art.next(Bound::Unbounded);
+        while let Some((k, _)) = at {
+            at = art.next(Bound::Excluded(&k));
+            got.push(k);
+        }
+        assert_eq!(art.len(), want.len());
+        assert_eq!(got, want);
+        let mut back = Vec::new();
+        let mut at = art.prev(Bound::Unbounded);
+        while let Some((k, _)) = at {
+            at = art.prev(Bound::Excluded(&k));
+            back.push(k);
+        }
+        back.reverse();
+        assert_eq!(back, want);
     }
 }

@@ -39,8 +39,9 @@ pub struct MemtableConfig {
     /// Records per Nacre `WriteBatch` (1: a durable commit per put).
     #[arg(long, default_value_t = 50)]
     pub records_per_write: usize,
-    /// Nacre's `Options::commit_buckets`.
-    #[arg(long, default_value_t = 1)]
+    /// Nacre's `Options::commit_buckets` (default: the engine's default, 4, so writer
+    /// threads lead their own groups and copy and index in parallel).
+    #[arg(long, default_value_t = 4)]
     pub commit_buckets: usize,
     /// Repeats of each measurement; the report shows the median.
     #[arg(long, default_value_t = 3)]
