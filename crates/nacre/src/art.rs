@@ -180,6 +180,25 @@ unsafe fn node<'a>(p: usize) -> &'a Node {
     unsafe { &*(p as *const Node) }
 }
 
+/// Among the first `n` entries of a Node4/Node16 (unsorted), the child whose byte passes
+/// `keep` and is `better` than every other that does.
+fn small_best(
+    keys: &[AtomicU8],
+    children: &[AtomicUsize],
+    n: usize,
+    keep: impl Fn(u16) -> bool,
+    better: impl Fn(u8, u8) -> bool,
+) -> Option<(u8, usize)> {
+    let mut best: Option<(u8, usize)> = None;
+    for (i, key) in keys.iter().enumerate().take(n) {
+        let b = key.load(Ordering::Relaxed);
+        if keep(u16::from(b)) && best.is_none_or(|(bb, _)| better(b, bb)) {
+            best = Some((b, i));
+        }
+    }
+    best.map(|(b, i)| (b, children[i].load(Ordering::Acquire)))
+}
+
 impl Node {
     fn prefix(&self) -> &[u8] {
         self.prefix.as_slice()
@@ -298,58 +317,37 @@ impl Node {
     /// The child with the smallest byte at or above `from` (`from` up to 256), without
     /// allocating: readers walk ranges through this.
     fn child_at_or_after(&self, from: u16) -> Option<(u8, usize)> {
-        let n = self.count.load(Ordering::Acquire) as usize;
         match self.body() {
-            BodyRef::Small(keys, children) => {
-                let mut best: Option<(u8, usize)> = None;
-                for (i, key) in keys.iter().enumerate().take(n) {
-                    let b = key.load(Ordering::Relaxed);
-                    if u16::from(b) >= from && best.is_none_or(|(bb, _)| b < bb) {
-                        best = Some((b, i));
-                    }
-                }
-                best.map(|(b, i)| (b, children[i].load(Ordering::Acquire)))
-            }
-            BodyRef::N48(index, children) => {
-                (from..256).find_map(|b| match index[b as usize].load(Ordering::Acquire) {
-                    0 => None,
-                    s => Some((b as u8, children[s as usize - 1].load(Ordering::Acquire))),
-                })
-            }
-            BodyRef::N256(children) => (from..256).find_map(|b| {
-                let c = children[b as usize].load(Ordering::Acquire);
-                (c != 0).then_some((b as u8, c))
-            }),
+            BodyRef::Small(keys, children) => small_best(
+                keys,
+                children,
+                self.count(),
+                |b| b >= from,
+                |b, best| b < best,
+            ),
+            _ => (from..256).find_map(|b| self.indexed(b as u8)),
         }
     }
 
     /// The child with the largest byte below `to` (`to` up to 256), without allocating.
     fn child_before(&self, to: u16) -> Option<(u8, usize)> {
-        let n = self.count.load(Ordering::Acquire) as usize;
         match self.body() {
             BodyRef::Small(keys, children) => {
-                let mut best: Option<(u8, usize)> = None;
-                for (i, key) in keys.iter().enumerate().take(n) {
-                    let b = key.load(Ordering::Relaxed);
-                    if u16::from(b) < to && best.is_none_or(|(bb, _)| b > bb) {
-                        best = Some((b, i));
-                    }
-                }
-                best.map(|(b, i)| (b, children[i].load(Ordering::Acquire)))
+                small_best(keys, children, self.count(), |b| b < to, |b, best| b > best)
             }
-            BodyRef::N48(index, children) => {
-                (0..to)
-                    .rev()
-                    .find_map(|b| match index[b as usize].load(Ordering::Acquire) {
-                        0 => None,
-                        s => Some((b as u8, children[s as usize - 1].load(Ordering::Acquire))),
-                    })
-            }
-            BodyRef::N256(children) => (0..to).rev().find_map(|b| {
-                let c = children[b as usize].load(Ordering::Acquire);
-                (c != 0).then_some((b as u8, c))
-            }),
+            _ => (0..to).rev().find_map(|b| self.indexed(b as u8)),
         }
+    }
+
+    fn count(&self) -> usize {
+        self.count.load(Ordering::Acquire) as usize
+    }
+
+    /// The child for byte `b` as (byte, pointer), if any; a direct lookup in a Node48 or
+    /// Node256 (small nodes are scanned by [`small_best`] instead).
+    fn indexed(&self, b: u8) -> Option<(u8, usize)> {
+        let c = self.child(b)?.load(Ordering::Acquire);
+        (c != 0).then_some((b, c))
     }
 
     /// A copy with another prefix and/or the next bigger kind (A2).
