@@ -131,34 +131,22 @@ pub(crate) fn plot_left(labels: &[String]) -> f64 {
 /// left of the plot, the axis line, and `label` rotated along the left edge.
 pub(crate) fn y_axis(w: &mut SvgWriter, plot: &Plot, axis: &Axis, format: TickFormat, label: &str) {
     let y_of = |v: f64| axis.map(v, plot.bottom(), plot.top);
-    w.tag("g")
-        .attr("stroke", MINOR_GRID_COLOUR)
-        .attr("stroke-width", 1.0)
-        .open();
-    for &v in &axis.minor {
-        let y = y_of(v);
-        w.tag("line")
-            .attr("x1", plot.left)
-            .attr("x2", plot.right())
-            .attr("y1", y)
-            .attr("y2", y)
-            .end();
+    for (values, colour) in [(&axis.minor, MINOR_GRID_COLOUR), (&axis.ticks, GRID_COLOUR)] {
+        w.tag("g")
+            .attr("stroke", colour)
+            .attr("stroke-width", 1.0)
+            .open();
+        for &v in values {
+            let y = y_of(v);
+            w.tag("line")
+                .attr("x1", plot.left)
+                .attr("x2", plot.right())
+                .attr("y1", y)
+                .attr("y2", y)
+                .end();
+        }
+        w.close();
     }
-    w.close();
-    w.tag("g")
-        .attr("stroke", GRID_COLOUR)
-        .attr("stroke-width", 1.0)
-        .open();
-    for &v in &axis.ticks {
-        let y = y_of(v);
-        w.tag("line")
-            .attr("x1", plot.left)
-            .attr("x2", plot.right())
-            .attr("y1", y)
-            .attr("y2", y)
-            .end();
-    }
-    w.close();
     w.tag("g")
         .attr("text-anchor", "end")
         .attr("fill", TICK_COLOUR)
