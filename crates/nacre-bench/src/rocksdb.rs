@@ -180,27 +180,32 @@ impl RocksDb {
     }
 
     /// Calls `f(key, value)` for up to `count` entries from the first key at or after
-    /// `start`; returns how many it visited.
+    /// `start`, stopping at the first error `f` returns; returns how many it visited.
     pub fn scan(
         &self,
         start: &[u8],
         count: usize,
-        mut f: impl FnMut(&[u8], &[u8]),
+        mut f: impl FnMut(&[u8], &[u8]) -> Result<()>,
     ) -> Result<usize> {
         // SAFETY: the iterator is created from the live `db`, used only here, and destroyed
-        // before returning; key and value pointers are valid until the next iterator move.
+        // on every path before returning; key and value pointers are valid until the next
+        // iterator move.
         unsafe {
             let it = rocksdb_create_iterator(self.db, self.read);
             rocksdb_iter_seek(it, start.as_ptr().cast(), start.len());
             let mut n = 0;
+            let mut visited = Ok(());
             while n < count && rocksdb_iter_valid(it) != 0 {
                 let (mut kl, mut vl) = (0usize, 0usize);
                 let k = rocksdb_iter_key(it, &mut kl);
                 let v = rocksdb_iter_value(it, &mut vl);
-                f(
+                visited = f(
                     std::slice::from_raw_parts(k.cast(), kl),
                     std::slice::from_raw_parts(v.cast(), vl),
                 );
+                if visited.is_err() {
+                    break;
+                }
                 n += 1;
                 rocksdb_iter_next(it);
             }
@@ -208,7 +213,7 @@ impl RocksDb {
             rocksdb_iter_get_error(it, &mut err);
             rocksdb_iter_destroy(it);
             check(err, "scan")?;
-            Ok(n)
+            visited.map(|()| n)
         }
     }
 }
@@ -246,7 +251,10 @@ mod tests {
             assert_eq!(db.get(b"nope").unwrap_or_else(|e| panic!("{e}")), None);
             let mut keys = Vec::new();
             let n = db
-                .scan(b"k050", 5, |k, _| keys.push(k.to_vec()))
+                .scan(b"k050", 5, |k, _| {
+                    keys.push(k.to_vec());
+                    Ok(())
+                })
                 .unwrap_or_else(|e| panic!("{e}"));
             assert_eq!(n, 5);
             assert_eq!(keys[0], b"k050");

@@ -53,8 +53,8 @@ fn load(conn: &mut Connection, cfg: &RecoveryConfig, per: u64) -> Result<()> {
     let klen = cfg.key_size.max(16);
     let values = value_buffer(cfg.value_size);
     for t in 0..cfg.writers {
-        for chunk in (0..per).collect::<Vec<_>>().chunks(1000) {
-            for &i in chunk {
+        for first in (0..per).step_by(1000) {
+            for i in first..per.min(first + 1000) {
                 let at = value_at(i, t);
                 conn.queue(&[b"SET", &key(klen, t, i), &values[at..at + cfg.value_size]]);
             }

@@ -41,7 +41,6 @@ pub struct Recorder {
     hists: BTreeMap<&'static str, Histogram<u64>>,
     not_found: BTreeMap<&'static str, u64>,
     per_second: Vec<u64>,
-    measured: u64,
 }
 
 impl Recorder {
@@ -52,7 +51,6 @@ impl Recorder {
             hists: BTreeMap::new(),
             not_found: BTreeMap::new(),
             per_second: Vec::new(),
-            measured: 0,
         }
     }
 
@@ -85,7 +83,6 @@ impl Recorder {
         if not_found {
             *self.not_found.entry(name).or_insert(0) += 1;
         }
-        self.measured += 1;
         Ok(())
     }
 }
@@ -154,7 +151,6 @@ pub fn merge(
     let mut hists: BTreeMap<&'static str, Histogram<u64>> = BTreeMap::new();
     let mut not_found: BTreeMap<&'static str, u64> = BTreeMap::new();
     let mut per_second: Vec<u64> = Vec::new();
-    let mut measured = 0;
     for r in recorders {
         for (name, h) in r.hists {
             match hists.get_mut(name) {
@@ -175,8 +171,8 @@ pub fn merge(
         for (i, n) in r.per_second.iter().enumerate() {
             per_second[i] += n;
         }
-        measured += r.measured;
     }
+    let measured: u64 = hists.values().map(Histogram::len).sum();
     let warmup_secs = warmup_secs.min(secs);
     let measured_secs = secs - warmup_secs;
     let us = |ns: u64| ns as f64 / 1000.0;

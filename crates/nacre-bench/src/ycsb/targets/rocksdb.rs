@@ -45,16 +45,7 @@ impl Kv for RocksStore {
         count: usize,
         f: &mut dyn FnMut(&[u8]) -> Result<()>,
     ) -> Result<usize> {
-        let mut bad = None;
-        let n = self.db.scan(start, count, |_, v| {
-            if bad.is_none() {
-                bad = f(v).err();
-            }
-        })?;
-        match bad {
-            Some(e) => Err(e),
-            None => Ok(n),
-        }
+        self.db.scan(start, count, |_, v| f(v))
     }
 }
 
