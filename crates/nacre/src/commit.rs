@@ -121,6 +121,14 @@ impl Group {
     }
 }
 
+/// Wakes the next queued writer as leader, or marks the bucket leaderless.
+fn pass_leadership(q: &mut Queue) {
+    match q.pending.front() {
+        Some(next) => next.wake.set(Wake::Lead),
+        None => q.leader = false,
+    }
+}
+
 thread_local! {
     /// Stage 3's item buffer, reused across groups.
     static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
@@ -155,8 +163,9 @@ impl DbInner {
         self.lead(bucket).map_err(Error::from)
     }
 
-    /// Takes a group from the front of the queue, hands leadership on, commits the group and
-    /// completes its other writers. The caller is at the front of the queue (so in the group)
+    /// Takes a group from the front of the queue, hands leadership on (at once when
+    /// pipelined, else once the group has committed), commits the group and completes its
+    /// other writers. The caller is at the front of the queue (so in the group)
     /// and gets the group's result.
     fn lead(&self, bucket: &Bucket) -> Result<(), GroupError> {
         if !self.opts.batch_wait.is_zero() {
@@ -190,13 +199,15 @@ impl DbInner {
             }
             let group: Vec<_> = q.pending.drain(..take).collect();
             bucket.queued.store(q.pending.len(), Ordering::Release);
-            match q.pending.front() {
-                Some(next) => next.wake.set(Wake::Lead),
-                None => q.leader = false,
+            if self.pipelined {
+                pass_leadership(&mut q);
             }
             group
         };
         let r = self.commit_group(&group);
+        if !self.pipelined {
+            pass_leadership(&mut lock(&bucket.q));
+        }
         for w in group.iter().skip(1) {
             w.wake.set(Wake::Done(r.clone()));
         }

@@ -38,6 +38,8 @@ pub(crate) struct DbInner {
     pub run: u64,
     /// How stage 4 fences (resolved: never `Auto`).
     pub commit_mode: CommitMode,
+    /// Whether buckets pass leadership on at take (resolved [`Options::pipelining`]).
+    pub pipelined: bool,
     pub poisoned: AtomicBool,
     pub poison_reason: parking_lot::Mutex<String>,
     /// This instance's identity, stamped on its subtable handles.
@@ -129,8 +131,10 @@ impl Db {
         }
         let commit_id = rec.commit_id;
         let commit_mode = opts.commit_mode.resolve(store.pool.backend());
+        let pipelined = opts.pipelining.resolve(store.pool.backend());
         tracing::info!(
             path = %opts.path.display(), backend = %report, commit_mode = ?commit_mode,
+            pipelined,
             micros = rec.elapsed.as_micros() as u64, memtables = rec.memtables,
             records = rec.records, bytes = rec.bytes_scanned, rolled_back = rec.rolled_back,
             "opened database"
@@ -144,6 +148,7 @@ impl Db {
             visible: AtomicU64::new(commit_id),
             run: rec.run,
             commit_mode,
+            pipelined,
             poisoned: AtomicBool::new(false),
             poison_reason: parking_lot::Mutex::new(String::new()),
             id: db_id,

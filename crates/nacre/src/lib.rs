@@ -39,6 +39,6 @@ pub use batch::WriteBatch;
 pub use db::{Db, Snapshot, DEFAULT_SUBTABLE};
 pub use error::{Error, Result};
 pub use iter::{DbIterator, IterOptions};
-pub use options::{CommitMode, Options, RecoveryMutation};
+pub use options::{CommitMode, Options, Pipelining, RecoveryMutation};
 pub use recovery::RecoveryReport;
 pub use subtable::Subtable;

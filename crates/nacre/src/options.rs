@@ -39,6 +39,34 @@ impl CommitMode {
     }
 }
 
+/// When a bucket's next leader may form its group.
+///
+/// Pipelined groups overlap: the next leader takes whatever is queued as soon as the previous
+/// group is taken, and groups persist their records in parallel. When a commit costs a device
+/// round trip (`msync`), waiting for the previous group's commit lets every writer that
+/// arrives meanwhile join one group, so one sync covers them all.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Pipelining {
+    /// [`Pipelining::Off`] on the `msync` backend, [`Pipelining::On`] elsewhere.
+    #[default]
+    Auto,
+    /// Leadership passes on when a leader takes its group.
+    On,
+    /// Leadership passes on when the leader's group has committed.
+    Off,
+}
+
+impl Pipelining {
+    /// Whether groups pipeline on a pool whose active backend is `backend` (resolves `Auto`).
+    pub fn resolve(self, backend: ActiveBackend) -> bool {
+        match self {
+            Pipelining::Auto => backend != ActiveBackend::Msync,
+            Pipelining::On => true,
+            Pipelining::Off => false,
+        }
+    }
+}
+
 /// A recovery rule switched off, so a test can show that the power-failure torture test
 /// catches its absence. Never set outside such tests.
 #[doc(hidden)]
@@ -83,6 +111,9 @@ pub struct Options {
     /// Fences per group commit (default [`CommitMode::Auto`]: one on `msync`, two elsewhere).
     /// Any mode works on any backend and on databases written in the other mode.
     pub commit_mode: CommitMode,
+    /// Whether a bucket forms its next group while the previous one commits (default
+    /// [`Pipelining::Auto`]: not on `msync`, where a commit is a file sync).
+    pub pipelining: Pipelining,
     #[doc(hidden)]
     pub recovery_mutation: Option<RecoveryMutation>,
 }
@@ -103,6 +134,7 @@ impl Options {
             commit_buckets: 4,
             recovery_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             commit_mode: CommitMode::Auto,
+            pipelining: Pipelining::Auto,
             recovery_mutation: None,
         }
     }

@@ -4,12 +4,22 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use nacre::{Db, IterOptions, Options, WriteBatch};
+use nacre::{Db, IterOptions, Options, Pipelining, WriteBatch};
 use nacre_pmem::{Backend, SplitMix64};
 
 #[test]
-fn readers_see_whole_batches_while_writers_commit() {
+fn readers_see_whole_batches_while_pipelined_writers_commit() {
+    readers_see_whole_batches(Pipelining::On);
+}
+
+#[test]
+fn readers_see_whole_batches_while_unpipelined_writers_commit() {
+    readers_see_whole_batches(Pipelining::Off);
+}
+
+fn readers_see_whole_batches(pipelining: Pipelining) {
     let mut o = Options::new("sim").backend(Backend::Sim);
+    o.pipelining = pipelining;
     o.pool_size = 64 << 20;
     o.zone_size = 256 << 10;
     o.memtable_size = 1 << 20;

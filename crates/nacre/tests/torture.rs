@@ -15,7 +15,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
-use nacre::{CommitMode, Db, IterOptions, Options, RecoveryMutation, WriteBatch};
+use nacre::{CommitMode, Db, IterOptions, Options, Pipelining, RecoveryMutation, WriteBatch};
 use nacre_pmem::{Backend, CrashPolicy, Pool, PoolOptions, SplitMix64};
 
 const THREADS: u64 = 3;
@@ -26,6 +26,7 @@ const SUBTABLES: [&str; 3] = ["s0", "s1", "s2"];
 #[derive(Clone, Copy)]
 struct Setup {
     mode: CommitMode,
+    pipelining: Pipelining,
     mutation: Option<RecoveryMutation>,
 }
 
@@ -39,6 +40,7 @@ struct Coverage {
 fn opts(setup: Setup) -> Options {
     let mut o = Options::new("sim").backend(Backend::Sim);
     o.commit_mode = setup.mode;
+    o.pipelining = setup.pipelining;
     o.recovery_mutation = setup.mutation;
     o.pool_size = 6 << 20;
     o.zone_size = 64 << 10;
@@ -224,9 +226,14 @@ fn torture(setup: Setup, crashes: u64, cov: &mut Coverage) -> Result<(), String>
 }
 
 fn torture_mode(mode: CommitMode, crashes: u64) -> Coverage {
+    torture_setup(mode, Pipelining::On, crashes)
+}
+
+fn torture_setup(mode: CommitMode, pipelining: Pipelining, crashes: u64) -> Coverage {
     let mut cov = Coverage::default();
     let setup = Setup {
         mode,
+        pipelining,
         mutation: None,
     };
     if let Err(e) = torture(setup, crashes, &mut cov) {
@@ -248,6 +255,13 @@ fn power_failures_lose_no_acknowledged_batch_and_tear_none_single_fence() {
     assert!(cov.lowered_commit_id > 0, "{cov:?}");
 }
 
+/// The `msync` backend's defaults: one fence per group, a bucket's next group formed only after
+/// the previous one committed.
+#[test]
+fn power_failures_lose_no_acknowledged_batch_and_tear_none_single_fence_unpipelined() {
+    torture_setup(CommitMode::SingleFence, Pipelining::Off, 300);
+}
+
 #[test]
 #[ignore = "long run: cargo test -p nacre --release --test torture -- --ignored"]
 fn power_failures_lose_no_acknowledged_batch_and_tear_none_long_two_fence() {
@@ -264,6 +278,7 @@ fn power_failures_lose_no_acknowledged_batch_and_tear_none_long_single_fence() {
 fn mutation_is_caught(mode: CommitMode, mutation: RecoveryMutation, crashes: u64) {
     let setup = Setup {
         mode,
+        pipelining: Pipelining::On,
         mutation: Some(mutation),
     };
     match torture(setup, crashes, &mut Coverage::default()) {
