@@ -116,8 +116,8 @@ impl Group {
         self.done.set(r);
     }
 
-    fn wait(&self) -> Result<(), GroupError> {
-        self.done.wait()
+    fn wait(&self, patience: std::time::Duration) -> Result<(), GroupError> {
+        self.done.wait(patience)
     }
 }
 
@@ -156,7 +156,7 @@ impl DbInner {
             !std::mem::replace(&mut q.leader, true)
         };
         if !lead {
-            if let Wake::Done(r) = w.wake.wait() {
+            if let Wake::Done(r) = w.wake.wait(self.patience) {
                 return r.map_err(Error::from);
             }
         }
@@ -401,6 +401,6 @@ impl DbInner {
             }
         });
         planned?;
-        g.wait()
+        g.wait(self.patience)
     }
 }

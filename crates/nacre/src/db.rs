@@ -40,6 +40,9 @@ pub(crate) struct DbInner {
     pub commit_mode: CommitMode,
     /// Whether buckets pass leadership on at take (resolved [`Options::pipelining`]).
     pub pipelined: bool,
+    /// How long a writer waiting for its group yields before blocking: short on `msync`,
+    /// where the wait is a file sync.
+    pub patience: std::time::Duration,
     pub poisoned: AtomicBool,
     pub poison_reason: parking_lot::Mutex<String>,
     /// This instance's identity, stamped on its subtable handles.
@@ -149,6 +152,11 @@ impl Db {
             run: rec.run,
             commit_mode,
             pipelined,
+            patience: if store.pool.backend() == nacre_pmem::ActiveBackend::Msync {
+                std::time::Duration::ZERO
+            } else {
+                std::time::Duration::from_micros(50)
+            },
             poisoned: AtomicBool::new(false),
             poison_reason: parking_lot::Mutex::new(String::new()),
             id: db_id,

@@ -10,9 +10,8 @@
 use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
-/// How long a waiter spins, then yields, before blocking: about a commit's worth of work.
+/// How long a waiter spins before it starts yielding: about a commit's worth of work.
 const SPIN: std::time::Duration = std::time::Duration::from_micros(2);
-const YIELD: std::time::Duration = std::time::Duration::from_micros(50);
 
 pub(crate) struct OneShot<T> {
     value: Mutex<Option<T>>,
@@ -55,8 +54,10 @@ impl<T: Clone> OneShot<T> {
         self.ready.load(Ordering::Acquire)
     }
 
-    /// Waits for the value and returns a copy.
-    pub fn wait(&self) -> T {
+    /// Waits for the value and returns a copy: spins, yields until `patience` has passed,
+    /// then blocks. Short patience suits waits that span a device round trip: a yielding
+    /// thread keeps a core from the kernel threads completing it.
+    pub fn wait(&self, patience: std::time::Duration) -> T {
         let start = std::time::Instant::now();
         let mut i = 0u32;
         loop {
@@ -71,7 +72,7 @@ impl<T: Clone> OneShot<T> {
                 continue;
             }
             let waited = start.elapsed();
-            if waited > YIELD {
+            if waited > patience {
                 break;
             }
             if waited > SPIN {
