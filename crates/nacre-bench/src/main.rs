@@ -47,6 +47,9 @@ enum Command {
     Anchors(nacre_bench::anchors::AnchorsConfig),
     /// Markdown tables and SVG charts from the JSON lines of `ycsb` and `recovery` runs.
     Report(nacre_bench::publish::ReportConfig),
+    /// (internal) One measurement of `memtable`, printed as `MEMTABLE <insert> <lookup>`.
+    #[command(hide = true)]
+    MemtableOne(memtable::OneArgs),
     /// (internal) Loads a database for `recovery`, prints READY, waits for SIGKILL.
     #[command(hide = true)]
     RecoveryChild(recovery_child::LoadArgs),
@@ -207,6 +210,7 @@ fn run(cli: Cli) -> Result<(), Box<dyn Error>> {
         }
         Command::Ror(c) => ror::main(&c)?,
         Command::Memtable(c) => memtable::main(&c)?,
+        Command::MemtableOne(a) => memtable::one_main(&a)?,
         Command::Fillrandom(c) => fill::main(&c)?,
         Command::Recovery(c) => recovery::main(&c)?,
         Command::Ycsb(c) => nacre_bench::ycsb::bench::main(&c)?,

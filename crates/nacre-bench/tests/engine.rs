@@ -84,16 +84,28 @@ fn ror_sweeps_with_tiny_sizes() -> TestResult {
 }
 
 #[test]
-fn memtable_nacre_and_slm_with_tiny_sizes() -> TestResult {
+fn memtable_nacre_and_slm_with_tiny_sizes_in_process() -> TestResult {
+    memtable_tiny(true)
+}
+
+#[test]
+fn memtable_nacre_and_slm_with_tiny_sizes_in_children() -> TestResult {
+    memtable_tiny(false)
+}
+
+fn memtable_tiny(in_process: bool) -> TestResult {
     let dir = shm_tempdir()?;
     let cfg = memtable::MemtableConfig {
         keys: 3000,
         threads: vec![1, 2],
+        orders: vec![memtable::Order::Sequential, memtable::Order::Random],
         batch_size: 50,
         records_per_write: 7,
         commit_buckets: 1,
         repeats: 1,
         dir: Some(dir.path().to_path_buf()),
+        in_process,
+        exe: Some(PathBuf::from(env!("CARGO_BIN_EXE_nacre-bench"))),
         json: None,
     };
     let (machine, rows) = memtable::run(&cfg)?;
@@ -125,6 +137,7 @@ fn fill_cfg(dir: &Path, db_bench: PathBuf) -> fill::FillConfig {
         batch_size: 32,
         commit_buckets: 1,
         batch_wait_us: 0,
+        pipelining: fill::PipeliningArg::Auto,
         repeats: 1,
         shm_dir: Some(dir.to_path_buf()),
         disk_dir: dir.join("disk"),

@@ -46,6 +46,9 @@ pub struct FillConfig {
     /// Nacre's `Options::batch_wait`, in microseconds (0: commit whatever is queued).
     #[arg(long, default_value_t = 0)]
     pub batch_wait_us: u64,
+    /// Nacre's `Options::pipelining` (auto: off on msync, on elsewhere).
+    #[arg(long, value_enum, default_value_t = PipeliningArg::Auto)]
+    pub pipelining: PipeliningArg,
     /// Repeats; the report shows the median.
     #[arg(long, default_value_t = 3)]
     pub repeats: usize,
@@ -128,6 +131,28 @@ impl FillRow {
     }
 }
 
+/// `--pipelining`: Nacre's [`nacre::Pipelining`].
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PipeliningArg {
+    /// Off on msync, on elsewhere.
+    Auto,
+    /// A bucket's next group forms while the previous one commits.
+    On,
+    /// A bucket's next group forms after the previous one committed.
+    Off,
+}
+
+impl From<PipeliningArg> for nacre::Pipelining {
+    fn from(p: PipeliningArg) -> nacre::Pipelining {
+        match p {
+            PipeliningArg::Auto => nacre::Pipelining::Auto,
+            PipeliningArg::On => nacre::Pipelining::On,
+            PipeliningArg::Off => nacre::Pipelining::Off,
+        }
+    }
+}
+
 fn nacre(cfg: &FillConfig, subject: Subject, values: &[u8]) -> Result<f64> {
     let (dir, backend, n) = match subject {
         Subject::NacreMsync => (cfg.disk_dir.clone(), Backend::Msync, cfg.sync_num),
@@ -143,6 +168,7 @@ fn nacre(cfg: &FillConfig, subject: Subject, values: &[u8]) -> Result<f64> {
         o.batch_size = cfg.batch_size;
         o.commit_buckets = cfg.commit_buckets;
         o.batch_wait = std::time::Duration::from_micros(cfg.batch_wait_us);
+        o.pipelining = cfg.pipelining.into();
         o.memtable_size = memtable;
     })?;
     let (db, table) = (&bdb.db, &bdb.table);
@@ -260,7 +286,7 @@ pub fn markdown(cfg: &FillConfig, machine: &MachineInfo, rows: &[FillRow]) -> St
         s,
         "Random puts, {}-byte keys, {}-byte values, {} threads, every put acknowledged only \
          once durable on its backend. Nacre: `Db::put` (batch_size {}, commit_buckets {}, \
-         batch_wait {} us), \
+         batch_wait {} us, pipelining {:?}), \
          emulated pool in {}, msync pool in {}. RocksDB ({version}, default options, \
          compression as built): `{}` and `{}` in {}. Median of {} repeats, the two subjects \
          of a pairing back to back.\n",
@@ -270,6 +296,7 @@ pub fn markdown(cfg: &FillConfig, machine: &MachineInfo, rows: &[FillRow]) -> St
         cfg.batch_size,
         cfg.commit_buckets,
         cfg.batch_wait_us,
+        cfg.pipelining,
         shm.display(),
         cfg.disk_dir.display(),
         fill_args(cfg, false, cfg.num).command_line("DIR"),

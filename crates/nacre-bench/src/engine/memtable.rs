@@ -9,6 +9,10 @@
 //!
 //! Thread `t` of `T` owns keys `t*N/T .. (t+1)*N/T`: inserted in ascending order
 //! (sequential) or as `mix64(i)` (random), then looked up in the same order.
+//!
+//! Each measurement runs in a child process of its own (this binary, `memtable-one`), so no
+//! subject starts on a heap the previous one fragmented: freed skip-list nodes left in the
+//! allocator's free lists slowed the next Nacre run by up to 40% when both ran in one process.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -19,7 +23,7 @@ use serde::Serialize;
 
 use super::{mix64, put_footprint, require, BenchDb, EMULATED_SURVIVES};
 use crate::bench::median;
-use crate::error::{BenchError, Result};
+use crate::error::{io_err, BenchError, Result};
 use crate::report::{sig3, MachineInfo};
 
 const VALUE: usize = 32;
@@ -33,6 +37,10 @@ pub struct MemtableConfig {
     /// Thread counts, comma-separated.
     #[arg(long, value_delimiter = ',', default_values_t = [1usize, 2, 4])]
     pub threads: Vec<usize>,
+    /// Key orders, comma-separated.
+    #[arg(long, value_enum, value_delimiter = ',',
+          default_values_t = [Order::Sequential, Order::Random])]
+    pub orders: Vec<Order>,
     /// Nacre's `Options::batch_size`.
     #[arg(long, default_value_t = 50)]
     pub batch_size: usize,
@@ -49,14 +57,137 @@ pub struct MemtableConfig {
     /// Directory for the pool files [default: /dev/shm, else the temp dir].
     #[arg(long)]
     pub dir: Option<PathBuf>,
+    /// Measure in this process instead of a child process per measurement.
+    #[arg(long)]
+    pub in_process: bool,
+    /// The nacre-bench binary to re-execute as the children [default: this one].
+    #[arg(long, hide = true)]
+    #[serde(skip)]
+    pub exe: Option<PathBuf>,
     /// Write one JSON object per row to this file (replaced if it exists).
     #[arg(long)]
     #[serde(skip)]
     pub json: Option<PathBuf>,
 }
 
+/// `memtable-one`: one measurement, run by `memtable` in a child process.
+#[derive(clap::Args, Clone, Debug)]
+pub struct OneArgs {
+    /// The memtable measured.
+    #[arg(long, value_enum)]
+    pub subject: Subject,
+    /// Key order.
+    #[arg(long, value_enum)]
+    pub order: Order,
+    /// Threads.
+    #[arg(long)]
+    pub threads: usize,
+    /// Keys.
+    #[arg(long)]
+    pub keys: u64,
+    /// Nacre's `Options::batch_size`.
+    #[arg(long)]
+    pub batch_size: usize,
+    /// Records per Nacre `WriteBatch`.
+    #[arg(long)]
+    pub records_per_write: usize,
+    /// Nacre's `Options::commit_buckets`.
+    #[arg(long)]
+    pub commit_buckets: usize,
+    /// Directory for the pool file.
+    #[arg(long)]
+    pub dir: PathBuf,
+}
+
+/// What a child prints before its two figures.
+const ONE_TAG: &str = "MEMTABLE";
+
+/// `memtable-one`: measures and prints `MEMTABLE <insert Mops/s> <lookup Mops/s>`.
+pub fn one_main(a: &OneArgs) -> Result<()> {
+    let cfg = MemtableConfig {
+        keys: a.keys,
+        threads: vec![a.threads],
+        orders: vec![a.order],
+        batch_size: a.batch_size,
+        records_per_write: a.records_per_write,
+        commit_buckets: a.commit_buckets,
+        repeats: 1,
+        dir: Some(a.dir.clone()),
+        in_process: true,
+        exe: None,
+        json: None,
+    };
+    let (ins, get) = measure(&cfg, a.subject, a.order, a.threads)?;
+    println!("{ONE_TAG} {ins} {get}");
+    Ok(())
+}
+
+fn measure(
+    cfg: &MemtableConfig,
+    subject: Subject,
+    order: Order,
+    threads: usize,
+) -> Result<(f64, f64)> {
+    match subject {
+        Subject::Nacre => nacre(cfg, order, threads),
+        Subject::Slm => slm(cfg, order, threads),
+    }
+}
+
+/// The command-line spelling of a value.
+fn arg_name(v: &impl clap::ValueEnum) -> String {
+    v.to_possible_value()
+        .map(|p| p.get_name().to_string())
+        .unwrap_or_default()
+}
+
+/// One measurement in a child process of `exe`.
+fn measure_child(
+    cfg: &MemtableConfig,
+    exe: &std::path::Path,
+    subject: Subject,
+    order: Order,
+    threads: usize,
+) -> Result<(f64, f64)> {
+    let dir = cfg.dir.clone().unwrap_or_else(super::default_shm_dir);
+    let out = std::process::Command::new(exe)
+        .arg("memtable-one")
+        .args([
+            "--subject",
+            &arg_name(&subject),
+            "--order",
+            &arg_name(&order),
+        ])
+        .args([
+            "--threads",
+            &threads.to_string(),
+            "--keys",
+            &cfg.keys.to_string(),
+        ])
+        .args(["--batch-size", &cfg.batch_size.to_string()])
+        .args(["--records-per-write", &cfg.records_per_write.to_string()])
+        .args(["--commit-buckets", &cfg.commit_buckets.to_string()])
+        .arg("--dir")
+        .arg(&dir)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(io_err("run", exe))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let figures = text.lines().find_map(|l| {
+        let mut t = l.strip_prefix(ONE_TAG)?.split_whitespace();
+        Some((t.next()?.parse().ok()?, t.next()?.parse().ok()?))
+    });
+    match figures {
+        Some(f) if out.status.success() => Ok(f),
+        _ => Err(BenchError::Process {
+            what: format!("{} memtable-one", exe.display()),
+            why: format!("{} with output {text:?}", out.status),
+        }),
+    }
+}
+
 /// Key order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Order {
     /// Ascending within each thread's range.
@@ -66,7 +197,7 @@ pub enum Order {
 }
 
 /// The memtable measured.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Subject {
     /// Nacre `Db::put` / `Db::get`.
@@ -195,11 +326,19 @@ pub fn run(cfg: &MemtableConfig) -> Result<(MachineInfo, Vec<MemtableRow>)> {
             && cfg.records_per_write > 0
             && cfg.commit_buckets > 0
             && !cfg.threads.is_empty()
+            && !cfg.orders.is_empty()
             && cfg.threads.iter().all(|&t| t > 0),
-        "memtable needs keys, repeats, batch size, buckets and thread counts above zero",
+        "memtable needs keys, repeats, batch size, buckets, thread counts above zero and an order",
     )?;
+    let exe = match (&cfg.exe, cfg.in_process) {
+        (_, true) => None,
+        (Some(e), false) => Some(e.clone()),
+        (None, false) => Some(
+            std::env::current_exe().map_err(io_err("find", std::path::Path::new("nacre-bench")))?,
+        ),
+    };
     let mut rows = Vec::new();
-    for order in [Order::Sequential, Order::Random] {
+    for &order in &cfg.orders {
         for &threads in &cfg.threads {
             for subject in [Subject::Nacre, Subject::Slm] {
                 rows.push(MemtableRow {
@@ -214,9 +353,9 @@ pub fn run(cfg: &MemtableConfig) -> Result<(MachineInfo, Vec<MemtableRow>)> {
     }
     for rep in 0..cfg.repeats {
         for row in rows.iter_mut() {
-            let (ins, get) = match row.subject {
-                Subject::Nacre => nacre(cfg, row.order, row.threads)?,
-                Subject::Slm => slm(cfg, row.order, row.threads)?,
+            let (ins, get) = match &exe {
+                Some(exe) => measure_child(cfg, exe, row.subject, row.order, row.threads)?,
+                None => measure(cfg, row.subject, row.order, row.threads)?,
             };
             tracing::info!(subject = ?row.subject, order = ?row.order, threads = row.threads,
                 rep, insert_mops = ins, lookup_mops = get, "memtable measured");
@@ -238,13 +377,18 @@ pub fn markdown(cfg: &MemtableConfig, machine: &MachineInfo, rows: &[MemtableRow
          Nacre: `Db::write` of {} records per `WriteBatch` (batch_size {}, commit_buckets {}) \
          then `Db::get` of every key, \
          emulated backend, pools in {} ({EMULATED_SURVIVES}). SLM: crossbeam \
-         `SkipMap<Vec<u8>, Vec<u8>>` in DRAM (survives nothing). Median of {} repeats. Ratio = \
+         `SkipMap<Vec<u8>, Vec<u8>>` in DRAM (survives nothing). {}. Median of {} repeats. Ratio = \
          Nacre / SLM (target 2x).\n",
         cfg.keys,
         cfg.records_per_write,
         cfg.batch_size,
         cfg.commit_buckets,
         dir.display(),
+        if cfg.in_process {
+            "All measurements in one process"
+        } else {
+            "Each measurement in a fresh process"
+        },
         cfg.repeats
     );
     s.push_str(
@@ -252,7 +396,7 @@ pub fn markdown(cfg: &MemtableConfig, machine: &MachineInfo, rows: &[MemtableRow
          Nacre lookup Mops/s | SLM lookup Mops/s | lookup Nacre/SLM |\n",
     );
     s.push_str("|---|---|---|---|---|---|---|---|\n");
-    for order in [Order::Sequential, Order::Random] {
+    for &order in &cfg.orders {
         for &t in &cfg.threads {
             let get = |sub| {
                 rows.iter()
