@@ -40,8 +40,11 @@ pub(crate) struct DbInner {
     pub commit_mode: CommitMode,
     /// Whether buckets pass leadership on at take (resolved [`Options::pipelining`]).
     pub pipelined: bool,
-    /// How long a writer waiting for its group yields before blocking: short on `msync`,
-    /// where the wait is a file sync.
+    /// How long a writer waiting for its group yields before blocking. None on `msync`, where
+    /// the wait is a file sync and a yielding thread delays the kernel threads completing it.
+    /// Long elsewhere, where a commit takes microseconds: a wait that long means the committer
+    /// lost its core, and a blocked writer woken by the committer is moved to the committer's
+    /// core by the scheduler, after which the two share one core and keep waking each other.
     pub patience: std::time::Duration,
     pub poisoned: AtomicBool,
     pub poison_reason: parking_lot::Mutex<String>,
@@ -155,7 +158,7 @@ impl Db {
             patience: if store.pool.backend() == nacre_pmem::ActiveBackend::Msync {
                 std::time::Duration::ZERO
             } else {
-                std::time::Duration::from_micros(50)
+                std::time::Duration::from_micros(1000)
             },
             poisoned: AtomicBool::new(false),
             poison_reason: parking_lot::Mutex::new(String::new()),
