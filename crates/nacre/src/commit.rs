@@ -148,7 +148,13 @@ impl DbInner {
             bytes,
             wake: OneShot::new(),
         });
-        let bucket = &self.buckets[BUCKET.with(|b| *b) % self.buckets.len()];
+        // Unpipelined, every writer queues in the first bucket: one group in flight at a time.
+        let b = if self.pipelined {
+            BUCKET.with(|b| *b) % self.buckets.len()
+        } else {
+            0
+        };
+        let bucket = &self.buckets[b];
         let lead = {
             let mut q = lock(&bucket.q);
             q.pending.push_back(w.clone());

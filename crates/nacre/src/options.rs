@@ -52,7 +52,8 @@ pub enum Pipelining {
     Auto,
     /// Leadership passes on when a leader takes its group.
     On,
-    /// Leadership passes on when the leader's group has committed.
+    /// Leadership passes on when the leader's group has committed, and every writer queues
+    /// in one bucket (`commit_buckets` is ignored): one group is in flight at a time.
     Off,
 }
 
