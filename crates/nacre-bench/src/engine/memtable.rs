@@ -330,12 +330,10 @@ pub fn run(cfg: &MemtableConfig) -> Result<(MachineInfo, Vec<MemtableRow>)> {
             && cfg.threads.iter().all(|&t| t > 0),
         "memtable needs keys, repeats, batch size, buckets, thread counts above zero and an order",
     )?;
-    let exe = match (&cfg.exe, cfg.in_process) {
-        (_, true) => None,
-        (Some(e), false) => Some(e.clone()),
-        (None, false) => Some(
-            std::env::current_exe().map_err(io_err("find", std::path::Path::new("nacre-bench")))?,
-        ),
+    let exe = if cfg.in_process {
+        None
+    } else {
+        Some(super::child_exe(&cfg.exe)?)
     };
     let mut rows = Vec::new();
     for &order in &cfg.orders {

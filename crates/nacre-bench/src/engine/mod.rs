@@ -105,6 +105,14 @@ impl BenchDb {
     }
 }
 
+/// The binary a benchmark re-executes for its child processes: `exe`, else this one.
+pub fn child_exe(exe: &Option<PathBuf>) -> Result<PathBuf> {
+    match exe {
+        Some(e) => Ok(e.clone()),
+        None => std::env::current_exe().map_err(io_err("find", Path::new("nacre-bench"))),
+    }
+}
+
 /// Runs `f(thread)` for `thread` in `0..threads`, started together behind a barrier. Returns
 /// the wall seconds from the common start to the last thread's end, and each thread's output.
 pub fn run_threads<R: Send>(

@@ -319,12 +319,7 @@ pub fn run(cfg: &RecoveryConfig) -> Result<(MachineInfo, Vec<RecoveryRow>)> {
         "recovery needs sizes of 1..=2048 MiB, thread counts, writers, a value size, a \
          memtable size and repeats",
     )?;
-    let exe = match &cfg.exe {
-        Some(e) => e.clone(),
-        None => {
-            std::env::current_exe().map_err(io_err("find", std::path::Path::new("nacre-bench")))?
-        }
-    };
+    let exe = super::child_exe(&cfg.exe)?;
     let mut rows = Vec::new();
     for &mib in &cfg.sizes_mib {
         rows.extend(one_size(cfg, &exe, mib)?);
