@@ -148,13 +148,7 @@ impl DbInner {
             bytes,
             wake: OneShot::new(),
         });
-        // Unpipelined, every writer queues in the first bucket: one group in flight at a time.
-        let b = if self.pipelined {
-            BUCKET.with(|b| *b) % self.buckets.len()
-        } else {
-            0
-        };
-        let bucket = &self.buckets[b];
+        let bucket = &self.buckets[BUCKET.with(|b| *b) % self.buckets.len()];
         let lead = {
             let mut q = lock(&bucket.q);
             q.pending.push_back(w.clone());

@@ -147,7 +147,8 @@ impl Db {
         );
         let inner = Arc::new(DbInner {
             ring: Ring::new(opts.ring_capacity),
-            buckets: (0..opts.commit_buckets)
+            // Unpipelined, every writer queues in one bucket: one group in flight at a time.
+            buckets: (0..if pipelined { opts.commit_buckets } else { 1 })
                 .map(|_| Bucket::default())
                 .collect(),
             next_seq: parking_lot::Mutex::new(commit_id),

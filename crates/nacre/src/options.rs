@@ -105,7 +105,8 @@ pub struct Options {
     /// batch of `batch_size` ends the wait early (default 0: group whatever is queued). A few
     /// microseconds trade latency for fewer commits when writers arrive close together.
     pub batch_wait: Duration,
-    /// Leader/follower buckets writers are spread over (default 4).
+    /// Leader/follower buckets writers are spread over (default 4; one when
+    /// [`Options::pipelining`] resolves to off).
     pub commit_buckets: usize,
     /// Threads rebuilding memtable indexes on open (default: available parallelism).
     pub recovery_threads: usize,

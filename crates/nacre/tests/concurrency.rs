@@ -103,8 +103,8 @@ fn readers_see_whole_batches(pipelining: Pipelining) {
     }
 }
 
-/// The `msync` backend's defaults (single fence, unpipelined buckets, writers that block while
-/// a sync runs): concurrent writers all return, and everything is there after a reopen.
+/// The `msync` backend's defaults (single fence, unpipelined: one bucket whatever
+/// `commit_buckets` says, writers that block while a sync runs): concurrent writers all return, and everything is there after a reopen.
 #[test]
 fn msync_writers_commit_together_and_survive_reopen() {
     let dir = tempfile::tempdir().expect("dir");
@@ -113,7 +113,6 @@ fn msync_writers_commit_together_and_survive_reopen() {
         o.pool_size = 32 << 20;
         o.zone_size = 256 << 10;
         o.memtable_size = 1 << 20;
-        o.commit_buckets = 1;
         o
     };
     const WRITERS: u64 = 3;
