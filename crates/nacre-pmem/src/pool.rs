@@ -365,7 +365,8 @@ impl Pool {
     }
 
     /// Copies `src` to `off` with non-temporal stores (bypassing the cache where the backend
-    /// flushes cache lines). Durable at the next `fence`, like a flush.
+    /// flushes cache lines; copies shorter than [`flush::NT_MIN_LEN`] go through the cache and
+    /// are flushed, which is faster for them). Durable at the next `fence`, like a flush.
     ///
     /// # Panics
     /// If the range leaves the pool.
