@@ -33,6 +33,7 @@ use crate::memtable::{Memtable, Reservation};
 use crate::oneshot::OneShot;
 use crate::options::CommitMode;
 use crate::record::{encode_item_header, encode_record, ITEM_HEADER};
+use crate::subtable::Subtable;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock()
@@ -89,8 +90,43 @@ pub(crate) struct Bucket {
     queued: std::sync::atomic::AtomicUsize,
 }
 
-/// An operation of a group: (sequence number, waiter index, op index in its batch).
+/// An operation of a group: (position in the group, waiter index, op index in its batch).
+/// Its sequence number is the group's first plus its position.
 type OpRef = (u64, usize, usize);
+
+/// The records a group adds to one subtable, laid out before the group enters the ring so
+/// that the serial stage 2 only numbers them and reserves space.
+struct Part {
+    subtable: u32,
+    ops: Vec<OpRef>,
+    /// Item bytes: header and records.
+    len: usize,
+}
+
+/// Splits a group's operations by subtable, in operation order; returns the parts and the
+/// number of operations.
+fn layout(group: &[Arc<Waiter>]) -> (Vec<Part>, u64) {
+    let mut parts: Vec<Part> = Vec::new();
+    let mut k = 0u64;
+    for (wi, w) in group.iter().enumerate() {
+        for (oi, op) in w.batch.ops.iter().enumerate() {
+            let size = crate::record::record_size(op.key.len(), op.value.len());
+            match parts.iter_mut().find(|p| p.subtable == op.subtable) {
+                Some(p) => {
+                    p.ops.push((k, wi, oi));
+                    p.len += size;
+                }
+                None => parts.push(Part {
+                    subtable: op.subtable,
+                    ops: vec![(k, wi, oi)],
+                    len: ITEM_HEADER + size,
+                }),
+            }
+            k += 1;
+        }
+    }
+    (parts, k)
+}
 
 /// One item of a group: the records of one subtable, its memtable and space.
 struct Item {
@@ -105,10 +141,14 @@ pub(crate) struct Group {
     done: OneShot<Result<(), GroupError>>,
 }
 
+/// A granted group: its sequence numbers `seq_start..=seq_end` and its items. Written in
+/// stage 2, read by the owner in stage 3 and by the committing thread in stage 4 (never at
+/// the same time: stage 4 of a group starts after its stage 3 ended).
 #[derive(Default)]
 struct Plan {
+    seq_start: u64,
     seq_end: u64,
-    commits: Vec<(Arc<Memtable>, u64)>,
+    items: Vec<Item>,
 }
 
 impl Group {
@@ -228,50 +268,38 @@ impl DbInner {
         self.poisoned.store(true, Ordering::Release);
     }
 
-    /// Stage 2: sequence numbers and space for every subtable the group touches.
-    fn stage2(&self, group: &[Arc<Waiter>], g: &Group) -> Result<(u64, Vec<Item>), GroupError> {
+    /// Stage 2: sequence numbers and space for every subtable the group touches (`n`
+    /// operations, laid out in `parts`), recorded in the group's plan.
+    fn stage2(&self, parts: Vec<Part>, n: u64, g: &Group) -> Result<(), GroupError> {
         if let Some(why) = self.poisoned() {
             return Err(GroupError::Poisoned(why));
         }
-        let mut items: Vec<(u32, Vec<OpRef>, usize)> = Vec::new();
-        let seq_start = *lock(&self.next_seq) + 1;
-        let mut seq = seq_start;
-        for (wi, w) in group.iter().enumerate() {
-            for (oi, op) in w.batch.ops.iter().enumerate() {
-                let size = crate::record::record_size(op.key.len(), op.value.len());
-                match items.iter_mut().find(|x| x.0 == op.subtable) {
-                    Some(x) => {
-                        x.1.push((seq, wi, oi));
-                        x.2 += size;
-                    }
-                    None => items.push((op.subtable, vec![(seq, wi, oi)], ITEM_HEADER + size)),
-                }
-                seq += 1;
-            }
-        }
-        let mut out: Vec<Item> = Vec::with_capacity(items.len());
-        let undo = |out: &Vec<Item>| {
-            for it in out.iter().rev() {
-                it.memtable.unreserve(&it.res);
-            }
-        };
-        for (sub, ops, len) in items {
-            match self.reserve(sub, len) {
-                Ok((memtable, res)) => out.push(Item { memtable, res, ops }),
+        let mut items: Vec<Item> = Vec::with_capacity(parts.len());
+        for p in parts {
+            match self.reserve(p.subtable, p.len) {
+                Ok((memtable, res)) => items.push(Item {
+                    memtable,
+                    res,
+                    ops: p.ops,
+                }),
                 Err(e) => {
-                    undo(&out);
+                    for it in items.iter().rev() {
+                        it.memtable.unreserve(&it.res);
+                    }
                     return Err(e);
                 }
             }
         }
-        *lock(&self.next_seq) = seq - 1;
-        let mut plan = lock(&g.plan);
-        plan.seq_end = seq - 1;
-        plan.commits = out
-            .iter()
-            .map(|i| (i.memtable.clone(), i.res.end))
-            .collect();
-        Ok((seq_start, out))
+        // Only stage 2 (serial, ordered by the ring) touches `next_seq`.
+        let seq_start = self.next_seq.load(Ordering::Acquire) + 1;
+        let seq_end = seq_start + n - 1;
+        self.next_seq.store(seq_end, Ordering::Release);
+        *lock(&g.plan) = Plan {
+            seq_start,
+            seq_end,
+            items,
+        };
+        Ok(())
     }
 
     fn reserve(&self, sub: u32, len: usize) -> Result<(Arc<Memtable>, Reservation), GroupError> {
@@ -279,44 +307,46 @@ impl DbInner {
         if len > max {
             return Err(GroupError::TooLarge { len, max });
         }
-        let st = self
-            .subtable_by_id(sub)
-            .ok_or_else(|| GroupError::Poisoned(format!("unknown subtable {sub}")))?;
         let fail = |e: Error| match e {
             Error::PoolFull(m) => GroupError::PoolFull(m),
             other => GroupError::PoolFull(other.to_string()),
         };
-        let mut m = match st.active() {
-            Some(m) => m,
-            None => st.switch(&self.store).map_err(fail)?,
-        };
-        for _ in 0..2 {
-            if let Some(r) = m.reserve(&self.store, len).map_err(fail)? {
-                return Ok((m, r));
+        let reserve = |st: &Subtable| -> Result<(Arc<Memtable>, Reservation), GroupError> {
+            let mut m = match st.active() {
+                Some(m) => m,
+                None => st.switch(&self.store).map_err(fail)?,
+            };
+            for _ in 0..2 {
+                if let Some(r) = m.reserve(&self.store, len).map_err(fail)? {
+                    return Ok((m, r));
+                }
+                m = st.switch(&self.store).map_err(fail)?;
             }
-            m = st.switch(&self.store).map_err(fail)?;
-        }
-        Err(GroupError::TooLarge { len, max })
+            Err(GroupError::TooLarge { len, max })
+        };
+        self.with_subtable(sub, reserve)
+            .unwrap_or_else(|| Err(GroupError::Poisoned(format!("unknown subtable {sub}"))))
     }
 
     /// Stage 3: builds, writes and flushes each item, and indexes its records. The fence that
     /// makes them durable is stage 4's first one when this thread commits its own group, else
     /// the hand-off fence. Index entries are invisible until stage 4 advances `visible` past
     /// their sequence numbers (C4).
-    fn stage3(&self, group: &[Arc<Waiter>], seq_start: u64, items: &[Item]) {
+    fn stage3(&self, group: &[Arc<Waiter>], plan: &Plan) {
         let pool = &self.store.pool;
+        let items = &plan.items;
         SCRATCH.with(|buf| {
             let mut buf = buf.borrow_mut();
             for it in items {
                 buf.clear();
                 buf.resize(ITEM_HEADER, 0);
-                for &(seq, wi, oi) in &it.ops {
+                for &(k, wi, oi) in &it.ops {
                     let op: &Op = &group[wi].batch.ops[oi];
-                    encode_record(&mut buf, seq, op.kind, &op.key, &op.value);
+                    encode_record(&mut buf, plan.seq_start + k, op.kind, &op.key, &op.value);
                 }
                 encode_item_header(
                     &mut buf,
-                    seq_start,
+                    plan.seq_start,
                     self.run,
                     it.ops.len() as u32,
                     items.len() as u32,
@@ -326,9 +356,9 @@ impl DbInner {
                     pool.store_u64(m, crate::record::ZONE_END);
                 }
                 let mut at = it.res.at.add(ITEM_HEADER as u64);
-                for &(seq, wi, oi) in &it.ops {
+                for &(k, wi, oi) in &it.ops {
                     let op: &Op = &group[wi].batch.ops[oi];
-                    it.memtable.index.insert(&op.key, seq, at);
+                    it.memtable.index.insert(&op.key, plan.seq_start + k, at);
                     at = at.add(crate::record::record_size(op.key.len(), op.value.len()) as u64);
                 }
             }
@@ -343,13 +373,15 @@ impl DbInner {
     /// before this one began (and the records of a group committed by another thread were
     /// fenced by the hand-off).
     fn stage4(&self, g: &Group) {
-        let plan = std::mem::take(&mut *lock(&g.plan));
+        // The plan (and its memtable references) is dropped by the group's owner, outside
+        // this serial stage.
+        let plan = lock(&g.plan);
         if let Some(why) = self.poisoned() {
             g.finish(Err(GroupError::Poisoned(why)));
             return;
         }
-        for (m, end) in &plan.commits {
-            m.commit(&self.store, *end);
+        for it in &plan.items {
+            it.memtable.commit(&self.store, it.res.end);
         }
         let pool = &self.store.pool;
         let r = match self.commit_mode {
@@ -381,14 +413,12 @@ impl DbInner {
             plan: Mutex::new(Plan::default()),
             done: OneShot::new(),
         });
-        let (h, planned) = self.ring.grant(g.clone(), || self.stage2(group, &g));
+        let (parts, n) = layout(group);
+        let (h, planned) = self.ring.grant(g.clone(), || self.stage2(parts, n, &g));
         match &planned {
-            Ok((seq_start, items)) => self.stage3(group, *seq_start, items),
-            Err(_) => {
-                // Nothing reserved or numbered: stage 4 only has to pass the handle on.
-                std::mem::take(&mut *lock(&g.plan));
-                g.finish(Ok(()));
-            }
+            Ok(()) => self.stage3(group, &lock(&g.plan)),
+            // Nothing reserved or numbered: stage 4 only has to pass the handle on.
+            Err(_) => g.finish(Ok(())),
         }
         let handoff = || {
             if let Err(e) = self.store.pool.fence() {

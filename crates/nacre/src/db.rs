@@ -32,7 +32,8 @@ pub(crate) struct DbInner {
     pub store: Store,
     pub ring: Ring<Arc<Group>>,
     pub buckets: Vec<Bucket>,
-    pub next_seq: parking_lot::Mutex<u64>,
+    /// The last sequence number granted (stage 2 only).
+    pub next_seq: AtomicU64,
     pub visible: AtomicU64,
     /// The engine run this instance writes (stamped on every item).
     pub run: u64,
@@ -98,8 +99,10 @@ impl std::fmt::Debug for Db {
 }
 
 impl DbInner {
-    pub(crate) fn subtable_by_id(&self, id: u32) -> Option<Subtable> {
-        self.by_id.load().get(id as usize).cloned().flatten()
+    /// Runs `f` on subtable `id`, if it exists, without taking a counted reference (a
+    /// clone's reference count would be a cache line every writer shares).
+    pub(crate) fn with_subtable<R>(&self, id: u32, f: impl FnOnce(&Subtable) -> R) -> Option<R> {
+        self.by_id.load().get(id as usize)?.as_ref().map(f)
     }
 }
 
@@ -151,7 +154,7 @@ impl Db {
             buckets: (0..if pipelined { opts.commit_buckets } else { 1 })
                 .map(|_| Bucket::default())
                 .collect(),
-            next_seq: parking_lot::Mutex::new(commit_id),
+            next_seq: AtomicU64::new(commit_id),
             visible: AtomicU64::new(commit_id),
             run: rec.run,
             commit_mode,
@@ -281,7 +284,7 @@ impl Db {
         }
         let max = self.inner.store.zone_size as usize - ITEM_HEADER;
         for op in &batch.ops {
-            if op.db != self.inner.id || self.inner.subtable_by_id(op.subtable).is_none() {
+            if op.db != self.inner.id || self.inner.with_subtable(op.subtable, |_| ()).is_none() {
                 return Err(Error::InvalidOptions(format!(
                     "batch names subtable {} of another database",
                     op.subtable

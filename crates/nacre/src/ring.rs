@@ -29,12 +29,24 @@ struct Slot<G> {
     payload: Mutex<Option<G>>,
 }
 
+/// An index on a cache line of its own: threads in different stages touch different indexes,
+/// and sharing a line would move it between their cores on every touch.
+#[repr(align(64))]
+struct Padded(AtomicU64);
+
+impl std::ops::Deref for Padded {
+    type Target = AtomicU64;
+    fn deref(&self) -> &AtomicU64 {
+        &self.0
+    }
+}
+
 /// The ring. `G` is the per-group payload handed to the commit function.
 pub(crate) struct Ring<G> {
-    bid: AtomicU64,
-    sid: AtomicU64,
-    hid: AtomicU64,
-    pid: AtomicU64,
+    bid: Padded,
+    sid: Padded,
+    hid: Padded,
+    pid: Padded,
     cap: u64,
     slots: Vec<Slot<G>>,
 }
@@ -56,10 +68,10 @@ pub(crate) fn wait_until(mut cond: impl FnMut() -> bool) {
 impl<G: Clone> Ring<G> {
     pub fn new(cap: usize) -> Self {
         Ring {
-            bid: AtomicU64::new(0),
-            sid: AtomicU64::new(0),
-            hid: AtomicU64::new(0),
-            pid: AtomicU64::new(0),
+            bid: Padded(AtomicU64::new(0)),
+            sid: Padded(AtomicU64::new(0)),
+            hid: Padded(AtomicU64::new(0)),
+            pid: Padded(AtomicU64::new(0)),
             cap: cap as u64,
             slots: (0..cap)
                 .map(|_| Slot {
