@@ -138,6 +138,7 @@ fn fill_cfg(dir: &Path, db_bench: PathBuf) -> fill::FillConfig {
         commit_buckets: 1,
         batch_wait_us: 0,
         pipelining: fill::PipeliningArg::Auto,
+        commit_mode: fill::CommitModeArg::SingleFence,
         repeats: 1,
         shm_dir: Some(dir.to_path_buf()),
         disk_dir: dir.join("disk"),

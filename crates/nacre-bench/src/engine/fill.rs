@@ -49,6 +49,9 @@ pub struct FillConfig {
     /// Nacre's `Options::pipelining` (auto: off on msync, on elsewhere).
     #[arg(long, value_enum, default_value_t = PipeliningArg::Auto)]
     pub pipelining: PipeliningArg,
+    /// Nacre's `Options::commit_mode` (auto: one fence on msync, two elsewhere).
+    #[arg(long, value_enum, default_value_t = CommitModeArg::Auto)]
+    pub commit_mode: CommitModeArg,
     /// Repeats; the report shows the median.
     #[arg(long, default_value_t = 3)]
     pub repeats: usize,
@@ -153,6 +156,28 @@ impl From<PipeliningArg> for nacre::Pipelining {
     }
 }
 
+/// `--commit-mode`: Nacre's [`nacre::CommitMode`].
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CommitModeArg {
+    /// One fence on msync, two elsewhere.
+    Auto,
+    /// `gidx`, fence, `commit_id`, fence.
+    TwoFence,
+    /// `gidx` and `commit_id`, one fence.
+    SingleFence,
+}
+
+impl From<CommitModeArg> for nacre::CommitMode {
+    fn from(m: CommitModeArg) -> nacre::CommitMode {
+        match m {
+            CommitModeArg::Auto => nacre::CommitMode::Auto,
+            CommitModeArg::TwoFence => nacre::CommitMode::TwoFence,
+            CommitModeArg::SingleFence => nacre::CommitMode::SingleFence,
+        }
+    }
+}
+
 fn nacre(cfg: &FillConfig, subject: Subject, values: &[u8]) -> Result<f64> {
     let (dir, backend, n) = match subject {
         Subject::NacreMsync => (cfg.disk_dir.clone(), Backend::Msync, cfg.sync_num),
@@ -169,6 +194,7 @@ fn nacre(cfg: &FillConfig, subject: Subject, values: &[u8]) -> Result<f64> {
         o.commit_buckets = cfg.commit_buckets;
         o.batch_wait = std::time::Duration::from_micros(cfg.batch_wait_us);
         o.pipelining = cfg.pipelining.into();
+        o.commit_mode = cfg.commit_mode.into();
         o.memtable_size = memtable;
     })?;
     let (db, table) = (&bdb.db, &bdb.table);
@@ -286,7 +312,7 @@ pub fn markdown(cfg: &FillConfig, machine: &MachineInfo, rows: &[FillRow]) -> St
         s,
         "Random puts, {}-byte keys, {}-byte values, {} threads, every put acknowledged only \
          once durable on its backend. Nacre: `Db::put` (batch_size {}, commit_buckets {}, \
-         batch_wait {} us, pipelining {:?}), \
+         batch_wait {} us, pipelining {:?}, commit_mode {:?}), \
          emulated pool in {}, msync pool in {}. RocksDB ({version}, default options, \
          compression as built): `{}` and `{}` in {}. Median of {} repeats, the two subjects \
          of a pairing back to back.\n",
@@ -297,6 +323,7 @@ pub fn markdown(cfg: &FillConfig, machine: &MachineInfo, rows: &[FillRow]) -> St
         cfg.commit_buckets,
         cfg.batch_wait_us,
         cfg.pipelining,
+        cfg.commit_mode,
         shm.display(),
         cfg.disk_dir.display(),
         fill_args(cfg, false, cfg.num).command_line("DIR"),
