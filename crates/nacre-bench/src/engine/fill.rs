@@ -40,8 +40,8 @@ pub struct FillConfig {
     /// Nacre's `Options::batch_size`.
     #[arg(long, default_value_t = 32)]
     pub batch_size: usize,
-    /// Nacre's `Options::commit_buckets`.
-    #[arg(long, default_value_t = 1)]
+    /// Nacre's `Options::commit_buckets` (default: the engine's default).
+    #[arg(long, default_value_t = nacre::Options::new("").commit_buckets)]
     pub commit_buckets: usize,
     /// Nacre's `Options::batch_wait`, in microseconds (0: commit whatever is queued).
     #[arg(long, default_value_t = 0)]
