@@ -153,9 +153,10 @@ pub fn sfence() {
 }
 
 /// Copies shorter than this go through the cache and are flushed line by line; longer ones
-/// use non-temporal stores. Measured on a Xeon with DRAM-backed pools: a 540-byte commit item
-/// was 1.1-1.2x faster through the cache (the next locked instruction waits for the
-/// write-combining buffers to drain), a 4 KiB one 1.1x faster with non-temporal stores.
+/// use non-temporal stores. Measured on a Xeon with DRAM-backed pools (docs/benchmarks.md,
+/// fillrandom): a 540-byte commit item was 1.05-1.2x faster through the cache (either way the
+/// next locked instruction waits for the lines to reach memory), a 4 KiB one 1.06-1.2x faster
+/// with non-temporal stores.
 pub const NT_MIN_LEN: usize = 1024;
 
 /// Copies `src` to `dst`: below [`NT_MIN_LEN`] bytes with ordinary stores and line flushes,
