@@ -31,7 +31,7 @@ mod zone_pool;
 
 pub use error::{HallocError, Result};
 pub use halloc::{Halloc, PoolKind};
-pub use meta_pools::{MemtablePool, SubtablePool};
+pub use meta_pools::{MemtablePool, Slot, SubtablePool};
 pub use object_pool::{
     ObjId, ObjectPool, PoolShape, RecoveryStats, MAX_OBJECT_SIZE, MIN_OBJECT_SIZE,
 };

@@ -1,12 +1,16 @@
 //! Customised object pools for engine metadata (seed 000 §3.4.2, Figure 8).
 //!
-//! Memtable object (size 32 + 8 x slots, rounded up to 64):
+//! Memtable object (size 64 + 8 x slots, rounded up to 64):
 //! ```text
 //! +0   gidx      u64  commit point of the memtable's append position (Reorder Ring)
 //! +8   next      u64  next memtable in its subtable's memlist (PmOffset, 0 = end)
 //! +16  subtable  u64  owning subtable id
 //! +24  slots     u64  number of zone slots (fixed per pool)
-//! +32  slot[i]   u64  zone id + 1 of the i-th zone (0 = empty)
+//! +32  birth     u64  the engine's number for this incarnation of the object (never reused)
+//! +40  role      u64  what the engine uses the memtable for (its meaning belongs to the engine)
+//! +48  reserved  16 bytes (0)
+//! +64  slot[i]   u64  zone id + 1 of the i-th zone; 0 = empty; u64::MAX = reclaimed (the
+//!                     zone held data once and was given back)
 //! ```
 //! Subtable object (64 bytes): `+0 id u64`, `+8 memlist head u64 (PmOffset)`, `+16 name [48]`.
 //!
@@ -26,7 +30,22 @@ const GIDX: u64 = 0;
 const NEXT: u64 = 8;
 const SUBTABLE: u64 = 16;
 const NSLOTS: u64 = 24;
-const SLOTS: u64 = 32;
+const BIRTH: u64 = 32;
+const ROLE: u64 = 40;
+const SLOTS: u64 = 64;
+/// Slot word of a zone that was given back.
+const RECLAIMED: u64 = u64::MAX;
+
+/// What a memtable's zone slot holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Slot {
+    /// Never held a zone.
+    Empty,
+    /// Holds this zone.
+    Zone(ObjId),
+    /// Held a zone that was given back; its positions hold nothing.
+    Reclaimed,
+}
 
 /// Pool of memtable objects.
 #[derive(Clone, Debug)]
@@ -51,14 +70,17 @@ impl MemtablePool {
     }
 
     /// Gets a memtable object and initialises it durably (gidx 0, no zones, no next) for
-    /// `subtable`; commit it once it is linked where the engine can find it.
-    pub fn get(&self, subtable: u64) -> Result<ObjId> {
+    /// `subtable` with the given `birth` and `role`; commit it once it is linked where the
+    /// engine can find it.
+    pub fn get(&self, subtable: u64, birth: u64, role: u64) -> Result<ObjId> {
         let id = self.inner.get()?;
         let pool = self.inner.pmem();
         let off = self.inner.offset(id);
         let mut head = vec![0u8; Self::object_size(self.slots) as usize];
         head[SUBTABLE as usize..][..8].copy_from_slice(&subtable.to_le_bytes());
         head[NSLOTS as usize..][..8].copy_from_slice(&self.slots.to_le_bytes());
+        head[BIRTH as usize..][..8].copy_from_slice(&birth.to_le_bytes());
+        head[ROLE as usize..][..8].copy_from_slice(&role.to_le_bytes());
         pool.copy_persist(off, &head)?;
         Ok(id)
     }
@@ -110,6 +132,16 @@ impl MemtablePool {
         self.inner.pmem().load_u64(self.word(id, SUBTABLE))
     }
 
+    /// The incarnation number given at [`MemtablePool::get`].
+    pub fn birth(&self, id: ObjId) -> u64 {
+        self.inner.pmem().load_u64(self.word(id, BIRTH))
+    }
+
+    /// The role given at [`MemtablePool::get`].
+    pub fn role(&self, id: ObjId) -> u64 {
+        self.inner.pmem().load_u64(self.word(id, ROLE))
+    }
+
     fn slot_at(&self, id: ObjId, slot: u64) -> Result<PmOffset> {
         if slot >= self.slots {
             return Err(HallocError::NoSuchObject {
@@ -121,10 +153,28 @@ impl MemtablePool {
         Ok(self.word(id, SLOTS + 8 * slot))
     }
 
-    /// The zone in slot `slot`, if any.
+    /// The zone in slot `slot`, if any (none for an empty or reclaimed slot).
     pub fn zone(&self, id: ObjId, slot: u64) -> Result<Option<ObjId>> {
-        let v = self.inner.pmem().load_u64(self.slot_at(id, slot)?);
-        Ok(v.checked_sub(1).map(ObjId))
+        Ok(match self.slot(id, slot)? {
+            Slot::Zone(z) => Some(z),
+            Slot::Empty | Slot::Reclaimed => None,
+        })
+    }
+
+    /// What slot `slot` holds.
+    pub fn slot(&self, id: ObjId, slot: u64) -> Result<Slot> {
+        Ok(match self.inner.pmem().load_u64(self.slot_at(id, slot)?) {
+            0 => Slot::Empty,
+            RECLAIMED => Slot::Reclaimed,
+            v => Slot::Zone(ObjId(v - 1)),
+        })
+    }
+
+    /// Durably marks slot `slot` reclaimed: its zone is about to be given back and nothing at
+    /// its positions may be read again. Do this before releasing the zone.
+    pub fn set_reclaimed(&self, id: ObjId, slot: u64) -> Result<()> {
+        let at = self.slot_at(id, slot)?;
+        Ok(self.inner.pmem().persist_u64(at, RECLAIMED)?)
     }
 
     /// Durably records `zone` in slot `slot` (record it before committing the zone).

@@ -441,6 +441,13 @@ impl ObjectPool {
         (rel % self.shape.object_size == 0 && i < self.shape.count).then_some(ObjId(i))
     }
 
+    /// The object whose bytes contain `off`, if any.
+    pub fn id_containing(&self, off: PmOffset) -> Option<ObjId> {
+        let rel = off.get().checked_sub(self.objects.get())?;
+        let i = rel / self.shape.object_size;
+        (i < self.shape.count).then_some(ObjId(i))
+    }
+
     /// The pool's name in the registry.
     pub fn name(&self) -> &str {
         &self.name

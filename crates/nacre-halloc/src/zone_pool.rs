@@ -51,6 +51,11 @@ impl ZonePool {
         self.inner.offset(zone)
     }
 
+    /// The zone holding byte `off`, if any.
+    pub fn zone_of(&self, off: PmOffset) -> Option<ObjId> {
+        self.inner.id_containing(off)
+    }
+
     /// Bytes per zone.
     pub fn zone_size(&self) -> u64 {
         self.inner.object_size()

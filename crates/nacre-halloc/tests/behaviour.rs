@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use nacre_halloc::{Halloc, HallocError, ObjId, MAX_OBJECT_SIZE};
+use nacre_halloc::{Halloc, HallocError, ObjId, Slot, MAX_OBJECT_SIZE};
 use nacre_pmem::{Backend, CrashPolicy, PmOffset, Pool, PoolOptions, SplitMix64};
 
 fn sim_pool(size: u64) -> Arc<Pool> {
@@ -237,7 +237,7 @@ fn registry_zone_memtable_and_subtable_pools_survive_reopen() {
     assert_eq!(zones.offset(ObjId(0)).get() % 4096, 0);
 
     let st = subs.get(7, "orders").expect("subtable");
-    let m = mems.get(7).expect("memtable");
+    let m = mems.get(7, 3, 1).expect("memtable");
     let z1 = zones.grant().expect("zone");
     let z2 = zones.grant().expect("zone");
     mems.set_zone(m, 0, Some(z1)).expect("slot");
@@ -320,4 +320,29 @@ fn crash_during_pool_creation_is_repaired_by_the_next_open() {
         p.verify().expect("H1");
         assert_eq!(h.registered().expect("reg").len(), 1, "stop {stop}");
     }
+}
+
+#[test]
+fn memtable_birth_role_and_reclaimed_slots_survive_reopen() {
+    let pool = sim_pool(8 << 20);
+    let h = Halloc::open(pool.clone()).expect("halloc");
+    let zones = h.zone_pool("zones", 1 << 20, 4).expect("zones");
+    let mems = h.memtable_pool("memt", 4, 8).expect("memt");
+    let m = mems.get(2, 77, 5).expect("memtable");
+    let z = zones.grant().expect("zone");
+    mems.set_zone(m, 0, Some(z)).expect("slot");
+    zones.commit(z).expect("commit");
+    mems.set_zone(m, 1, Some(zones.grant().expect("zone")))
+        .expect("slot");
+    mems.set_reclaimed(m, 1).expect("reclaim");
+    mems.commit(m).expect("commit");
+    drop((zones, mems, h));
+    let pool = reopen(pool);
+    let h = Halloc::open(pool).expect("halloc");
+    let mems = h.memtable_pool("memt", 4, 8).expect("memt");
+    assert_eq!((mems.birth(m), mems.role(m), mems.subtable(m)), (77, 5, 2));
+    assert_eq!(mems.slot(m, 0).expect("slot"), Slot::Zone(z));
+    assert_eq!(mems.slot(m, 1).expect("slot"), Slot::Reclaimed);
+    assert_eq!(mems.zone(m, 1).expect("slot"), None);
+    assert_eq!(mems.slot(m, 2).expect("slot"), Slot::Empty);
 }

@@ -22,7 +22,7 @@ use std::path::Path;
 /// Magic bytes at offset 0 of every pool.
 pub const MAGIC: [u8; 8] = *b"NACRE\0PM";
 /// Format version written and read by this build.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 /// Size of the header block.
 pub const HEADER_SIZE: usize = 4096;
 /// Offset of metadata slot A (slot B follows it).

@@ -25,6 +25,7 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, MutexGuard};
 
+use crate::art::ArtIndex;
 use crate::batch::{Op, WriteBatch};
 use crate::db::DbInner;
 use crate::error::{Error, Result};
@@ -32,7 +33,7 @@ use crate::index::MemIndex;
 use crate::memtable::{Memtable, Reservation};
 use crate::oneshot::OneShot;
 use crate::options::CommitMode;
-use crate::record::{encode_item_header, encode_record, ITEM_HEADER};
+use crate::record::{encode_item_header, encode_record, record_size, Place, ITEM_HEADER};
 use crate::subtable::Subtable;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -43,7 +44,17 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 #[derive(Clone, Debug)]
 pub(crate) enum GroupError {
     PoolFull(String),
-    TooLarge { len: usize, max: usize },
+    /// Only the zones kept for the cleaner are free: wait for merges and cleaning, retry.
+    NoSpace {
+        free: u64,
+        keep: u64,
+    },
+    /// Metadata failed a check.
+    Corrupt(String),
+    TooLarge {
+        len: usize,
+        max: usize,
+    },
     Poisoned(String),
 }
 
@@ -51,6 +62,8 @@ impl From<GroupError> for Error {
     fn from(e: GroupError) -> Error {
         match e {
             GroupError::PoolFull(m) => Error::PoolFull(m),
+            GroupError::NoSpace { free, keep } => Error::NoSpace { free, keep },
+            GroupError::Corrupt(m) => Error::Corrupt(m),
             GroupError::TooLarge { len, max } => Error::TooLarge {
                 what: "batch records for one subtable",
                 len,
@@ -94,11 +107,27 @@ pub(crate) struct Bucket {
 /// Its sequence number is the group's first plus its position.
 type OpRef = (u64, usize, usize);
 
+/// A record the cleaner moves: its key, value, kind and original sequence number.
+pub(crate) struct Moved {
+    pub key: Vec<u8>,
+    pub value: Vec<u8>,
+    pub seq: u64,
+    pub kind: crate::record::Kind,
+}
+
+/// What an item's records are.
+enum Records {
+    /// Operations of the group's batches, numbered from the group's first sequence number.
+    Batch(Vec<OpRef>),
+    /// Records the cleaner relocates, with their own sequence numbers.
+    Moved(Vec<Moved>),
+}
+
 /// The records a group adds to one subtable, laid out before the group enters the ring so
 /// that the serial stage 2 only numbers them and reserves space.
 struct Part {
     subtable: u32,
-    ops: Vec<OpRef>,
+    records: Records,
     /// Item bytes: header and records.
     len: usize,
 }
@@ -113,12 +142,14 @@ fn layout(group: &[Arc<Waiter>]) -> (Vec<Part>, u64) {
             let size = crate::record::record_size(op.key.len(), op.value.len());
             match parts.iter_mut().find(|p| p.subtable == op.subtable) {
                 Some(p) => {
-                    p.ops.push((k, wi, oi));
+                    if let Records::Batch(ops) = &mut p.records {
+                        ops.push((k, wi, oi));
+                    }
                     p.len += size;
                 }
                 None => parts.push(Part {
                     subtable: op.subtable,
-                    ops: vec![(k, wi, oi)],
+                    records: Records::Batch(vec![(k, wi, oi)]),
                     len: ITEM_HEADER + size,
                 }),
             }
@@ -128,11 +159,13 @@ fn layout(group: &[Arc<Waiter>]) -> (Vec<Part>, u64) {
     (parts, k)
 }
 
-/// One item of a group: the records of one subtable, its memtable and space.
+/// One item of a group: the records of one subtable, its memtable (and index, for users'
+/// writes) and space.
 struct Item {
     memtable: Arc<Memtable>,
+    index: Option<Arc<ArtIndex>>,
     res: Reservation,
-    ops: Vec<OpRef>,
+    records: Records,
 }
 
 /// What stage 4 needs, shared through the ring.
@@ -183,11 +216,38 @@ impl DbInner {
     /// Queues `batch` in this thread's bucket and returns when its group is committed (C3).
     /// `bytes` is `batch.bytes_per_subtable()`, already computed by the caller's checks.
     pub(crate) fn write_batch(&self, batch: WriteBatch, bytes: Vec<(u32, usize)>) -> Result<()> {
-        let w = Arc::new(Waiter {
+        self.space.throttle(self.store.zones.free_zones());
+        let mut w = Arc::new(Waiter {
             batch,
             bytes,
             wake: OneShot::new(),
         });
+        loop {
+            match self.queue(&w) {
+                Err(GroupError::NoSpace { free, .. }) => {
+                    if self.space.wait_for_space().is_err() {
+                        return Err(self.poisoned().map_or_else(
+                            || {
+                                Error::PoolFull(format!(
+                                    "live data fills the pool ({free} zones free, none reclaimable)"
+                                ))
+                            },
+                            Error::Poisoned,
+                        ));
+                    }
+                    w = Arc::new(Waiter {
+                        batch: w.batch.clone(),
+                        bytes: w.bytes.clone(),
+                        wake: OneShot::new(),
+                    });
+                }
+                r => return r.map_err(Error::from),
+            }
+        }
+    }
+
+    /// Queues `w` in this thread's bucket and returns its group's result.
+    fn queue(&self, w: &Arc<Waiter>) -> Result<(), GroupError> {
         let bucket = &self.buckets[BUCKET.with(|b| *b) % self.buckets.len()];
         let lead = {
             let mut q = lock(&bucket.q);
@@ -197,10 +257,10 @@ impl DbInner {
         };
         if !lead {
             if let Wake::Done(r) = w.wake.wait(self.patience) {
-                return r.map_err(Error::from);
+                return r;
             }
         }
-        self.lead(bucket).map_err(Error::from)
+        self.lead(bucket)
     }
 
     /// Takes a group from the front of the queue, hands leadership on (at once when
@@ -254,7 +314,7 @@ impl DbInner {
         r
     }
 
-    fn poisoned(&self) -> Option<String> {
+    pub(crate) fn poisoned(&self) -> Option<String> {
         if self.poisoned.load(Ordering::Acquire) {
             Some(lock(&self.poison_reason).clone())
         } else {
@@ -270,17 +330,19 @@ impl DbInner {
 
     /// Stage 2: sequence numbers and space for every subtable the group touches (`n`
     /// operations, laid out in `parts`), recorded in the group's plan.
-    fn stage2(&self, parts: Vec<Part>, n: u64, g: &Group) -> Result<(), GroupError> {
+    fn stage2(&self, parts: Vec<Part>, n: u64, keep: u64, g: &Group) -> Result<(), GroupError> {
         if let Some(why) = self.poisoned() {
             return Err(GroupError::Poisoned(why));
         }
         let mut items: Vec<Item> = Vec::with_capacity(parts.len());
         for p in parts {
-            match self.reserve(p.subtable, p.len) {
-                Ok((memtable, res)) => items.push(Item {
+            let moved = matches!(p.records, Records::Moved(_));
+            match self.reserve(p.subtable, p.len, keep, moved) {
+                Ok((memtable, index, res)) => items.push(Item {
                     memtable,
+                    index,
                     res,
-                    ops: p.ops,
+                    records: p.records,
                 }),
                 Err(e) => {
                     for it in items.iter().rev() {
@@ -302,25 +364,42 @@ impl DbInner {
         Ok(())
     }
 
-    fn reserve(&self, sub: u32, len: usize) -> Result<(Arc<Memtable>, Reservation), GroupError> {
+    /// Space for `len` bytes in subtable `sub`: in its active memtable, or (`moved`) in its
+    /// relocation memtable. New zones only while more than `keep` are free.
+    fn reserve(
+        &self,
+        sub: u32,
+        len: usize,
+        keep: u64,
+        moved: bool,
+    ) -> Result<(Arc<Memtable>, Option<Arc<ArtIndex>>, Reservation), GroupError> {
         let max = self.store.zone_size as usize;
         if len > max {
             return Err(GroupError::TooLarge { len, max });
         }
         let fail = |e: Error| match e {
             Error::PoolFull(m) => GroupError::PoolFull(m),
+            Error::NoSpace { free, keep } => GroupError::NoSpace { free, keep },
+            Error::Corrupt(m) => GroupError::Corrupt(m),
             other => GroupError::PoolFull(other.to_string()),
         };
-        let reserve = |st: &Subtable| -> Result<(Arc<Memtable>, Reservation), GroupError> {
-            let mut m = match st.active() {
-                Some(m) => m,
-                None => st.switch(&self.store).map_err(fail)?,
-            };
-            for _ in 0..2 {
-                if let Some(r) = m.reserve(&self.store, len).map_err(fail)? {
-                    return Ok((m, r));
+        let store = &self.store;
+        let last = self.next_seq.load(Ordering::Acquire);
+        let visible = self.visible.load(Ordering::Acquire);
+        let reserve = |st: &Subtable| {
+            let st = &st.inner;
+            for full in [false, true] {
+                let (m, index) = if moved {
+                    (st.reloc_for_write(store, full).map_err(fail)?, None)
+                } else {
+                    let a = st
+                        .active_for_write(store, &self.tickets, full, last, visible)
+                        .map_err(fail)?;
+                    (a.mem, Some(a.index))
+                };
+                if let Some(r) = m.reserve(store, len, keep).map_err(fail)? {
+                    return Ok((m, index, r));
                 }
-                m = st.switch(&self.store).map_err(fail)?;
             }
             Err(GroupError::TooLarge { len, max })
         };
@@ -335,34 +414,65 @@ impl DbInner {
     fn stage3(&self, group: &[Arc<Waiter>], plan: &Plan) {
         let pool = &self.store.pool;
         let items = &plan.items;
+        let (mut pm, mut user) = (0u64, 0u64);
         SCRATCH.with(|buf| {
             let mut buf = buf.borrow_mut();
             for it in items {
                 buf.clear();
                 buf.resize(ITEM_HEADER, 0);
-                for &(k, wi, oi) in &it.ops {
-                    let op: &Op = &group[wi].batch.ops[oi];
-                    encode_record(&mut buf, plan.seq_start + k, op.kind, &op.key, &op.value);
-                }
+                let count = match &it.records {
+                    Records::Batch(ops) => {
+                        for &(k, wi, oi) in ops {
+                            let op: &Op = &group[wi].batch.ops[oi];
+                            user += (op.key.len() + op.value.len()) as u64;
+                            encode_record(
+                                &mut buf,
+                                plan.seq_start + k,
+                                op.kind,
+                                &op.key,
+                                &op.value,
+                            );
+                        }
+                        ops.len()
+                    }
+                    Records::Moved(recs) => {
+                        for r in recs {
+                            encode_record(&mut buf, r.seq, r.kind, &r.key, &r.value);
+                        }
+                        recs.len()
+                    }
+                };
+                let place = Place {
+                    birth: it.memtable.birth,
+                    pos: it.res.pos,
+                };
                 encode_item_header(
                     &mut buf,
+                    place,
                     plan.seq_start,
                     self.run,
-                    it.ops.len() as u32,
+                    count as u32,
                     items.len() as u32,
                 );
+                pm += buf.len() as u64;
                 pool.copy_nt(it.res.at, &buf);
-                if let Some(m) = it.res.marker {
-                    pool.store_u64(m, crate::record::ZONE_END);
+                if let Some((m, marker)) = it.res.marker {
+                    pool.store_u64(m, marker);
                 }
-                let mut at = it.res.at.add(ITEM_HEADER as u64);
-                for &(k, wi, oi) in &it.ops {
-                    let op: &Op = &group[wi].batch.ops[oi];
-                    it.memtable.index.insert(&op.key, plan.seq_start + k, at);
-                    at = at.add(crate::record::record_size(op.key.len(), op.value.len()) as u64);
+                if let (Some(index), Records::Batch(ops)) = (&it.index, &it.records) {
+                    let mut at = it.res.at.add(ITEM_HEADER as u64);
+                    for &(k, wi, oi) in ops {
+                        let op: &Op = &group[wi].batch.ops[oi];
+                        index.insert(&op.key, plan.seq_start + k, at);
+                        at = at.add(record_size(op.key.len(), op.value.len()) as u64);
+                    }
                 }
             }
-        })
+        });
+        self.space.pm_bytes.fetch_add(pm, Ordering::Relaxed);
+        if user > 0 {
+            self.space.user_bytes.fetch_add(user, Ordering::Relaxed);
+        }
     }
 
     /// Stage 4 (Alg. 3): advance every `gidx` and persist `commit_id`. Two-fence mode fences
@@ -409,12 +519,64 @@ impl DbInner {
     }
 
     fn commit_group(&self, group: &[Arc<Waiter>]) -> Result<(), GroupError> {
+        let (parts, n) = layout(group);
+        let deletes_only = group.iter().all(|w| {
+            w.batch
+                .ops
+                .iter()
+                .all(|o| o.kind == crate::record::Kind::Delete)
+        });
+        // Deletes may dig into the cleaner's reserve: they are how a full pool frees space.
+        let keep = if deletes_only {
+            self.space.keep / 2
+        } else {
+            self.space.keep
+        };
+        self.run_group(group, parts, n, keep).map(|_| ())
+    }
+
+    /// Writes `records` (moved by the cleaner, with their own sequence numbers) into
+    /// subtable `sub`'s relocation memtable through the ring, as one group of one item that
+    /// takes one sequence number of its own. Returns where each record now is.
+    pub(crate) fn commit_moved(
+        &self,
+        sub: u32,
+        records: Vec<Moved>,
+    ) -> Result<Vec<nacre_pmem::PmOffset>, GroupError> {
+        let sizes: Vec<usize> = records
+            .iter()
+            .map(|r| record_size(r.key.len(), r.value.len()))
+            .collect();
+        let part = Part {
+            subtable: sub,
+            len: ITEM_HEADER + sizes.iter().sum::<usize>(),
+            records: Records::Moved(records),
+        };
+        let at = self.run_group(&[], vec![part], 1, 0)?;
+        let mut out = Vec::with_capacity(sizes.len());
+        let mut off = at.add(ITEM_HEADER as u64);
+        for n in sizes {
+            out.push(off);
+            off = off.add(n as u64);
+        }
+        Ok(out)
+    }
+
+    /// Runs one group through the ring; returns where its first item starts.
+    fn run_group(
+        &self,
+        group: &[Arc<Waiter>],
+        parts: Vec<Part>,
+        n: u64,
+        keep: u64,
+    ) -> Result<nacre_pmem::PmOffset, GroupError> {
         let g = Arc::new(Group {
             plan: Mutex::new(Plan::default()),
             done: OneShot::new(),
         });
-        let (parts, n) = layout(group);
-        let (h, planned) = self.ring.grant(g.clone(), || self.stage2(parts, n, &g));
+        let (h, planned) = self
+            .ring
+            .grant(g.clone(), || self.stage2(parts, n, keep, &g));
         match &planned {
             Ok(()) => self.stage3(group, &lock(&g.plan)),
             // Nothing reserved or numbered: stage 4 only has to pass the handle on.
@@ -431,6 +593,11 @@ impl DbInner {
             }
         });
         planned?;
-        g.wait(self.patience)
+        g.wait(self.patience)?;
+        let plan = lock(&g.plan);
+        Ok(plan
+            .items
+            .first()
+            .map_or(nacre_pmem::PmOffset::NULL, |it| it.res.at))
     }
 }

@@ -4,7 +4,7 @@
 //! the commit path (`commit.rs`); readers take a sequence number (`visible` or a snapshot's)
 //! and read the lock-free memtable indexes, so readers never block writers.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -12,17 +12,22 @@ use arc_swap::ArcSwap;
 
 use nacre_pmem::{Backend, Pool};
 
+use crate::art::ArtIndex;
 use crate::batch::WriteBatch;
 use crate::commit::{Bucket, Group};
 use crate::error::{Error, Result};
+use crate::gi::{GlobalIndex, Horizon};
+use crate::index::MemIndex;
 use crate::iter::{DbIterator, IterOptions};
-use crate::memtable::Memtable;
-use crate::options::{CommitMode, Options};
+use crate::memtable::{Memtable, Role};
+use crate::options::{CommitMode, Inject, Options};
 use crate::record::{read_value, record_size, ITEM_HEADER};
 use crate::recovery::{self, RecoveryReport};
 use crate::ring::Ring;
+use crate::space::Space;
 use crate::store::Store;
 use crate::subtable::Subtable;
+use crate::view::{MemSource, SnapGuard, Snapshots, Tickets, View};
 
 /// Name of the subtable every database has.
 pub const DEFAULT_SUBTABLE: &str = "default";
@@ -54,39 +59,30 @@ pub(crate) struct DbInner {
     subtables: RwLock<HashMap<String, Subtable>>,
     by_id: ArcSwap<Vec<Option<Subtable>>>,
     create_lock: Mutex<()>,
-    snapshots: Mutex<BTreeMap<u64, usize>>,
+    pub snapshots: Arc<Snapshots>,
+    pub tickets: Arc<Tickets>,
+    pub space: Space,
     recovery: RecoveryReport,
     closed: AtomicBool,
+    stop: AtomicBool,
 }
 
 /// An open database.
 pub struct Db {
     inner: Arc<DbInner>,
+    worker: Option<std::thread::JoinHandle<()>>,
 }
 
 /// A consistent read view: every read through it sees exactly the writes acknowledged before
-/// it was taken. Released on drop.
+/// it was taken. Released on drop; while it lives, the versions it reads stay in PM.
 pub struct Snapshot {
-    seq: u64,
-    db: Arc<DbInner>,
+    pub(crate) guard: SnapGuard,
 }
 
 impl Snapshot {
     /// The sequence number the snapshot reads at.
     pub fn sequence(&self) -> u64 {
-        self.seq
-    }
-}
-
-impl Drop for Snapshot {
-    fn drop(&mut self) {
-        let mut s = self.db.snapshots.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(n) = s.get_mut(&self.seq) {
-            *n -= 1;
-            if *n == 0 {
-                s.remove(&self.seq);
-            }
-        }
+        self.guard.seq
     }
 }
 
@@ -103,6 +99,41 @@ impl DbInner {
     /// clone's reference count would be a cache line every writer shares).
     pub(crate) fn with_subtable<R>(&self, id: u32, f: impl FnOnce(&Subtable) -> R) -> Option<R> {
         self.by_id.load().get(id as usize)?.as_ref().map(f)
+    }
+
+    /// Every subtable.
+    pub(crate) fn all_subtables(&self) -> Vec<Subtable> {
+        self.by_id.load().iter().flatten().cloned().collect()
+    }
+
+    /// The read points background work must keep answering (V2 in view.rs): tickets are read
+    /// before snapshots, so a snapshot registered after this reads at or above `h`.
+    pub(crate) fn horizon(&self) -> Horizon {
+        let h = self
+            .tickets
+            .oldest()
+            .map_or_else(|| self.visible.load(Ordering::Acquire), |(_, s)| s);
+        let snaps = self
+            .snapshots
+            .held()
+            .into_iter()
+            .map(|(s, _)| s)
+            .filter(|&s| s < h)
+            .collect();
+        Horizon { h, snaps }
+    }
+
+    /// Whether the database is closing (the background worker stops).
+    pub(crate) fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+    }
+
+    /// A fault injected into the background worker (tests).
+    pub(crate) fn fault_hook(&self) -> Option<fn()> {
+        match self.opts.inject {
+            Some(Inject::BackgroundPanic) => Some(|| panic!("injected background panic")),
+            _ => None,
+        }
     }
 }
 
@@ -125,8 +156,16 @@ impl Db {
         let store = Store::open(Arc::new(pool), &opts)?;
         static NEXT_DB: AtomicU64 = AtomicU64::new(1);
         let db_id = NEXT_DB.fetch_add(1, Ordering::Relaxed);
-        let (subs, rec) =
-            recovery::recover(&store, opts.recovery_threads, opts.recovery_mutation, db_id)?;
+        let tickets = Arc::new(Tickets::default());
+        let space = Space::new(store.zones.objects().shape().count, store.mems.slots());
+        let (subs, rec) = recovery::recover(
+            &store,
+            opts.recovery_threads,
+            opts.recovery_mutation,
+            db_id,
+            &tickets,
+            &space,
+        )?;
         store.set_clean(false)?;
         let mut by_name = HashMap::new();
         let mut by_id: Vec<Option<Subtable>> = Vec::new();
@@ -170,13 +209,29 @@ impl Db {
             subtables: RwLock::new(by_name),
             by_id: ArcSwap::from_pointee(by_id),
             create_lock: Mutex::new(()),
-            snapshots: Mutex::new(BTreeMap::new()),
+            snapshots: Arc::new(Snapshots::default()),
+            tickets,
+            space,
             recovery: rec,
             closed: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
             store,
             opts,
         });
-        let db = Db { inner };
+        let worker = {
+            let inner = inner.clone();
+            std::thread::Builder::new()
+                .name("nacre-background".into())
+                .spawn(move || crate::background::run(inner))
+                .map_err(|e| Error::Background {
+                    worker: "spawn",
+                    reason: e.to_string(),
+                })?
+        };
+        let db = Db {
+            inner,
+            worker: Some(worker),
+        };
         db.subtable(DEFAULT_SUBTABLE)?;
         Ok(db)
     }
@@ -232,6 +287,7 @@ impl Db {
             store,
             u64::from(id),
             nacre_pmem::PmOffset::NULL,
+            Role::User,
         )?);
         let obj = store
             .subs
@@ -239,7 +295,26 @@ impl Db {
             .map_err(Error::from_alloc)?;
         store.subs.set_memlist(obj, memtable.offset(store))?;
         store.subs.commit(obj)?;
-        let s = Subtable::new(self.inner.id, id, name.to_string(), obj, vec![memtable]);
+        let view = View {
+            active: Some(MemSource {
+                mem: memtable.clone(),
+                index: Arc::new(ArtIndex::default()),
+            }),
+            immutables: Vec::new(),
+            _ticket: self
+                .inner
+                .tickets
+                .issue(self.inner.visible.load(Ordering::Acquire)),
+        };
+        let s = Subtable::new(
+            self.inner.id,
+            id,
+            name.to_string(),
+            obj,
+            vec![memtable],
+            view,
+            GlobalIndex::default(),
+        );
         let mut by_id = self.inner.by_id.load_full().to_vec();
         by_id.push(Some(s.clone()));
         self.inner.by_id.store(Arc::new(by_id));
@@ -331,26 +406,18 @@ impl Db {
 
     /// A snapshot of everything acknowledged so far.
     pub fn snapshot(&self) -> Snapshot {
-        let mut s = self
-            .inner
-            .snapshots
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        let seq = self.inner.visible.load(Ordering::Acquire);
-        *s.entry(seq).or_insert(0) += 1;
+        let visible = &self.inner.visible;
         Snapshot {
-            seq,
-            db: self.inner.clone(),
+            guard: self
+                .inner
+                .snapshots
+                .register(|| visible.load(Ordering::Acquire)),
         }
     }
 
     /// The latest value of `key`, if any.
     pub fn get(&self, subtable: &Subtable, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
-        self.get_at_seq(
-            subtable,
-            key.as_ref(),
-            self.inner.visible.load(Ordering::Acquire),
-        )
+        Ok(self.lookup(subtable, key.as_ref(), None)?.map(|(_, v)| v))
     }
 
     /// The value of `key` as of `snapshot`.
@@ -360,11 +427,9 @@ impl Db {
         key: impl AsRef<[u8]>,
         snapshot: &Snapshot,
     ) -> Result<Option<Vec<u8>>> {
-        self.get_at_seq(subtable, key.as_ref(), snapshot.seq)
-    }
-
-    fn get_at_seq(&self, subtable: &Subtable, key: &[u8], seq: u64) -> Result<Option<Vec<u8>>> {
-        Ok(self.lookup(subtable, key, seq)?.map(|(_, v)| v))
+        Ok(self
+            .lookup(subtable, key.as_ref(), Some(snapshot.sequence()))?
+            .map(|(_, v)| v))
     }
 
     /// The latest value of `key` with the sequence number of the write that set it.
@@ -373,11 +438,7 @@ impl Db {
         subtable: &Subtable,
         key: impl AsRef<[u8]>,
     ) -> Result<Option<(u64, Vec<u8>)>> {
-        self.lookup(
-            subtable,
-            key.as_ref(),
-            self.inner.visible.load(Ordering::Acquire),
-        )
+        self.lookup(subtable, key.as_ref(), None)
     }
 
     /// The sequence number of the last acknowledged write.
@@ -385,35 +446,124 @@ impl Db {
         self.inner.visible.load(Ordering::Acquire)
     }
 
-    fn lookup(&self, subtable: &Subtable, key: &[u8], seq: u64) -> Result<Option<(u64, Vec<u8>)>> {
+    /// The newest version of `key` at `seq` (default: the latest acknowledged write). The
+    /// view is loaded before `visible` is read (V1 in view.rs).
+    fn lookup(
+        &self,
+        subtable: &Subtable,
+        key: &[u8],
+        seq: Option<u64>,
+    ) -> Result<Option<(u64, Vec<u8>)>> {
         self.check_subtable(subtable)?;
-        for m in subtable.memtables_guard().iter() {
-            if let Some((s, at)) = crate::index::MemIndex::get(&m.index, key, seq) {
-                return Ok(read_value(&self.inner.store.pool, at)?.map(|v| (s, v)));
+        let view = subtable.inner.view.load();
+        let seq = seq.unwrap_or_else(|| self.inner.visible.load(Ordering::Acquire));
+        let hit = view
+            .indexes()
+            .find_map(|ix| ix.get(key, seq))
+            .or_else(|| subtable.inner.gi.get(key, seq));
+        match hit {
+            Some((s, at)) => Ok(read_value(&self.inner.store.pool, at)?.map(|v| (s, v))),
+            None => Ok(None),
+        }
+    }
+
+    /// What the database holds and has done (a consistent reading of each figure, not of all
+    /// of them at one instant).
+    pub fn stats(&self) -> crate::Stats {
+        use std::sync::atomic::Ordering::Relaxed;
+        let inner = &self.inner;
+        let space = &inner.space;
+        let mut subs = Vec::new();
+        {
+            let zones = space.zones.lock();
+            for sub in inner.all_subtables() {
+                let view = sub.inner.view.load();
+                let mem = |m: &crate::memtable::Memtable| m.committed();
+                let (gi_zones, gi_live) = zones
+                    .values()
+                    .filter(|z| z.sub == sub.id())
+                    .fold((0, 0), |(n, b), z| (n + 1, b + z.live));
+                subs.push(crate::SubtableStats {
+                    name: sub.name().to_string(),
+                    gi_keys: sub.inner.gi.keys() as u64,
+                    gi_versions: sub.inner.gi.version_count(),
+                    gi_live_bytes: gi_live,
+                    gi_zones,
+                    memtable_bytes: view.active.iter().map(|a| mem(&a.mem)).sum::<u64>()
+                        + view.immutables.iter().map(|s| mem(&s.src.mem)).sum::<u64>(),
+                    active_memtables: u64::from(view.active.is_some()),
+                    immutable_memtables: view.immutables.len() as u64,
+                });
             }
         }
-        Ok(None)
+        subs.sort_by(|a, b| a.name.cmp(&b.name));
+        let held = inner.snapshots.held();
+        let zones_free = inner.store.zones.free_zones();
+        crate::Stats {
+            live_bytes: subs
+                .iter()
+                .map(|s| s.gi_live_bytes + s.memtable_bytes)
+                .sum(),
+            subtables: subs,
+            zones: inner.store.zones.objects().shape().count,
+            zones_free,
+            zone_size: inner.store.zone_size,
+            zones_kept: space.keep,
+            cleaner_moved_bytes: space.moved_bytes.load(Relaxed),
+            cleaner_zones_freed: space.zones_freed.load(Relaxed),
+            pm_bytes_written: space.pm_bytes.load(Relaxed),
+            user_bytes_written: space.user_bytes.load(Relaxed),
+            stalls: space.stalls.load(Relaxed),
+            stall_time: std::time::Duration::from_nanos(space.stall_nanos.load(Relaxed)),
+            slowing_writers: zones_free < space.slow_below,
+            snapshots: held.iter().map(|(_, n)| *n as u64).sum(),
+            oldest_snapshot: held.first().map(|(s, _)| *s),
+        }
     }
 
     /// An iterator over `subtable` with the bounds and direction in `opts`, at `opts`'
     /// snapshot or at the latest acknowledged write.
     pub fn iter(&self, subtable: &Subtable, opts: IterOptions<'_>) -> Result<DbIterator> {
         self.check_subtable(subtable)?;
-        let seq = opts
-            .snapshot
-            .map_or_else(|| self.inner.visible.load(Ordering::Acquire), |s| s.seq);
+        let view = subtable.inner.view.load_full();
+        let visible = &self.inner.visible;
+        let pin = match opts.snapshot {
+            Some(s) => self.inner.snapshots.register(|| s.sequence()),
+            None => self
+                .inner
+                .snapshots
+                .register(|| visible.load(Ordering::Acquire)),
+        };
+        let mut sources: Vec<Arc<dyn MemIndex>> = view
+            .indexes()
+            .map(|ix| ix.clone() as Arc<dyn MemIndex>)
+            .collect();
+        sources.push(subtable.inner.gi.clone());
         Ok(DbIterator::new(
             self.inner.store.pool.clone(),
-            subtable.memtables(),
-            seq,
+            sources,
+            view,
+            pin,
             opts,
         ))
     }
 
     /// Closes the database, recording a clean shutdown so the next open skips rollback
     /// checks. Dropping the `Db` does the same, logging instead of returning errors.
-    pub fn close(self) -> Result<()> {
+    pub fn close(mut self) -> Result<()> {
+        self.stop_worker();
         self.close_inner()
+    }
+
+    /// Stops the background worker and waits for it.
+    fn stop_worker(&mut self) {
+        self.inner.stop.store(true, Ordering::Release);
+        self.inner.space.kick();
+        if let Some(w) = self.worker.take() {
+            if w.join().is_err() {
+                tracing::error!("background worker panicked");
+            }
+        }
     }
 
     fn close_inner(&self) -> Result<()> {
@@ -428,6 +578,7 @@ impl Db {
 
 impl Drop for Db {
     fn drop(&mut self) {
+        self.stop_worker();
         if let Err(e) = self.close_inner() {
             tracing::error!(error = %e, "recording a clean close failed");
         }

@@ -20,6 +20,23 @@ pub enum Error {
     /// before it is intact.
     #[error("pool full: {0}")]
     PoolFull(String),
+    /// No free zone beyond those kept for the cleaner: the write waits for merges and
+    /// cleaning (internal; users see a stall, or [`Error::PoolFull`] if nothing can be freed).
+    #[error("no free zone: {free} free, {keep} kept for the cleaner")]
+    NoSpace {
+        /// Free zones.
+        free: u64,
+        /// Zones kept for relocation.
+        keep: u64,
+    },
+    /// A background worker failed; writes stop until reopen.
+    #[error("background {worker} failed: {reason}")]
+    Background {
+        /// Which worker.
+        worker: &'static str,
+        /// What went wrong.
+        reason: String,
+    },
     /// A key or value (or a whole batch for one subtable) exceeds what one zone holds.
     #[error("{what} of {len} bytes exceeds the limit of {max} bytes")]
     TooLarge {

@@ -1,6 +1,8 @@
-//! Iterators: a merge of every memtable's index of one subtable at a sequence number, forward
-//! or reverse, with range and prefix bounds. Each source is a cursor that re-seeks past the
-//! last entry it returned, so no borrow of an index outlives a call.
+//! Iterators: a merge of one subtable's sources (memtable indexes and the Global Index) at a
+//! sequence number, forward or reverse, with range and prefix bounds. Each source is a cursor
+//! that re-seeks past the last entry it returned, so no borrow of an index outlives a call.
+//! An iterator holds its read view (so the zones it may point into stay allocated) and
+//! registers its sequence number (so the versions it reads stay indexed).
 
 use std::ops::Bound;
 use std::sync::Arc;
@@ -10,8 +12,8 @@ use nacre_pmem::{PmOffset, Pool};
 use crate::db::Snapshot;
 use crate::error::Result;
 use crate::index::{Entry, IKey, MemIndex};
-use crate::memtable::Memtable;
 use crate::record::read_value;
+use crate::view::{SnapGuard, View};
 
 /// Bounds, direction and snapshot of an iterator.
 #[derive(Default)]
@@ -46,7 +48,9 @@ type Pending = (Vec<u8>, Option<(u64, PmOffset)>);
 /// Iterator over (key, value) pairs. Yields errors for records that fail their checks.
 pub struct DbIterator {
     pool: Arc<Pool>,
-    sources: Vec<Arc<Memtable>>,
+    sources: Vec<Arc<dyn MemIndex>>,
+    _view: Arc<View>,
+    _pin: SnapGuard,
     heads: Vec<Option<Entry>>,
     seq: u64,
     lower: Option<Vec<u8>>,
@@ -60,10 +64,12 @@ pub struct DbIterator {
 impl DbIterator {
     pub(crate) fn new(
         pool: Arc<Pool>,
-        sources: Arc<Vec<Arc<Memtable>>>,
-        seq: u64,
+        sources: Vec<Arc<dyn MemIndex>>,
+        view: Arc<View>,
+        pin: SnapGuard,
         o: IterOptions<'_>,
     ) -> Self {
+        let seq = pin.seq;
         let mut lower = o.lower;
         let mut upper = o.upper;
         if let Some(p) = &o.prefix {
@@ -78,7 +84,9 @@ impl DbIterator {
         }
         let mut it = DbIterator {
             pool,
-            sources: sources.to_vec(),
+            sources,
+            _view: view,
+            _pin: pin,
             heads: Vec::new(),
             seq,
             lower,
@@ -93,7 +101,7 @@ impl DbIterator {
     }
 
     fn first(&self, i: usize) -> Option<Entry> {
-        let ix = &self.sources[i].index;
+        let ix = &self.sources[i];
         if self.reverse {
             match &self.upper {
                 Some(u) => ix.prev(Bound::Excluded(&IKey {
@@ -128,7 +136,7 @@ impl DbIterator {
         }
         let i = best?;
         let (mut k, at) = self.heads[i].take()?;
-        let ix = &self.sources[i].index;
+        let ix = &self.sources[i];
         self.heads[i] = if self.reverse {
             ix.prev(Bound::Excluded(&k))
         } else if k.seq <= self.seq {

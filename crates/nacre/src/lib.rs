@@ -20,10 +20,12 @@
 #![warn(missing_docs)]
 
 pub mod art;
+mod background;
 mod batch;
 mod commit;
 mod db;
 mod error;
+mod gi;
 pub mod index;
 mod iter;
 mod memtable;
@@ -32,13 +34,17 @@ mod options;
 pub mod record;
 mod recovery;
 mod ring;
+mod space;
+mod stats;
 mod store;
 mod subtable;
+mod view;
 
 pub use batch::WriteBatch;
 pub use db::{Db, Snapshot, DEFAULT_SUBTABLE};
 pub use error::{Error, Result};
 pub use iter::{DbIterator, IterOptions};
-pub use options::{CommitMode, Options, Pipelining, RecoveryMutation};
+pub use options::{CommitMode, Inject, Options, Pipelining, RecoveryMutation};
 pub use recovery::RecoveryReport;
+pub use stats::{Stats, SubtableStats};
 pub use subtable::Subtable;

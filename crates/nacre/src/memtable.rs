@@ -10,10 +10,15 @@
 //!   `[prev, cur)` may belong to the group whose commit was cut by a crash; recovery then
 //!   rolls `cur` back to `prev` (invariant C1).
 //! - T4: when a run starts (after recovery), every memtable has `prev == cur`; so an item in
-//!   `[prev, cur)` was committed in the current run, and its header names that run. Within a
-//!   run no position of a memtable is written twice (zones are freed only by recovery), so bytes left at a position by an
-//!   earlier run (a group a crash cut, its sequence numbers later reused) never pass for an
-//!   item of this run.
+//!   `[prev, cur)` was committed in the current run, and its header names that run.
+//! - T5: no position of a memtable incarnation is written twice, and every item header (and
+//!   zone-end marker) is bound by its checksum to its [`Place`]: the memtable's birth number
+//!   (unique per incarnation, from the engine root's counter) and its position. Zones are
+//!   given back and reused within a run, so a zone's bytes may be an earlier owner's items
+//!   of this very run; T5 makes such bytes fail to parse at any other place, so they read as
+//!   a torn tail, never as an item.
+//! - T6: a slot marked reclaimed held a zone whose records were all relocated or dead; its
+//!   positions hold nothing and walks skip them. A slot is marked before its zone is released.
 //! - T2: the append cursor only moves in stage 2 of the Reorder Ring (serial), `cur` only in
 //!   stage 4 (serial, grant order), so `cur <= cursor` and items never overlap.
 //! - T3: a slot's zone is recorded in the memtable object before the zone is committed, and a
@@ -27,16 +32,51 @@
 use parking_lot::{Mutex, MutexGuard};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use nacre_halloc::ObjId;
+use nacre_halloc::{ObjId, Slot};
 use nacre_pmem::PmOffset;
 
 use crate::art::ArtIndex;
 use crate::error::{Error, Result};
 use crate::index::MemIndex;
 use crate::record::{
-    item_body_matches, read_item_header, read_record, ItemHeader, ITEM_HEADER, ZONE_END,
+    item_body_matches, read_item_header, read_record, ItemHeader, Kind, Place, ITEM_HEADER,
+    ZONE_END,
 };
 use crate::store::Store;
+
+/// What a memtable holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// Users' writes: active, then immutable, then part of the Global Index.
+    User = 1,
+    /// Records the cleaner relocated (old sequence numbers): part of the Global Index.
+    Relocation = 2,
+}
+
+impl Role {
+    fn from_word(w: u64) -> Option<Role> {
+        match w {
+            1 => Some(Role::User),
+            2 => Some(Role::Relocation),
+            _ => None,
+        }
+    }
+}
+
+/// The zone-end marker for position `pos` of memtable `birth` (bound like item headers, T5).
+pub(crate) fn zone_end_marker(birth: u64, pos: u64) -> u64 {
+    ZONE_END ^ birth.rotate_left(32) ^ pos
+}
+
+/// One record found by a scan: where it is and what it is.
+#[derive(Clone, Debug)]
+pub(crate) struct Found {
+    pub key: Vec<u8>,
+    pub seq: u64,
+    pub at: PmOffset,
+    pub size: u32,
+    pub tomb: bool,
+}
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock()
@@ -52,8 +92,11 @@ pub(crate) struct Reservation {
     pub at: PmOffset,
     /// Position after the item (the new `cur` once committed).
     pub end: u64,
-    /// Where a `ZONE_END` marker must be written (the item skipped the rest of a zone).
-    pub marker: Option<PmOffset>,
+    /// Where the item starts in the memtable (its [`Place`]).
+    pub pos: u64,
+    /// Where a zone-end marker must be written, and its value (the item skipped the rest of
+    /// a zone).
+    pub marker: Option<(PmOffset, u64)>,
     /// Cursor before this reservation, to undo it if the group fails.
     pub undo: u64,
 }
@@ -91,11 +134,14 @@ pub(crate) struct TailFacts {
     pub before: Option<ItemHeader>,
 }
 
-/// A memtable in DRAM: its PM object, zones, cursors and index.
+/// A memtable's persistent side in DRAM: its PM object, zones and cursors. The volatile
+/// index of an active or immutable memtable is held beside it (an [`ArtIndex`] in the read
+/// view), so a memtable merged into the Global Index keeps its zones without its index.
 pub(crate) struct Memtable {
     pub obj: ObjId,
-    pub index: MemtableIndex,
-    zones: Mutex<Vec<Option<ObjId>>>,
+    pub birth: u64,
+    pub role: Role,
+    zones: Mutex<Vec<Slot>>,
     cursor: Mutex<u64>,
     committed: AtomicU64,
 }
@@ -106,12 +152,20 @@ impl Memtable {
         let slots = store.mems.slots();
         let mut zones = Vec::with_capacity(slots as usize);
         for s in 0..slots {
-            zones.push(store.mems.zone(obj, s)?);
+            zones.push(store.mems.slot(obj, s)?);
         }
+        let role = store.mems.role(obj);
+        let role = Role::from_word(role).ok_or_else(|| {
+            Error::Corrupt(format!(
+                "memtable at {} has an unknown role {role}",
+                store.mems.objects().offset(obj)
+            ))
+        })?;
         let cur = store.mems.gidx(obj) & 0xFFFF_FFFF;
         Ok(Memtable {
             obj,
-            index: MemtableIndex::default(),
+            birth: store.mems.birth(obj),
+            role,
             zones: Mutex::new(zones),
             cursor: Mutex::new(cur),
             committed: AtomicU64::new(cur),
@@ -120,8 +174,12 @@ impl Memtable {
 
     /// A fresh, empty memtable for `subtable`, committed in the memtable pool and linked in
     /// front of `next` (the subtable's memlist is updated by the caller).
-    pub fn create(store: &Store, subtable: u64, next: PmOffset) -> Result<Memtable> {
-        let obj = store.mems.get(subtable).map_err(Error::from_alloc)?;
+    pub fn create(store: &Store, subtable: u64, next: PmOffset, role: Role) -> Result<Memtable> {
+        let birth = store.next_birth()?;
+        let obj = store
+            .mems
+            .get(subtable, birth, role as u64)
+            .map_err(Error::from_alloc)?;
         let linked = store
             .mems
             .set_next(obj, next)
@@ -138,22 +196,52 @@ impl Memtable {
         store.mems.objects().offset(self.obj)
     }
 
-    /// The zones this memtable owns.
-    pub fn zones(&self) -> Vec<ObjId> {
-        lock(&self.zones).iter().flatten().copied().collect()
+    /// The zones this memtable owns, with their slots.
+    pub fn zones(&self) -> Vec<(u64, ObjId)> {
+        lock(&self.zones)
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| match s {
+                Slot::Zone(z) => Some((i as u64, *z)),
+                _ => None,
+            })
+            .collect()
     }
 
-    /// Reserves `len` bytes for one item (stage 2). `Ok(None)`: the memtable is full.
-    pub fn reserve(&self, store: &Store, len: usize) -> Result<Option<Reservation>> {
+    /// The committed end position.
+    pub fn committed(&self) -> u64 {
+        self.committed.load(Ordering::Acquire)
+    }
+
+    /// Gives slot `slot`'s zone back (T6): marks the slot reclaimed, then releases the zone.
+    /// The caller guarantees that nothing reachable points into the zone any more.
+    pub fn reclaim_slot(&self, store: &Store, slot: u64) -> Result<()> {
+        let mut zones = lock(&self.zones);
+        let Some(Slot::Zone(z)) = zones.get(slot as usize).copied() else {
+            return Ok(());
+        };
+        store.mems.set_reclaimed(self.obj, slot)?;
+        zones[slot as usize] = Slot::Reclaimed;
+        store.zones.reclaim(&[z])?;
+        Ok(())
+    }
+
+    /// Reserves `len` bytes for one item (stage 2). `Ok(None)`: the memtable is full. A new
+    /// zone is taken only while more than `keep` zones are free (else `Error::NoSpace`).
+    pub fn reserve(&self, store: &Store, len: usize, keep: u64) -> Result<Option<Reservation>> {
         let zs = store.zone_size;
         let len = len as u64;
         let mut cursor = lock(&self.cursor);
         let mut zones = lock(&self.zones);
         let (slot, off) = (*cursor / zs, *cursor % zs);
-        let have = zones.get(slot as usize).copied().flatten();
+        let have = match zones.get(slot as usize) {
+            Some(Slot::Zone(z)) => Some(*z),
+            _ => None,
+        };
         if let Some(z) = have.filter(|_| off + len <= zs) {
             let r = Reservation {
                 at: store.zones.offset(z).add(off),
+                pos: *cursor,
                 end: *cursor + len,
                 marker: None,
                 undo: *cursor,
@@ -164,7 +252,12 @@ impl Memtable {
         // Start the next slot (or this one, if it has no zone yet and nothing in it).
         let (nslot, marker) = match have {
             Some(z) if off > 0 => {
-                let marker = (zs - off >= 8).then(|| store.zones.offset(z).add(off));
+                let marker = (zs - off >= 8).then(|| {
+                    (
+                        store.zones.offset(z).add(off),
+                        zone_end_marker(self.birth, *cursor),
+                    )
+                });
                 (slot + 1, marker)
             }
             _ => (slot, None),
@@ -173,8 +266,17 @@ impl Memtable {
             return Ok(None);
         }
         let zone = match zones[nslot as usize] {
-            Some(z) => z,
-            None => {
+            Slot::Zone(z) => z,
+            Slot::Reclaimed => {
+                return Err(Error::Corrupt(format!(
+                    "memtable slot {nslot} ahead of the cursor is reclaimed"
+                )))
+            }
+            Slot::Empty => {
+                let free = store.zones.free_zones();
+                if free <= keep {
+                    return Err(Error::NoSpace { free, keep });
+                }
                 let z = store.zones.grant().map_err(Error::from_alloc)?;
                 // T3: record the zone in the memtable, then commit it.
                 let owned = store
@@ -185,7 +287,7 @@ impl Memtable {
                     let _ = store.zones.abort(z);
                     return Err(e.into());
                 }
-                zones[nslot as usize] = Some(z);
+                zones[nslot as usize] = Slot::Zone(z);
                 // Fault the zone in now, once, rather than page by page in stage 3.
                 store.pool.prefault(store.zones.offset(z), zs as usize);
                 z
@@ -193,6 +295,7 @@ impl Memtable {
         };
         let r = Reservation {
             at: store.zones.offset(zone),
+            pos: nslot * zs,
             end: nslot * zs + len,
             marker,
             undo: *cursor,
@@ -215,17 +318,79 @@ impl Memtable {
         self.committed.store(end, Ordering::Release);
     }
 
-    fn zone_at(&self, store: &Store, pos: u64) -> Result<(PmOffset, usize)> {
+    /// Where position `pos` lies and how many bytes of its zone follow; `None` for a reclaimed
+    /// slot (T6).
+    fn zone_at(&self, store: &Store, pos: u64) -> Result<Option<(PmOffset, usize)>> {
         let zs = store.zone_size;
-        let zone = lock(&self.zones)
-            .get((pos / zs) as usize)
-            .copied()
-            .flatten()
-            .ok_or_else(|| Error::Corrupt(format!("memtable position {pos} has no zone")))?;
-        Ok((
+        let zone = match lock(&self.zones).get((pos / zs) as usize) {
+            Some(Slot::Zone(z)) => *z,
+            Some(Slot::Reclaimed) => return Ok(None),
+            _ => {
+                return Err(Error::Corrupt(format!(
+                    "memtable position {pos} has no zone"
+                )))
+            }
+        };
+        Ok(Some((
             store.zones.offset(zone).add(pos % zs),
             (zs - pos % zs) as usize,
-        ))
+        )))
+    }
+
+    fn place(&self, pos: u64) -> Place {
+        Place {
+            birth: self.birth,
+            pos,
+        }
+    }
+
+    /// Visits the records of the items in slot `slot` (up to the commit point), calling
+    /// `f(record)`. For the cleaner: the memtable is sealed.
+    pub fn scan_slot(
+        &self,
+        store: &Store,
+        slot: u64,
+        mut f: impl FnMut(Found) -> Result<()>,
+    ) -> Result<()> {
+        let zs = store.zone_size;
+        let end = self.committed().min((slot + 1) * zs);
+        let mut pos = slot * zs;
+        while pos < end {
+            let Some((at, room)) = self.zone_at(store, pos)? else {
+                return Ok(());
+            };
+            if room < ITEM_HEADER || store.pool.load_u64(at) == zone_end_marker(self.birth, pos) {
+                return Ok(());
+            }
+            let h = read_item_header(&store.pool, at, self.place(pos), room)?;
+            self.item_records(store, at, &h, &mut f)?;
+            pos += u64::from(h.len);
+        }
+        Ok(())
+    }
+
+    fn item_records(
+        &self,
+        store: &Store,
+        at: PmOffset,
+        h: &ItemHeader,
+        f: &mut impl FnMut(Found) -> Result<()>,
+    ) -> Result<()> {
+        let mut off = ITEM_HEADER;
+        for _ in 0..h.count {
+            let rec_at = at.add(off as u64);
+            let r = read_record(&store.pool, rec_at, h.len as usize - off)?;
+            let size = r.size();
+            off += size;
+            f(Found {
+                key: r.key,
+                seq: r.seq,
+                at: rec_at,
+                size: size as u32,
+                tomb: r.kind == Kind::Delete,
+            })?;
+        }
+        Ok(())
     }
 
     /// Walks the items in `[0, end)`, calling `f(item position, item start, header)`. An error
@@ -239,12 +404,17 @@ impl Memtable {
         let zs = store.zone_size;
         let mut pos = 0u64;
         while pos < end {
-            let (at, room) = self.zone_at(store, pos).map_err(|e| (pos, e))?;
-            if room < ITEM_HEADER || store.pool.load_u64(at) == ZONE_END {
+            let Some((at, room)) = self.zone_at(store, pos).map_err(|e| (pos, e))? else {
+                // A reclaimed slot (T6): its items are gone, the commit point may lie in it.
+                pos = ((pos / zs + 1) * zs).min(end);
+                continue;
+            };
+            if room < ITEM_HEADER || store.pool.load_u64(at) == zone_end_marker(self.birth, pos) {
                 pos = (pos / zs + 1) * zs;
                 continue;
             }
-            let h = read_item_header(&store.pool, at, room).map_err(|e| (pos, e))?;
+            let h =
+                read_item_header(&store.pool, at, self.place(pos), room).map_err(|e| (pos, e))?;
             f(pos, at, h).map_err(|e| (pos, e))?;
             pos += u64::from(h.len);
         }
@@ -327,15 +497,15 @@ impl Memtable {
         true
     }
 
-    /// Recovery, phase 2: clears slots whose zones are not owned (T3) and rebuilds the index
-    /// over `[0, cur)`, `cur` being the commit point after any rollback.
-    pub fn rebuild(&self, store: &Store, cur: u64) -> Result<ScanStats> {
+    /// Recovery, phase 2: clears slots whose zones are not owned (T3) and visits every
+    /// record in `[0, cur)`, `cur` being the commit point after any rollback.
+    pub fn rebuild(&self, store: &Store, cur: u64, mut f: impl FnMut(Found)) -> Result<ScanStats> {
         let mut stats = ScanStats::default();
         {
             let zs = store.zone_size;
             let mut zones = lock(&self.zones);
             for (slot, z) in zones.iter_mut().enumerate() {
-                if let Some(id) = *z {
+                if let Slot::Zone(id) = *z {
                     if !store.zones.is_owned(id)? {
                         if (slot as u64) * zs < cur {
                             return Err(Error::Corrupt(format!(
@@ -343,7 +513,7 @@ impl Memtable {
                             )));
                         }
                         store.mems.set_zone(self.obj, slot as u64, None)?;
-                        *z = None;
+                        *z = Slot::Empty;
                     }
                 }
             }
@@ -351,20 +521,23 @@ impl Memtable {
         self.walk(store, cur, |_, at, h| {
             stats.items += 1;
             stats.bytes += u64::from(h.len);
-            let mut off = ITEM_HEADER;
-            for _ in 0..h.count {
-                let rec_at = at.add(off as u64);
-                let r = read_record(&store.pool, rec_at, h.len as usize - off)?;
-                off += r.size();
+            self.item_records(store, at, &h, &mut |r: Found| {
                 stats.max_seq = stats.max_seq.max(r.seq);
-                self.index.insert(&r.key, r.seq, rec_at);
                 stats.records += 1;
-            }
-            Ok(())
+                f(r);
+                Ok(())
+            })
         })
         .map_err(|(_, e)| e)?;
         *lock(&self.cursor) = cur;
         self.committed.store(cur, Ordering::Release);
         Ok(stats)
+    }
+
+    /// Recovery of an active memtable: [`Memtable::rebuild`] into a fresh index.
+    pub fn rebuild_index(&self, store: &Store, cur: u64) -> Result<(MemtableIndex, ScanStats)> {
+        let index = MemtableIndex::default();
+        let stats = self.rebuild(store, cur, |r| index.insert(&r.key, r.seq, r.at))?;
+        Ok((index, stats))
     }
 }

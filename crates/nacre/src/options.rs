@@ -81,6 +81,14 @@ pub enum RecoveryMutation {
     SkipAboveCommitId,
 }
 
+/// A fault injected so that a test can reach a failure path. Never set outside such tests.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Inject {
+    /// The background worker panics in its first round.
+    BackgroundPanic,
+}
+
 /// Database options. `Options::new(path)` gives the defaults below.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -118,6 +126,8 @@ pub struct Options {
     pub pipelining: Pipelining,
     #[doc(hidden)]
     pub recovery_mutation: Option<RecoveryMutation>,
+    #[doc(hidden)]
+    pub inject: Option<Inject>,
 }
 
 impl Options {
@@ -138,6 +148,7 @@ impl Options {
             commit_mode: CommitMode::Auto,
             pipelining: Pipelining::Auto,
             recovery_mutation: None,
+            inject: None,
         }
     }
 

@@ -6,7 +6,10 @@
 //!           body_crc u32 | crc32c(header[0..36]) u32
 //! record := seq u64 | klen u32 | vlen u32 | kind u8 | pad[3] | crc u32 | key | value | pad8
 //! ```
-//! `len` counts the header and the records (a multiple of 8). `seq` is the group's first
+//! `len` counts the header and the records (a multiple of 8). The header crc also covers the
+//! item's *place* ([`Place`]: the birth of the memtable it was written into and its position
+//! there), which is not stored: bytes left in a zone by an earlier owner never parse as an
+//! item of the memtable that owns the zone now (zones are reused within a run). `seq` is the group's first
 //! sequence number and `run` the engine run that wrote the item: together they name the group
 //! (sequence numbers of groups a crash cut are reused by later runs). `count` is the records
 //! in this item, `items` the items (memtables) of the whole group, and `body_crc` the crc32c
@@ -69,6 +72,21 @@ pub fn encode_record(buf: &mut Vec<u8>, seq: u64, kind: Kind, key: &[u8], value:
     buf.resize(start + record_size(key.len(), value.len()), 0);
 }
 
+/// Where an item belongs: the birth number of its memtable (unique per memtable incarnation)
+/// and its position in that memtable. Bound into the header crc.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Place {
+    /// The memtable's birth number.
+    pub birth: u64,
+    /// The item's position in the memtable.
+    pub pos: u64,
+}
+
+fn header_crc(h: &[u8], place: Place) -> u32 {
+    let c = crc32c::crc32c_append(crc32c::crc32c(&h[..36]), &place.birth.to_le_bytes());
+    crc32c::crc32c_append(c, &place.pos.to_le_bytes())
+}
+
 /// Writes the header of the item in `item` (header space first, then its records): the body
 /// checksum covers `item[ITEM_HEADER..]`, the item's length is `item.len()`.
 ///
@@ -76,7 +94,14 @@ pub fn encode_record(buf: &mut Vec<u8>, seq: u64, kind: Kind, key: &[u8], value:
 ///
 /// # Panics
 /// If `item` is shorter than a header.
-pub fn encode_item_header(item: &mut [u8], seq: u64, run: u64, count: u32, items: u32) {
+pub fn encode_item_header(
+    item: &mut [u8],
+    place: Place,
+    seq: u64,
+    run: u64,
+    count: u32,
+    items: u32,
+) {
     let len = item.len() as u32;
     let body_crc = crc32c::crc32c(&item[ITEM_HEADER..]);
     let h = &mut item[..ITEM_HEADER];
@@ -87,7 +112,7 @@ pub fn encode_item_header(item: &mut [u8], seq: u64, run: u64, count: u32, items
     h[24..28].copy_from_slice(&count.to_le_bytes());
     h[28..32].copy_from_slice(&items.to_le_bytes());
     h[32..36].copy_from_slice(&body_crc.to_le_bytes());
-    let crc = crc32c::crc32c(&h[..36]);
+    let crc = header_crc(h, place);
     h[36..40].copy_from_slice(&crc.to_le_bytes());
 }
 
@@ -120,13 +145,19 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(a)
 }
 
-/// Reads and checks the item header at `off`; `room` is how many bytes of the zone follow.
-pub fn read_item_header(pool: &Pool, off: PmOffset, room: usize) -> Result<ItemHeader> {
+/// Reads and checks the item header at `off`, which must belong at `place`; `room` is how many
+/// bytes of the zone follow.
+pub fn read_item_header(
+    pool: &Pool,
+    off: PmOffset,
+    place: Place,
+    room: usize,
+) -> Result<ItemHeader> {
     let mut h = [0u8; ITEM_HEADER];
     pool.read(off, &mut h);
     let len = u32_at(&h, 4);
     if u32_at(&h, 0) != ITEM_MAGIC
-        || u32_at(&h, 36) != crc32c::crc32c(&h[..36])
+        || u32_at(&h, 36) != header_crc(&h, place)
         || (len as usize) < ITEM_HEADER
         || len as usize > room
         || len % 8 != 0
@@ -200,6 +231,17 @@ pub fn read_record(pool: &Pool, off: PmOffset, room: usize) -> Result<Record> {
     })
 }
 
+/// The size a record occupies and whether it is a tombstone, from its header alone.
+pub fn read_record_meta(pool: &Pool, off: PmOffset) -> Result<(u32, bool)> {
+    let mut h = [0u8; RECORD_HEADER];
+    pool.read(off, &mut h);
+    let (klen, vlen) = (u32_at(&h, 8) as usize, u32_at(&h, 12) as usize);
+    match Kind::from_u8(h[16]) {
+        Some(k) => Ok((record_size(klen, vlen) as u32, k == Kind::Delete)),
+        None => Err(Error::Corrupt(format!("record at {off} has a bad kind"))),
+    }
+}
+
 /// Reads only the kind and value of the record at `off` (the index already matched the key).
 pub fn read_value(pool: &Pool, off: PmOffset) -> Result<Option<Vec<u8>>> {
     let mut h = [0u8; RECORD_HEADER];
@@ -230,10 +272,23 @@ mod tests {
         encode_record(&mut buf, 7, Kind::Put, b"key", b"value!");
         encode_record(&mut buf, 8, Kind::Delete, b"gone", b"");
         let len = buf.len() as u32;
-        encode_item_header(&mut buf, 7, 3, 2, 5);
+        let place = Place { birth: 9, pos: 128 };
+        encode_item_header(&mut buf, place, 7, 3, 2, 5);
         let at = pool.data_start();
         pool.write(at, &buf);
-        let h = read_item_header(&pool, at, 4096)?;
+        let h = read_item_header(&pool, at, place, 4096)?;
+        for other in [
+            Place {
+                birth: 10,
+                pos: 128,
+            },
+            Place { birth: 9, pos: 0 },
+        ] {
+            assert!(
+                read_item_header(&pool, at, other, 4096).is_err(),
+                "an item read at another place"
+            );
+        }
         assert_eq!(
             h,
             ItemHeader {
@@ -264,7 +319,7 @@ mod tests {
         );
         assert_eq!(read_value(&pool, r2_at)?, None);
         assert!(
-            read_item_header(&pool, at, len as usize - 8).is_err(),
+            read_item_header(&pool, at, place, len as usize - 8).is_err(),
             "item longer than room"
         );
         pool.write(at.add(ITEM_HEADER as u64 + 25), b"X");
@@ -274,7 +329,7 @@ mod tests {
         );
         assert!(!item_body_matches(&pool, at, &h), "body crc");
         pool.write(at.add(2), b"Z");
-        assert!(read_item_header(&pool, at, 4096).is_err());
+        assert!(read_item_header(&pool, at, place, 4096).is_err());
         Ok(())
     }
 }

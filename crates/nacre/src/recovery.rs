@@ -1,6 +1,10 @@
 //! Opening a database after a clean close or a crash: find the subtables and their memtable
 //! lists, release what a crash left allocated but unreachable, roll back the one group whose
-//! commit a crash may have cut (C1), and rebuild every memtable's index in parallel (C5).
+//! commit a crash may have cut (C1), and rebuild the indexes in parallel (C5): each
+//! subtable's newest user memtable becomes its active memtable again, and every other
+//! memtable (immutable, merged, or holding relocated records) is scanned into the Global
+//! Index. A record and its relocated copy (same key and sequence) may both be found after a
+//! crash mid-relocation: the Global Index keeps one and counts the other as a ghost (GI2).
 //! The work is proportional to the data in PM, never to the write history.
 //!
 //! Order of the steps, each safe to redo after a crash during recovery: (1) read every
@@ -18,12 +22,17 @@ use std::time::{Duration, Instant};
 
 use nacre_halloc::ObjId;
 
+use crate::art::ArtIndex;
 use crate::error::{Error, Result};
-use crate::memtable::{Memtable, Tail, TailFacts};
+use crate::gi::{apply, GlobalIndex, Horizon, Version};
+use crate::memtable::{Found, Memtable, Role, ScanStats, Tail, TailFacts};
 use crate::options::RecoveryMutation;
 use crate::record::ItemHeader;
+use crate::space::cleaner::register_zones;
+use crate::space::Space;
 use crate::store::Store;
 use crate::subtable::Subtable;
+use crate::view::{MemSource, Tickets, View};
 
 /// What recovery did.
 #[derive(Clone, Debug, Default)]
@@ -59,11 +68,16 @@ pub struct RecoveryReport {
     pub threads: usize,
 }
 
+/// A subtable as found in PM: id, name, object and memtables (newest first).
+type Found0 = (u64, String, ObjId, Vec<Arc<Memtable>>);
+
 pub(crate) fn recover(
     store: &Store,
     threads: usize,
     mutation: Option<RecoveryMutation>,
     db: u64,
+    tickets: &Arc<Tickets>,
+    space: &Space,
 ) -> Result<(Vec<Subtable>, RecoveryReport)> {
     let t0 = Instant::now();
     let mut rep = RecoveryReport {
@@ -71,7 +85,7 @@ pub(crate) fn recover(
         clean: store.clean(),
         ..Default::default()
     };
-    let mut subtables = Vec::new();
+    let mut found: Vec<Found0> = Vec::new();
     let mut all: Vec<Arc<Memtable>> = Vec::new();
     let mut reachable: HashSet<ObjId> = HashSet::new();
     let mut ids: HashSet<u64> = HashSet::new();
@@ -101,7 +115,7 @@ pub(crate) fn recover(
             list.push(mt);
             at = store.mems.next(m);
         }
-        subtables.push(Subtable::new(db, id as u32, name, obj, list));
+        found.push((id, name, obj, list));
     }
     // Committed memtables no list reaches: a crash between commit and link. Release them and
     // their zones.
@@ -118,7 +132,7 @@ pub(crate) fn recover(
         rep.released_memtables += 1;
         rep.released_zones += zones.len();
     }
-    let referenced: HashSet<ObjId> = all.iter().flat_map(|m| m.zones()).collect();
+    let referenced: HashSet<ObjId> = all.iter().flat_map(|m| m.zones()).map(|(_, z)| z).collect();
     let orphans: Vec<ObjId> = store
         .zones
         .objects()
@@ -153,13 +167,32 @@ pub(crate) fn recover(
         }
         rep.rolled_back = roll.len();
     }
-    let stats = parallel(all.len(), threads, |i| all[i].rebuild(store, cur[i]))?;
+    // The active memtable of each subtable: its newest user memtable (S3).
+    let active: HashSet<ObjId> = found
+        .iter()
+        .filter_map(|(_, _, _, list)| list.iter().find(|m| m.role == Role::User))
+        .map(|m| m.obj)
+        .collect();
+    let rebuilt = parallel(all.len(), threads, |i| {
+        let m = &all[i];
+        if active.contains(&m.obj) {
+            let (index, st) = m.rebuild_index(store, cur[i])?;
+            Ok((st, Rebuilt::Active(Arc::new(index))))
+        } else {
+            let mut recs = Vec::new();
+            let st = m.rebuild(store, cur[i], |r| recs.push(r))?;
+            Ok((st, Rebuilt::Global(recs)))
+        }
+    })?;
     let mut max_seq = 0;
-    for st in stats {
+    let mut by_mem: Vec<Rebuilt> = Vec::with_capacity(all.len());
+    for (st, r) in rebuilt {
+        let st: ScanStats = st;
         rep.items += st.items;
         rep.records += st.records;
         rep.bytes_scanned += st.bytes;
         max_seq = max_seq.max(st.max_seq);
+        by_mem.push(r);
     }
     if max_seq > rep.commit_id {
         return Err(Error::Corrupt(format!(
@@ -189,11 +222,121 @@ pub(crate) fn recover(
     }
     store.set_run(run + 1)?;
     rep.run = run + 1;
+    let pos = |m: &Arc<Memtable>| all.iter().position(|x| Arc::ptr_eq(x, m));
+    let mut parts: Vec<(Found0, Option<MemSource>, Vec<Found>)> = Vec::new();
+    for (id, name, obj, list) in found {
+        let mut act = None;
+        let mut recs = Vec::new();
+        for m in &list {
+            let Some(i) = pos(m) else { continue };
+            match std::mem::replace(&mut by_mem[i], Rebuilt::Taken) {
+                Rebuilt::Active(index) => {
+                    act = Some(MemSource {
+                        mem: m.clone(),
+                        index,
+                    })
+                }
+                Rebuilt::Global(r) => {
+                    register_zones(space, id as u32, m, 0);
+                    recs.extend(r);
+                }
+                Rebuilt::Taken => {}
+            }
+        }
+        parts.push(((id, name, obj, list), act, recs));
+    }
+    let recs: Vec<Mutex<Vec<Found>>> = parts
+        .iter_mut()
+        .map(|p| Mutex::new(std::mem::take(&mut p.2)))
+        .collect();
+    let gis = parallel(parts.len(), threads, |i| {
+        let r = std::mem::take(&mut *recs[i].lock().unwrap_or_else(|e| e.into_inner()));
+        Ok(Mutex::new(Some(build_gi(store, space, r, max_seq))))
+    })?;
+    let mut subtables = Vec::new();
+    for (((id, name, obj, list), act, _), gi) in parts.into_iter().zip(gis) {
+        let gi = gi
+            .into_inner()
+            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_default();
+        let active_mem = act.as_ref().map(|a| a.mem.clone());
+        let view = View {
+            active: act,
+            immutables: Vec::new(),
+            _ticket: tickets.issue(rep.commit_id),
+        };
+        let sub = Subtable::new(db, id as u32, name, obj, list.clone(), view, gi);
+        // Memtables left without zones (a crash after their last zone was given back).
+        for m in &list {
+            let is_active = active_mem.as_ref().is_some_and(|a| Arc::ptr_eq(a, m));
+            if m.zones().is_empty() && !is_active {
+                sub.inner.unlink(store, m)?;
+            }
+        }
+        subtables.push(sub);
+    }
     rep.subtables = subtables.len();
     rep.memtables = all.len();
     rep.threads = threads;
     rep.elapsed = t0.elapsed();
     Ok((subtables, rep))
+}
+
+/// What rebuilding one memtable produced.
+enum Rebuilt {
+    /// The index of an active memtable.
+    Active(Arc<ArtIndex>),
+    /// The records of a memtable that belongs to the Global Index.
+    Global(Vec<Found>),
+    Taken,
+}
+
+/// Builds a subtable's Global Index from every record found in its Global Index memtables:
+/// per key, the newest version stays (nobody reads older ones yet), the other copies count
+/// as ghosts (GI2), and a tombstone with no other copy goes (GI3).
+fn build_gi(store: &Store, space: &Space, mut recs: Vec<Found>, max_seq: u64) -> GlobalIndex {
+    recs.sort_unstable_by(|a, b| a.key.cmp(&b.key).then(b.seq.cmp(&a.seq)));
+    let gi = GlobalIndex::default();
+    let hz = Horizon {
+        h: max_seq,
+        snaps: Vec::new(),
+    };
+    let zone_of = |at| store.zones.zone_of(at).map_or(u64::MAX, |z| z.0);
+    let mut live: std::collections::HashMap<u64, u64> = std::collections::HashMap::new();
+    let mut acct = |at, n: u32, add: bool| {
+        if add {
+            *live.entry(zone_of(at)).or_insert(0) += u64::from(n);
+        }
+    };
+    let mut i = 0;
+    while i < recs.len() {
+        let mut j = i;
+        let mut versions: Vec<Version> = Vec::new();
+        let mut dups = 0;
+        while j < recs.len() && recs[j].key == recs[i].key {
+            let r = &recs[j];
+            if versions.last().is_some_and(|v| v.seq == r.seq) {
+                dups += 1;
+            } else {
+                versions.push(Version {
+                    seq: r.seq,
+                    at: r.at,
+                    size: r.size,
+                    tomb: r.tomb,
+                });
+            }
+            j += 1;
+        }
+        apply(&gi, &recs[i].key, &versions, dups, &hz, &mut acct);
+        i = j;
+    }
+    let mut zones = space.zones.lock();
+    for (z, n) in live {
+        if let Some(info) = zones.get_mut(&z) {
+            info.live += n;
+        }
+    }
+    gi
 }
 
 /// Runs `f(0..n)` on up to `threads` threads; results in index order, the first error wins.

@@ -2,11 +2,13 @@
 //!
 //! Engine root (region `nacre.engine`, pool root slot 1), 8-byte words:
 //! `magic | version | commit_id | clean | zone_size | memtable slots | memtables | subtables |
-//! zones | run | settled_run`. `commit_id` is the last sequence number of the last committed
+//! zones | run | settled_run | births`. `commit_id` is the last sequence number of the last committed
 //! group (C1); `clean` is 1 only between a clean close and the next open. `run` numbers the
 //! engine's runs (opens): items carry the run that wrote them. `settled_run == run` records
 //! that recovery of that run's writes has decided and applied its rollbacks, so a crash during
-//! the rest of the open does not decide again on a half-rewritten state.
+//! the rest of the open does not decide again on a half-rewritten state. `births` counts
+//! memtable incarnations: each new memtable takes the next number, persisted before the
+//! memtable object records it, so no two incarnations ever share one (T5 in memtable.rs).
 
 use std::sync::Arc;
 
@@ -17,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::options::Options;
 
 const MAGIC: u64 = u64::from_le_bytes(*b"NACREDB1");
-const VERSION: u64 = 2;
+const VERSION: u64 = 3;
 const ROOT_SLOT: usize = 1;
 const ROOT_REGION: &str = "nacre.engine";
 const ROOT_LEN: u64 = 128;
@@ -25,6 +27,7 @@ const COMMIT_ID: u64 = 16;
 const CLEAN: u64 = 24;
 const RUN: u64 = 72;
 const SETTLED_RUN: u64 = 80;
+const BIRTHS: u64 = 88;
 
 /// The engine's persistent pieces.
 pub(crate) struct Store {
@@ -115,6 +118,7 @@ impl Store {
                 shape.zones,
                 1,
                 0,
+                0,
             ];
             let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
             pool.write(region.offset, &bytes);
@@ -183,6 +187,14 @@ impl Store {
     /// Durably records that recovery of `run`'s writes is decided and applied.
     pub fn set_settled_run(&self, run: u64) -> Result<()> {
         Ok(self.pool.persist_u64(self.root.add(SETTLED_RUN), run)?)
+    }
+
+    /// Takes the next memtable birth number, durably (T5).
+    pub fn next_birth(&self) -> Result<u64> {
+        let at = self.root.add(BIRTHS);
+        let birth = self.pool.load_u64(at) + 1;
+        self.pool.persist_u64(at, birth)?;
+        Ok(birth)
     }
 
     /// Whether the last close was clean.

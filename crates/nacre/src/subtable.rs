@@ -1,23 +1,39 @@
-//! Subtables: named, independent key spaces (RocksDB's column families), each a list of
-//! memtables, newest (active) first. The list lives in PM as the subtable object's memlist
-//! (a chain through the memtable objects' `next` words) and in DRAM as a shared vector.
+//! Subtables: named, independent key spaces (RocksDB's column families). In PM a subtable is
+//! its object and its memlist: every memtable it owns, chained newest first through the
+//! memtable objects' `next` words, whatever the memtable's state (active, immutable, merged
+//! into the Global Index, or holding relocated records). In DRAM it is a read view (active
+//! and immutable memtables with their indexes), its Global Index, and the chain.
 //!
-//! Invariant: a memtable is committed in the memtable pool before the memlist head points at
-//! it, so the memlist only ever links committed memtables; a memtable committed but not yet
-//! linked when a crash hits is released by recovery.
+//! Invariants:
+//! - S1: a memtable is committed in the memtable pool before the memlist reaches it, so the
+//!   memlist only links committed memtables; one committed but not linked when a crash hits
+//!   is released by recovery. New memtables are linked at the head.
+//! - S2: a memtable leaves the memlist (one 8-byte store in its predecessor, or the head)
+//!   only when none of its slots holds a zone; it is released after.
+//! - S3: the active memtable is the newest user memtable; every record in it or in an
+//!   immutable memtable is newer than every record of the same key in the Global Index
+//!   (memtables are merged oldest first; relocated records go to relocation memtables,
+//!   which belong to the Global Index).
 //!
-//! Thread safety: the DRAM list is replaced atomically (arc-swap), only in stage 2 of the
-//! Reorder Ring (serial); readers load the current list without locking.
+//! Thread safety: `state` serialises changes to the chain and the view: stage 2 of the Reorder
+//! Ring (switches, relocation memtables) and the background worker (seals, merges, unlinks).
+//! Readers load the view without locking.
 
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use arc_swap::ArcSwap;
+use parking_lot::{Mutex, MutexGuard};
 
 use nacre_halloc::ObjId;
+use nacre_pmem::PmOffset;
 
+use crate::art::ArtIndex;
 use crate::error::Result;
-use crate::memtable::Memtable;
+use crate::gi::GlobalIndex;
+use crate::memtable::{Memtable, Role};
 use crate::store::Store;
+use crate::view::{MemSource, Sealed, Tickets, View};
 
 /// A handle to a subtable of a [`crate::Db`]. Cheap to clone.
 #[derive(Clone)]
@@ -31,9 +47,19 @@ pub(crate) struct SubtableInner {
     pub obj: ObjId,
     /// Identity of the owning database instance (handles from another `Db` are refused).
     pub db: u64,
-    pub memtables: ArcSwap<Vec<Arc<Memtable>>>,
-    /// Serialises switches (they happen in stage 2, which is serial anyway).
-    switch: Mutex<()>,
+    pub view: ArcSwap<View>,
+    pub gi: Arc<GlobalIndex>,
+    pub state: Mutex<SubState>,
+    /// Set by the background worker: the next write seals the active memtable first.
+    pub seal_requested: AtomicBool,
+}
+
+/// The subtable's structure, changed under its lock.
+pub(crate) struct SubState {
+    /// Every memtable in the memlist, newest first (mirrors PM).
+    pub chain: Vec<Arc<Memtable>>,
+    /// Where the cleaner appends relocated records.
+    pub reloc: Option<Arc<Memtable>>,
 }
 
 impl std::fmt::Debug for Subtable {
@@ -51,7 +77,9 @@ impl Subtable {
         id: u32,
         name: String,
         obj: ObjId,
-        memtables: Vec<Arc<Memtable>>,
+        chain: Vec<Arc<Memtable>>,
+        view: View,
+        gi: GlobalIndex,
     ) -> Self {
         Subtable {
             inner: Arc::new(SubtableInner {
@@ -59,8 +87,10 @@ impl Subtable {
                 name,
                 obj,
                 db,
-                memtables: ArcSwap::from_pointee(memtables),
-                switch: Mutex::new(()),
+                view: ArcSwap::from_pointee(view),
+                gi: Arc::new(gi),
+                state: Mutex::new(SubState { chain, reloc: None }),
+                seal_requested: AtomicBool::new(false),
             }),
         }
     }
@@ -74,37 +104,121 @@ impl Subtable {
     pub fn name(&self) -> &str {
         &self.inner.name
     }
+}
 
-    /// Memtables, newest first (a counted reference, for iterators).
-    pub(crate) fn memtables(&self) -> Arc<Vec<Arc<Memtable>>> {
-        self.inner.memtables.load_full()
+impl SubtableInner {
+    pub fn lock(&self) -> MutexGuard<'_, SubState> {
+        self.state.lock()
     }
 
-    /// Memtables, newest first, for a short read (no reference count traffic).
-    pub(crate) fn memtables_guard(&self) -> arc_swap::Guard<Arc<Vec<Arc<Memtable>>>> {
-        self.inner.memtables.load()
-    }
-
-    /// The active memtable.
-    pub(crate) fn active(&self) -> Option<Arc<Memtable>> {
-        self.memtables_guard().first().cloned()
-    }
-
-    /// Starts a new active memtable (stage 2); the old one becomes immutable.
-    pub(crate) fn switch(&self, store: &Store) -> Result<Arc<Memtable>> {
-        let next = self
-            .active()
-            .map_or(nacre_pmem::PmOffset::NULL, |m| m.offset(store));
-        let m = Arc::new(Memtable::create(store, u64::from(self.inner.id), next)?);
-        store.subs.set_memlist(self.inner.obj, m.offset(store))?;
-        let _g = self.inner.switch.lock().unwrap_or_else(|e| e.into_inner());
-        let list = self.inner.memtables.load_full();
-        let mut v = Vec::with_capacity(list.len() + 1);
-        v.push(m.clone());
-        v.extend(list.iter().cloned());
-        let n = v.len();
-        self.inner.memtables.store(Arc::new(v));
-        tracing::debug!(subtable = %self.inner.name, memtables = n, "memtable switch");
+    /// Creates a memtable of `role` and links it at the head of the memlist (S1).
+    fn link_new(&self, store: &Store, st: &mut SubState, role: Role) -> Result<Arc<Memtable>> {
+        let next = st.chain.first().map_or(PmOffset::NULL, |m| m.offset(store));
+        let m = Arc::new(Memtable::create(store, u64::from(self.id), next, role)?);
+        store.subs.set_memlist(self.obj, m.offset(store))?;
+        st.chain.insert(0, m.clone());
         Ok(m)
+    }
+
+    /// Stage 2: the active memtable, sealing the current one first if `full` or a seal was
+    /// requested. `last_seq` is the last sequence number granted so far and `visible` the
+    /// last committed one.
+    pub fn active_for_write(
+        &self,
+        store: &Store,
+        tickets: &Arc<Tickets>,
+        full: bool,
+        last_seq: u64,
+        visible: u64,
+    ) -> Result<MemSource> {
+        if !full && !self.seal_requested.load(Ordering::Acquire) {
+            // Only stage 2 (serial) changes the active memtable.
+            if let Some(a) = &self.view.load().active {
+                return Ok(a.clone());
+            }
+        }
+        let mut st = self.lock();
+        let view = self.view.load_full();
+        let seal = full || self.seal_requested.swap(false, Ordering::AcqRel);
+        if let (Some(a), false) = (&view.active, seal) {
+            return Ok(a.clone());
+        }
+        let mem = self.link_new(store, &mut st, Role::User)?;
+        let active = MemSource {
+            mem,
+            index: Arc::new(ArtIndex::default()),
+        };
+        let mut immutables = Vec::with_capacity(view.immutables.len() + 1);
+        if let Some(old) = &view.active {
+            immutables.push(Sealed {
+                src: old.clone(),
+                last_seq,
+            });
+        }
+        immutables.extend(view.immutables.iter().cloned());
+        let n = immutables.len();
+        self.view.store(Arc::new(View {
+            active: Some(active.clone()),
+            immutables,
+            _ticket: tickets.issue(visible),
+        }));
+        tracing::debug!(subtable = %self.name, immutables = n, "memtable switch");
+        Ok(active)
+    }
+
+    /// Stage 2 of a relocation group: the relocation memtable, a new one if `full`.
+    pub fn reloc_for_write(&self, store: &Store, full: bool) -> Result<Arc<Memtable>> {
+        let mut st = self.lock();
+        match &st.reloc {
+            Some(m) if !full => Ok(m.clone()),
+            _ => {
+                let m = self.link_new(store, &mut st, Role::Relocation)?;
+                st.reloc = Some(m.clone());
+                Ok(m)
+            }
+        }
+    }
+
+    /// Installs a view with the same memtables as now but `f` applied, and a new ticket.
+    pub fn replace_view(
+        &self,
+        tickets: &Arc<Tickets>,
+        visible: u64,
+        f: impl FnOnce(&View) -> (Option<MemSource>, Vec<Sealed>),
+    ) -> u64 {
+        let _st = self.lock();
+        let view = self.view.load_full();
+        let (active, immutables) = f(&view);
+        let ticket = tickets.issue(visible);
+        let id = ticket.id;
+        self.view.store(Arc::new(View {
+            active,
+            immutables,
+            _ticket: ticket,
+        }));
+        id
+    }
+
+    /// Unlinks a memtable that holds no zone (S2) and releases it. The active and the
+    /// relocation memtable are never unlinked.
+    pub fn unlink(&self, store: &Store, mem: &Arc<Memtable>) -> Result<()> {
+        let mut st = self.lock();
+        if st.reloc.as_ref().is_some_and(|r| Arc::ptr_eq(r, mem)) {
+            return Ok(());
+        }
+        let Some(i) = st.chain.iter().position(|m| Arc::ptr_eq(m, mem)) else {
+            return Ok(());
+        };
+        let next = st
+            .chain
+            .get(i + 1)
+            .map_or(PmOffset::NULL, |m| m.offset(store));
+        match i {
+            0 => store.subs.set_memlist(self.obj, next)?,
+            _ => store.mems.set_next(st.chain[i - 1].obj, next)?,
+        }
+        st.chain.remove(i);
+        store.mems.release(mem.obj)?;
+        Ok(())
     }
 }

@@ -1,0 +1,281 @@
+//! The Global Index's volatile index: user key -> the versions still needed, newest first,
+//! each pointing at its record in PM (seed 000 §3.3). Rebuilt on open by scanning the zones
+//! of every memtable that belongs to the Global Index.
+//!
+//! Invariants (per key):
+//! - GI1: `versions` is sorted by sequence, newest first, with no two versions of one
+//!   sequence, and is never empty while the key is in the map.
+//! - GI2: `ghosts` counts the copies of this key's records in PM that `versions` does not
+//!   point at and whose sequence is at least `born`. Copies below `born` predate the key's
+//!   current entry (an earlier entry's tombstone, dropped when no older copy remained).
+//! - GI3: a tombstone is removed from `versions` only when it is the oldest version and
+//!   `ghosts == 0`: no older record of the key remains anywhere in PM, so no crash can bring
+//!   one back.
+//!
+//! Thread safety: one writer at a time (the background worker, or recovery before the
+//! database is shared); readers take no lock: a key's version list is replaced whole
+//! (arc-swap), and the map is a lock-free skip list.
+
+use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use crossbeam_skiplist::SkipMap;
+use nacre_pmem::PmOffset;
+
+use crate::index::{Entry, IKey, MemIndex};
+
+/// One version of a key in the Global Index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Version {
+    pub seq: u64,
+    pub at: PmOffset,
+    /// Bytes the record occupies in its zone.
+    pub size: u32,
+    pub tomb: bool,
+}
+
+/// A key's entry.
+pub(crate) struct KeyEntry {
+    versions: ArcSwap<Vec<Version>>,
+    ghosts: AtomicU64,
+    born: AtomicU64,
+}
+
+impl KeyEntry {
+    pub fn new(versions: Vec<Version>, ghosts: u64, born: u64) -> KeyEntry {
+        KeyEntry {
+            versions: ArcSwap::from_pointee(versions),
+            ghosts: AtomicU64::new(ghosts),
+            born: AtomicU64::new(born),
+        }
+    }
+
+    pub fn versions(&self) -> Arc<Vec<Version>> {
+        self.versions.load_full()
+    }
+
+    pub fn set_versions(&self, v: Vec<Version>) {
+        self.versions.store(Arc::new(v));
+    }
+
+    pub fn ghosts(&self) -> u64 {
+        self.ghosts.load(Ordering::Relaxed)
+    }
+
+    pub fn add_ghosts(&self, n: u64) {
+        self.ghosts.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// One ghost of this key at sequence `seq` left PM (its zone was given back).
+    pub fn ghost_gone(&self, seq: u64) {
+        if seq >= self.born() {
+            let g = self.ghosts();
+            debug_assert!(g > 0, "ghost count underflow");
+            self.ghosts.store(g.saturating_sub(1), Ordering::Relaxed);
+        }
+    }
+
+    pub fn born(&self) -> u64 {
+        self.born.load(Ordering::Relaxed)
+    }
+
+    pub fn set_born(&self, b: u64) {
+        self.born.store(b, Ordering::Relaxed);
+    }
+}
+
+/// The Global Index of one subtable.
+#[derive(Default)]
+pub(crate) struct GlobalIndex {
+    map: SkipMap<Vec<u8>, KeyEntry>,
+    versions: AtomicU64,
+}
+
+impl GlobalIndex {
+    /// The entry of `key`, if any.
+    pub fn entry(
+        &self,
+        key: &[u8],
+    ) -> Option<crossbeam_skiplist::map::Entry<'_, Vec<u8>, KeyEntry>> {
+        self.map.get(key)
+    }
+
+    /// Inserts or replaces `key`'s entry (writer only).
+    pub fn put_entry(&self, key: Vec<u8>, e: KeyEntry) {
+        self.map.insert(key, e);
+    }
+
+    /// Removes `key`'s entry (writer only).
+    pub fn remove(&self, key: &[u8]) {
+        self.map.remove(key);
+    }
+
+    /// Adjusts the count of indexed versions (writer only).
+    pub fn count_versions(&self, added: u64, removed: u64) {
+        let v = self.versions.load(Ordering::Relaxed);
+        self.versions
+            .store((v + added).saturating_sub(removed), Ordering::Relaxed);
+    }
+
+    /// Keys with an entry.
+    pub fn keys(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Versions indexed.
+    pub fn version_count(&self) -> u64 {
+        self.versions.load(Ordering::Relaxed)
+    }
+
+    fn entry_of(key: &[u8], v: &Version) -> Entry {
+        (
+            IKey {
+                key: key.to_vec(),
+                seq: v.seq,
+            },
+            v.at,
+        )
+    }
+
+    fn first_after(&self, key: &[u8]) -> Option<Entry> {
+        let e = self
+            .map
+            .range::<[u8], _>((Bound::Excluded(key), Bound::Unbounded))
+            .next()?;
+        let vs = e.value().versions.load();
+        vs.first().map(|v| Self::entry_of(e.key(), v))
+    }
+
+    fn last_before(&self, key: &[u8]) -> Option<Entry> {
+        let e = self
+            .map
+            .range::<[u8], _>((Bound::Unbounded, Bound::Excluded(key)))
+            .next_back()?;
+        let vs = e.value().versions.load();
+        vs.last().map(|v| Self::entry_of(e.key(), v))
+    }
+}
+
+impl MemIndex for GlobalIndex {
+    /// Adds one version (recovery and tests; merges replace whole lists).
+    fn insert(&self, key: &[u8], seq: u64, at: PmOffset) {
+        let v = Version {
+            seq,
+            at,
+            size: 0,
+            tomb: false,
+        };
+        match self.map.get(key) {
+            Some(e) => {
+                let mut vs = e.value().versions().to_vec();
+                let i = vs.partition_point(|x| x.seq > seq);
+                vs.insert(i, v);
+                e.value().set_versions(vs);
+            }
+            None => {
+                self.map
+                    .insert(key.to_vec(), KeyEntry::new(vec![v], 0, seq));
+            }
+        }
+        self.count_versions(1, 0);
+    }
+
+    fn get(&self, key: &[u8], snapshot: u64) -> Option<(u64, PmOffset)> {
+        let e = self.map.get(key)?;
+        let vs = e.value().versions.load();
+        vs.iter().find(|v| v.seq <= snapshot).map(|v| (v.seq, v.at))
+    }
+
+    fn next(&self, bound: Bound<&IKey>) -> Option<Entry> {
+        let (k, strict) = match bound {
+            Bound::Unbounded => {
+                let e = self.map.front()?;
+                let vs = e.value().versions.load();
+                return vs.first().map(|v| Self::entry_of(e.key(), v));
+            }
+            Bound::Included(k) => (k, false),
+            Bound::Excluded(k) => (k, true),
+        };
+        if let Some(e) = self.map.get(&k.key[..]) {
+            let vs = e.value().versions.load();
+            let hit = vs.iter().find(|v| {
+                if strict {
+                    v.seq < k.seq
+                } else {
+                    v.seq <= k.seq
+                }
+            });
+            if let Some(v) = hit {
+                return Some(Self::entry_of(&k.key, v));
+            }
+        }
+        self.first_after(&k.key)
+    }
+
+    fn prev(&self, bound: Bound<&IKey>) -> Option<Entry> {
+        let (k, strict) = match bound {
+            Bound::Unbounded => {
+                let e = self.map.back()?;
+                let vs = e.value().versions.load();
+                return vs.last().map(|v| Self::entry_of(e.key(), v));
+            }
+            Bound::Included(k) => (k, false),
+            Bound::Excluded(k) => (k, true),
+        };
+        if let Some(e) = self.map.get(&k.key[..]) {
+            let vs = e.value().versions.load();
+            let hit = vs.iter().rev().find(|v| {
+                if strict {
+                    v.seq > k.seq
+                } else {
+                    v.seq >= k.seq
+                }
+            });
+            if let Some(v) = hit {
+                return Some(Self::entry_of(&k.key, v));
+            }
+        }
+        self.last_before(&k.key)
+    }
+
+    fn len(&self) -> usize {
+        self.version_count() as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ordered_walks_cover_every_version_in_index_order() {
+        let gi = GlobalIndex::default();
+        for (k, s) in [(&b"a"[..], 5), (b"a", 9), (b"b", 3), (b"c", 7), (b"c", 1)] {
+            gi.insert(k, s, PmOffset(s * 8));
+        }
+        let mut fwd = Vec::new();
+        let mut at = gi.next(Bound::Unbounded);
+        while let Some((k, _)) = at {
+            fwd.push((k.key.clone(), k.seq));
+            at = gi.next(Bound::Excluded(&k));
+        }
+        let want: Vec<(Vec<u8>, u64)> = [(b"a", 9), (b"a", 5), (b"b", 3), (b"c", 7), (b"c", 1)]
+            .iter()
+            .map(|(k, s)| (k.to_vec(), *s))
+            .collect();
+        assert_eq!(fwd, want);
+        let mut rev = Vec::new();
+        let mut at = gi.prev(Bound::Unbounded);
+        while let Some((k, _)) = at {
+            rev.push((k.key.clone(), k.seq));
+            at = gi.prev(Bound::Excluded(&k));
+        }
+        rev.reverse();
+        assert_eq!(rev, want);
+        assert_eq!(gi.get(b"a", 8), Some((5, PmOffset(40))));
+        assert_eq!(gi.get(b"a", 4), None);
+        assert_eq!(gi.len(), 5);
+    }
+}

@@ -1,0 +1,176 @@
+//! Merging versions into the Global Index: which versions stay (the horizon rule), the ghost
+//! and tombstone bookkeeping (GI2, GI3 in index.rs), and the live-byte deltas it causes.
+
+use nacre_pmem::PmOffset;
+
+use crate::gi::index::{GlobalIndex, KeyEntry, Version};
+
+/// Which read points can still need old versions (V2 in view.rs): every sequence number at
+/// or above `h`, and the registered snapshots below it.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Horizon {
+    pub h: u64,
+    /// Registered read points below `h`, ascending.
+    pub snaps: Vec<u64>,
+}
+
+impl Horizon {
+    /// Whether a version at `seq`, whose next newer version is at `newer` (`u64::MAX` if it
+    /// is the newest), is the answer for some read point.
+    fn keeps(&self, seq: u64, newer: u64) -> bool {
+        let needed_by = |p: u64| seq <= p && p < newer;
+        seq > self.h || needed_by(self.h) || self.snaps.iter().any(|&p| needed_by(p))
+    }
+}
+
+/// Merges `new` (versions of `key` newer than every indexed one, newest first; recovery
+/// passes every copy it found) into the Global Index and drops what the horizon no longer
+/// needs. `extra_ghosts` counts copies the caller found but is not passing (duplicates).
+/// `live(at, size, added)` is told of every record that starts or stops being indexed.
+/// Returns the versions added and removed.
+pub(crate) fn apply(
+    gi: &GlobalIndex,
+    key: &[u8],
+    new: &[Version],
+    extra_ghosts: u64,
+    hz: &Horizon,
+    live: &mut impl FnMut(PmOffset, u32, bool),
+) {
+    let entry = gi.entry(key);
+    let (old, mut ghosts, mut born) = match &entry {
+        Some(e) => (
+            e.value().versions().to_vec(),
+            e.value().ghosts(),
+            e.value().born(),
+        ),
+        None => (Vec::new(), 0, new.iter().map(|v| v.seq).min().unwrap_or(0)),
+    };
+    ghosts += extra_ghosts;
+    let all = new
+        .iter()
+        .map(|v| (*v, true))
+        .chain(old.iter().map(|v| (*v, false)));
+    let mut kept: Vec<(Version, bool)> = Vec::with_capacity(new.len() + old.len());
+    let mut newer = u64::MAX;
+    let mut removed = 0u64;
+    for (v, is_new) in all {
+        if hz.keeps(v.seq, newer) {
+            kept.push((v, is_new));
+        } else {
+            ghosts += 1;
+            if !is_new {
+                removed += 1;
+                live(v.at, v.size, false);
+            }
+        }
+        newer = v.seq;
+    }
+    // GI3: an oldest tombstone with no older copy anywhere in PM hides nothing.
+    while ghosts == 0 && kept.last().is_some_and(|(v, _)| v.tomb) {
+        if let Some((v, is_new)) = kept.pop() {
+            if !is_new {
+                removed += 1;
+                live(v.at, v.size, false);
+            }
+        }
+        if let Some((v, _)) = kept.last() {
+            born = v.seq;
+        }
+    }
+    let mut added = 0u64;
+    for (v, is_new) in &kept {
+        if *is_new {
+            added += 1;
+            live(v.at, v.size, true);
+        }
+    }
+    gi.count_versions(added, removed);
+    let versions: Vec<Version> = kept.into_iter().map(|(v, _)| v).collect();
+    match entry {
+        None if versions.is_empty() => {}
+        None => gi.put_entry(key.to_vec(), KeyEntry::new(versions, ghosts, born)),
+        Some(_) if versions.is_empty() => gi.remove(key),
+        Some(e) => {
+            let e = e.value();
+            e.set_versions(versions);
+            e.add_ghosts(ghosts - e.ghosts());
+            e.set_born(born);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::MemIndex;
+
+    fn v(seq: u64, tomb: bool) -> Version {
+        Version {
+            seq,
+            at: PmOffset(seq * 64),
+            size: 64,
+            tomb,
+        }
+    }
+
+    fn seqs(gi: &GlobalIndex, key: &[u8]) -> Vec<u64> {
+        gi.entry(key)
+            .map(|e| e.value().versions().iter().map(|v| v.seq).collect())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn superseded_versions_go_unless_a_read_point_needs_them() {
+        let gi = GlobalIndex::default();
+        let mut live = 0i64;
+        let mut acct =
+            |_: PmOffset, n: u32, add: bool| live += if add { n as i64 } else { -(n as i64) };
+        let hz = Horizon {
+            h: 100,
+            snaps: vec![],
+        };
+        apply(&gi, b"k", &[v(5, false)], 0, &hz, &mut acct);
+        apply(&gi, b"k", &[v(9, false)], 0, &hz, &mut acct);
+        assert_eq!(seqs(&gi, b"k"), vec![9]);
+        let hz = Horizon {
+            h: 100,
+            snaps: vec![10],
+        };
+        apply(&gi, b"k", &[v(20, false)], 0, &hz, &mut acct);
+        assert_eq!(seqs(&gi, b"k"), vec![20, 9], "snapshot 10 reads 9");
+        let hz = Horizon {
+            h: 15,
+            snaps: vec![],
+        };
+        apply(&gi, b"k", &[v(30, false)], 0, &hz, &mut acct);
+        assert_eq!(seqs(&gi, b"k"), vec![30, 20, 9], "reads at 15 still need 9");
+        assert_eq!(live, 3 * 64);
+        assert_eq!(gi.entry(b"k").map(|e| e.value().ghosts()), Some(1));
+    }
+
+    #[test]
+    fn a_tombstone_stays_while_an_older_copy_remains() {
+        let gi = GlobalIndex::default();
+        let mut acct = |_: PmOffset, _: u32, _: bool| {};
+        let hz = Horizon {
+            h: 100,
+            snaps: vec![],
+        };
+        apply(&gi, b"k", &[v(5, false)], 0, &hz, &mut acct);
+        apply(&gi, b"k", &[v(9, true)], 0, &hz, &mut acct);
+        assert_eq!(seqs(&gi, b"k"), vec![9], "the put at 5 is still in PM");
+        assert_eq!(gi.get(b"k", 100), Some((9, PmOffset(9 * 64))));
+        let e = gi.entry(b"k").expect("entry");
+        e.value().ghost_gone(5);
+        drop(e);
+        apply(&gi, b"k", &[], 0, &hz, &mut acct);
+        assert!(
+            gi.entry(b"k").is_none(),
+            "nothing older remains: the tombstone goes"
+        );
+        // A tombstone with no older copy at all is never kept.
+        apply(&gi, b"j", &[v(12, true), v(11, false)], 0, &hz, &mut acct);
+        assert_eq!(seqs(&gi, b"j"), vec![12]);
+        assert_eq!(gi.len(), 1);
+    }
+}

@@ -1,0 +1,221 @@
+//! The zone cleaner (PM-only mode, DESIGN §4.4): picks a Global Index zone by cost-benefit
+//! (LFS: free space gained against live bytes moved, weighted by age), relocates its live
+//! records through the commit path with their sequence numbers, points the Global Index at
+//! the copies, and retires the zone; it is given back once no reader can hold an offset into
+//! it (V3 in view.rs).
+//!
+//! Crash safety: a relocation is an ordinary group of the Reorder Ring, so it is durable or
+//! absent as a whole; the victim's slot is marked reclaimed (T6) only after that, and the zone
+//! released after the mark. A crash in between leaves a record and its copy, same key and
+//! sequence: recovery keeps one (and counts the other as a ghost, GI2).
+
+use std::collections::BTreeSet;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crate::commit::{GroupError, Moved};
+use crate::db::DbInner;
+use crate::error::{Error, Result};
+use crate::gi::{apply, Horizon, Version};
+use crate::memtable::{Found, Memtable};
+use crate::record::{read_record, ITEM_HEADER};
+use crate::space::{Space, ZoneInfo};
+use crate::subtable::Subtable;
+
+/// A zone waiting for the readers that may point into it.
+pub(crate) struct Retired {
+    /// Given back once no ticket older than this one lives.
+    pub ticket: u64,
+    pub sub: u32,
+    pub mem: Arc<Memtable>,
+    pub slot: u64,
+}
+
+/// The victim: (zone, subtable, memtable, slot).
+type Victim = (u64, u32, Arc<Memtable>, u64);
+
+/// Picks the zone with the best benefit/cost: `(1 - u) * age / (1 + u)`, `u` its live
+/// fraction. Zones of a relocation memtable still being written are skipped; with no writer
+/// waiting, a zone must be at least an eighth dead to be worth moving. Nothing is picked
+/// when all candidates together hold less than two zones of dead bytes: moving their live
+/// records would not gain a zone.
+fn pick(db: &DbInner, urgent: bool) -> Option<Victim> {
+    let writing: Vec<Arc<Memtable>> = db
+        .all_subtables()
+        .iter()
+        .filter_map(|s| s.inner.lock().reloc.clone())
+        .collect();
+    let zs = db.store.zone_size;
+    let now = db.visible.load(Ordering::Acquire);
+    let zones = db.space.zones.lock();
+    let mut best: Option<(f64, Victim)> = None;
+    let mut reclaimable = 0;
+    for (&z, info) in zones.iter() {
+        if writing.iter().any(|m| Arc::ptr_eq(m, &info.mem)) || info.live >= zs {
+            continue;
+        }
+        let dead = zs - info.live;
+        reclaimable += dead;
+        if !urgent && dead < zs / 8 {
+            continue;
+        }
+        let u = info.live as f64 / zs as f64;
+        let age = (now.saturating_sub(info.stamp) + 1) as f64;
+        let score = (1.0 - u) * age / (1.0 + u);
+        if best.as_ref().is_none_or(|(b, _)| score > *b) {
+            best = Some((score, (z, info.sub, info.mem.clone(), info.slot)));
+        }
+    }
+    tracing::trace!(reclaimable, victim = ?best.as_ref().map(|(_, v)| v.0), "cleaner pick");
+    if reclaimable < 2 * zs {
+        return None;
+    }
+    best.map(|(_, v)| v)
+}
+
+/// Adds the zones of `mem` not yet accounted (P1).
+pub(crate) fn register_zones(space: &Space, sub: u32, mem: &Arc<Memtable>, stamp: u64) {
+    let mut zones = space.zones.lock();
+    for (slot, z) in mem.zones() {
+        zones.entry(z.0).or_insert_with(|| ZoneInfo {
+            sub,
+            mem: mem.clone(),
+            slot,
+            live: 0,
+            stamp,
+        });
+    }
+}
+
+/// Cleans one zone if one is worth it. Returns whether a zone was retired.
+pub(crate) fn clean_one(db: &DbInner, retired: &mut Vec<Retired>, urgent: bool) -> Result<bool> {
+    let Some((zone, sub_id, mem, slot)) = pick(db, urgent) else {
+        return Ok(false);
+    };
+    let Some(sub) = db.with_subtable(sub_id, Subtable::clone) else {
+        return Ok(false);
+    };
+    let store = &db.store;
+    let gi = &sub.inner.gi;
+    let mut found: Vec<Found> = Vec::new();
+    mem.scan_slot(store, slot, |r| {
+        found.push(r);
+        Ok(())
+    })?;
+    let hz: Horizon = db.horizon();
+    let zone_of = |at| store.zones.zone_of(at).map_or(u64::MAX, |z| z.0);
+    // Re-apply the horizon to every key the zone holds: versions no reader needs any more are
+    // not worth moving.
+    let keys: BTreeSet<&[u8]> = found.iter().map(|r| &r.key[..]).collect();
+    {
+        let mut zones = db.space.zones.lock();
+        for k in keys {
+            if gi.entry(k).is_some() {
+                apply(gi, k, &[], 0, &hz, &mut |at, n, add| {
+                    Space::account(&mut zones, zone_of(at), n, add)
+                });
+            }
+        }
+    }
+    let mut live: Vec<Found> = Vec::new();
+    for r in found {
+        let Some(e) = gi.entry(&r.key) else { continue };
+        let pointed = e.value().versions().iter().any(|v| v.at == r.at);
+        if pointed {
+            live.push(r);
+        } else {
+            e.value().ghost_gone(r.seq);
+        }
+    }
+    let room = store.zone_size as usize - ITEM_HEADER;
+    let mut chunk: Vec<(Found, Moved)> = Vec::new();
+    let mut bytes = 0usize;
+    let mut moved: Vec<(Vec<u8>, u64)> = Vec::new();
+    for r in live {
+        let rec = read_record(&store.pool, r.at, r.size as usize)?;
+        if bytes + r.size as usize > room {
+            if !relocate(db, &sub, std::mem::take(&mut chunk), &mut moved)? {
+                return Ok(false);
+            }
+            bytes = 0;
+        }
+        bytes += r.size as usize;
+        chunk.push((
+            r,
+            Moved {
+                key: rec.key,
+                value: rec.value,
+                seq: rec.seq,
+                kind: rec.kind,
+            },
+        ));
+    }
+    if !chunk.is_empty() && !relocate(db, &sub, chunk, &mut moved)? {
+        return Ok(false);
+    }
+    // The moved records' old copies leave PM with the zone (GI2).
+    for (k, seq) in moved {
+        if let Some(e) = gi.entry(&k) {
+            e.value().ghost_gone(seq);
+        }
+    }
+    db.space.zones.lock().remove(&zone);
+    let ticket = sub
+        .inner
+        .replace_view(&db.tickets, db.visible.load(Ordering::Acquire), |v| {
+            (v.active.clone(), v.immutables.clone())
+        });
+    retired.push(Retired {
+        ticket,
+        sub: sub_id,
+        mem,
+        slot,
+    });
+    Ok(true)
+}
+
+/// Writes `chunk` to the subtable's relocation memtable and points the Global Index at the
+/// copies; the old copies count as ghosts until their zone is given back (GI2), and are
+/// added to `moved`. `Ok(false)`: no zone left to relocate into.
+fn relocate(
+    db: &DbInner,
+    sub: &Subtable,
+    chunk: Vec<(Found, Moved)>,
+    moved_keys: &mut Vec<(Vec<u8>, u64)>,
+) -> Result<bool> {
+    let (found, moved): (Vec<Found>, Vec<Moved>) = chunk.into_iter().unzip();
+    let sub_id = sub.id();
+    let news = match db.commit_moved(sub_id, moved) {
+        Ok(n) => n,
+        Err(GroupError::NoSpace { .. } | GroupError::PoolFull(_)) => return Ok(false),
+        Err(e) => return Err(Error::from(e)),
+    };
+    let store = &db.store;
+    if let Some(reloc) = sub.inner.lock().reloc.clone() {
+        register_zones(
+            &db.space,
+            sub_id,
+            &reloc,
+            db.visible.load(Ordering::Acquire),
+        );
+    }
+    let zone_of = |at| store.zones.zone_of(at).map_or(u64::MAX, |z| z.0);
+    let gi = &sub.inner.gi;
+    let mut zones = db.space.zones.lock();
+    for (r, new_at) in found.into_iter().zip(news) {
+        let Some(e) = gi.entry(&r.key) else { continue };
+        let mut vs: Vec<Version> = e.value().versions().to_vec();
+        if let Some(v) = vs.iter_mut().find(|v| v.at == r.at) {
+            v.at = new_at;
+            Space::account(&mut zones, zone_of(r.at), r.size, false);
+            Space::account(&mut zones, zone_of(new_at), r.size, true);
+            e.value().set_versions(vs);
+            e.value().add_ghosts(1);
+            moved_keys.push((r.key.clone(), r.seq));
+        }
+        db.space
+            .moved_bytes
+            .fetch_add(u64::from(r.size), Ordering::Relaxed);
+    }
+    Ok(true)
+}

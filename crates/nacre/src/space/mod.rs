@@ -1,0 +1,180 @@
+//! Space in PM: live bytes per Global Index zone, the zones kept for the cleaner, and flow
+//! control (writers are slowed when free zones run low, and wait rather than fail while the
+//! background worker can still free space).
+//!
+//! Invariants:
+//! - P1: `zones` holds exactly the zones of memtables that belong to the Global Index
+//!   (merged user memtables and relocation memtables), each with the bytes of the records
+//!   the Global Index points into it.
+//! - P2: only the relocation of the cleaner may take the last `keep` free zones (deletes may
+//!   take half of them): relocating never waits for the space it is freeing.
+//!
+//! Thread safety: `zones` is locked by the background worker and by `stats()`; the flow
+//! control state is a mutex and a condition variable shared by writers and the worker.
+
+pub(crate) mod cleaner;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::memtable::Memtable;
+
+/// A Global Index zone.
+pub(crate) struct ZoneInfo {
+    pub sub: u32,
+    pub mem: Arc<Memtable>,
+    pub slot: u64,
+    /// Bytes of records the Global Index points at.
+    pub live: u64,
+    /// `visible` when the zone joined the Global Index (its age is measured from it).
+    pub stamp: u64,
+}
+
+/// What writers and the background worker share about free space.
+#[derive(Default)]
+struct Signal {
+    /// Bumped whenever the worker freed space or changed what can be freed.
+    progress: u64,
+    /// Writers waiting for space.
+    waiting: u64,
+    /// The worker found nothing to free while writers waited: live data fills the pool.
+    full: bool,
+}
+
+/// Space accounting and flow control.
+pub(crate) struct Space {
+    /// Zones only relocation may take (P2).
+    pub keep: u64,
+    /// Below this many free zones, writers are slowed.
+    pub slow_below: u64,
+    /// Below this many free zones, the cleaner runs.
+    pub clean_below: u64,
+    pub zones: Mutex<HashMap<u64, ZoneInfo>>,
+    signal: Mutex<Signal>,
+    writers: Condvar,
+    worker: Condvar,
+    worker_wake: Mutex<bool>,
+    pub stalls: AtomicU64,
+    pub stall_nanos: AtomicU64,
+    pub moved_bytes: AtomicU64,
+    pub zones_freed: AtomicU64,
+    pub user_bytes: AtomicU64,
+    pub pm_bytes: AtomicU64,
+}
+
+impl Space {
+    /// Thresholds for a pool of `total` zones and memtables of `slots` zones.
+    pub fn new(total: u64, slots: u64) -> Space {
+        let keep = 4u64.min(total / 4).max(2);
+        let clean_below = (keep + 2 * slots).min(total / 2).max(keep + 1);
+        Space {
+            keep,
+            slow_below: (keep + slots / 2).max(keep + 1).min(clean_below),
+            clean_below,
+            zones: Mutex::new(HashMap::new()),
+            signal: Mutex::new(Signal::default()),
+            writers: Condvar::new(),
+            worker: Condvar::new(),
+            worker_wake: Mutex::new(false),
+            stalls: AtomicU64::new(0),
+            stall_nanos: AtomicU64::new(0),
+            moved_bytes: AtomicU64::new(0),
+            zones_freed: AtomicU64::new(0),
+            user_bytes: AtomicU64::new(0),
+            pm_bytes: AtomicU64::new(0),
+        }
+    }
+
+    /// Adds `size` bytes (or removes them) to the live count of the zone holding `zone`.
+    pub fn account(zones: &mut HashMap<u64, ZoneInfo>, zone: u64, size: u32, add: bool) {
+        if let Some(z) = zones.get_mut(&zone) {
+            if add {
+                z.live += u64::from(size);
+            } else {
+                z.live = z.live.saturating_sub(u64::from(size));
+            }
+        }
+    }
+
+    /// Wakes the background worker.
+    pub fn kick(&self) {
+        *self.worker_wake.lock() = true;
+        self.worker.notify_one();
+    }
+
+    /// The worker waits for a kick or `timeout`.
+    pub fn worker_wait(&self, timeout: Duration) {
+        let mut w = self.worker_wake.lock();
+        if !*w {
+            self.worker.wait_for(&mut w, timeout);
+        }
+        *w = false;
+    }
+
+    /// Whether writers are waiting for space.
+    pub fn writers_waiting(&self) -> bool {
+        self.signal.lock().waiting > 0
+    }
+
+    /// The worker freed space or changed what can be freed.
+    pub fn progressed(&self) {
+        let mut s = self.signal.lock();
+        s.progress += 1;
+        s.full = false;
+        self.writers.notify_all();
+    }
+
+    /// The worker cannot free anything while writers wait: they fail with `PoolFull`.
+    pub fn declare_full(&self) {
+        let mut s = self.signal.lock();
+        if s.waiting > 0 && !s.full {
+            s.full = true;
+            tracing::warn!("pool full: live data leaves no zone to free");
+            self.writers.notify_all();
+        }
+    }
+
+    /// A writer found no free zone: waits for the worker's next progress. `Err(())` when the
+    /// worker declared the pool full.
+    pub fn wait_for_space(&self) -> Result<(), ()> {
+        let start = Instant::now();
+        self.stalls.fetch_add(1, Ordering::Relaxed);
+        let mut s = self.signal.lock();
+        let seen = s.progress;
+        s.waiting += 1;
+        self.kick();
+        let out = loop {
+            if s.full {
+                break Err(());
+            }
+            if s.progress != seen {
+                break Ok(());
+            }
+            self.writers.wait_for(&mut s, Duration::from_millis(5));
+            self.kick();
+        };
+        s.waiting -= 1;
+        drop(s);
+        self.stall_nanos
+            .fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        out
+    }
+
+    /// Slows a writer while free zones are below `slow_below`: the deeper, the longer.
+    pub fn throttle(&self, free: u64) {
+        if free >= self.slow_below {
+            return;
+        }
+        let depth = self.slow_below - free;
+        let pause = Duration::from_micros(20 * depth * depth);
+        self.stalls.fetch_add(1, Ordering::Relaxed);
+        self.stall_nanos
+            .fetch_add(pause.as_nanos() as u64, Ordering::Relaxed);
+        self.kick();
+        std::thread::sleep(pause);
+    }
+}

@@ -1,0 +1,81 @@
+//! `Db::stats()`: what the engine holds and has done, per subtable and in total.
+
+use std::time::Duration;
+
+/// One subtable's figures.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SubtableStats {
+    /// The subtable's name.
+    pub name: String,
+    /// Keys in the Global Index.
+    pub gi_keys: u64,
+    /// Versions the Global Index points at.
+    pub gi_versions: u64,
+    /// Bytes of the records the Global Index points at.
+    pub gi_live_bytes: u64,
+    /// Zones that belong to the Global Index.
+    pub gi_zones: u64,
+    /// Committed bytes of the active and immutable memtables (records and item headers,
+    /// superseded versions included until they are merged).
+    pub memtable_bytes: u64,
+    /// Active memtables (0 or 1).
+    pub active_memtables: u64,
+    /// Sealed memtables waiting to be merged into the Global Index.
+    pub immutable_memtables: u64,
+}
+
+/// The whole database's figures.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Stats {
+    /// Per subtable, by name.
+    pub subtables: Vec<SubtableStats>,
+    /// Live data: Global Index bytes plus memtable bytes.
+    pub live_bytes: u64,
+    /// Zones in the pool.
+    pub zones: u64,
+    /// Zones free.
+    pub zones_free: u64,
+    /// Bytes per zone.
+    pub zone_size: u64,
+    /// Zones kept free for the cleaner.
+    pub zones_kept: u64,
+    /// Bytes the cleaner moved.
+    pub cleaner_moved_bytes: u64,
+    /// Zones the cleaner gave back.
+    pub cleaner_zones_freed: u64,
+    /// Bytes written into zones: records and item headers, user writes and relocations.
+    pub pm_bytes_written: u64,
+    /// Bytes of keys and values users wrote.
+    pub user_bytes_written: u64,
+    /// Times a writer was slowed or waited for space.
+    pub stalls: u64,
+    /// Time writers spent slowed or waiting for space.
+    pub stall_time: Duration,
+    /// Whether writers are being slowed now (free zones are low).
+    pub slowing_writers: bool,
+    /// Snapshots and iterators holding a read point.
+    pub snapshots: u64,
+    /// The oldest read point held, if any.
+    pub oldest_snapshot: Option<u64>,
+}
+
+impl Stats {
+    /// PM bytes used (zones not free).
+    pub fn pm_used_bytes(&self) -> u64 {
+        (self.zones - self.zones_free) * self.zone_size
+    }
+
+    /// PM bytes free.
+    pub fn pm_free_bytes(&self) -> u64 {
+        self.zones_free * self.zone_size
+    }
+
+    /// PM bytes written per user byte written (0 before any write).
+    pub fn write_amplification(&self) -> f64 {
+        if self.user_bytes_written == 0 {
+            0.0
+        } else {
+            self.pm_bytes_written as f64 / self.user_bytes_written as f64
+        }
+    }
+}
