@@ -145,6 +145,11 @@ impl Space {
         self.stalls.fetch_add(1, Ordering::Relaxed);
         let mut s = self.signal.lock();
         let seen = s.progress;
+        // A new request for space: the worker decides again whether anything can be freed
+        // (deletes since the last verdict may have made room).
+        if s.waiting == 0 {
+            s.full = false;
+        }
         s.waiting += 1;
         self.kick();
         let out = loop {
