@@ -18,7 +18,7 @@ use crate::error::Result;
 use crate::gi::{apply, Version};
 use crate::index::{IKey, MemIndex};
 use crate::record::read_record_meta;
-use crate::space::cleaner::{clean_one, register_zones, Retired};
+use crate::space::cleaner::{clean_one, register_zones, Cleaned, Retired};
 use crate::space::Space;
 use crate::subtable::Subtable;
 use crate::view::Sealed;
@@ -26,8 +26,10 @@ use crate::view::Sealed;
 /// Runs the worker until the database asks it to stop.
 pub(crate) fn run(db: Arc<DbInner>) {
     let mut retired: Vec<Retired> = Vec::new();
+    let mut stuck = 0u32;
     while !db.stopping() {
-        let step = std::panic::catch_unwind(AssertUnwindSafe(|| step(&db, &mut retired)));
+        let step =
+            std::panic::catch_unwind(AssertUnwindSafe(|| step(&db, &mut retired, &mut stuck)));
         let why = match step {
             Ok(Ok(true)) => continue,
             Ok(Ok(false)) => {
@@ -42,13 +44,22 @@ pub(crate) fn run(db: Arc<DbInner>) {
                 .unwrap_or_else(|| "panic".into()),
         };
         db.poison(format!("background worker failed: {why}"));
-        db.space.declare_full();
+        db.space
+            .declare_full(format!("background worker failed: {why}"));
         return;
     }
 }
 
-/// One round of work; whether anything changed.
-fn step(db: &DbInner, retired: &mut Vec<Retired>) -> Result<bool> {
+/// Rounds without progress while writers wait and retired zones are held by readers, after
+/// which the writers are told the pool is full (about 100 ms).
+const HELD_ROUNDS: u32 = 5;
+
+/// Retired zones waiting for readers beyond which the cleaner pauses.
+const RETIRED_BACKLOG: usize = 4;
+
+/// One round of work; whether anything changed. `stuck` counts the rounds in a row in which
+/// writers waited and nothing could be done.
+fn step(db: &DbInner, retired: &mut Vec<Retired>, stuck: &mut u32) -> Result<bool> {
     if let Some(f) = db.fault_hook() {
         f();
     }
@@ -75,8 +86,23 @@ fn step(db: &DbInner, retired: &mut Vec<Retired>) -> Result<bool> {
         progress |= merge_ready(db, sub)?;
     }
     progress |= free_retired(db, retired)?;
-    if clean {
-        progress |= clean_one(db, retired, waiting)?;
+    // Retired zones readers still hold are not free yet; cleaning more would only spend the
+    // free zones on copies.
+    let backlog = retired.len() >= RETIRED_BACKLOG;
+    let mut why =
+        "live data fills the pool: no zone holds enough dead bytes to gain one".to_string();
+    if backlog {
+        why = format!(
+            "{} zones wait for readers (iterators, snapshots) that may still point into them",
+            retired.len()
+        );
+    }
+    if clean && !backlog {
+        match clean_one(db, retired, waiting)? {
+            Cleaned::Zone => progress = true,
+            Cleaned::Nothing => {}
+            Cleaned::NoRoom(w) => why = w,
+        }
     }
     tracing::trace!(
         free,
@@ -86,8 +112,18 @@ fn step(db: &DbInner, retired: &mut Vec<Retired>) -> Result<bool> {
         retired = retired.len(),
         "background step"
     );
-    if waiting && !progress && retired.is_empty() && !seal_one(db) {
-        db.space.declare_full();
+    // Sealed memtables still to merge will free space: not full yet.
+    let pending = subs
+        .iter()
+        .any(|s| !s.inner.view.load().immutables.is_empty());
+    if waiting && !progress && !pending && (backlog || !seal_one(db)) {
+        // Zones retired but held by long-lived readers (iterators, views) count as used.
+        *stuck += 1;
+        if retired.is_empty() || *stuck >= HELD_ROUNDS {
+            db.space.declare_full(why);
+        }
+    } else {
+        *stuck = 0;
     }
     if progress {
         db.space.progressed();
@@ -168,36 +204,45 @@ fn free_retired(db: &DbInner, retired: &mut Vec<Retired>) -> Result<bool> {
         r.mem.reclaim_slot(&db.store, r.slot)?;
         db.space.zones_freed.fetch_add(1, Ordering::Relaxed);
         freed = true;
-        if r.mem.zones().is_empty() && r.mem.committed() > 0 {
-            if let Some(sub) = db.with_subtable(r.sub, Subtable::clone) {
-                sub.inner.unlink(&db.store, &r.mem)?;
+    }
+    if freed {
+        for sub in db.all_subtables() {
+            let active = sub.inner.view.load().active.as_ref().map(|a| a.mem.clone());
+            let empty: Vec<_> = {
+                let st = sub.inner.lock();
+                st.chain
+                    .iter()
+                    .filter(|m| m.zones().is_empty() && m.committed() > 0)
+                    .filter(|m| !active.as_ref().is_some_and(|a| Arc::ptr_eq(a, m)))
+                    .cloned()
+                    .collect()
+            };
+            for m in empty {
+                sub.inner.unlink(&db.store, &m)?;
             }
         }
     }
     Ok(freed)
 }
 
-/// Asks the subtable whose active memtable holds the most to seal it at its next write, so
-/// that its superseded versions become reclaimable. Whether a seal was asked for or is still
-/// pending.
+/// Seals the active memtable that holds the most, so that its superseded versions become
+/// reclaimable once it is merged. Whether one was sealed.
 fn seal_one(db: &DbInner) -> bool {
-    let mut best: Option<(u64, Subtable)> = None;
-    for sub in db.all_subtables() {
-        if sub.inner.seal_requested.load(Ordering::Acquire) {
-            return true;
-        }
-        let view = sub.inner.view.load();
-        let used = view.active.as_ref().map_or(0, |a| a.mem.committed());
-        if used > 0 && best.as_ref().is_none_or(|(b, _)| used > *b) {
-            best = Some((used, sub.clone()));
-        }
-    }
-    match best {
-        Some((_, sub)) => {
-            sub.inner.seal_requested.store(true, Ordering::Release);
-            db.space.progressed();
-            true
-        }
-        None => false,
-    }
+    let mut subs: Vec<(u64, u32)> = db
+        .all_subtables()
+        .iter()
+        .map(|s| {
+            let used = s
+                .inner
+                .view
+                .load()
+                .active
+                .as_ref()
+                .map_or(0, |a| a.mem.committed());
+            (used, s.id())
+        })
+        .filter(|(used, _)| *used > 0)
+        .collect();
+    subs.sort_unstable();
+    subs.iter().rev().any(|(_, id)| db.seal(*id))
 }

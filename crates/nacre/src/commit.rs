@@ -159,6 +159,10 @@ fn layout(group: &[Arc<Waiter>]) -> (Vec<Part>, u64) {
     (parts, k)
 }
 
+/// Space granted for one item: its memtable, the memtable's index (users' writes only) and
+/// the reservation.
+type Granted = (Arc<Memtable>, Option<Arc<ArtIndex>>, Reservation);
+
 /// One item of a group: the records of one subtable, its memtable (and index, for users'
 /// writes) and space.
 struct Item {
@@ -225,13 +229,9 @@ impl DbInner {
         loop {
             match self.queue(&w) {
                 Err(GroupError::NoSpace { free, .. }) => {
-                    if self.space.wait_for_space().is_err() {
+                    if let Err(why) = self.space.wait_for_space() {
                         return Err(self.poisoned().map_or_else(
-                            || {
-                                Error::PoolFull(format!(
-                                    "live data fills the pool ({free} zones free, none reclaimable)"
-                                ))
-                            },
+                            || Error::PoolFull(format!("{why} ({free} zones free)")),
                             Error::Poisoned,
                         ));
                     }
@@ -366,13 +366,7 @@ impl DbInner {
 
     /// Space for `len` bytes in subtable `sub`: in its active memtable, or (`moved`) in its
     /// relocation memtable. New zones only while more than `keep` are free.
-    fn reserve(
-        &self,
-        sub: u32,
-        len: usize,
-        keep: u64,
-        moved: bool,
-    ) -> Result<(Arc<Memtable>, Option<Arc<ArtIndex>>, Reservation), GroupError> {
+    fn reserve(&self, sub: u32, len: usize, keep: u64, moved: bool) -> Result<Granted, GroupError> {
         let max = self.store.zone_size as usize;
         if len > max {
             return Err(GroupError::TooLarge { len, max });
@@ -560,6 +554,29 @@ impl DbInner {
             off = off.add(n as u64);
         }
         Ok(out)
+    }
+
+    /// Seals subtable `sub`'s active memtable (if it holds anything) in stage 2 of a group
+    /// that writes nothing, so no group is reserving in it meanwhile. Whether it sealed one.
+    pub(crate) fn seal(&self, sub: u32) -> bool {
+        let g = Arc::new(Group {
+            plan: Mutex::new(Plan::default()),
+            done: OneShot::new(),
+        });
+        let (h, sealed) = self.ring.grant(g.clone(), || {
+            let last = self.next_seq.load(Ordering::Acquire);
+            let visible = self.visible.load(Ordering::Acquire);
+            self.with_subtable(sub, |st| st.inner.seal(&self.tickets, last, visible))
+                .unwrap_or(false)
+        });
+        // Nothing to commit: stage 4 only passes the handle on.
+        g.finish(Ok(()));
+        self.ring.finish(h, &|| {}, &|x: &Arc<Group>| {
+            if !x.done.is_set() {
+                self.stage4(x)
+            }
+        });
+        sealed
     }
 
     /// Runs one group through the ring; returns where its first item starts.

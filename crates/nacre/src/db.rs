@@ -525,7 +525,6 @@ impl Db {
     /// snapshot or at the latest acknowledged write.
     pub fn iter(&self, subtable: &Subtable, opts: IterOptions<'_>) -> Result<DbIterator> {
         self.check_subtable(subtable)?;
-        let view = subtable.inner.view.load_full();
         let visible = &self.inner.visible;
         let pin = match opts.snapshot {
             Some(s) => self.inner.snapshots.register(|| s.sequence()),
@@ -534,15 +533,9 @@ impl Db {
                 .snapshots
                 .register(|| visible.load(Ordering::Acquire)),
         };
-        let mut sources: Vec<Arc<dyn MemIndex>> = view
-            .indexes()
-            .map(|ix| ix.clone() as Arc<dyn MemIndex>)
-            .collect();
-        sources.push(subtable.inner.gi.clone());
         Ok(DbIterator::new(
             self.inner.store.pool.clone(),
-            sources,
-            view,
+            subtable.clone(),
             pin,
             opts,
         ))

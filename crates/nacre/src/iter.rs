@@ -1,8 +1,12 @@
 //! Iterators: a merge of one subtable's sources (memtable indexes and the Global Index) at a
 //! sequence number, forward or reverse, with range and prefix bounds. Each source is a cursor
 //! that re-seeks past the last entry it returned, so no borrow of an index outlives a call.
-//! An iterator holds its read view (so the zones it may point into stay allocated) and
-//! registers its sequence number (so the versions it reads stay indexed).
+//! An iterator registers its sequence number (so the versions it reads stay indexed, moved
+//! by the cleaner rather than dropped) but holds no read view between calls, so it never
+//! keeps zones allocated: each call loads the current view (which keeps the zones it points
+//! into allocated for the call, V3 in view.rs) and, if the cleaner retired zones since the
+//! last call, rebuilds its sources from that view and seeks them back to where it was
+//! (offsets read before may point into zones given back since).
 
 use std::ops::Bound;
 use std::sync::Arc;
@@ -13,6 +17,7 @@ use crate::db::Snapshot;
 use crate::error::Result;
 use crate::index::{Entry, IKey, MemIndex};
 use crate::record::read_value;
+use crate::subtable::{Subtable, SubtableInner};
 use crate::view::{SnapGuard, View};
 
 /// Bounds, direction and snapshot of an iterator.
@@ -42,14 +47,26 @@ fn prefix_end(p: &[u8]) -> Option<Vec<u8>> {
     None
 }
 
+/// A view's memtable indexes, newest first, and the Global Index.
+fn sources_of(view: &View, sub: &SubtableInner) -> Vec<Arc<dyn MemIndex>> {
+    let mut v: Vec<Arc<dyn MemIndex>> = view
+        .indexes()
+        .map(|ix| ix.clone() as Arc<dyn MemIndex>)
+        .collect();
+    v.push(sub.gi.clone());
+    v
+}
+
 /// A key and the newest version of it seen so far (reverse iteration).
 type Pending = (Vec<u8>, Option<(u64, PmOffset)>);
 
 /// Iterator over (key, value) pairs. Yields errors for records that fail their checks.
 pub struct DbIterator {
     pool: Arc<Pool>,
+    sub: Subtable,
+    /// The subtable's retire count when `sources` and `heads` were built.
+    retires: u64,
     sources: Vec<Arc<dyn MemIndex>>,
-    _view: Arc<View>,
     _pin: SnapGuard,
     heads: Vec<Option<Entry>>,
     seq: u64,
@@ -62,13 +79,7 @@ pub struct DbIterator {
 }
 
 impl DbIterator {
-    pub(crate) fn new(
-        pool: Arc<Pool>,
-        sources: Vec<Arc<dyn MemIndex>>,
-        view: Arc<View>,
-        pin: SnapGuard,
-        o: IterOptions<'_>,
-    ) -> Self {
+    pub(crate) fn new(pool: Arc<Pool>, sub: Subtable, pin: SnapGuard, o: IterOptions<'_>) -> Self {
         let seq = pin.seq;
         let mut lower = o.lower;
         let mut upper = o.upper;
@@ -82,10 +93,14 @@ impl DbIterator {
                 }
             }
         }
+        let inner = sub.inner.clone();
+        let view = inner.view.load();
+        let retires = inner.retires.load(std::sync::atomic::Ordering::Acquire);
         let mut it = DbIterator {
             pool,
-            sources,
-            _view: view,
+            sources: sources_of(&view, &inner),
+            sub,
+            retires,
             _pin: pin,
             heads: Vec::new(),
             seq,
@@ -98,6 +113,38 @@ impl DbIterator {
         };
         it.heads = (0..it.sources.len()).map(|i| it.first(i)).collect();
         it
+    }
+
+    /// Loads the current view (held by the caller for the call) and, if zones were retired
+    /// since the sources were built, rebuilds them and seeks them back to the position.
+    fn refresh(&mut self, view: &View, inner: &SubtableInner) {
+        let retires = inner.retires.load(std::sync::atomic::Ordering::Acquire);
+        if retires == self.retires {
+            return;
+        }
+        self.retires = retires;
+        self.sources = sources_of(view, inner);
+        self.heads = (0..self.sources.len())
+            .map(|i| {
+                let ix = &self.sources[i];
+                match (&self.pending, &self.last) {
+                    // Reverse, in the middle of a key: start that key again.
+                    (Some((k, _)), _) if self.reverse => ix.prev(Bound::Included(&IKey {
+                        key: k.clone(),
+                        seq: 0,
+                    })),
+                    // Forward: after every version of the last key consumed.
+                    (_, Some(k)) if !self.reverse => ix.next(Bound::Excluded(&IKey {
+                        key: k.clone(),
+                        seq: 0,
+                    })),
+                    _ => self.first(i),
+                }
+            })
+            .collect();
+        if self.reverse {
+            self.pending = None;
+        }
     }
 
     fn first(&self, i: usize) -> Option<Entry> {
@@ -216,6 +263,9 @@ impl Iterator for DbIterator {
         if self.done {
             return None;
         }
+        let inner = self.sub.inner.clone();
+        let view = inner.view.load();
+        self.refresh(&view, &inner);
         if self.reverse {
             self.next_reverse()
         } else {

@@ -66,7 +66,8 @@ fn plan(pool: &Pool, opts: &Options) -> Result<Shape> {
     let mem_obj = MemtablePool::object_size(slots);
     let free = pool.unreserved().saturating_sub(ROOT_LEN + 64 * 4096);
     let per_zone = opts.zone_size + 8;
-    let memtables = (free / opts.zone_size).max(2);
+    // Every memtable but the active and the relocation one of each subtable holds a zone.
+    let memtables = free / opts.zone_size + 2 * opts.max_subtables + 2;
     let meta = PoolShape {
         object_size: mem_obj,
         count: memtables,

@@ -19,7 +19,7 @@
 //! Ring (switches, relocation memtables) and the background worker (seals, merges, unlinks).
 //! Readers load the view without locking.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
@@ -50,8 +50,9 @@ pub(crate) struct SubtableInner {
     pub view: ArcSwap<View>,
     pub gi: Arc<GlobalIndex>,
     pub state: Mutex<SubState>,
-    /// Set by the background worker: the next write seals the active memtable first.
-    pub seal_requested: AtomicBool,
+    /// Zones the cleaner retired: bumped before the view that stops pointing into a zone is
+    /// installed, so an iterator that sees it unchanged holds no offset into a freed zone.
+    pub retires: AtomicU64,
 }
 
 /// The subtable's structure, changed under its lock.
@@ -90,7 +91,7 @@ impl Subtable {
                 view: ArcSwap::from_pointee(view),
                 gi: Arc::new(gi),
                 state: Mutex::new(SubState { chain, reloc: None }),
-                seal_requested: AtomicBool::new(false),
+                retires: AtomicU64::new(0),
             }),
         }
     }
@@ -120,9 +121,8 @@ impl SubtableInner {
         Ok(m)
     }
 
-    /// Stage 2: the active memtable, sealing the current one first if `full` or a seal was
-    /// requested. `last_seq` is the last sequence number granted so far and `visible` the
-    /// last committed one.
+    /// Stage 2: the active memtable, sealing the current one first if `full`. `last_seq` is
+    /// the last sequence number granted so far and `visible` the last committed one.
     pub fn active_for_write(
         &self,
         store: &Store,
@@ -131,7 +131,7 @@ impl SubtableInner {
         last_seq: u64,
         visible: u64,
     ) -> Result<MemSource> {
-        if !full && !self.seal_requested.load(Ordering::Acquire) {
+        if !full {
             // Only stage 2 (serial) changes the active memtable.
             if let Some(a) = &self.view.load().active {
                 return Ok(a.clone());
@@ -139,8 +139,7 @@ impl SubtableInner {
         }
         let mut st = self.lock();
         let view = self.view.load_full();
-        let seal = full || self.seal_requested.swap(false, Ordering::AcqRel);
-        if let (Some(a), false) = (&view.active, seal) {
+        if let (Some(a), false) = (&view.active, full) {
             return Ok(a.clone());
         }
         let mem = self.link_new(store, &mut st, Role::User)?;
@@ -164,6 +163,28 @@ impl SubtableInner {
         }));
         tracing::debug!(subtable = %self.name, immutables = n, "memtable switch");
         Ok(active)
+    }
+
+    /// Stage 2 (of a group with nothing to write): seals the active memtable, if it holds
+    /// anything; the next write starts a new one. Whether it sealed one.
+    pub fn seal(&self, tickets: &Arc<Tickets>, last_seq: u64, visible: u64) -> bool {
+        let _st = self.lock();
+        let view = self.view.load_full();
+        let Some(a) = view.active.as_ref().filter(|a| a.mem.committed() > 0) else {
+            return false;
+        };
+        let mut immutables = Vec::with_capacity(view.immutables.len() + 1);
+        immutables.push(Sealed {
+            src: a.clone(),
+            last_seq,
+        });
+        immutables.extend(view.immutables.iter().cloned());
+        self.view.store(Arc::new(View {
+            active: None,
+            immutables,
+            _ticket: tickets.issue(visible),
+        }));
+        true
     }
 
     /// Stage 2 of a relocation group: the relocation memtable, a new one if `full`.

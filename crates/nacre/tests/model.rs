@@ -216,3 +216,141 @@ fn random_operations_match_a_btreemap_across_reopens() {
         db.close().expect("close");
     }
 }
+
+/// Tiny zones, memtables and pool: merges into the Global Index and zone cleaning run all the
+/// time, with snapshots and iterators held across them and reopens after clean closes and
+/// after power failures (the `sim` backend's crash image).
+#[test]
+fn random_operations_match_a_btreemap_while_merging_and_cleaning() {
+    let opts = || {
+        let mut o = Options::new("sim").backend(Backend::Sim);
+        o.pool_size = 6 << 20;
+        o.zone_size = 64 << 10;
+        o.memtable_size = 128 << 10;
+        o.recovery_threads = 2;
+        o
+    };
+    let mut model: Model = BTreeMap::new();
+    let mut rng = SplitMix64::new(4242);
+    let mut image: Option<Vec<u8>> = None;
+    let mut freed = 0;
+    for round in 0..8 {
+        let db = match image.take() {
+            None => Db::open(opts()).expect("open"),
+            Some(img) => Db::open_pool(
+                nacre_pmem::Pool::open_sim(
+                    img,
+                    &nacre_pmem::PoolOptions::with_backend(Backend::Sim),
+                )
+                .expect("image"),
+                opts(),
+            )
+            .expect("reopen"),
+        };
+        let subs = [db.subtable("a").expect("a"), db.subtable("b").expect("b")];
+        for s in &subs {
+            let m = model.entry(s.id()).or_default();
+            check_iterators(&db, s, m, None, &mut rng);
+        }
+        let mut snaps: Vec<(Snapshot, Model)> = Vec::new();
+        // An iterator opened now and read to its end while everything below happens.
+        let held_sub = subs[0].clone();
+        let held_model: Vec<_> = model
+            .get(&held_sub.id())
+            .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+            .unwrap_or_default();
+        let mut held = db.iter(&held_sub, IterOptions::default()).expect("iter");
+        let mut held_seen = Vec::new();
+        for step in 0..3000 {
+            let s = &subs[(rng.next_u64() % 2) as usize];
+            match rng.next_u64() % 12 {
+                0..=5 => {
+                    let (k, v) = (key(&mut rng), value(&mut rng));
+                    if let Err(e) = db.put(s, &k, &v) {
+                        panic!("put: {e}: {:#?}", db.stats());
+                    }
+                    model.entry(s.id()).or_default().insert(k, v);
+                }
+                6 | 7 => {
+                    let k = key(&mut rng);
+                    db.delete(s, &k).expect("delete");
+                    model.entry(s.id()).or_default().remove(&k);
+                }
+                8 => {
+                    let mut b = WriteBatch::new();
+                    for _ in 0..1 + rng.next_u64() % 6 {
+                        let t = &subs[(rng.next_u64() % 2) as usize];
+                        let k = key(&mut rng);
+                        if rng.next_u64() % 4 == 0 {
+                            b.delete(t, &k);
+                            model.entry(t.id()).or_default().remove(&k);
+                        } else {
+                            let v = value(&mut rng);
+                            b.put(t, &k, &v);
+                            model.entry(t.id()).or_default().insert(k, v);
+                        }
+                    }
+                    db.write(b).expect("batch");
+                }
+                9 => {
+                    if let Some(r) = held.next() {
+                        held_seen.push(r.expect("held iterator"));
+                    }
+                }
+                _ => {
+                    if snaps.len() < 3 {
+                        snaps.push((db.snapshot(), model.clone()));
+                    } else {
+                        let (snap, old) = snaps.remove((rng.next_u64() % 3) as usize);
+                        for s in &subs {
+                            let m = old.get(&s.id()).cloned().unwrap_or_default();
+                            let k = key(&mut rng);
+                            assert_eq!(
+                                db.get_at(s, &k, &snap).expect("get"),
+                                m.get(&k).cloned(),
+                                "snapshot get, round {round} step {step}"
+                            );
+                            check_iterators(&db, s, &m, Some(&snap), &mut rng);
+                        }
+                    }
+                }
+            }
+            let k = key(&mut rng);
+            assert_eq!(
+                db.get(s, &k).expect("get"),
+                model.get(&s.id()).and_then(|m| m.get(&k)).cloned(),
+                "round {round} step {step}"
+            );
+        }
+        held_seen.extend(held.map(|r| r.expect("held iterator")));
+        assert_eq!(
+            held_seen, held_model,
+            "an iterator held across merges, round {round}"
+        );
+        for (snap, old) in &snaps {
+            for s in &subs {
+                let m = old.get(&s.id()).cloned().unwrap_or_default();
+                check_iterators(&db, s, &m, Some(snap), &mut rng);
+            }
+        }
+        drop(snaps);
+        freed = freed.max(db.stats().cleaner_zones_freed);
+        if round % 2 == 0 {
+            image = Some(
+                db.pool()
+                    .sim()
+                    .expect("sim")
+                    .crash(nacre_pmem::CrashPolicy::KeepNone),
+            );
+        } else {
+            let pool = db.pool().clone();
+            db.close().expect("close");
+            image = Some(
+                pool.sim()
+                    .expect("sim")
+                    .crash(nacre_pmem::CrashPolicy::KeepNone),
+            );
+        }
+    }
+    assert!(freed > 0, "the cleaner gave zones back");
+}

@@ -26,7 +26,6 @@ use crate::subtable::Subtable;
 pub(crate) struct Retired {
     /// Given back once no ticket older than this one lives.
     pub ticket: u64,
-    pub sub: u32,
     pub mem: Arc<Memtable>,
     pub slot: u64,
 }
@@ -87,13 +86,23 @@ pub(crate) fn register_zones(space: &Space, sub: u32, mem: &Arc<Memtable>, stamp
     }
 }
 
-/// Cleans one zone if one is worth it. Returns whether a zone was retired.
-pub(crate) fn clean_one(db: &DbInner, retired: &mut Vec<Retired>, urgent: bool) -> Result<bool> {
+/// What one cleaning attempt did.
+pub(crate) enum Cleaned {
+    /// A zone was retired.
+    Zone,
+    /// No zone is worth cleaning (or none holds enough dead bytes to gain one).
+    Nothing,
+    /// Relocation found no room (no free zone, or no memtable object).
+    NoRoom(String),
+}
+
+/// Cleans one zone if one is worth it.
+pub(crate) fn clean_one(db: &DbInner, retired: &mut Vec<Retired>, urgent: bool) -> Result<Cleaned> {
     let Some((zone, sub_id, mem, slot)) = pick(db, urgent) else {
-        return Ok(false);
+        return Ok(Cleaned::Nothing);
     };
     let Some(sub) = db.with_subtable(sub_id, Subtable::clone) else {
-        return Ok(false);
+        return Ok(Cleaned::Nothing);
     };
     let store = &db.store;
     let gi = &sub.inner.gi;
@@ -134,8 +143,8 @@ pub(crate) fn clean_one(db: &DbInner, retired: &mut Vec<Retired>, urgent: bool) 
     for r in live {
         let rec = read_record(&store.pool, r.at, r.size as usize)?;
         if bytes + r.size as usize > room {
-            if !relocate(db, &sub, std::mem::take(&mut chunk), &mut moved)? {
-                return Ok(false);
+            if let Some(why) = relocate(db, &sub, std::mem::take(&mut chunk), &mut moved)? {
+                return Ok(Cleaned::NoRoom(why));
             }
             bytes = 0;
         }
@@ -150,8 +159,10 @@ pub(crate) fn clean_one(db: &DbInner, retired: &mut Vec<Retired>, urgent: bool) 
             },
         ));
     }
-    if !chunk.is_empty() && !relocate(db, &sub, chunk, &mut moved)? {
-        return Ok(false);
+    if !chunk.is_empty() {
+        if let Some(why) = relocate(db, &sub, chunk, &mut moved)? {
+            return Ok(Cleaned::NoRoom(why));
+        }
     }
     // The moved records' old copies leave PM with the zone (GI2).
     for (k, seq) in moved {
@@ -160,34 +171,33 @@ pub(crate) fn clean_one(db: &DbInner, retired: &mut Vec<Retired>, urgent: bool) 
         }
     }
     db.space.zones.lock().remove(&zone);
+    sub.inner.retires.fetch_add(1, Ordering::AcqRel);
     let ticket = sub
         .inner
         .replace_view(&db.tickets, db.visible.load(Ordering::Acquire), |v| {
             (v.active.clone(), v.immutables.clone())
         });
-    retired.push(Retired {
-        ticket,
-        sub: sub_id,
-        mem,
-        slot,
-    });
-    Ok(true)
+    retired.push(Retired { ticket, mem, slot });
+    Ok(Cleaned::Zone)
 }
 
 /// Writes `chunk` to the subtable's relocation memtable and points the Global Index at the
 /// copies; the old copies count as ghosts until their zone is given back (GI2), and are
-/// added to `moved`. `Ok(false)`: no zone left to relocate into.
+/// added to `moved`. `Ok(Some(why))`: no room to relocate into.
 fn relocate(
     db: &DbInner,
     sub: &Subtable,
     chunk: Vec<(Found, Moved)>,
     moved_keys: &mut Vec<(Vec<u8>, u64)>,
-) -> Result<bool> {
+) -> Result<Option<String>> {
     let (found, moved): (Vec<Found>, Vec<Moved>) = chunk.into_iter().unzip();
     let sub_id = sub.id();
     let news = match db.commit_moved(sub_id, moved) {
         Ok(n) => n,
-        Err(GroupError::NoSpace { .. } | GroupError::PoolFull(_)) => return Ok(false),
+        Err(GroupError::NoSpace { free, .. }) => {
+            return Ok(Some(format!("no free zone to relocate into ({free} free)")))
+        }
+        Err(GroupError::PoolFull(why)) => return Ok(Some(why)),
         Err(e) => return Err(Error::from(e)),
     };
     let store = &db.store;
@@ -217,5 +227,5 @@ fn relocate(
             .moved_bytes
             .fetch_add(u64::from(r.size), Ordering::Relaxed);
     }
-    Ok(true)
+    Ok(None)
 }

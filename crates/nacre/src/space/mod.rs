@@ -41,8 +41,8 @@ struct Signal {
     progress: u64,
     /// Writers waiting for space.
     waiting: u64,
-    /// The worker found nothing to free while writers waited: live data fills the pool.
-    full: bool,
+    /// The worker found nothing to free while writers waited, and why.
+    full: Option<String>,
 }
 
 /// Space accounting and flow control.
@@ -124,23 +124,23 @@ impl Space {
     pub fn progressed(&self) {
         let mut s = self.signal.lock();
         s.progress += 1;
-        s.full = false;
+        s.full = None;
         self.writers.notify_all();
     }
 
     /// The worker cannot free anything while writers wait: they fail with `PoolFull`.
-    pub fn declare_full(&self) {
+    pub fn declare_full(&self, why: String) {
         let mut s = self.signal.lock();
-        if s.waiting > 0 && !s.full {
-            s.full = true;
-            tracing::warn!("pool full: live data leaves no zone to free");
+        if s.waiting > 0 && s.full.is_none() {
+            tracing::warn!(reason = %why, "pool full");
+            s.full = Some(why);
             self.writers.notify_all();
         }
     }
 
-    /// A writer found no free zone: waits for the worker's next progress. `Err(())` when the
+    /// A writer found no free zone: waits for the worker's next progress. `Err(why)` when the
     /// worker declared the pool full.
-    pub fn wait_for_space(&self) -> Result<(), ()> {
+    pub fn wait_for_space(&self) -> Result<(), String> {
         let start = Instant::now();
         self.stalls.fetch_add(1, Ordering::Relaxed);
         let mut s = self.signal.lock();
@@ -148,13 +148,13 @@ impl Space {
         // A new request for space: the worker decides again whether anything can be freed
         // (deletes since the last verdict may have made room).
         if s.waiting == 0 {
-            s.full = false;
+            s.full = None;
         }
         s.waiting += 1;
         self.kick();
         let out = loop {
-            if s.full {
-                break Err(());
+            if let Some(why) = &s.full {
+                break Err(why.clone());
             }
             if s.progress != seen {
                 break Ok(());
