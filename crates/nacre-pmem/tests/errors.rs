@@ -126,7 +126,7 @@ fn other_format_version_is_refused() {
             e,
             PmemError::UnsupportedVersion {
                 found: 7,
-                supported: 1,
+                supported: nacre_pmem::FORMAT_VERSION,
                 ..
             }
         )

@@ -28,8 +28,10 @@ pub(crate) fn run(db: Arc<DbInner>) {
     let mut retired: Vec<Retired> = Vec::new();
     let mut stuck = 0u32;
     while !db.stopping() {
-        let step =
-            std::panic::catch_unwind(AssertUnwindSafe(|| step(&db, &mut retired, &mut stuck)));
+        let step = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            let _round = db.pause.lock();
+            step(&db, &mut retired, &mut stuck)
+        }));
         let why = match step {
             Ok(Ok(true)) => continue,
             Ok(Ok(false)) => {
@@ -149,6 +151,7 @@ fn merge_ready(db: &DbInner, sub: &Subtable) -> Result<bool> {
         imm.retain(|s| !Arc::ptr_eq(&s.src.mem, &oldest.src.mem));
         (v.active.clone(), imm)
     });
+    db.space.merged_one();
     Ok(true)
 }
 

@@ -33,7 +33,7 @@ use crate::index::MemIndex;
 use crate::memtable::{Memtable, Reservation};
 use crate::oneshot::OneShot;
 use crate::options::CommitMode;
-use crate::record::{encode_item_header, encode_record, record_size, Place, ITEM_HEADER};
+use crate::record::{encode_item_header, encode_record, record_size, ITEM_HEADER};
 use crate::subtable::Subtable;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -387,7 +387,7 @@ impl DbInner {
                     (st.reloc_for_write(store, full).map_err(fail)?, None)
                 } else {
                     let a = st
-                        .active_for_write(store, &self.tickets, full, last, visible)
+                        .active_for_write(store, &self.space, &self.tickets, full, last, visible)
                         .map_err(fail)?;
                     (a.mem, Some(a.index))
                 };
@@ -436,10 +436,7 @@ impl DbInner {
                         recs.len()
                     }
                 };
-                let place = Place {
-                    birth: it.memtable.birth,
-                    pos: it.res.pos,
-                };
+                let place = it.memtable.place(it.res.pos);
                 encode_item_header(
                     &mut buf,
                     place,
@@ -566,8 +563,10 @@ impl DbInner {
         let (h, sealed) = self.ring.grant(g.clone(), || {
             let last = self.next_seq.load(Ordering::Acquire);
             let visible = self.visible.load(Ordering::Acquire);
-            self.with_subtable(sub, |st| st.inner.seal(&self.tickets, last, visible))
-                .unwrap_or(false)
+            self.with_subtable(sub, |st| {
+                st.inner.seal(&self.space, &self.tickets, last, visible)
+            })
+            .unwrap_or(false)
         });
         // Nothing to commit: stage 4 only passes the handle on.
         g.finish(Ok(()));

@@ -20,7 +20,7 @@ use crate::gi::{GlobalIndex, Horizon};
 use crate::index::MemIndex;
 use crate::iter::{DbIterator, IterOptions};
 use crate::memtable::{Memtable, Role};
-use crate::options::{CommitMode, Inject, Options};
+use crate::options::{CommitMode, Inject, Options, RecoveryMutation};
 use crate::record::{read_value, record_size, ITEM_HEADER};
 use crate::recovery::{self, RecoveryReport};
 use crate::ring::Ring;
@@ -65,6 +65,8 @@ pub(crate) struct DbInner {
     recovery: RecoveryReport,
     closed: AtomicBool,
     stop: AtomicBool,
+    /// Held by the background worker for each round, and by [`Db::check`].
+    pub pause: parking_lot::Mutex<()>,
 }
 
 /// An open database.
@@ -120,7 +122,11 @@ impl DbInner {
             .map(|(s, _)| s)
             .filter(|&s| s < h)
             .collect();
-        Horizon { h, snaps }
+        Horizon {
+            h,
+            snaps,
+            ignore_ghosts: self.opts.recovery_mutation == Some(RecoveryMutation::IgnoreGhosts),
+        }
     }
 
     /// Whether the database is closing (the background worker stops).
@@ -215,6 +221,7 @@ impl Db {
             recovery: rec,
             closed: AtomicBool::new(false),
             stop: AtomicBool::new(false),
+            pause: parking_lot::Mutex::new(()),
             store,
             opts,
         });
@@ -465,6 +472,13 @@ impl Db {
             Some((s, at)) => Ok(read_value(&self.inner.store.pool, at)?.map(|v| (s, v))),
             None => Ok(None),
         }
+    }
+
+    /// Checks what the engine holds for consistency (zone ownership, Global Index order and
+    /// accounting), pausing background work; the first violation found. For tests.
+    #[doc(hidden)]
+    pub fn check(&self) -> std::result::Result<(), String> {
+        self.inner.check()
     }
 
     /// What the database holds and has done (a consistent reading of each figure, not of all

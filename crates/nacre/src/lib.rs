@@ -22,6 +22,7 @@
 pub mod art;
 mod background;
 mod batch;
+mod check;
 mod commit;
 mod db;
 mod error;

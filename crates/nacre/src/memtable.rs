@@ -141,6 +141,8 @@ pub(crate) struct Memtable {
     pub obj: ObjId,
     pub birth: u64,
     pub role: Role,
+    /// Whether items are bound to their place (T5); off only in mutation tests.
+    bind: bool,
     zones: Mutex<Vec<Slot>>,
     cursor: Mutex<u64>,
     committed: AtomicU64,
@@ -166,6 +168,7 @@ impl Memtable {
             obj,
             birth: store.mems.birth(obj),
             role,
+            bind: store.mutation != Some(crate::options::RecoveryMutation::SkipPlaceCheck),
             zones: Mutex::new(zones),
             cursor: Mutex::new(cur),
             committed: AtomicU64::new(cur),
@@ -252,12 +255,8 @@ impl Memtable {
         // Start the next slot (or this one, if it has no zone yet and nothing in it).
         let (nslot, marker) = match have {
             Some(z) if off > 0 => {
-                let marker = (zs - off >= 8).then(|| {
-                    (
-                        store.zones.offset(z).add(off),
-                        zone_end_marker(self.birth, *cursor),
-                    )
-                });
+                let marker =
+                    (zs - off >= 8).then(|| (store.zones.offset(z).add(off), self.marker(*cursor)));
                 (slot + 1, marker)
             }
             _ => (slot, None),
@@ -337,11 +336,22 @@ impl Memtable {
         )))
     }
 
-    fn place(&self, pos: u64) -> Place {
-        Place {
-            birth: self.birth,
-            pos,
+    /// Where an item at `pos` belongs (T5).
+    pub fn place(&self, pos: u64) -> Place {
+        if self.bind {
+            Place {
+                birth: self.birth,
+                pos,
+            }
+        } else {
+            Place { birth: 0, pos: 0 }
         }
+    }
+
+    /// The zone-end marker for position `pos` (T5).
+    fn marker(&self, pos: u64) -> u64 {
+        let p = self.place(pos);
+        zone_end_marker(p.birth, p.pos)
     }
 
     /// Visits the records of the items in slot `slot` (up to the commit point), calling
@@ -359,7 +369,7 @@ impl Memtable {
             let Some((at, room)) = self.zone_at(store, pos)? else {
                 return Ok(());
             };
-            if room < ITEM_HEADER || store.pool.load_u64(at) == zone_end_marker(self.birth, pos) {
+            if room < ITEM_HEADER || store.pool.load_u64(at) == self.marker(pos) {
                 return Ok(());
             }
             let h = read_item_header(&store.pool, at, self.place(pos), room)?;
@@ -409,7 +419,7 @@ impl Memtable {
                 pos = ((pos / zs + 1) * zs).min(end);
                 continue;
             };
-            if room < ITEM_HEADER || store.pool.load_u64(at) == zone_end_marker(self.birth, pos) {
+            if room < ITEM_HEADER || store.pool.load_u64(at) == self.marker(pos) {
                 pos = (pos / zs + 1) * zs;
                 continue;
             }

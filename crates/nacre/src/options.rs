@@ -79,6 +79,14 @@ pub enum RecoveryMutation {
     SkipCommitIdLowering,
     /// Keep tail items whose group is above `commit_id`.
     SkipAboveCommitId,
+    /// Write and read items and zone-end markers without binding them to their place
+    /// (memtable birth and position), as if zones were never reused within a run.
+    SkipPlaceCheck,
+    /// Count a record and its relocated copy (found together after a crash mid-relocation)
+    /// as one copy, so the ghost count misses the second.
+    CountCopiesOnce,
+    /// Drop a tombstone from the Global Index even while older copies of its key remain.
+    IgnoreGhosts,
 }
 
 /// A fault injected so that a test can reach a failure path. Never set outside such tests.

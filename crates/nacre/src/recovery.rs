@@ -300,7 +300,9 @@ fn build_gi(store: &Store, space: &Space, mut recs: Vec<Found>, max_seq: u64) ->
     let hz = Horizon {
         h: max_seq,
         snaps: Vec::new(),
+        ignore_ghosts: store.mutation == Some(RecoveryMutation::IgnoreGhosts),
     };
+    let count_dups = store.mutation != Some(RecoveryMutation::CountCopiesOnce);
     let zone_of = |at| store.zones.zone_of(at).map_or(u64::MAX, |z| z.0);
     let mut live: std::collections::HashMap<u64, u64> = std::collections::HashMap::new();
     let mut acct = |at, n: u32, add: bool| {
@@ -316,7 +318,8 @@ fn build_gi(store: &Store, space: &Space, mut recs: Vec<Found>, max_seq: u64) ->
         while j < recs.len() && recs[j].key == recs[i].key {
             let r = &recs[j];
             if versions.last().is_some_and(|v| v.seq == r.seq) {
-                dups += 1;
+                // A record and its relocated copy: one is indexed, the other is a ghost.
+                dups += u64::from(count_dups);
             } else {
                 versions.push(Version {
                     seq: r.seq,

@@ -36,6 +36,8 @@ pub(crate) struct Store {
     pub mems: MemtablePool,
     pub subs: SubtablePool,
     pub zone_size: u64,
+    /// A recovery rule switched off (mutation tests only).
+    pub mutation: Option<crate::options::RecoveryMutation>,
     root: PmOffset,
     _halloc: Halloc,
 }
@@ -150,6 +152,7 @@ impl Store {
             mems,
             subs,
             zone_size: s.zone_size,
+            mutation: opts.recovery_mutation,
             root,
             _halloc: halloc,
         })

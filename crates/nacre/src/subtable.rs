@@ -32,6 +32,7 @@ use crate::art::ArtIndex;
 use crate::error::Result;
 use crate::gi::GlobalIndex;
 use crate::memtable::{Memtable, Role};
+use crate::space::Space;
 use crate::store::Store;
 use crate::view::{MemSource, Sealed, Tickets, View};
 
@@ -126,6 +127,7 @@ impl SubtableInner {
     pub fn active_for_write(
         &self,
         store: &Store,
+        space: &Space,
         tickets: &Arc<Tickets>,
         full: bool,
         last_seq: u64,
@@ -143,6 +145,9 @@ impl SubtableInner {
             return Ok(a.clone());
         }
         let mem = self.link_new(store, &mut st, Role::User)?;
+        if view.active.is_some() {
+            space.sealed_one();
+        }
         let active = MemSource {
             mem,
             index: Arc::new(ArtIndex::default()),
@@ -167,7 +172,7 @@ impl SubtableInner {
 
     /// Stage 2 (of a group with nothing to write): seals the active memtable, if it holds
     /// anything; the next write starts a new one. Whether it sealed one.
-    pub fn seal(&self, tickets: &Arc<Tickets>, last_seq: u64, visible: u64) -> bool {
+    pub fn seal(&self, space: &Space, tickets: &Arc<Tickets>, last_seq: u64, visible: u64) -> bool {
         let _st = self.lock();
         let view = self.view.load_full();
         let Some(a) = view.active.as_ref().filter(|a| a.mem.committed() > 0) else {
@@ -179,6 +184,7 @@ impl SubtableInner {
             last_seq,
         });
         immutables.extend(view.immutables.iter().cloned());
+        space.sealed_one();
         self.view.store(Arc::new(View {
             active: None,
             immutables,

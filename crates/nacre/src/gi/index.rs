@@ -119,6 +119,11 @@ impl GlobalIndex {
             .store((v + added).saturating_sub(removed), Ordering::Relaxed);
     }
 
+    /// Every entry, in key order (checks).
+    pub fn entries(&self) -> crossbeam_skiplist::map::Iter<'_, Vec<u8>, KeyEntry> {
+        self.map.iter()
+    }
+
     /// Keys with an entry.
     pub fn keys(&self) -> usize {
         self.map.len()

@@ -12,6 +12,8 @@ pub(crate) struct Horizon {
     pub h: u64,
     /// Registered read points below `h`, ascending.
     pub snaps: Vec<u64>,
+    /// GI3 switched off (mutation tests only).
+    pub ignore_ghosts: bool,
 }
 
 impl Horizon {
@@ -66,7 +68,7 @@ pub(crate) fn apply(
         newer = v.seq;
     }
     // GI3: an oldest tombstone with no older copy anywhere in PM hides nothing.
-    while ghosts == 0 && kept.last().is_some_and(|(v, _)| v.tomb) {
+    while (ghosts == 0 || hz.ignore_ghosts) && kept.last().is_some_and(|(v, _)| v.tomb) {
         if let Some((v, is_new)) = kept.pop() {
             if !is_new {
                 removed += 1;
@@ -128,6 +130,7 @@ mod tests {
         let hz = Horizon {
             h: 100,
             snaps: vec![],
+            ignore_ghosts: false,
         };
         apply(&gi, b"k", &[v(5, false)], 0, &hz, &mut acct);
         apply(&gi, b"k", &[v(9, false)], 0, &hz, &mut acct);
@@ -135,12 +138,14 @@ mod tests {
         let hz = Horizon {
             h: 100,
             snaps: vec![10],
+            ignore_ghosts: false,
         };
         apply(&gi, b"k", &[v(20, false)], 0, &hz, &mut acct);
         assert_eq!(seqs(&gi, b"k"), vec![20, 9], "snapshot 10 reads 9");
         let hz = Horizon {
             h: 15,
             snaps: vec![],
+            ignore_ghosts: false,
         };
         apply(&gi, b"k", &[v(30, false)], 0, &hz, &mut acct);
         assert_eq!(seqs(&gi, b"k"), vec![30, 20, 9], "reads at 15 still need 9");
@@ -155,6 +160,7 @@ mod tests {
         let hz = Horizon {
             h: 100,
             snaps: vec![],
+            ignore_ghosts: false,
         };
         apply(&gi, b"k", &[v(5, false)], 0, &hz, &mut acct);
         apply(&gi, b"k", &[v(9, true)], 0, &hz, &mut acct);

@@ -23,6 +23,10 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::memtable::Memtable;
 
+/// Sealed memtables waiting for a merge beyond which writers wait (like RocksDB's
+/// `max_write_buffer_number`).
+pub(crate) const MAX_SEALED: u64 = 4;
+
 /// A Global Index zone.
 pub(crate) struct ZoneInfo {
     pub sub: u32,
@@ -58,6 +62,8 @@ pub(crate) struct Space {
     writers: Condvar,
     worker: Condvar,
     worker_wake: Mutex<bool>,
+    /// Sealed memtables not yet merged.
+    sealed: AtomicU64,
     pub stalls: AtomicU64,
     pub stall_nanos: AtomicU64,
     pub moved_bytes: AtomicU64,
@@ -80,6 +86,7 @@ impl Space {
             writers: Condvar::new(),
             worker: Condvar::new(),
             worker_wake: Mutex::new(false),
+            sealed: AtomicU64::new(0),
             stalls: AtomicU64::new(0),
             stall_nanos: AtomicU64::new(0),
             moved_bytes: AtomicU64::new(0),
@@ -169,8 +176,21 @@ impl Space {
         out
     }
 
-    /// Slows a writer while free zones are below `slow_below`: the deeper, the longer.
+    /// Slows a writer while free zones are below `slow_below` (the deeper, the longer), and
+    /// holds it while more than [`MAX_SEALED`] sealed memtables wait to be merged.
     pub fn throttle(&self, free: u64) {
+        if self.sealed.load(Ordering::Acquire) > MAX_SEALED {
+            let start = Instant::now();
+            self.stalls.fetch_add(1, Ordering::Relaxed);
+            let mut s = self.signal.lock();
+            while self.sealed.load(Ordering::Acquire) > MAX_SEALED {
+                self.kick();
+                self.writers.wait_for(&mut s, Duration::from_millis(1));
+            }
+            drop(s);
+            self.stall_nanos
+                .fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        }
         if free >= self.slow_below {
             return;
         }
@@ -181,5 +201,17 @@ impl Space {
             .fetch_add(pause.as_nanos() as u64, Ordering::Relaxed);
         self.kick();
         std::thread::sleep(pause);
+    }
+
+    /// A memtable was sealed: the worker has a merge to do.
+    pub fn sealed_one(&self) {
+        self.sealed.fetch_add(1, Ordering::AcqRel);
+        self.kick();
+    }
+
+    /// A sealed memtable was merged.
+    pub fn merged_one(&self) {
+        self.sealed.fetch_sub(1, Ordering::AcqRel);
+        self.writers.notify_all();
     }
 }
