@@ -156,3 +156,142 @@ fn sigkill_loses_no_acknowledged_batch() {
         "children acknowledged writes before being killed ({acked_total})"
     );
 }
+
+const CLEANER_ENV: &str = "NACRE_CLEANER_CHILD";
+const CLEANER_KILLS: u64 = 30;
+const HOT: u64 = 64;
+
+/// A pool a few times smaller than what the children write, so merges and the cleaner run
+/// all the time.
+fn cleaner_opts(path: &str) -> Options {
+    let mut o = Options::new(path).backend(Backend::Emulated);
+    o.pool_size = 6 << 20;
+    o.zone_size = 128 << 10;
+    o.memtable_size = 512 << 10;
+    o
+}
+
+/// The keys of batch `n`: three hot keys, overwritten again and again.
+fn hot_keys(n: u64) -> [u64; 3] {
+    [(n * 3) % HOT, (n * 3 + 1) % HOT, (n * 3 + 2) % HOT]
+}
+
+fn hot_value(round: u64, n: u64) -> Vec<u8> {
+    let mut v = format!("{round:04}:{n:09}:").into_bytes();
+    v.resize(600, b'h');
+    v
+}
+
+fn parse_hot(v: &[u8]) -> (u64, u64) {
+    let s = String::from_utf8_lossy(&v[..15]).into_owned();
+    let (r, n) = s.trim_end_matches(':').split_once(':').expect("value");
+    (r.parse().expect("round"), n.parse().expect("n"))
+}
+
+/// Not a test on its own: the child of `sigkill_with_the_cleaner_running`, run only when the
+/// parent sets `NACRE_CLEANER_CHILD=<pool path>:<round>`.
+#[test]
+fn cleaner_child_body() {
+    let Ok(spec) = std::env::var(CLEANER_ENV) else {
+        return;
+    };
+    let (path, round) = spec.rsplit_once(':').expect("spec");
+    let round: u64 = round.parse().expect("round");
+    let db = Db::open(cleaner_opts(path)).expect("child open");
+    let sub = db.subtable("hot").expect("subtable");
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "OPEN").expect("stdout");
+    out.flush().expect("flush");
+    for n in 0.. {
+        let mut b = WriteBatch::new();
+        for k in hot_keys(n) {
+            b.put(&sub, format!("h{k:02}"), hot_value(round, n));
+        }
+        db.write(b).expect("write");
+        writeln!(out, "ACK {n} {}", db.stats().cleaner_zones_freed).expect("stdout");
+        out.flush().expect("flush");
+    }
+}
+
+#[test]
+fn sigkill_with_the_cleaner_running_loses_no_acknowledged_batch() {
+    let dir = tempfile::tempdir_in("/dev/shm")
+        .or_else(|_| tempfile::tempdir())
+        .expect("dir");
+    let path = dir.path().join("cleaner.pool");
+    let path = path.to_str().expect("utf8").to_string();
+    let exe = std::env::current_exe().expect("exe");
+    let mut rng = SplitMix64::new(11);
+    // Per hot key, the (round, n) of the last acknowledged batch that wrote it.
+    let mut last: Vec<Option<(u64, u64)>> = vec![None; HOT as usize];
+    let mut freed = 0u64;
+    for round in 0..CLEANER_KILLS {
+        let mut child = Command::new(&exe)
+            .args(["cleaner_child_body", "--exact", "--nocapture", "--test-threads=1"])
+            .env(CLEANER_ENV, format!("{path}:{round}"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn child");
+        let stdout = child.stdout.take().expect("stdout");
+        let (opened_tx, opened) = std::sync::mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            let (mut high, mut freed) = (0u64, 0u64);
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if line.ends_with("OPEN") {
+                    let _ = opened_tx.send(());
+                }
+                if let Some((n, f)) = line.strip_prefix("ACK ").and_then(|r| r.split_once(' ')) {
+                    high = n.parse::<u64>().expect("n") + 1;
+                    freed = f.parse().expect("freed");
+                }
+            }
+            (high, freed)
+        });
+        opened
+            .recv_timeout(Duration::from_secs(60))
+            .expect("child opened the database");
+        std::thread::sleep(Duration::from_millis(30 + rng.next_u64() % 150));
+        child.kill().expect("SIGKILL");
+        child.wait().expect("wait");
+        let (high, f) = reader.join().expect("reader");
+        freed += f;
+        for n in 0..high {
+            for k in hot_keys(n) {
+                last[k as usize] = Some((round, n));
+            }
+        }
+        let db = Db::open(cleaner_opts(&path)).expect("reopen after SIGKILL");
+        let sub = db.subtable("hot").expect("subtable");
+        let in_flight = hot_keys(high);
+        let mut shows_in_flight = Vec::new();
+        for k in 0..HOT {
+            let got = db.get(&sub, format!("h{k:02}")).expect("get");
+            let got = got.map(|v| parse_hot(&v));
+            let ok = got == last[k as usize]
+                || (in_flight.contains(&k) && got == Some((round, high)));
+            assert!(
+                ok,
+                "round {round}: key h{k:02} holds {got:?}, last acknowledged {:?}",
+                last[k as usize]
+            );
+            if in_flight.contains(&k) {
+                shows_in_flight.push(got == Some((round, high)));
+            }
+        }
+        assert!(
+            shows_in_flight.iter().all(|s| *s) || shows_in_flight.iter().all(|s| !*s),
+            "round {round}: batch {high} torn"
+        );
+        if shows_in_flight.first() == Some(&true) {
+            for k in in_flight {
+                last[k as usize] = Some((round, high));
+            }
+        }
+        db.check().expect("consistent after recovery");
+        db.close().expect("close");
+    }
+    assert!(freed > 0, "the cleaner gave zones back in the children");
+}
