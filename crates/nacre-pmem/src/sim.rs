@@ -89,6 +89,8 @@ struct SimState {
     clock: u64,
     fences: u64,
     stop_at: Option<u64>,
+    /// Fences from this number on fail (an injected media error).
+    fail_from: Option<u64>,
     frozen_view: Option<Vec<u8>>,
 }
 
@@ -123,6 +125,7 @@ impl SimControl {
                 media,
                 fences: 0,
                 stop_at: None,
+                fail_from: None,
                 frozen_view: None,
             }),
         }
@@ -193,6 +196,13 @@ impl SimControl {
         let mut st = self.lock();
         st.fences += 1;
         self.fences.store(st.fences, Ordering::Relaxed);
+        if st.fail_from.is_some_and(|n| st.fences >= n) {
+            return Err(PmemError::Io {
+                op: "fence",
+                path: "sim".into(),
+                source: std::io::Error::other("injected media error"),
+            });
+        }
         if self.stopped.load(Ordering::Acquire) {
             return Ok(());
         }
@@ -228,6 +238,13 @@ impl SimControl {
     pub fn stop_at_fence(&self, n: u64) {
         let mut st = self.lock();
         st.stop_at = Some(n.max(st.fences + 1));
+    }
+
+    /// Makes fence number `n` and every later one fail with an I/O error (nothing they would
+    /// have completed reaches media), as a failing device would.
+    pub fn fail_fences_from(&self, n: u64) {
+        let mut st = self.lock();
+        st.fail_from = Some(n.max(st.fences + 1));
     }
 
     /// Fails the power now: nothing after this reaches media.

@@ -47,7 +47,7 @@ pub(crate) fn run(db: Arc<DbInner>) {
         };
         db.poison(format!("background worker failed: {why}"));
         db.space
-            .declare_full(format!("background worker failed: {why}"));
+            .worker_failed(format!("background worker failed: {why}"));
         return;
     }
 }
@@ -62,9 +62,7 @@ const RETIRED_BACKLOG: usize = 4;
 /// One round of work; whether anything changed. `stuck` counts the rounds in a row in which
 /// writers waited and nothing could be done.
 fn step(db: &DbInner, retired: &mut Vec<Retired>, stuck: &mut u32) -> Result<bool> {
-    if let Some(f) = db.fault_hook() {
-        f();
-    }
+    db.inject_background_fault();
     let subs = db.all_subtables();
     let free = db.store.zones.free_zones();
     let waiting = db.space.writers_waiting();

@@ -314,6 +314,21 @@ impl DbInner {
         r
     }
 
+    /// Runs one stage of the commit path; a panic in it poisons the database and comes back
+    /// as the reason.
+    fn guard<R>(&self, stage: &str, f: impl FnOnce() -> R) -> Result<R, String> {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|panic| {
+            let msg = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "panic".into());
+            let why = format!("{stage} of the commit path panicked: {msg}");
+            self.poison(why.clone());
+            why
+        })
+    }
+
     pub(crate) fn poisoned(&self) -> Option<String> {
         if self.poisoned.load(Ordering::Acquire) {
             Some(lock(&self.poison_reason).clone())
@@ -375,7 +390,12 @@ impl DbInner {
             Error::PoolFull(m) => GroupError::PoolFull(m),
             Error::NoSpace { free, keep } => GroupError::NoSpace { free, keep },
             Error::Corrupt(m) => GroupError::Corrupt(m),
-            other => GroupError::PoolFull(other.to_string()),
+            // A fence or store that failed: the media can no longer be trusted.
+            other => {
+                let why = format!("reserving space failed: {other}");
+                self.poison(why.clone());
+                GroupError::Poisoned(why)
+            }
         };
         let store = &self.store;
         let last = self.next_seq.load(Ordering::Acquire);
@@ -418,6 +438,11 @@ impl DbInner {
                     Records::Batch(ops) => {
                         for &(k, wi, oi) in ops {
                             let op: &Op = &group[wi].batch.ops[oi];
+                            if self.opts.inject == Some(crate::options::Inject::CommitPanic)
+                                && op.key.starts_with(b"panic")
+                            {
+                                panic!("injected commit panic");
+                            }
                             user += (op.key.len() + op.value.len()) as u64;
                             encode_record(
                                 &mut buf,
@@ -590,11 +615,17 @@ impl DbInner {
             plan: Mutex::new(Plan::default()),
             done: OneShot::new(),
         });
-        let (h, planned) = self
-            .ring
-            .grant(g.clone(), || self.stage2(parts, n, keep, &g));
+        // A panic in any stage poisons the database and fails the group, and the ring still
+        // moves on: no writer waits forever behind a stage that will never finish.
+        let (h, planned) = self.ring.grant(g.clone(), || {
+            self.guard("stage 2", || self.stage2(parts, n, keep, &g))
+                .unwrap_or_else(|why| Err(GroupError::Poisoned(why)))
+        });
         match &planned {
-            Ok(()) => self.stage3(group, &lock(&g.plan)),
+            Ok(()) => {
+                // A failure here is caught by stage 4, which sees the poison.
+                let _ = self.guard("stage 3", || self.stage3(group, &lock(&g.plan)));
+            }
             // Nothing reserved or numbered: stage 4 only has to pass the handle on.
             Err(_) => g.finish(Ok(())),
         }
@@ -605,7 +636,9 @@ impl DbInner {
         };
         self.ring.finish(h, &handoff, &|x: &Arc<Group>| {
             if !x.done.is_set() {
-                self.stage4(x)
+                if let Err(why) = self.guard("stage 4", || self.stage4(x)) {
+                    x.finish(Err(GroupError::Poisoned(why)));
+                }
             }
         });
         planned?;

@@ -134,11 +134,10 @@ impl DbInner {
         self.stop.load(Ordering::Acquire)
     }
 
-    /// A fault injected into the background worker (tests).
-    pub(crate) fn fault_hook(&self) -> Option<fn()> {
-        match self.opts.inject {
-            Some(Inject::BackgroundPanic) => Some(|| panic!("injected background panic")),
-            _ => None,
+    /// Runs a fault injected into the background worker (tests).
+    pub(crate) fn inject_background_fault(&self) {
+        if self.opts.inject == Some(Inject::BackgroundPanic) && self.space.writers_waiting() {
+            panic!("injected background panic");
         }
     }
 }

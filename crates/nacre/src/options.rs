@@ -93,8 +93,10 @@ pub enum RecoveryMutation {
 #[doc(hidden)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Inject {
-    /// The background worker panics in its first round.
+    /// The background worker panics in its first round in which writers wait for space.
     BackgroundPanic,
+    /// Stage 3 of the commit path panics on a group that writes a key starting with `panic`.
+    CommitPanic,
 }
 
 /// Database options. `Options::new(path)` gives the defaults below.

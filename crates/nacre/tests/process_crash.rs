@@ -228,7 +228,12 @@ fn sigkill_with_the_cleaner_running_loses_no_acknowledged_batch() {
     let mut freed = 0u64;
     for round in 0..CLEANER_KILLS {
         let mut child = Command::new(&exe)
-            .args(["cleaner_child_body", "--exact", "--nocapture", "--test-threads=1"])
+            .args([
+                "cleaner_child_body",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env(CLEANER_ENV, format!("{path}:{round}"))
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -270,8 +275,8 @@ fn sigkill_with_the_cleaner_running_loses_no_acknowledged_batch() {
         for k in 0..HOT {
             let got = db.get(&sub, format!("h{k:02}")).expect("get");
             let got = got.map(|v| parse_hot(&v));
-            let ok = got == last[k as usize]
-                || (in_flight.contains(&k) && got == Some((round, high)));
+            let ok =
+                got == last[k as usize] || (in_flight.contains(&k) && got == Some((round, high)));
             assert!(
                 ok,
                 "round {round}: key h{k:02} holds {got:?}, last acknowledged {:?}",

@@ -45,6 +45,8 @@ struct Signal {
     progress: u64,
     /// Writers waiting for space.
     waiting: u64,
+    /// The worker failed: the verdict in `full` stands for every later waiter.
+    waiting_epoch_failed: bool,
     /// The worker found nothing to free while writers waited, and why.
     full: Option<String>,
 }
@@ -64,6 +66,8 @@ pub(crate) struct Space {
     worker_wake: Mutex<bool>,
     /// Sealed memtables not yet merged.
     sealed: AtomicU64,
+    /// The background worker stopped on a failure: nobody will free space or merge.
+    failed: std::sync::atomic::AtomicBool,
     pub stalls: AtomicU64,
     pub stall_nanos: AtomicU64,
     pub moved_bytes: AtomicU64,
@@ -87,6 +91,7 @@ impl Space {
             worker: Condvar::new(),
             worker_wake: Mutex::new(false),
             sealed: AtomicU64::new(0),
+            failed: std::sync::atomic::AtomicBool::new(false),
             stalls: AtomicU64::new(0),
             stall_nanos: AtomicU64::new(0),
             moved_bytes: AtomicU64::new(0),
@@ -105,6 +110,15 @@ impl Space {
                 z.live = z.live.saturating_sub(u64::from(size));
             }
         }
+    }
+
+    /// The background worker failed: waiting writers are released with `why`.
+    pub fn worker_failed(&self, why: String) {
+        self.failed.store(true, Ordering::Release);
+        let mut s = self.signal.lock();
+        s.full = Some(why);
+        s.waiting_epoch_failed = true;
+        self.writers.notify_all();
     }
 
     /// Wakes the background worker.
@@ -131,7 +145,9 @@ impl Space {
     pub fn progressed(&self) {
         let mut s = self.signal.lock();
         s.progress += 1;
-        s.full = None;
+        if !s.waiting_epoch_failed {
+            s.full = None;
+        }
         self.writers.notify_all();
     }
 
@@ -154,7 +170,7 @@ impl Space {
         let seen = s.progress;
         // A new request for space: the worker decides again whether anything can be freed
         // (deletes since the last verdict may have made room).
-        if s.waiting == 0 {
+        if s.waiting == 0 && !s.waiting_epoch_failed {
             s.full = None;
         }
         s.waiting += 1;
@@ -183,7 +199,9 @@ impl Space {
             let start = Instant::now();
             self.stalls.fetch_add(1, Ordering::Relaxed);
             let mut s = self.signal.lock();
-            while self.sealed.load(Ordering::Acquire) > MAX_SEALED {
+            while self.sealed.load(Ordering::Acquire) > MAX_SEALED
+                && !self.failed.load(Ordering::Acquire)
+            {
                 self.kick();
                 self.writers.wait_for(&mut s, Duration::from_millis(1));
             }
