@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use nacre_bench::alloc::{self, AllocConfig};
-use nacre_bench::engine::{fill, memtable, recovery, recovery_child, ror};
+use nacre_bench::engine::{fill, forever, memtable, recovery, recovery_child, ror};
 use nacre_bench::{json, report, PmemConfig, Target};
 use tracing_subscriber::EnvFilter;
 
@@ -38,6 +38,9 @@ enum Command {
     /// Durable random puts against RocksDB's db_bench fillrandom: emulated vs --sync=0 and
     /// msync vs --sync=1.
     Fillrandom(fill::FillConfig),
+    /// YCSB A on a pool half full of live data until many pools are written: throughput per
+    /// tenth, update tail latency, PM write amplification, the cleaner's work.
+    Forever(forever::ForeverConfig),
     /// Restart time after SIGKILL against PM data size and recovery threads.
     Recovery(recovery::RecoveryConfig),
     /// YCSB workloads A-F against embedded Nacre and RocksDB, in both durability pairings.
@@ -212,6 +215,7 @@ fn run(cli: Cli) -> Result<(), Box<dyn Error>> {
         Command::Memtable(c) => memtable::main(&c)?,
         Command::MemtableOne(a) => memtable::one_main(&a)?,
         Command::Fillrandom(c) => fill::main(&c)?,
+        Command::Forever(c) => forever::main(&c)?,
         Command::Recovery(c) => recovery::main(&c)?,
         Command::Ycsb(c) => nacre_bench::ycsb::bench::main(&c)?,
         Command::Anchors(c) => nacre_bench::anchors::main(&c)?,

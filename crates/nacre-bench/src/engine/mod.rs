@@ -7,6 +7,8 @@
 //!   skip-list memtable (the paper's SLM).
 //! - [`fill`]: `nacre-bench fillrandom`, durable random puts against RocksDB's `db_bench`
 //!   ([`dbbench`]).
+//! - [`forever`]: `nacre-bench forever`, YCSB A until many pools are written: throughput
+//!   over time, write amplification, the cleaner's work.
 //! - [`recovery`]: `nacre-bench recovery`, restart time after SIGKILL against data size and
 //!   recovery threads (children in [`recovery_child`]).
 //!
@@ -14,6 +16,7 @@
 
 pub mod dbbench;
 pub mod fill;
+pub mod forever;
 pub mod memtable;
 pub mod recovery;
 pub mod recovery_child;
