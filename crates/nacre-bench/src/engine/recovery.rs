@@ -52,8 +52,12 @@ pub struct RecoveryConfig {
     /// Bytes per memtable, in MiB.
     #[arg(long, default_value_t = 64)]
     pub memtable_mib: u64,
-    /// Anchors measured beside Nacre, comma-separated (none: empty string).
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Engine::Rocksdb, Engine::Redis])]
+    /// After the load, overwrite random loaded keys with this many times the loaded bytes
+    /// (the restart then follows a long write history over the same live data).
+    #[arg(long, default_value_t = 0)]
+    pub overwrite_factor: u64,
+    /// Anchors measured beside Nacre, comma-separated (none: `--anchors` with no value).
+    #[arg(long, value_enum, value_delimiter = ',', num_args = 0.., default_values_t = [Engine::Rocksdb, Engine::Redis])]
     pub anchors: Vec<Engine>,
     /// The redis-server binary for the `redis` anchor.
     #[arg(long, default_value = crate::resp::DEFAULT_REDIS_SERVER)]
@@ -251,6 +255,8 @@ fn load_args(cfg: &RecoveryConfig, mib: u64, path: &str, pool: u64, memtable: u6
         &klen.to_string(),
         "--value-size",
         &cfg.value_size.to_string(),
+        "--overwrites",
+        &((mib << 20) * cfg.overwrite_factor).to_string(),
     ]
     .map(String::from)
     .to_vec()

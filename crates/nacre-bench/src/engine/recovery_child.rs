@@ -71,6 +71,10 @@ pub struct LoadArgs {
     /// Value bytes.
     #[arg(long, default_value_t = 1024)]
     pub value_size: usize,
+    /// User bytes of overwrites of random loaded keys after the load (Nacre reclaims the
+    /// space of what they supersede while it runs).
+    #[arg(long, default_value_t = 0)]
+    pub overwrites: u64,
 }
 
 /// Arguments of `nacre-bench recovery-open`.
@@ -248,6 +252,26 @@ pub fn load(a: &LoadArgs) -> Result<()> {
         }
         Ok(())
     })?;
+    if a.overwrites > 0 {
+        let each = a.overwrites / a.writers as u64;
+        let (osecs, _) = super::run_threads(a.writers, |t| {
+            let mut rng = SplitMix64::new(0x0E5E ^ t as u64);
+            let mut written = 0u64;
+            let mut n = 0u64;
+            while written < each {
+                let i = rng.next_u64() % per;
+                let at = value_at(i ^ n, t);
+                db.put(&key(klen, t, i), &values[at..at + a.value_size])?;
+                written += (klen + a.value_size) as u64;
+                n += 1;
+                if t == 0 && n % 1_000_000 == 0 {
+                    tracing::info!(written = written * a.writers as u64, "overwriting");
+                }
+            }
+            Ok(())
+        })?;
+        tracing::info!(bytes = a.overwrites, secs = osecs, "overwrote");
+    }
     let records = per * a.writers as u64;
     let bytes = records * (klen + a.value_size) as u64;
     tracing::info!(records, bytes, secs, "loaded; waiting for SIGKILL");
