@@ -214,6 +214,7 @@ fn recovery_after_sigkill_with_tiny_sizes() -> TestResult {
         key_size: 16,
         value_size: 1000,
         memtable_mib: 4,
+        overwrite_factor: 2,
         anchors: anchors(),
         redis_server: PathBuf::from(nacre_bench::resp::DEFAULT_REDIS_SERVER),
         sample: 100,
@@ -237,7 +238,8 @@ fn recovery_after_sigkill_with_tiny_sizes() -> TestResult {
         );
         assert!(positive(&r.restart_secs));
         if r.engine == Engine::Nacre {
-            assert_eq!(o["records"].as_u64(), Some(r.loaded_records), "{o}");
+            // The overwrites leave superseded versions until the cleaner takes them.
+            assert!(o["records"].as_u64() >= Some(r.loaded_records), "{o}");
             assert!(o["memtables"].as_u64() >= Some(2), "{o}");
         }
     }
@@ -260,6 +262,7 @@ fn invalid_parameters_are_rejected() {
         key_size: 16,
         value_size: 1024,
         memtable_mib: 64,
+        overwrite_factor: 0,
         anchors: Vec::new(),
         redis_server: PathBuf::from(nacre_bench::resp::DEFAULT_REDIS_SERVER),
         sample: 10,

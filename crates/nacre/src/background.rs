@@ -84,6 +84,7 @@ fn step(db: &DbInner, retired: &mut Vec<Retired>, stuck: &mut u32) -> Result<boo
     let mut progress = false;
     for sub in &subs {
         progress |= merge_ready(db, sub)?;
+        progress |= revisit(db, sub);
     }
     progress |= free_retired(db, retired)?;
     // Retired zones readers still hold are not free yet; cleaning more would only spend the
@@ -166,11 +167,14 @@ fn merge(db: &DbInner, sub: &Subtable, sealed: &Sealed) -> Result<()> {
     let mut zones = db.space.zones.lock();
     let mut acct = |at, n, add| Space::account(&mut zones, zone_of(at), n, add);
     let mut next = index.next(std::ops::Bound::Unbounded);
+    let mut revisit: Vec<Vec<u8>> = Vec::new();
     let mut key: Vec<u8> = Vec::new();
     let mut versions: Vec<Version> = Vec::new();
     while let Some((ik, at)) = next {
         if ik.key != key && !versions.is_empty() {
-            apply(gi, &key, &versions, 0, &hz, &mut acct);
+            if apply(gi, &key, &versions, 0, &hz, &mut acct) {
+                revisit.push(key.clone());
+            }
             versions.clear();
         }
         let (size, tomb) = read_record_meta(&store.pool, at)?;
@@ -184,10 +188,48 @@ fn merge(db: &DbInner, sub: &Subtable, sealed: &Sealed) -> Result<()> {
         let IKey { key: k, .. } = ik;
         key = k;
     }
-    if !versions.is_empty() {
-        apply(gi, &key, &versions, 0, &hz, &mut acct);
+    if !versions.is_empty() && apply(gi, &key, &versions, 0, &hz, &mut acct) {
+        revisit.push(key);
     }
+    drop(zones);
+    sub.inner.revisit.lock().extend(revisit);
     Ok(())
+}
+
+/// Keys the worker re-applies the horizon to per round, at most.
+const REVISIT_BATCH: usize = 4096;
+
+/// Re-applies the current horizon to keys that kept older versions for readers (or a
+/// tombstone for its ghosts), so versions that became unreadable turn into dead bytes even
+/// if their key is never written again. Whether any version was dropped.
+fn revisit(db: &DbInner, sub: &Subtable) -> bool {
+    let keys: Vec<Vec<u8>> = {
+        let mut q = sub.inner.revisit.lock();
+        let n = q.len().min(REVISIT_BATCH);
+        q.drain(..n).collect()
+    };
+    if keys.is_empty() {
+        return false;
+    }
+    let store = &db.store;
+    let hz = db.horizon();
+    let gi = &sub.inner.gi;
+    let zone_of = |at| store.zones.zone_of(at).map_or(u64::MAX, |z| z.0);
+    let before = gi.version_count();
+    let mut again = Vec::new();
+    {
+        let mut zones = db.space.zones.lock();
+        let mut acct = |at, n, add| Space::account(&mut zones, zone_of(at), n, add);
+        for k in keys {
+            if gi.entry(&k).is_some() && apply(gi, &k, &[], 0, &hz, &mut acct) {
+                again.push(k);
+            }
+        }
+    }
+    let dropped = gi.version_count() < before;
+    // Keys still waiting go to the back; they are looked at again once the queue comes round.
+    sub.inner.revisit.lock().extend(again);
+    dropped
 }
 
 /// Gives back retired zones no ticket can reach any more (V3), and memtables left without

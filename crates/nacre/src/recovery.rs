@@ -249,10 +249,14 @@ pub(crate) fn recover(
         .iter_mut()
         .map(|p| Mutex::new(std::mem::take(&mut p.2)))
         .collect();
-    let gis = parallel(parts.len(), threads, |i| {
-        let r = std::mem::take(&mut *recs[i].lock().unwrap_or_else(|e| e.into_inner()));
-        Ok(Mutex::new(Some(build_gi(store, space, r, max_seq))))
-    })?;
+    let gis = (0..parts.len())
+        .map(|i| {
+            let r = std::mem::take(&mut *recs[i].lock().unwrap_or_else(|e| e.into_inner()));
+            Ok(Mutex::new(Some(build_gi(
+                store, space, r, max_seq, threads,
+            )?)))
+        })
+        .collect::<Result<Vec<_>>>()?;
     let mut subtables = Vec::new();
     for (((id, name, obj, list), act, _), gi) in parts.into_iter().zip(gis) {
         let gi = gi
@@ -294,8 +298,22 @@ enum Rebuilt {
 /// Builds a subtable's Global Index from every record found in its Global Index memtables:
 /// per key, the newest version stays (nobody reads older ones yet), the other copies count
 /// as ghosts (GI2), and a tombstone with no other copy goes (GI3).
-fn build_gi(store: &Store, space: &Space, mut recs: Vec<Found>, max_seq: u64) -> GlobalIndex {
-    recs.sort_unstable_by(|a, b| a.key.cmp(&b.key).then(b.seq.cmp(&a.seq)));
+fn build_gi(
+    store: &Store,
+    space: &Space,
+    recs: Vec<Found>,
+    max_seq: u64,
+    threads: usize,
+) -> Result<GlobalIndex> {
+    // Every copy of a key goes to one bucket; buckets are sorted and inserted in parallel
+    // (the index is a concurrent skip list).
+    let buckets = threads.max(1);
+    let mut parts: Vec<Vec<Found>> = (0..buckets).map(|_| Vec::new()).collect();
+    for r in recs {
+        let b = crc32c::crc32c(&r.key) as usize % buckets;
+        parts[b].push(r);
+    }
+    let parts: Vec<Mutex<Vec<Found>>> = parts.into_iter().map(Mutex::new).collect();
     let gi = GlobalIndex::default();
     let hz = Horizon {
         h: max_seq,
@@ -304,42 +322,48 @@ fn build_gi(store: &Store, space: &Space, mut recs: Vec<Found>, max_seq: u64) ->
     };
     let count_dups = store.mutation != Some(RecoveryMutation::CountCopiesOnce);
     let zone_of = |at| store.zones.zone_of(at).map_or(u64::MAX, |z| z.0);
-    let mut live: std::collections::HashMap<u64, u64> = std::collections::HashMap::new();
-    let mut acct = |at, n: u32, add: bool| {
-        if add {
-            *live.entry(zone_of(at)).or_insert(0) += u64::from(n);
-        }
-    };
-    let mut i = 0;
-    while i < recs.len() {
-        let mut j = i;
-        let mut versions: Vec<Version> = Vec::new();
-        let mut dups = 0;
-        while j < recs.len() && recs[j].key == recs[i].key {
-            let r = &recs[j];
-            if versions.last().is_some_and(|v| v.seq == r.seq) {
-                // A record and its relocated copy: one is indexed, the other is a ghost.
-                dups += u64::from(count_dups);
-            } else {
-                versions.push(Version {
-                    seq: r.seq,
-                    at: r.at,
-                    size: r.size,
-                    tomb: r.tomb,
-                });
+    let lives = parallel(buckets, buckets, |b| {
+        let mut recs = std::mem::take(&mut *parts[b].lock().unwrap_or_else(|e| e.into_inner()));
+        recs.sort_unstable_by(|a, b| a.key.cmp(&b.key).then(b.seq.cmp(&a.seq)));
+        let mut live: std::collections::HashMap<u64, u64> = std::collections::HashMap::new();
+        let mut acct = |at, n: u32, add: bool| {
+            if add {
+                *live.entry(zone_of(at)).or_insert(0) += u64::from(n);
             }
-            j += 1;
+        };
+        let mut i = 0;
+        let mut versions: Vec<Version> = Vec::new();
+        while i < recs.len() {
+            let mut j = i;
+            versions.clear();
+            let mut dups = 0;
+            while j < recs.len() && recs[j].key == recs[i].key {
+                let r = &recs[j];
+                if versions.last().is_some_and(|v| v.seq == r.seq) {
+                    // A record and its relocated copy: one is indexed, the other is a ghost.
+                    dups += u64::from(count_dups);
+                } else {
+                    versions.push(Version {
+                        seq: r.seq,
+                        at: r.at,
+                        size: r.size,
+                        tomb: r.tomb,
+                    });
+                }
+                j += 1;
+            }
+            apply(&gi, &recs[i].key, &versions, dups, &hz, &mut acct);
+            i = j;
         }
-        apply(&gi, &recs[i].key, &versions, dups, &hz, &mut acct);
-        i = j;
-    }
+        Ok(live)
+    })?;
     let mut zones = space.zones.lock();
-    for (z, n) in live {
+    for (z, n) in lives.into_iter().flatten() {
         if let Some(info) = zones.get_mut(&z) {
             info.live += n;
         }
     }
-    gi
+    Ok(gi)
 }
 
 /// Runs `f(0..n)` on up to `threads` threads; results in index order, the first error wins.

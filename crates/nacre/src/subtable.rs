@@ -54,6 +54,9 @@ pub(crate) struct SubtableInner {
     /// Zones the cleaner retired: bumped before the view that stops pointing into a zone is
     /// installed, so an iterator that sees it unchanged holds no offset into a freed zone.
     pub retires: AtomicU64,
+    /// Keys of the Global Index to look at again (older versions kept for readers, or a
+    /// tombstone waiting for its ghosts): the background worker re-applies the horizon.
+    pub revisit: Mutex<Vec<Vec<u8>>>,
 }
 
 /// The subtable's structure, changed under its lock.
@@ -93,6 +96,7 @@ impl Subtable {
                 gi: Arc::new(gi),
                 state: Mutex::new(SubState { chain, reloc: None }),
                 retires: AtomicU64::new(0),
+                revisit: Mutex::new(Vec::new()),
             }),
         }
     }

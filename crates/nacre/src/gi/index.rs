@@ -12,8 +12,8 @@
 //!   `ghosts == 0`: no older record of the key remains anywhere in PM, so no crash can bring
 //!   one back.
 //!
-//! Thread safety: one writer at a time (the background worker, or recovery before the
-//! database is shared); readers take no lock: a key's version list is replaced whole
+//! Thread safety: one writer per key at a time (the background worker; recovery builds with
+//! one thread per share of the keys before the database is shared); readers take no lock: a key's version list is replaced whole
 //! (arc-swap), and the map is a lock-free skip list.
 
 use std::ops::Bound;
@@ -112,11 +112,14 @@ impl GlobalIndex {
         self.map.remove(key);
     }
 
-    /// Adjusts the count of indexed versions (writer only).
+    /// Adjusts the count of indexed versions.
     pub fn count_versions(&self, added: u64, removed: u64) {
-        let v = self.versions.load(Ordering::Relaxed);
-        self.versions
-            .store((v + added).saturating_sub(removed), Ordering::Relaxed);
+        if added > 0 {
+            self.versions.fetch_add(added, Ordering::Relaxed);
+        }
+        if removed > 0 {
+            self.versions.fetch_sub(removed, Ordering::Relaxed);
+        }
     }
 
     /// Every entry, in key order (checks).

@@ -29,7 +29,8 @@ impl Horizon {
 /// passes every copy it found) into the Global Index and drops what the horizon no longer
 /// needs. `extra_ghosts` counts copies the caller found but is not passing (duplicates).
 /// `live(at, size, added)` is told of every record that starts or stops being indexed.
-/// Returns the versions added and removed.
+/// Returns whether the key should be looked at again later: it keeps older versions for
+/// readers that may go away, or a tombstone that waits for its ghosts to leave PM.
 pub(crate) fn apply(
     gi: &GlobalIndex,
     key: &[u8],
@@ -37,7 +38,7 @@ pub(crate) fn apply(
     extra_ghosts: u64,
     hz: &Horizon,
     live: &mut impl FnMut(PmOffset, u32, bool),
-) {
+) -> bool {
     let entry = gi.entry(key);
     let (old, mut ghosts, mut born) = match &entry {
         Some(e) => (
@@ -88,6 +89,7 @@ pub(crate) fn apply(
     }
     gi.count_versions(added, removed);
     let versions: Vec<Version> = kept.into_iter().map(|(v, _)| v).collect();
+    let revisit = versions.len() > 1 || versions.last().is_some_and(|v| v.tomb);
     match entry {
         None if versions.is_empty() => {}
         None => gi.put_entry(key.to_vec(), KeyEntry::new(versions, ghosts, born)),
@@ -99,6 +101,7 @@ pub(crate) fn apply(
             e.set_born(born);
         }
     }
+    revisit
 }
 
 #[cfg(test)]
