@@ -39,8 +39,8 @@ use crate::art::ArtIndex;
 use crate::error::{Error, Result};
 use crate::index::MemIndex;
 use crate::record::{
-    item_body_matches, read_item_header, read_record, ItemHeader, Kind, Place, ITEM_HEADER,
-    ZONE_END,
+    item_body_matches, read_item_header, read_record_into, record_size, ItemHeader, Kind, Place,
+    ITEM_HEADER, ZONE_END,
 };
 use crate::store::Store;
 
@@ -76,6 +76,11 @@ pub(crate) struct Found {
     pub at: PmOffset,
     pub size: u32,
     pub tomb: bool,
+}
+
+thread_local! {
+    /// A record's key and value while a scan checks it, reused across records.
+    static KV: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -387,20 +392,24 @@ impl Memtable {
         f: &mut impl FnMut(Found) -> Result<()>,
     ) -> Result<()> {
         let mut off = ITEM_HEADER;
-        for _ in 0..h.count {
-            let rec_at = at.add(off as u64);
-            let r = read_record(&store.pool, rec_at, h.len as usize - off)?;
-            let size = r.size();
-            off += size;
-            f(Found {
-                key: r.key,
-                seq: r.seq,
-                at: rec_at,
-                size: size as u32,
-                tomb: r.kind == Kind::Delete,
-            })?;
-        }
-        Ok(())
+        KV.with(|kv| {
+            let mut kv = kv.borrow_mut();
+            for _ in 0..h.count {
+                let rec_at = at.add(off as u64);
+                let (seq, kind, klen) =
+                    read_record_into(&store.pool, rec_at, h.len as usize - off, &mut kv)?;
+                let size = record_size(klen, kv.len() - klen);
+                off += size;
+                f(Found {
+                    key: kv[..klen].to_vec(),
+                    seq,
+                    at: rec_at,
+                    size: size as u32,
+                    tomb: kind == Kind::Delete,
+                })?;
+            }
+            Ok(())
+        })
     }
 
     /// Walks the items in `[0, end)`, calling `f(item position, item start, header)`. An error

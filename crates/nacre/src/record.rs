@@ -204,6 +204,25 @@ impl Record {
 
 /// Reads and verifies the record at `off`, which must lie within `room` bytes of its item.
 pub fn read_record(pool: &Pool, off: PmOffset, room: usize) -> Result<Record> {
+    let mut kv = Vec::new();
+    let (seq, kind, klen) = read_record_into(pool, off, room, &mut kv)?;
+    let value = kv.split_off(klen);
+    Ok(Record {
+        seq,
+        kind,
+        key: kv,
+        value,
+    })
+}
+
+/// [`read_record`] into a caller's buffer (reused across records): leaves the key and value in
+/// `kv` and returns the sequence number, kind and key length.
+pub fn read_record_into(
+    pool: &Pool,
+    off: PmOffset,
+    room: usize,
+    kv: &mut Vec<u8>,
+) -> Result<(u64, Kind, usize)> {
     let mut h = [0u8; RECORD_HEADER];
     if room < RECORD_HEADER {
         return Err(Error::Corrupt(format!("record at {off} overruns its item")));
@@ -214,21 +233,16 @@ pub fn read_record(pool: &Pool, off: PmOffset, room: usize) -> Result<Record> {
     if record_size(klen, vlen) > room {
         return Err(Error::Corrupt(format!("record at {off} overruns its item")));
     }
-    let mut kv = vec![0u8; klen + vlen];
-    pool.read(off.add(RECORD_HEADER as u64), &mut kv);
-    let crc = crc32c::crc32c_append(crc32c::crc32c(&h[..20]), &kv);
+    kv.clear();
+    kv.resize(klen + vlen, 0);
+    pool.read(off.add(RECORD_HEADER as u64), kv);
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&h[..20]), kv);
     let Some(kind) = kind.filter(|_| crc == u32_at(&h, 20)) else {
         return Err(Error::Corrupt(format!(
             "record at {off} fails its checksum"
         )));
     };
-    let value = kv.split_off(klen);
-    Ok(Record {
-        seq: u64_at(&h, 0),
-        kind,
-        key: kv,
-        value,
-    })
+    Ok((u64_at(&h, 0), kind, klen))
 }
 
 /// The size a record occupies and whether it is a tombstone, from its header alone.

@@ -24,7 +24,8 @@ use nacre_halloc::ObjId;
 
 use crate::art::ArtIndex;
 use crate::error::{Error, Result};
-use crate::gi::{apply, GlobalIndex, Horizon, Version};
+use crate::gi::index::KeyEntry;
+use crate::gi::{fresh, GlobalIndex, Version};
 use crate::memtable::{Found, Memtable, Role, ScanStats, Tail, TailFacts};
 use crate::options::RecoveryMutation;
 use crate::record::ItemHeader;
@@ -66,6 +67,10 @@ pub struct RecoveryReport {
     pub released_zones: usize,
     /// Threads that rebuilt indexes.
     pub threads: usize,
+    /// Time spent scanning memtables (and rebuilding active memtables' indexes).
+    pub scan_elapsed: Duration,
+    /// Time spent building the Global Indexes from the scanned records.
+    pub gi_elapsed: Duration,
 }
 
 /// A subtable as found in PM: id, name, object and memtables (newest first).
@@ -173,6 +178,7 @@ pub(crate) fn recover(
         .filter_map(|(_, _, _, list)| list.iter().find(|m| m.role == Role::User))
         .map(|m| m.obj)
         .collect();
+    let t_scan = Instant::now();
     let rebuilt = parallel(all.len(), threads, |i| {
         let m = &all[i];
         if active.contains(&m.obj) {
@@ -245,24 +251,11 @@ pub(crate) fn recover(
         }
         parts.push(((id, name, obj, list), act, recs));
     }
-    let recs: Vec<Mutex<Vec<Found>>> = parts
-        .iter_mut()
-        .map(|p| Mutex::new(std::mem::take(&mut p.2)))
-        .collect();
-    let gis = (0..parts.len())
-        .map(|i| {
-            let r = std::mem::take(&mut *recs[i].lock().unwrap_or_else(|e| e.into_inner()));
-            Ok(Mutex::new(Some(build_gi(
-                store, space, r, max_seq, threads,
-            )?)))
-        })
-        .collect::<Result<Vec<_>>>()?;
+    rep.scan_elapsed = t_scan.elapsed();
+    let t_gi = Instant::now();
     let mut subtables = Vec::new();
-    for (((id, name, obj, list), act, _), gi) in parts.into_iter().zip(gis) {
-        let gi = gi
-            .into_inner()
-            .unwrap_or_else(|e| e.into_inner())
-            .unwrap_or_default();
+    for ((id, name, obj, list), act, recs) in parts {
+        let (gi, revisit) = build_gi(store, space, recs, threads)?;
         let active_mem = act.as_ref().map(|a| a.mem.clone());
         let view = View {
             active: act,
@@ -270,6 +263,7 @@ pub(crate) fn recover(
             _ticket: tickets.issue(rep.commit_id),
         };
         let sub = Subtable::new(db, id as u32, name, obj, list.clone(), view, gi);
+        sub.inner.revisit.lock().extend(revisit);
         // Memtables left without zones (a crash after their last zone was given back).
         for m in &list {
             let is_active = active_mem.as_ref().is_some_and(|a| Arc::ptr_eq(a, m));
@@ -282,6 +276,7 @@ pub(crate) fn recover(
     rep.subtables = subtables.len();
     rep.memtables = all.len();
     rep.threads = threads;
+    rep.gi_elapsed = t_gi.elapsed();
     rep.elapsed = t0.elapsed();
     Ok((subtables, rep))
 }
@@ -302,9 +297,8 @@ fn build_gi(
     store: &Store,
     space: &Space,
     recs: Vec<Found>,
-    max_seq: u64,
     threads: usize,
-) -> Result<GlobalIndex> {
+) -> Result<(GlobalIndex, Vec<Vec<u8>>)> {
     // Every copy of a key goes to one bucket; buckets are sorted and inserted in parallel
     // (the index is a concurrent skip list).
     let buckets = threads.max(1);
@@ -315,30 +309,41 @@ fn build_gi(
     }
     let parts: Vec<Mutex<Vec<Found>>> = parts.into_iter().map(Mutex::new).collect();
     let gi = GlobalIndex::default();
-    let hz = Horizon {
-        h: max_seq,
-        snaps: Vec::new(),
-        ignore_ghosts: store.mutation == Some(RecoveryMutation::IgnoreGhosts),
-    };
+    let ignore_ghosts = store.mutation == Some(RecoveryMutation::IgnoreGhosts);
     let count_dups = store.mutation != Some(RecoveryMutation::CountCopiesOnce);
     let zone_of = |at| store.zones.zone_of(at).map_or(u64::MAX, |z| z.0);
-    let lives = parallel(buckets, buckets, |b| {
+    let built = parallel(buckets, buckets, |b| {
         let mut recs = std::mem::take(&mut *parts[b].lock().unwrap_or_else(|e| e.into_inner()));
-        recs.sort_unstable_by(|a, b| a.key.cmp(&b.key).then(b.seq.cmp(&a.seq)));
-        let mut live: std::collections::HashMap<u64, u64> = std::collections::HashMap::new();
-        let mut acct = |at, n: u32, add: bool| {
-            if add {
-                *live.entry(zone_of(at)).or_insert(0) += u64::from(n);
-            }
+        // Sort positions by each key's first eight bytes first: most comparisons then never
+        // leave the array (keys live on the heap).
+        let prefix = |k: &[u8]| {
+            let mut p = [0u8; 8];
+            let n = k.len().min(8);
+            p[..n].copy_from_slice(&k[..n]);
+            u64::from_be_bytes(p)
         };
-        let mut i = 0;
+        let mut order: Vec<(u64, u32)> = recs
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (prefix(&r.key), i as u32))
+            .collect();
+        order.sort_unstable_by(|a, b| {
+            a.0.cmp(&b.0).then_with(|| {
+                let (x, y) = (&recs[a.1 as usize], &recs[b.1 as usize]);
+                x.key.cmp(&y.key).then(y.seq.cmp(&x.seq))
+            })
+        });
+        let mut live: std::collections::HashMap<u64, u64> = std::collections::HashMap::new();
+        let mut revisit: Vec<Vec<u8>> = Vec::new();
         let mut versions: Vec<Version> = Vec::new();
-        while i < recs.len() {
+        let mut i = 0;
+        while i < order.len() {
+            let first = order[i].1 as usize;
             let mut j = i;
             versions.clear();
             let mut dups = 0;
-            while j < recs.len() && recs[j].key == recs[i].key {
-                let r = &recs[j];
+            while j < order.len() && recs[order[j].1 as usize].key == recs[first].key {
+                let r = &recs[order[j].1 as usize];
                 if versions.last().is_some_and(|v| v.seq == r.seq) {
                     // A record and its relocated copy: one is indexed, the other is a ghost.
                     dups += u64::from(count_dups);
@@ -352,18 +357,31 @@ fn build_gi(
                 }
                 j += 1;
             }
-            apply(&gi, &recs[i].key, &versions, dups, &hz, &mut acct);
+            if let Some((v, ghosts, born)) = fresh(&versions, dups, ignore_ghosts) {
+                let key = std::mem::take(&mut recs[first].key);
+                *live.entry(zone_of(v.at)).or_insert(0) += u64::from(v.size);
+                if v.tomb {
+                    // A tombstone waits for its ghosts to leave PM.
+                    revisit.push(key.clone());
+                }
+                gi.put_entry(key, KeyEntry::new(vec![v], ghosts, born));
+                gi.count_versions(1, 0);
+            }
             i = j;
         }
-        Ok(live)
+        Ok((live, revisit))
     })?;
     let mut zones = space.zones.lock();
-    for (z, n) in lives.into_iter().flatten() {
-        if let Some(info) = zones.get_mut(&z) {
-            info.live += n;
+    let mut revisit = Vec::new();
+    for (live, r) in built {
+        revisit.extend(r);
+        for (z, n) in live {
+            if let Some(info) = zones.get_mut(&z) {
+                info.live += n;
+            }
         }
     }
-    Ok(gi)
+    Ok((gi, revisit))
 }
 
 /// Runs `f(0..n)` on up to `threads` threads; results in index order, the first error wins.

@@ -301,6 +301,8 @@ pub fn open(a: &OpenArgs) -> Result<()> {
                 "bytes_scanned": r.bytes_scanned, "rolled_back": r.rolled_back,
                 "threads": r.threads, "released_memtables": r.released_memtables,
                 "released_zones": r.released_zones,
+                "scan_ns": r.scan_elapsed.as_nanos() as u64,
+                "gi_ns": r.gi_elapsed.as_nanos() as u64,
             });
             let table = db.subtable(DEFAULT_SUBTABLE)?;
             (Box::new(NacreChild { db, table }), v)

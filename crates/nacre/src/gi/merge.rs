@@ -104,6 +104,25 @@ pub(crate) fn apply(
     revisit
 }
 
+/// The entry recovery builds for a key from every copy it found: `versions` newest first, one
+/// per sequence number, and `dups` further copies (a record and its relocated copy). The
+/// newest version stays, the other copies are ghosts (GI2), and a newest version that is a
+/// tombstone with no ghost goes (GI3): what [`apply`] gives for an absent key with a horizon at
+/// or above every version, without its lookups. `None` when nothing stays.
+pub(crate) fn fresh(
+    versions: &[Version],
+    dups: u64,
+    ignore_ghosts: bool,
+) -> Option<(Version, u64, u64)> {
+    let newest = *versions.first()?;
+    let ghosts = versions.len() as u64 - 1 + dups;
+    if newest.tomb && (ghosts == 0 || ignore_ghosts) {
+        return None;
+    }
+    let born = versions.last().map_or(newest.seq, |v| v.seq);
+    Some((newest, ghosts, born))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,6 +173,32 @@ mod tests {
         assert_eq!(seqs(&gi, b"k"), vec![30, 20, 9], "reads at 15 still need 9");
         assert_eq!(live, 3 * 64);
         assert_eq!(gi.entry(b"k").map(|e| e.value().ghosts()), Some(1));
+    }
+
+    #[test]
+    fn recovery_entries_match_apply_on_an_absent_key() {
+        let cases: [&[Version]; 4] = [
+            &[v(9, false), v(5, false)],
+            &[v(9, true), v(5, false)],
+            &[v(9, true)],
+            &[v(12, false)],
+        ];
+        for (i, vs) in cases.iter().enumerate() {
+            for dups in [0, 1] {
+                let gi = GlobalIndex::default();
+                let hz = Horizon {
+                    h: 100,
+                    snaps: vec![],
+                    ignore_ghosts: false,
+                };
+                apply(&gi, b"k", vs, dups, &hz, &mut |_, _, _| {});
+                let got = gi.entry(b"k").map(|e| {
+                    let e = e.value();
+                    (e.versions()[0], e.ghosts(), e.born())
+                });
+                assert_eq!(got, fresh(vs, dups, false), "case {i} dups {dups}");
+            }
+        }
     }
 
     #[test]

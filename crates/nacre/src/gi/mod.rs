@@ -7,4 +7,4 @@ pub(crate) mod index;
 pub(crate) mod merge;
 
 pub(crate) use index::{GlobalIndex, Version};
-pub(crate) use merge::{apply, Horizon};
+pub(crate) use merge::{apply, fresh, Horizon};
