@@ -39,11 +39,7 @@ pub(crate) fn run(db: Arc<DbInner>) {
                 continue;
             }
             Ok(Err(e)) => e.to_string(),
-            Err(panic) => panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "panic".into()),
+            Err(panic) => crate::error::panic_message(&*panic),
         };
         db.poison(format!("background worker failed: {why}"));
         db.space

@@ -318,11 +318,7 @@ impl DbInner {
     /// as the reason.
     fn guard<R>(&self, stage: &str, f: impl FnOnce() -> R) -> Result<R, String> {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|panic| {
-            let msg = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "panic".into());
+            let msg = crate::error::panic_message(&*panic);
             let why = format!("{stage} of the commit path panicked: {msg}");
             self.poison(why.clone());
             why

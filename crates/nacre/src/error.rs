@@ -76,3 +76,12 @@ impl Error {
         }
     }
 }
+
+/// The message a caught panic carried ("panic" if it carried none that is text).
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic".into())
+}

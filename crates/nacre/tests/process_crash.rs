@@ -59,6 +59,49 @@ fn crash_child_body() {
     }
 }
 
+/// Runs test `body` of this binary as a child with `env` set to `spec`, lets it write for `ms`
+/// milliseconds once it has opened the database, kills it with SIGKILL and returns what its
+/// last `ACK` line said.
+fn kill_child(
+    exe: &std::path::Path,
+    body: &str,
+    env: &str,
+    spec: String,
+    ms: u64,
+) -> Option<String> {
+    let mut child = Command::new(exe)
+        .args([body, "--exact", "--nocapture", "--test-threads=1"])
+        .env(env, spec)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn child");
+    let stdout = child.stdout.take().expect("stdout");
+    let (opened_tx, opened) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut last = None;
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if line.ends_with("OPEN") {
+                let _ = opened_tx.send(());
+            }
+            if let Some(ack) = line.strip_prefix("ACK ") {
+                last = Some(ack.to_string());
+            }
+        }
+        last
+    });
+    opened
+        .recv_timeout(Duration::from_secs(60))
+        .expect("child opened the database");
+    let t = Instant::now();
+    std::thread::sleep(Duration::from_millis(ms));
+    child.kill().expect("SIGKILL");
+    child.wait().expect("wait");
+    assert!(t.elapsed() < Duration::from_secs(30));
+    reader.join().expect("reader")
+}
+
 #[test]
 fn sigkill_loses_no_acknowledged_batch() {
     let dir = tempfile::tempdir_in("/dev/shm")
@@ -71,49 +114,16 @@ fn sigkill_loses_no_acknowledged_batch() {
     let mut acked_total = 0u64;
     let mut acked: Vec<u64> = Vec::new(); // per round: highest acknowledged n + 1
     for round in 0..KILLS {
-        let mut child = Command::new(&exe)
-            .args([
-                "crash_child_body",
-                "--exact",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD_ENV, format!("{path}:{round}"))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn child");
-        let stdout = child.stdout.take().expect("stdout");
-        let (opened_tx, opened) = std::sync::mpsc::channel();
-        let reader = std::thread::spawn(move || {
-            let mut high = 0u64;
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if line.ends_with("OPEN") {
-                    let _ = opened_tx.send(());
-                }
-                if let Some(n) = line
-                    .strip_prefix("ACK ")
-                    .and_then(|n| n.parse::<u64>().ok())
-                {
-                    high = n + 1;
-                }
-            }
-            high
-        });
-        // Once the child has recovered the database, let it write for a while and kill it
-        // mid-stream.
-        opened
-            .recv_timeout(Duration::from_secs(60))
-            .expect("child opened the database");
-        let t = Instant::now();
-        std::thread::sleep(Duration::from_millis(rng.next_u64() % 60));
-        child.kill().expect("SIGKILL");
-        child.wait().expect("wait");
-        let high = reader.join().expect("reader");
+        let high = kill_child(
+            &exe,
+            "crash_child_body",
+            CHILD_ENV,
+            format!("{path}:{round}"),
+            rng.next_u64() % 60,
+        )
+        .map_or(0, |n| n.parse::<u64>().expect("n") + 1);
         acked.push(high);
         acked_total += high;
-        assert!(t.elapsed() < Duration::from_secs(30));
 
         let db = Db::open(opts(&path)).expect("reopen after SIGKILL");
         assert!(
@@ -227,41 +237,17 @@ fn sigkill_with_the_cleaner_running_loses_no_acknowledged_batch() {
     let mut last: Vec<Option<(u64, u64)>> = vec![None; HOT as usize];
     let mut freed = 0u64;
     for round in 0..CLEANER_KILLS {
-        let mut child = Command::new(&exe)
-            .args([
-                "cleaner_child_body",
-                "--exact",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CLEANER_ENV, format!("{path}:{round}"))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn child");
-        let stdout = child.stdout.take().expect("stdout");
-        let (opened_tx, opened) = std::sync::mpsc::channel();
-        let reader = std::thread::spawn(move || {
-            let (mut high, mut freed) = (0u64, 0u64);
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if line.ends_with("OPEN") {
-                    let _ = opened_tx.send(());
-                }
-                if let Some((n, f)) = line.strip_prefix("ACK ").and_then(|r| r.split_once(' ')) {
-                    high = n.parse::<u64>().expect("n") + 1;
-                    freed = f.parse().expect("freed");
-                }
-            }
-            (high, freed)
+        let (high, f) = kill_child(
+            &exe,
+            "cleaner_child_body",
+            CLEANER_ENV,
+            format!("{path}:{round}"),
+            30 + rng.next_u64() % 150,
+        )
+        .map_or((0, 0), |a| {
+            let (n, f) = a.split_once(' ').expect("ACK n freed");
+            (n.parse::<u64>().expect("n") + 1, f.parse().expect("freed"))
         });
-        opened
-            .recv_timeout(Duration::from_secs(60))
-            .expect("child opened the database");
-        std::thread::sleep(Duration::from_millis(30 + rng.next_u64() % 150));
-        child.kill().expect("SIGKILL");
-        child.wait().expect("wait");
-        let (high, f) = reader.join().expect("reader");
         freed += f;
         for n in 0..high {
             for k in hot_keys(n) {
