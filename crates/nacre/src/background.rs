@@ -113,7 +113,7 @@ fn step(db: &DbInner, retired: &mut Vec<Retired>, stuck: &mut u32) -> Result<boo
     let pending = subs
         .iter()
         .any(|s| !s.inner.view.load().immutables.is_empty());
-    if waiting && !progress && !pending && (backlog || !seal_one(db)) {
+    if waiting && !progress && !pending && (backlog || !(seal_one(db) || close_reloc(db))) {
         // Zones retired but held by long-lived readers (iterators, views) count as used.
         *stuck += 1;
         if retired.is_empty() || *stuck >= HELD_ROUNDS {
@@ -262,6 +262,21 @@ fn free_retired(db: &DbInner, retired: &mut Vec<Retired>) -> Result<bool> {
         }
     }
     Ok(freed)
+}
+
+/// Stops appending to every relocation memtable that holds records, so the cleaner may pick
+/// its zones (it never picks the one being written); the next relocation starts a new one.
+/// Whether one was closed.
+fn close_reloc(db: &DbInner) -> bool {
+    let mut closed = false;
+    for sub in db.all_subtables() {
+        let mut st = sub.inner.lock();
+        if st.reloc.as_ref().is_some_and(|m| m.committed() > 0) {
+            st.reloc = None;
+            closed = true;
+        }
+    }
+    closed
 }
 
 /// Seals the active memtable that holds the most, so that its superseded versions become

@@ -166,7 +166,7 @@ fn phase(
         }
     });
     if let Some(e) = failed.into_inner().expect("failed") {
-        return Err(e);
+        return Err(format!("{e}: {:#?}", db.stats()));
     }
     db.check()?;
     let st = db.stats();
@@ -301,7 +301,10 @@ fn run_once(
 fn torture(crashes: u64, mutation: Option<RecoveryMutation>) -> Result<Coverage, String> {
     let (base, state) = base(mutation);
     let mut cov = Coverage::default();
-    for seed in 0..crashes {
+    let only: Option<u64> = std::env::var("NACRE_TORTURE_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok());
+    for seed in (0..crashes).filter(|s| only.is_none_or(|o| o == *s)) {
         run_once(&base, &state, seed, mutation, &mut cov)?;
     }
     Ok(cov)
