@@ -3,7 +3,10 @@
 //! Writes are durable without a write-ahead log: records are appended into persistent-memory
 //! zones of a *semi-persistent memtable* (its index is volatile and rebuilt on open), and
 //! groups of write batches commit through the *Reorder Ring*: space granted in order, records
-//! persisted in parallel, commit points advanced in order (seed 000 §3.1-3.2).
+//! persisted in parallel, commit points advanced in order (seed 000 §3.1-3.2). Full memtables
+//! are merged into a per-subtable Global Index by pointer moves (§3.3), and a background
+//! cleaner relocates live records out of mostly dead zones and gives the zones back, so the
+//! pool holds live data, not write history.
 //!
 //! ```
 //! use nacre::{Db, Options, WriteBatch};
