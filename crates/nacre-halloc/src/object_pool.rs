@@ -31,7 +31,7 @@
 //! state byte in DRAM (free / gotten / committed) rejects double releases and commits of
 //! objects that were never handed out, before anything on media changes.
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use nacre_pmem::{PmOffset, Pool};
@@ -152,7 +152,6 @@ pub struct RecoveryStats {
 
 struct FreeList {
     hd: u64,
-    free: u64,
 }
 
 /// A pool of fixed-size persistent objects.
@@ -163,6 +162,8 @@ pub struct ObjectPool {
     shape: PoolShape,
     objects: PmOffset,
     head: Mutex<FreeList>,
+    /// Objects on the freelist; changed under `head`'s lock, read without it.
+    free: AtomicU64,
     state: Vec<AtomicU8>,
     recovery: RecoveryStats,
 }
@@ -234,7 +235,8 @@ impl ObjectPool {
             base,
             shape,
             pool,
-            head: Mutex::new(FreeList { hd: NIL, free: 0 }),
+            head: Mutex::new(FreeList { hd: NIL }),
+            free: AtomicU64::new(0),
             state: (0..shape.count).map(|_| AtomicU8::new(FREE)).collect(),
             recovery: RecoveryStats::default(),
         };
@@ -289,10 +291,8 @@ impl ObjectPool {
         self.pool.store_u64(self.base.add(HD_AT), hd);
         self.pool.fence()?;
         stats.free = order.len() as u64;
-        *self.lock() = FreeList {
-            hd,
-            free: stats.free,
-        };
+        *self.lock() = FreeList { hd };
+        self.free.store(stats.free, Ordering::Release);
         if stats.reclaimed + stats.unlinked > 0 {
             tracing::info!(pool = %self.name, ?stats, "halloc recovery repaired the freelist");
         }
@@ -345,7 +345,7 @@ impl ObjectPool {
         let next = self.entry(a) & NEXT_MASK;
         self.pool.store_u64_unflushed(self.base.add(HD_AT), next);
         fl.hd = next;
-        fl.free -= 1;
+        self.free.fetch_sub(1, Ordering::AcqRel);
         self.state[a as usize].store(GOTTEN, Ordering::Release);
         Ok(ObjId(a))
     }
@@ -391,7 +391,7 @@ impl ObjectPool {
         }
         self.pool.store_u64_unflushed(self.base.add(HD_AT), id.0);
         fl.hd = id.0;
-        fl.free += 1;
+        self.free.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Releases a committed object: clears its bit and pushes it on the freelist, durably.
@@ -465,7 +465,7 @@ impl ObjectPool {
 
     /// Objects currently on the freelist.
     pub fn free_count(&self) -> u64 {
-        self.lock().free
+        self.free.load(Ordering::Acquire)
     }
 
     /// What recovery did when this pool was opened.

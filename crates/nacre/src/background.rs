@@ -188,26 +188,27 @@ fn merge(db: &DbInner, sub: &Subtable, sealed: &Sealed) -> Result<()> {
         revisit.push(key);
     }
     drop(zones);
-    if !revisit.is_empty() {
-        sub.inner.revisit.lock().push_back((hz.h, revisit));
-    }
+    sub.inner.revisit.lock().extend(revisit);
     Ok(())
 }
+
+/// Keys the worker re-applies the horizon to per round, at most.
+const REVISIT_BATCH: usize = 4096;
 
 /// Re-applies the current horizon to keys that kept older versions for readers (or a
 /// tombstone for its ghosts), so versions that became unreadable turn into dead bytes even
 /// if their key is never written again. Whether any version was dropped.
 fn revisit(db: &DbInner, sub: &Subtable) -> bool {
-    let hz = db.horizon();
-    // The oldest batch, once the horizon has moved past the one it was kept under.
-    let keys = {
+    let keys: Vec<Vec<u8>> = {
         let mut q = sub.inner.revisit.lock();
-        match q.front() {
-            Some((h, _)) if *h < hz.h => q.pop_front().map(|(_, k)| k).unwrap_or_default(),
-            _ => return false,
-        }
+        let n = q.len().min(REVISIT_BATCH);
+        q.drain(..n).collect()
     };
+    if keys.is_empty() {
+        return false;
+    }
     let store = &db.store;
+    let hz = db.horizon();
     let gi = &sub.inner.gi;
     let zone_of = |at| store.zones.zone_of(at).map_or(u64::MAX, |z| z.0);
     let before = gi.version_count();
@@ -222,9 +223,8 @@ fn revisit(db: &DbInner, sub: &Subtable) -> bool {
         }
     }
     let dropped = gi.version_count() < before;
-    if !again.is_empty() {
-        sub.inner.revisit.lock().push_back((hz.h, again));
-    }
+    // Keys still waiting go to the back; they are looked at again once the queue comes round.
+    sub.inner.revisit.lock().extend(again);
     dropped
 }
 

@@ -425,6 +425,7 @@ impl DbInner {
         let pool = &self.store.pool;
         let items = &plan.items;
         let (mut pm, mut user) = (0u64, 0u64);
+        let inject_panic = self.opts.inject == Some(crate::options::Inject::CommitPanic);
         SCRATCH.with(|buf| {
             let mut buf = buf.borrow_mut();
             for it in items {
@@ -434,9 +435,7 @@ impl DbInner {
                     Records::Batch(ops) => {
                         for &(k, wi, oi) in ops {
                             let op: &Op = &group[wi].batch.ops[oi];
-                            if self.opts.inject == Some(crate::options::Inject::CommitPanic)
-                                && op.key.starts_with(b"panic")
-                            {
+                            if inject_panic && op.key.starts_with(b"panic") {
                                 panic!("injected commit panic");
                             }
                             user += (op.key.len() + op.value.len()) as u64;

@@ -263,9 +263,7 @@ pub(crate) fn recover(
             _ticket: tickets.issue(rep.commit_id),
         };
         let sub = Subtable::new(db, id as u32, name, obj, list.clone(), view, gi);
-        if !revisit.is_empty() {
-            sub.inner.revisit.lock().push_back((0, revisit));
-        }
+        sub.inner.revisit.lock().extend(revisit);
         // Memtables left without zones (a crash after their last zone was given back).
         for m in &list {
             let is_active = active_mem.as_ref().is_some_and(|a| Arc::ptr_eq(a, m));

@@ -55,9 +55,8 @@ pub(crate) struct SubtableInner {
     /// installed, so an iterator that sees it unchanged holds no offset into a freed zone.
     pub retires: AtomicU64,
     /// Keys of the Global Index to look at again (older versions kept for readers, or a
-    /// tombstone waiting for its ghosts), in batches with the horizon they were kept under:
-    /// the background worker re-applies the horizon once it has moved past.
-    pub revisit: Mutex<std::collections::VecDeque<(u64, Vec<Vec<u8>>)>>,
+    /// tombstone waiting for its ghosts): the background worker re-applies the horizon.
+    pub revisit: Mutex<Vec<Vec<u8>>>,
 }
 
 /// The subtable's structure, changed under its lock.
@@ -97,7 +96,7 @@ impl Subtable {
                 gi: Arc::new(gi),
                 state: Mutex::new(SubState { chain, reloc: None }),
                 retires: AtomicU64::new(0),
-                revisit: Mutex::new(std::collections::VecDeque::new()),
+                revisit: Mutex::new(Vec::new()),
             }),
         }
     }

@@ -68,6 +68,10 @@ impl KeyEntry {
         self.ghosts.fetch_add(n, Ordering::Relaxed);
     }
 
+    pub fn set_ghosts(&self, n: u64) {
+        self.ghosts.store(n, Ordering::Relaxed);
+    }
+
     /// One ghost of this key at sequence `seq` left PM (its zone was given back).
     pub fn ghost_gone(&self, seq: u64) {
         if seq >= self.born() {

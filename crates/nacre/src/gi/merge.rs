@@ -97,7 +97,7 @@ pub(crate) fn apply(
         Some(e) => {
             let e = e.value();
             e.set_versions(versions);
-            e.add_ghosts(ghosts - e.ghosts());
+            e.set_ghosts(ghosts);
             e.set_born(born);
         }
     }
