@@ -17,8 +17,8 @@ use crate::db::DbInner;
 use crate::error::Result;
 use crate::gi::{apply, Version};
 use crate::index::{IKey, MemIndex};
-use crate::record::read_record_meta;
-use crate::space::cleaner::{clean_one, register_zones, Cleaned, Retired};
+use crate::record::{read_record_meta, Kind};
+use crate::space::cleaner::{clean_one, register_zones, retire_blobs, Cleaned, Retired};
 use crate::space::Space;
 use crate::subtable::Subtable;
 use crate::view::Sealed;
@@ -80,7 +80,7 @@ fn step(db: &DbInner, retired: &mut Vec<Retired>, stuck: &mut u32) -> Result<boo
     let mut progress = false;
     for sub in &subs {
         progress |= merge_ready(db, sub)?;
-        progress |= revisit(db, sub);
+        progress |= revisit(db, sub)?;
     }
     progress |= free_retired(db, retired)?;
     // Retired zones readers still hold are not free yet; cleaning more would only spend the
@@ -139,20 +139,21 @@ fn merge_ready(db: &DbInner, sub: &Subtable) -> Result<bool> {
         return Ok(false);
     }
     drop(view);
-    merge(db, sub, &oldest)?;
+    let gone = merge(db, sub, &oldest)?;
     let visible = db.visible.load(Ordering::Acquire);
-    sub.inner.replace_view(&db.tickets, visible, |v| {
+    let ticket = sub.inner.replace_view(&db.tickets, visible, |v| {
         let mut imm = v.immutables.clone();
         imm.retain(|s| !Arc::ptr_eq(&s.src.mem, &oldest.src.mem));
         (v.active.clone(), imm)
     });
+    db.blobs.dropped(&db.store, &gone, ticket)?;
     db.space.merged_one();
     Ok(true)
 }
 
 /// Moves every version of `sealed` into the Global Index (pointers only, G1) and accounts its
-/// zones (P1).
-fn merge(db: &DbInner, sub: &Subtable, sealed: &Sealed) -> Result<()> {
+/// zones (P1). Returns the versions naming blobs that were dropped.
+fn merge(db: &DbInner, sub: &Subtable, sealed: &Sealed) -> Result<Vec<Version>> {
     let store = &db.store;
     let visible = db.visible.load(Ordering::Acquire);
     register_zones(&db.space, sub.id(), &sealed.src.mem, visible);
@@ -166,30 +167,32 @@ fn merge(db: &DbInner, sub: &Subtable, sealed: &Sealed) -> Result<()> {
     let mut revisit: Vec<Vec<u8>> = Vec::new();
     let mut key: Vec<u8> = Vec::new();
     let mut versions: Vec<Version> = Vec::new();
+    let mut gone: Vec<Version> = Vec::new();
     while let Some((ik, at)) = next {
         if ik.key != key && !versions.is_empty() {
-            if apply(gi, &key, &versions, 0, &hz, &mut acct) {
+            if apply(gi, &key, &versions, 0, &hz, &mut acct, &mut gone) {
                 revisit.push(key.clone());
             }
             versions.clear();
         }
-        let (size, tomb) = read_record_meta(&store.pool, at)?;
+        let (size, kind) = read_record_meta(&store.pool, at)?;
         versions.push(Version {
             seq: ik.seq,
             at,
             size,
-            tomb,
+            tomb: kind == Kind::Delete,
+            blob: kind == Kind::Blob,
         });
         next = index.next(std::ops::Bound::Excluded(&ik));
         let IKey { key: k, .. } = ik;
         key = k;
     }
-    if !versions.is_empty() && apply(gi, &key, &versions, 0, &hz, &mut acct) {
+    if !versions.is_empty() && apply(gi, &key, &versions, 0, &hz, &mut acct, &mut gone) {
         revisit.push(key);
     }
     drop(zones);
     sub.inner.revisit.lock().extend(revisit);
-    Ok(())
+    Ok(gone)
 }
 
 /// Keys the worker re-applies the horizon to per round, at most.
@@ -198,14 +201,14 @@ const REVISIT_BATCH: usize = 4096;
 /// Re-applies the current horizon to keys that kept older versions for readers (or a
 /// tombstone for its ghosts), so versions that became unreadable turn into dead bytes even
 /// if their key is never written again. Whether any version was dropped.
-fn revisit(db: &DbInner, sub: &Subtable) -> bool {
+fn revisit(db: &DbInner, sub: &Subtable) -> Result<bool> {
     let keys: Vec<Vec<u8>> = {
         let mut q = sub.inner.revisit.lock();
         let n = q.len().min(REVISIT_BATCH);
         q.drain(..n).collect()
     };
     if keys.is_empty() {
-        return false;
+        return Ok(false);
     }
     let store = &db.store;
     let hz = db.horizon();
@@ -213,11 +216,12 @@ fn revisit(db: &DbInner, sub: &Subtable) -> bool {
     let zone_of = |at| store.zones.zone_of(at).map_or(u64::MAX, |z| z.0);
     let before = gi.version_count();
     let mut again = Vec::new();
+    let mut gone = Vec::new();
     {
         let mut zones = db.space.zones.lock();
         let mut acct = |at, n, add| Space::account(&mut zones, zone_of(at), n, add);
         for k in keys {
-            if gi.entry(&k).is_some() && apply(gi, &k, &[], 0, &hz, &mut acct) {
+            if gi.entry(&k).is_some() && apply(gi, &k, &[], 0, &hz, &mut acct, &mut gone) {
                 again.push(k);
             }
         }
@@ -225,14 +229,19 @@ fn revisit(db: &DbInner, sub: &Subtable) -> bool {
     let dropped = gi.version_count() < before;
     // Keys still waiting go to the back; they are looked at again once the queue comes round.
     sub.inner.revisit.lock().extend(again);
-    dropped
+    retire_blobs(db, sub, &gone)?;
+    Ok(dropped)
 }
 
 /// Gives back retired zones no ticket can reach any more (V3), and memtables left without
 /// zones (S2).
 fn free_retired(db: &DbInner, retired: &mut Vec<Retired>) -> Result<bool> {
     let oldest = db.tickets.oldest().map_or(u64::MAX, |(id, _)| id);
-    let mut freed = false;
+    let blob_zones = db.blobs.free_retired(&db.store, oldest)?;
+    db.space
+        .zones_freed
+        .fetch_add(blob_zones, Ordering::Relaxed);
+    let mut freed = blob_zones > 0;
     let mut i = 0;
     while i < retired.len() {
         if retired[i].ticket > oldest {

@@ -2,12 +2,15 @@
 //! background work: every committed zone is owned by exactly one memtable slot (no leak, no
 //! double ownership), no slot names a free zone, every Global Index version list is strictly
 //! ordered (GI1) and points into a zone of its subtable's memtables, and the live bytes the
-//! cleaner steers by match what the Global Index points at (P1).
+//! cleaner steers by match what the Global Index points at (P1). Blob zones are checked
+//! against the blobs that keys' newest versions name (B2, B3 in blob.rs).
 
 use std::collections::HashMap;
 
+use crate::blob::Desc;
 use crate::db::DbInner;
 use crate::index::MemIndex;
+use crate::record::{read_value, Kind};
 
 impl DbInner {
     /// Runs the check with the background worker paused; the first violation found.
@@ -37,11 +40,29 @@ impl DbInner {
                 }
             }
         }
-        for z in store.zones.objects().committed_ids() {
-            if !owner.contains_key(&z.0) {
-                return Err(format!("zone {} committed but owned by no memtable", z.0));
+        // B2: blob zones are the blobs' alone, and no committed zone is nobody's.
+        let (blobs, retired) = self.blobs.zones();
+        for z in blobs.keys().chain(&retired) {
+            if owner.contains_key(z) {
+                return Err(format!("zone {z} is a memtable's and a blob's"));
+            }
+            if !store
+                .zones
+                .is_owned(nacre_halloc::ObjId(*z))
+                .map_err(|e| e.to_string())?
+            {
+                return Err(format!("blob zone {z} is free"));
             }
         }
+        for z in store.zones.objects().committed_ids() {
+            if !owner.contains_key(&z.0) && !blobs.contains_key(&z.0) && !retired.contains(&z.0) {
+                return Err(format!(
+                    "zone {} committed but owned by no memtable or blob",
+                    z.0
+                ));
+            }
+        }
+        self.check_blobs(&blobs)?;
         let mut live: HashMap<u64, u64> = HashMap::new();
         for sub in self.all_subtables() {
             let gi = &sub.inner.gi;
@@ -125,6 +146,45 @@ impl DbInner {
                     ));
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Every key's newest version that names a blob has its zones registered to it, and
+    /// every registered zone belongs to a blob some indexed version names (B2, B3).
+    fn check_blobs(&self, registered: &HashMap<u64, u64>) -> Result<(), String> {
+        let store = &self.store;
+        let mut named: HashMap<u64, u64> = HashMap::new();
+        for sub in self.all_subtables() {
+            let view = sub.inner.view.load();
+            let mut sources: Vec<&dyn MemIndex> =
+                view.indexes().map(|ix| &**ix as &dyn MemIndex).collect();
+            sources.push(&*sub.inner.gi);
+            for ix in &sources {
+                let mut at = ix.next(std::ops::Bound::Unbounded);
+                while let Some((k, pos)) = at {
+                    if let Ok(Some((Kind::Blob, desc))) = read_value(&store.pool, pos) {
+                        let d = Desc::decode(&desc, &store.zones).map_err(|e| e.to_string())?;
+                        let newest = sources.iter().find_map(|ix| ix.get(&k.key, u64::MAX));
+                        for z in &d.zones {
+                            if registered.get(z) == Some(&d.id) {
+                                named.insert(*z, d.id);
+                            } else if newest == Some((k.seq, pos)) {
+                                return Err(format!(
+                                    "blob {:#x} of {:?} names zone {z}, registered to {:?}",
+                                    d.id,
+                                    k.key,
+                                    registered.get(z)
+                                ));
+                            }
+                        }
+                    }
+                    at = ix.next(std::ops::Bound::Excluded(&k));
+                }
+            }
+        }
+        if let Some(z) = registered.keys().find(|z| !named.contains_key(z)) {
+            return Err(format!("zone {z} registered to a blob no version names"));
         }
         Ok(())
     }

@@ -14,6 +14,7 @@ use nacre_pmem::{Backend, Pool};
 
 use crate::art::ArtIndex;
 use crate::batch::WriteBatch;
+use crate::blob::{inline_max, value_at, Blobs, MAX_VALUE};
 use crate::commit::{Bucket, Group};
 use crate::error::{Error, Result};
 use crate::gi::{GlobalIndex, Horizon};
@@ -21,7 +22,7 @@ use crate::index::MemIndex;
 use crate::iter::{DbIterator, IterOptions};
 use crate::memtable::{Memtable, Role};
 use crate::options::{CommitMode, Inject, Options, RecoveryMutation};
-use crate::record::{read_value, record_size, ITEM_HEADER};
+use crate::record::{record_size, Kind, ITEM_HEADER};
 use crate::recovery::{self, RecoveryReport};
 use crate::ring::Ring;
 use crate::space::Space;
@@ -62,6 +63,7 @@ pub(crate) struct DbInner {
     pub snapshots: Arc<Snapshots>,
     pub tickets: Arc<Tickets>,
     pub space: Space,
+    pub blobs: Blobs,
     recovery: RecoveryReport,
     closed: AtomicBool,
     stop: AtomicBool,
@@ -97,6 +99,56 @@ impl std::fmt::Debug for Db {
 }
 
 impl DbInner {
+    /// Stores the batch's long values as blobs (B1 in blob.rs), putting their descriptors in
+    /// their place, and returns the descriptors. Waits for space as writes do.
+    pub(crate) fn write_blobs(&self, batch: &mut WriteBatch) -> Result<Vec<Vec<u8>>> {
+        let limit = inline_max(self.store.zone_size);
+        let mut made: Vec<Vec<u8>> = Vec::new();
+        let give_back = |made: &[Vec<u8>]| {
+            for d in made {
+                if let Err(e) = self.blobs.forget(&self.store, d) {
+                    tracing::warn!(error = %e, "giving back a failed write's blob");
+                }
+            }
+        };
+        for op in batch.ops.iter_mut() {
+            if op.kind != Kind::Put || op.value.len() <= limit {
+                continue;
+            }
+            let desc = loop {
+                match self.blobs.write(&self.store, self.space.keep, &op.value) {
+                    Ok(d) => break d,
+                    Err(Error::NoSpace { free, .. }) => {
+                        if let Err(why) = self.space.wait_for_space() {
+                            give_back(&made);
+                            return Err(self.poisoned().map_or_else(
+                                || Error::PoolFull(format!("{why} ({free} zones free)")),
+                                Error::Poisoned,
+                            ));
+                        }
+                    }
+                    Err(e @ Error::PoolFull(_)) => {
+                        give_back(&made);
+                        return Err(e);
+                    }
+                    Err(e) => {
+                        // A failed fence: the media can no longer be trusted.
+                        let why = format!("writing a blob failed: {e}");
+                        self.poison(why.clone());
+                        return Err(Error::Poisoned(why));
+                    }
+                }
+            };
+            let n = op.value.len() as u64;
+            self.space.pm_bytes.fetch_add(n, Ordering::Relaxed);
+            self.space.user_bytes.fetch_add(n, Ordering::Relaxed);
+            op.value = desc.clone();
+            op.kind = Kind::Blob;
+            made.push(desc);
+        }
+        Ok(made)
+    }
+
     /// Runs `f` on subtable `id`, if it exists, without taking a counted reference (a
     /// clone's reference count would be a cache line every writer shares).
     pub(crate) fn with_subtable<R>(&self, id: u32, f: impl FnOnce(&Subtable) -> R) -> Option<R> {
@@ -163,6 +215,8 @@ impl Db {
         let db_id = NEXT_DB.fetch_add(1, Ordering::Relaxed);
         let tickets = Arc::new(Tickets::default());
         let space = Space::new(store.zones.objects().shape().count, store.mems.slots());
+        // Recovery starts the run after the stored one; blobs made from now on carry it.
+        let blobs = Blobs::new(store.run() + 1);
         let (subs, rec) = recovery::recover(
             &store,
             opts.recovery_threads,
@@ -170,6 +224,7 @@ impl Db {
             db_id,
             &tickets,
             &space,
+            &blobs,
         )?;
         store.set_clean(false)?;
         let mut by_name = HashMap::new();
@@ -217,6 +272,7 @@ impl Db {
             snapshots: Arc::new(Snapshots::default()),
             tickets,
             space,
+            blobs,
             recovery: rec,
             closed: AtomicBool::new(false),
             stop: AtomicBool::new(false),
@@ -359,7 +415,9 @@ impl Db {
 
     /// Applies `batch` atomically and durably: when this returns `Ok`, every operation in it
     /// survives what the backend survives; after a crash, all or none of it is present.
-    pub fn write(&self, batch: WriteBatch) -> Result<()> {
+    /// Values longer than an eighth of a zone are stored out of line, in zones of their own;
+    /// values up to 512 MiB are accepted.
+    pub fn write(&self, mut batch: WriteBatch) -> Result<()> {
         if batch.is_empty() {
             return Ok(());
         }
@@ -371,6 +429,32 @@ impl Db {
                     op.subtable
                 )));
             }
+            if op.value.len() > MAX_VALUE {
+                return Err(Error::TooLarge {
+                    what: "value",
+                    len: op.value.len(),
+                    max: MAX_VALUE,
+                });
+            }
+        }
+        let blobs = self.inner.write_blobs(&mut batch)?;
+        let r = self.write_records(batch, max);
+        if let Err(e) = &r {
+            // Nothing of the batch was applied (a poisoned database may have written it:
+            // recovery decides): its blobs' zones go back.
+            if !matches!(e, Error::Poisoned(_)) {
+                for d in &blobs {
+                    if let Err(e) = self.inner.blobs.forget(&self.inner.store, d) {
+                        tracing::warn!(error = %e, "giving back a failed write's blob");
+                    }
+                }
+            }
+        }
+        r
+    }
+
+    fn write_records(&self, batch: WriteBatch, max: usize) -> Result<()> {
+        for op in &batch.ops {
             let n = record_size(op.key.len(), op.value.len());
             if n > max {
                 return Err(Error::TooLarge {
@@ -468,7 +552,10 @@ impl Db {
             .find_map(|ix| ix.get(key, seq))
             .or_else(|| subtable.inner.gi.get(key, seq));
         match hit {
-            Some((s, at)) => Ok(read_value(&self.inner.store.pool, at)?.map(|v| (s, v))),
+            Some((s, at)) => {
+                let store = &self.inner.store;
+                Ok(value_at(&store.pool, &store.zones, at)?.map(|v| (s, v)))
+            }
             None => Ok(None),
         }
     }
@@ -512,11 +599,15 @@ impl Db {
         subs.sort_by(|a, b| a.name.cmp(&b.name));
         let held = inner.snapshots.held();
         let zones_free = inner.store.zones.free_zones();
+        let blob_zones = inner.blobs.zone_count();
         crate::Stats {
             live_bytes: subs
                 .iter()
                 .map(|s| s.gi_live_bytes + s.memtable_bytes)
-                .sum(),
+                .sum::<u64>()
+                + blob_zones * inner.store.zone_size,
+            blob_zones,
+            blob_bytes_written: inner.blobs.written.load(Relaxed),
             subtables: subs,
             zones: inner.store.zones.objects().shape().count,
             zones_free,
@@ -547,7 +638,10 @@ impl Db {
                 .register(|| visible.load(Ordering::Acquire)),
         };
         Ok(DbIterator::new(
-            self.inner.store.pool.clone(),
+            (
+                self.inner.store.pool.clone(),
+                self.inner.store.zones.clone(),
+            ),
             subtable.clone(),
             pin,
             opts,

@@ -11,12 +11,13 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
+use nacre_halloc::ZonePool;
 use nacre_pmem::{PmOffset, Pool};
 
+use crate::blob::value_at;
 use crate::db::Snapshot;
 use crate::error::Result;
 use crate::index::{Entry, IKey, MemIndex};
-use crate::record::read_value;
 use crate::subtable::{Subtable, SubtableInner};
 use crate::view::{SnapGuard, View};
 
@@ -63,6 +64,7 @@ type Pending = (Vec<u8>, Option<(u64, PmOffset)>);
 /// Iterator over (key, value) pairs. Yields errors for records that fail their checks.
 pub struct DbIterator {
     pool: Arc<Pool>,
+    zones: ZonePool,
     sub: Subtable,
     /// The subtable's retire count when `sources` and `heads` were built.
     retires: u64,
@@ -79,7 +81,12 @@ pub struct DbIterator {
 }
 
 impl DbIterator {
-    pub(crate) fn new(pool: Arc<Pool>, sub: Subtable, pin: SnapGuard, o: IterOptions<'_>) -> Self {
+    pub(crate) fn new(
+        (pool, zones): (Arc<Pool>, ZonePool),
+        sub: Subtable,
+        pin: SnapGuard,
+        o: IterOptions<'_>,
+    ) -> Self {
         let seq = pin.seq;
         let mut lower = o.lower;
         let mut upper = o.upper;
@@ -98,6 +105,7 @@ impl DbIterator {
         let retires = inner.retires.load(std::sync::atomic::Ordering::Acquire);
         let mut it = DbIterator {
             pool,
+            zones,
             sources: sources_of(&view, &inner),
             sub,
             retires,
@@ -201,7 +209,7 @@ impl DbIterator {
     }
 
     fn value(&self, key: Vec<u8>, at: PmOffset) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
-        match read_value(&self.pool, at) {
+        match value_at(&self.pool, &self.zones, at) {
             Ok(Some(v)) => Some(Ok((key, v))),
             Ok(None) => None,
             Err(e) => Some(Err(e)),

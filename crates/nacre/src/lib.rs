@@ -6,7 +6,8 @@
 //! persisted in parallel, commit points advanced in order (seed 000 §3.1-3.2). Full memtables
 //! are merged into a per-subtable Global Index by pointer moves (§3.3), and a background
 //! cleaner relocates live records out of mostly dead zones and gives the zones back, so the
-//! pool holds live data, not write history.
+//! pool holds live data, not write history. Values too long for a record (up to 512 MiB) are
+//! stored in zones of their own, named by their record.
 //!
 //! ```
 //! use nacre::{Db, Options, WriteBatch};
@@ -25,6 +26,7 @@
 pub mod art;
 mod background;
 mod batch;
+mod blob;
 mod check;
 mod commit;
 mod db;
@@ -45,6 +47,7 @@ mod subtable;
 mod view;
 
 pub use batch::WriteBatch;
+pub use blob::MAX_VALUE;
 pub use db::{Db, Snapshot, DEFAULT_SUBTABLE};
 pub use error::{Error, Result};
 pub use iter::{DbIterator, IterOptions};

@@ -76,6 +76,8 @@ pub(crate) struct Found {
     pub at: PmOffset,
     pub size: u32,
     pub tomb: bool,
+    /// The record names a blob (blob.rs).
+    pub blob: bool,
 }
 
 thread_local! {
@@ -406,6 +408,7 @@ impl Memtable {
                     at: rec_at,
                     size: size as u32,
                     tomb: kind == Kind::Delete,
+                    blob: kind == Kind::Blob,
                 })?;
             }
             Ok(())
@@ -554,9 +557,20 @@ impl Memtable {
     }
 
     /// Recovery of an active memtable: [`Memtable::rebuild`] into a fresh index.
-    pub fn rebuild_index(&self, store: &Store, cur: u64) -> Result<(MemtableIndex, ScanStats)> {
+    /// Also returns the records that name blobs.
+    pub fn rebuild_index(
+        &self,
+        store: &Store,
+        cur: u64,
+    ) -> Result<(MemtableIndex, ScanStats, Vec<Found>)> {
         let index = MemtableIndex::default();
-        let stats = self.rebuild(store, cur, |r| index.insert(&r.key, r.seq, r.at))?;
-        Ok((index, stats))
+        let mut blobs = Vec::new();
+        let stats = self.rebuild(store, cur, |r| {
+            index.insert(&r.key, r.seq, r.at);
+            if r.blob {
+                blobs.push(r);
+            }
+        })?;
+        Ok((index, stats, blobs))
     }
 }

@@ -87,6 +87,11 @@ pub enum RecoveryMutation {
     CountCopiesOnce,
     /// Drop a tombstone from the Global Index even while older copies of its key remain.
     IgnoreGhosts,
+    /// Register the zones of every blob record found, not only of each key's newest version
+    /// (older blobs' zones may have been given back and reused).
+    ClaimEveryBlob,
+    /// Register no blob: their zones are given back as if no record named them.
+    SkipBlobClaims,
 }
 
 /// A fault injected so that a test can reach a failure path. Never set outside such tests.

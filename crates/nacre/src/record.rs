@@ -40,6 +40,9 @@ pub enum Kind {
     Put = 1,
     /// Key deleted (tombstone).
     Delete = 2,
+    /// Key set to a value stored out of line: the record's value is the blob's descriptor
+    /// (blob.rs).
+    Blob = 3,
 }
 
 impl Kind {
@@ -47,6 +50,7 @@ impl Kind {
         match v {
             1 => Some(Kind::Put),
             2 => Some(Kind::Delete),
+            3 => Some(Kind::Blob),
             _ => None,
         }
     }
@@ -245,30 +249,31 @@ pub fn read_record_into(
     Ok((u64_at(&h, 0), kind, klen))
 }
 
-/// The size a record occupies and whether it is a tombstone, from its header alone.
-pub fn read_record_meta(pool: &Pool, off: PmOffset) -> Result<(u32, bool)> {
+/// The size a record occupies and its kind, from its header alone.
+pub fn read_record_meta(pool: &Pool, off: PmOffset) -> Result<(u32, Kind)> {
     let mut h = [0u8; RECORD_HEADER];
     pool.read(off, &mut h);
     let (klen, vlen) = (u32_at(&h, 8) as usize, u32_at(&h, 12) as usize);
     match Kind::from_u8(h[16]) {
-        Some(k) => Ok((record_size(klen, vlen) as u32, k == Kind::Delete)),
+        Some(k) => Ok((record_size(klen, vlen) as u32, k)),
         None => Err(Error::Corrupt(format!("record at {off} has a bad kind"))),
     }
 }
 
-/// Reads only the kind and value of the record at `off` (the index already matched the key).
-pub fn read_value(pool: &Pool, off: PmOffset) -> Result<Option<Vec<u8>>> {
+/// Reads only the kind and value of the record at `off` (the index already matched the key);
+/// `None` for a tombstone. A [`Kind::Blob`] record's value is a blob descriptor.
+pub fn read_value(pool: &Pool, off: PmOffset) -> Result<Option<(Kind, Vec<u8>)>> {
     let mut h = [0u8; RECORD_HEADER];
     pool.read(off, &mut h);
     let (klen, vlen) = (u32_at(&h, 8) as u64, u32_at(&h, 12) as usize);
     match Kind::from_u8(h[16]) {
         Some(Kind::Delete) => Ok(None),
-        Some(Kind::Put) => {
+        Some(kind) => {
             let at = off.add(RECORD_HEADER as u64 + klen);
             pool.check_range(at, vlen as u64)?;
             let mut v = vec![0u8; vlen];
             pool.read(at, &mut v);
-            Ok(Some(v))
+            Ok(Some((kind, v)))
         }
         None => Err(Error::Corrupt(format!("record at {off} has a bad kind"))),
     }
@@ -329,7 +334,7 @@ mod tests {
         assert_eq!((r2.kind, &r2.key[..]), (Kind::Delete, &b"gone"[..]));
         assert_eq!(
             read_value(&pool, at.add(ITEM_HEADER as u64))?,
-            Some(b"value!".to_vec())
+            Some((Kind::Put, b"value!".to_vec()))
         );
         assert_eq!(read_value(&pool, r2_at)?, None);
         assert!(

@@ -21,11 +21,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use nacre_halloc::ObjId;
+use nacre_pmem::PmOffset;
 
 use crate::art::ArtIndex;
+use crate::blob::Blobs;
 use crate::error::{Error, Result};
 use crate::gi::index::KeyEntry;
 use crate::gi::{fresh, GlobalIndex, Version};
+use crate::index::MemIndex;
 use crate::memtable::{Found, Memtable, Role, ScanStats, Tail, TailFacts};
 use crate::options::RecoveryMutation;
 use crate::record::ItemHeader;
@@ -83,6 +86,7 @@ pub(crate) fn recover(
     db: u64,
     tickets: &Arc<Tickets>,
     space: &Space,
+    blobs: &Blobs,
 ) -> Result<(Vec<Subtable>, RecoveryReport)> {
     let t0 = Instant::now();
     let mut rep = RecoveryReport {
@@ -137,16 +141,6 @@ pub(crate) fn recover(
         rep.released_memtables += 1;
         rep.released_zones += zones.len();
     }
-    let referenced: HashSet<ObjId> = all.iter().flat_map(|m| m.zones()).map(|(_, z)| z).collect();
-    let orphans: Vec<ObjId> = store
-        .zones
-        .objects()
-        .committed_ids()
-        .into_iter()
-        .filter(|z| !referenced.contains(z))
-        .collect();
-    store.zones.reclaim(&orphans)?;
-    rep.released_zones += orphans.len();
 
     let threads = threads.clamp(1, all.len().max(1));
     let run = store.run();
@@ -182,8 +176,8 @@ pub(crate) fn recover(
     let rebuilt = parallel(all.len(), threads, |i| {
         let m = &all[i];
         if active.contains(&m.obj) {
-            let (index, st) = m.rebuild_index(store, cur[i])?;
-            Ok((st, Rebuilt::Active(Arc::new(index))))
+            let (index, st, blobs) = m.rebuild_index(store, cur[i])?;
+            Ok((st, Rebuilt::Active(Arc::new(index), blobs)))
         } else {
             let mut recs = Vec::new();
             let st = m.rebuild(store, cur[i], |r| recs.push(r))?;
@@ -229,6 +223,9 @@ pub(crate) fn recover(
     store.set_run(run + 1)?;
     rep.run = run + 1;
     let pos = |m: &Arc<Memtable>| all.iter().position(|x| Arc::ptr_eq(x, m));
+    let every_blob = mutation == Some(RecoveryMutation::ClaimEveryBlob);
+    // Records naming blobs whose zones stay (B3 in blob.rs): each key's newest version.
+    let mut claims: Vec<(PmOffset, u32)> = Vec::new();
     let mut parts: Vec<(Found0, Option<MemSource>, Vec<Found>)> = Vec::new();
     for (id, name, obj, list) in found {
         let mut act = None;
@@ -236,7 +233,17 @@ pub(crate) fn recover(
         for m in &list {
             let Some(i) = pos(m) else { continue };
             match std::mem::replace(&mut by_mem[i], Rebuilt::Taken) {
-                Rebuilt::Active(index) => {
+                Rebuilt::Active(index, blobs) => {
+                    // The active memtable is the newest: its newest version of a key is the
+                    // key's newest.
+                    claims.extend(
+                        blobs
+                            .iter()
+                            .filter(|r| {
+                                every_blob || index.get(&r.key, u64::MAX) == Some((r.seq, r.at))
+                            })
+                            .map(|r| (r.at, r.size)),
+                    );
                     act = Some(MemSource {
                         mem: m.clone(),
                         index,
@@ -255,7 +262,8 @@ pub(crate) fn recover(
     let t_gi = Instant::now();
     let mut subtables = Vec::new();
     for ((id, name, obj, list), act, recs) in parts {
-        let (gi, revisit) = build_gi(store, space, recs, threads)?;
+        let (gi, revisit, blobs) = build_gi(store, space, recs, act.as_ref(), threads)?;
+        claims.extend(blobs);
         let active_mem = act.as_ref().map(|a| a.mem.clone());
         let view = View {
             active: act,
@@ -273,6 +281,24 @@ pub(crate) fn recover(
         }
         subtables.push(sub);
     }
+    // B3: the newest blobs keep their zones; every other zone no memtable names goes.
+    let referenced: HashSet<ObjId> = all.iter().flat_map(|m| m.zones()).map(|(_, z)| z).collect();
+    if mutation != Some(RecoveryMutation::SkipBlobClaims) {
+        for (at, size) in claims {
+            let rec = crate::record::read_record(&store.pool, at, size as usize)?;
+            blobs.claim(store, &rec.value, &referenced)?;
+        }
+    }
+    let (registered, _) = blobs.zones();
+    let orphans: Vec<ObjId> = store
+        .zones
+        .objects()
+        .committed_ids()
+        .into_iter()
+        .filter(|z| !referenced.contains(z) && !registered.contains_key(&z.0))
+        .collect();
+    store.zones.reclaim(&orphans)?;
+    rep.released_zones += orphans.len();
     rep.subtables = subtables.len();
     rep.memtables = all.len();
     rep.threads = threads;
@@ -283,8 +309,8 @@ pub(crate) fn recover(
 
 /// What rebuilding one memtable produced.
 enum Rebuilt {
-    /// The index of an active memtable.
-    Active(Arc<ArtIndex>),
+    /// The index of an active memtable, and its records that name blobs.
+    Active(Arc<ArtIndex>, Vec<Found>),
     /// The records of a memtable that belongs to the Global Index.
     Global(Vec<Found>),
     Taken,
@@ -292,13 +318,15 @@ enum Rebuilt {
 
 /// Builds a subtable's Global Index from every record found in its Global Index memtables:
 /// per key, the newest version stays (nobody reads older ones yet), the other copies count
-/// as ghosts (GI2), and a tombstone with no other copy goes (GI3).
+/// as ghosts (GI2), and a tombstone with no other copy goes (GI3). Also returns the records
+/// naming blobs that are their key's newest version (none in the `active` memtable).
 fn build_gi(
     store: &Store,
     space: &Space,
     recs: Vec<Found>,
+    active: Option<&MemSource>,
     threads: usize,
-) -> Result<(GlobalIndex, Vec<Vec<u8>>)> {
+) -> Result<(GlobalIndex, Vec<Vec<u8>>, Vec<(PmOffset, u32)>)> {
     // Every copy of a key goes to one bucket; buckets are sorted and inserted in parallel
     // (the index is a concurrent skip list).
     let buckets = threads.max(1);
@@ -311,6 +339,8 @@ fn build_gi(
     let gi = GlobalIndex::default();
     let ignore_ghosts = store.mutation == Some(RecoveryMutation::IgnoreGhosts);
     let count_dups = store.mutation != Some(RecoveryMutation::CountCopiesOnce);
+    let every_blob = store.mutation == Some(RecoveryMutation::ClaimEveryBlob);
+    let shadowed = |k: &[u8]| active.is_some_and(|a| a.index.get(k, u64::MAX).is_some());
     let zone_of = |at| store.zones.zone_of(at).map_or(u64::MAX, |z| z.0);
     let built = parallel(buckets, buckets, |b| {
         let mut recs = std::mem::take(&mut *parts[b].lock().unwrap_or_else(|e| e.into_inner()));
@@ -335,6 +365,7 @@ fn build_gi(
         });
         let mut live: std::collections::HashMap<u64, u64> = std::collections::HashMap::new();
         let mut revisit: Vec<Vec<u8>> = Vec::new();
+        let mut blobs: Vec<(PmOffset, u32)> = Vec::new();
         let mut versions: Vec<Version> = Vec::new();
         let mut i = 0;
         while i < order.len() {
@@ -344,6 +375,9 @@ fn build_gi(
             let mut dups = 0;
             while j < order.len() && recs[order[j].1 as usize].key == recs[first].key {
                 let r = &recs[order[j].1 as usize];
+                if every_blob && r.blob {
+                    blobs.push((r.at, r.size));
+                }
                 if versions.last().is_some_and(|v| v.seq == r.seq) {
                     // A record and its relocated copy: one is indexed, the other is a ghost.
                     dups += u64::from(count_dups);
@@ -353,12 +387,16 @@ fn build_gi(
                         at: r.at,
                         size: r.size,
                         tomb: r.tomb,
+                        blob: r.blob,
                     });
                 }
                 j += 1;
             }
             if let Some((v, ghosts, born)) = fresh(&versions, dups, ignore_ghosts) {
                 let key = std::mem::take(&mut recs[first].key);
+                if v.blob && !every_blob && !shadowed(&key) {
+                    blobs.push((v.at, v.size));
+                }
                 *live.entry(zone_of(v.at)).or_insert(0) += u64::from(v.size);
                 if v.tomb {
                     // A tombstone waits for its ghosts to leave PM.
@@ -369,19 +407,21 @@ fn build_gi(
             }
             i = j;
         }
-        Ok((live, revisit))
+        Ok((live, revisit, blobs))
     })?;
     let mut zones = space.zones.lock();
     let mut revisit = Vec::new();
-    for (live, r) in built {
+    let mut blobs = Vec::new();
+    for (live, r, b) in built {
         revisit.extend(r);
+        blobs.extend(b);
         for (z, n) in live {
             if let Some(info) = zones.get_mut(&z) {
                 info.live += n;
             }
         }
     }
-    Ok((gi, revisit))
+    Ok((gi, revisit, blobs))
 }
 
 /// Runs `f(0..n)` on up to `threads` threads; results in index order, the first error wins.

@@ -29,7 +29,7 @@ pub struct SubtableStats {
 pub struct Stats {
     /// Per subtable, by name.
     pub subtables: Vec<SubtableStats>,
-    /// Live data: Global Index bytes plus memtable bytes.
+    /// Live data: Global Index bytes, memtable bytes and blob zones.
     pub live_bytes: u64,
     /// Zones in the pool.
     pub zones: u64,
@@ -41,8 +41,12 @@ pub struct Stats {
     pub zones_kept: u64,
     /// Bytes the cleaner moved.
     pub cleaner_moved_bytes: u64,
-    /// Zones the cleaner gave back.
+    /// Zones given back: zones the cleaner emptied and zones of blobs no longer readable.
     pub cleaner_zones_freed: u64,
+    /// Zones holding values stored out of line (blobs) that reads may still need.
+    pub blob_zones: u64,
+    /// Bytes of values written out of line (counted in the written bytes below too).
+    pub blob_bytes_written: u64,
     /// Bytes written into zones: records and item headers, user writes and relocations.
     pub pm_bytes_written: u64,
     /// Bytes of keys and values users wrote.

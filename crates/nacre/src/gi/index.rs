@@ -34,6 +34,8 @@ pub(crate) struct Version {
     /// Bytes the record occupies in its zone.
     pub size: u32,
     pub tomb: bool,
+    /// The record names a blob (blob.rs).
+    pub blob: bool,
 }
 
 /// A key's entry.
@@ -178,6 +180,7 @@ impl MemIndex for GlobalIndex {
             at,
             size: 0,
             tomb: false,
+            blob: false,
         };
         match self.map.get(key) {
             Some(e) => {

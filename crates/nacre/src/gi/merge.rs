@@ -28,7 +28,9 @@ impl Horizon {
 /// Merges `new` (versions of `key` newer than every indexed one, newest first; recovery
 /// passes every copy it found) into the Global Index and drops what the horizon no longer
 /// needs. `extra_ghosts` counts copies the caller found but is not passing (duplicates).
-/// `live(at, size, added)` is told of every record that starts or stops being indexed.
+/// `live(at, size, added)` is told of every record that starts or stops being indexed, and
+/// every version of a blob that leaves (or never joins) the index is added to `gone` (its
+/// zones can be given back, blob.rs B2).
 /// Returns whether the key should be looked at again later: it keeps older versions for
 /// readers that may go away, or a tombstone that waits for its ghosts to leave PM.
 pub(crate) fn apply(
@@ -38,6 +40,7 @@ pub(crate) fn apply(
     extra_ghosts: u64,
     hz: &Horizon,
     live: &mut impl FnMut(PmOffset, u32, bool),
+    gone: &mut Vec<Version>,
 ) -> bool {
     let entry = gi.entry(key);
     let (old, mut ghosts, mut born) = match &entry {
@@ -64,6 +67,9 @@ pub(crate) fn apply(
             if !is_new {
                 removed += 1;
                 live(v.at, v.size, false);
+            }
+            if v.blob {
+                gone.push(v);
             }
         }
         newer = v.seq;
@@ -134,6 +140,7 @@ mod tests {
             at: PmOffset(seq * 64),
             size: 64,
             tomb,
+            blob: false,
         }
     }
 
@@ -154,22 +161,54 @@ mod tests {
             snaps: vec![],
             ignore_ghosts: false,
         };
-        apply(&gi, b"k", &[v(5, false)], 0, &hz, &mut acct);
-        apply(&gi, b"k", &[v(9, false)], 0, &hz, &mut acct);
+        apply(
+            &gi,
+            b"k",
+            &[v(5, false)],
+            0,
+            &hz,
+            &mut acct,
+            &mut Vec::new(),
+        );
+        apply(
+            &gi,
+            b"k",
+            &[v(9, false)],
+            0,
+            &hz,
+            &mut acct,
+            &mut Vec::new(),
+        );
         assert_eq!(seqs(&gi, b"k"), vec![9]);
         let hz = Horizon {
             h: 100,
             snaps: vec![10],
             ignore_ghosts: false,
         };
-        apply(&gi, b"k", &[v(20, false)], 0, &hz, &mut acct);
+        apply(
+            &gi,
+            b"k",
+            &[v(20, false)],
+            0,
+            &hz,
+            &mut acct,
+            &mut Vec::new(),
+        );
         assert_eq!(seqs(&gi, b"k"), vec![20, 9], "snapshot 10 reads 9");
         let hz = Horizon {
             h: 15,
             snaps: vec![],
             ignore_ghosts: false,
         };
-        apply(&gi, b"k", &[v(30, false)], 0, &hz, &mut acct);
+        apply(
+            &gi,
+            b"k",
+            &[v(30, false)],
+            0,
+            &hz,
+            &mut acct,
+            &mut Vec::new(),
+        );
         assert_eq!(seqs(&gi, b"k"), vec![30, 20, 9], "reads at 15 still need 9");
         assert_eq!(live, 3 * 64);
         assert_eq!(gi.entry(b"k").map(|e| e.value().ghosts()), Some(1));
@@ -191,7 +230,7 @@ mod tests {
                     snaps: vec![],
                     ignore_ghosts: false,
                 };
-                apply(&gi, b"k", vs, dups, &hz, &mut |_, _, _| {});
+                apply(&gi, b"k", vs, dups, &hz, &mut |_, _, _| {}, &mut Vec::new());
                 let got = gi.entry(b"k").map(|e| {
                     let e = e.value();
                     (e.versions()[0], e.ghosts(), e.born())
@@ -210,20 +249,36 @@ mod tests {
             snaps: vec![],
             ignore_ghosts: false,
         };
-        apply(&gi, b"k", &[v(5, false)], 0, &hz, &mut acct);
-        apply(&gi, b"k", &[v(9, true)], 0, &hz, &mut acct);
+        apply(
+            &gi,
+            b"k",
+            &[v(5, false)],
+            0,
+            &hz,
+            &mut acct,
+            &mut Vec::new(),
+        );
+        apply(&gi, b"k", &[v(9, true)], 0, &hz, &mut acct, &mut Vec::new());
         assert_eq!(seqs(&gi, b"k"), vec![9], "the put at 5 is still in PM");
         assert_eq!(gi.get(b"k", 100), Some((9, PmOffset(9 * 64))));
         if let Some(e) = gi.entry(b"k") {
             e.value().ghost_gone(5);
         }
-        apply(&gi, b"k", &[], 0, &hz, &mut acct);
+        apply(&gi, b"k", &[], 0, &hz, &mut acct, &mut Vec::new());
         assert!(
             gi.entry(b"k").is_none(),
             "nothing older remains: the tombstone goes"
         );
         // A tombstone with no older copy at all is never kept.
-        apply(&gi, b"j", &[v(12, true), v(11, false)], 0, &hz, &mut acct);
+        apply(
+            &gi,
+            b"j",
+            &[v(12, true), v(11, false)],
+            0,
+            &hz,
+            &mut acct,
+            &mut Vec::new(),
+        );
         assert_eq!(seqs(&gi, b"j"), vec![12]);
         assert_eq!(gi.len(), 1);
     }

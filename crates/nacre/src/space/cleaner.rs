@@ -116,16 +116,17 @@ pub(crate) fn clean_one(db: &DbInner, retired: &mut Vec<Retired>, urgent: bool) 
     // Re-apply the horizon to every key the zone holds: versions no reader needs any more are
     // not worth moving.
     let keys: BTreeSet<&[u8]> = found.iter().map(|r| &r.key[..]).collect();
+    let mut gone = Vec::new();
     {
         let mut zones = db.space.zones.lock();
         for k in keys {
             if gi.entry(k).is_some() {
-                apply(gi, k, &[], 0, &hz, &mut |at, n, add| {
-                    Space::account(&mut zones, zone_of(at), n, add)
-                });
+                let mut acct = |at, n, add| Space::account(&mut zones, zone_of(at), n, add);
+                apply(gi, k, &[], 0, &hz, &mut acct, &mut gone);
             }
         }
     }
+    retire_blobs(db, &sub, &gone)?;
     let mut live: Vec<Found> = Vec::new();
     for r in found {
         let Some(e) = gi.entry(&r.key) else { continue };
@@ -228,4 +229,18 @@ fn relocate(
             .fetch_add(u64::from(r.size), Ordering::Relaxed);
     }
     Ok(None)
+}
+
+/// Versions naming blobs left `sub`'s Global Index: their zones go back once every view that
+/// could still read them is gone (B2 in blob.rs).
+pub(crate) fn retire_blobs(db: &DbInner, sub: &Subtable, gone: &[Version]) -> Result<()> {
+    if gone.is_empty() {
+        return Ok(());
+    }
+    let ticket = sub
+        .inner
+        .replace_view(&db.tickets, db.visible.load(Ordering::Acquire), |v| {
+            (v.active.clone(), v.immutables.clone())
+        });
+    db.blobs.dropped(&db.store, gone, ticket)
 }
