@@ -66,7 +66,7 @@ fn step(db: &DbInner, retired: &mut Vec<Retired>, stuck: &mut u32) -> Result<boo
         .iter()
         .any(|s| !s.inner.view.load().immutables.is_empty());
     let clean = free < db.space.clean_below || waiting;
-    if !sealed && !clean && retired.is_empty() {
+    if !sealed && !clean && retired.is_empty() && db.blobs.retired_count() == 0 {
         return Ok(false);
     }
     // Current views get fresh tickets, so that only views readers still hold keep old
@@ -116,7 +116,15 @@ fn step(db: &DbInner, retired: &mut Vec<Retired>, stuck: &mut u32) -> Result<boo
     if waiting && !progress && !pending && (backlog || !(seal_one(db) || close_reloc(db))) {
         // Zones retired but held by long-lived readers (iterators, views) count as used.
         *stuck += 1;
-        if retired.is_empty() || *stuck >= HELD_ROUNDS {
+        let held = retired.len() + db.blobs.retired_count();
+        if held > 0 {
+            why = format!(
+                "{held} zones wait for readers (iterators, snapshots) that may still point into them"
+            );
+        }
+        // Writes of long values under way: once they finish, what they overwrote can go.
+        let held = held + db.blobs.in_flight.load(Ordering::Acquire) as usize;
+        if held == 0 || *stuck >= HELD_ROUNDS {
             db.space.declare_full(why);
         }
     } else {

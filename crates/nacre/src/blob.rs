@@ -139,6 +139,9 @@ pub(crate) struct Blobs {
     registry: Mutex<HashMap<u64, u64>>,
     retired: Mutex<Vec<Retired>>,
     next: AtomicU64,
+    /// Writes of long values under way: zones they hold or will free once they finish
+    /// (their keys' older blobs go only after them).
+    pub in_flight: AtomicU64,
     /// Bytes of values written as blobs.
     pub written: AtomicU64,
 }
@@ -150,6 +153,7 @@ impl Blobs {
             registry: Mutex::new(HashMap::new()),
             retired: Mutex::new(Vec::new()),
             next: AtomicU64::new(run << 32),
+            in_flight: AtomicU64::new(0),
             written: AtomicU64::new(0),
         }
     }
@@ -308,6 +312,11 @@ impl Blobs {
             .flat_map(|r| r.zones.iter().map(|z| z.0))
             .collect();
         (reg, retired)
+    }
+
+    /// Zones retired and not yet given back.
+    pub fn retired_count(&self) -> usize {
+        self.retired.lock().iter().map(|r| r.zones.len()).sum()
     }
 
     /// Zones registered to blobs.

@@ -584,9 +584,14 @@ impl DbInner {
             let last = self.next_seq.load(Ordering::Acquire);
             let visible = self.visible.load(Ordering::Acquire);
             self.with_subtable(sub, |st| {
-                st.inner.seal(&self.space, &self.tickets, last, visible)
+                st.inner
+                    .seal(&self.store, &self.space, &self.tickets, last, visible)
             })
-            .unwrap_or(false)
+            .unwrap_or(Ok(false))
+            .unwrap_or_else(|e| {
+                tracing::debug!(error = %e, "sealing a memtable failed");
+                false
+            })
         });
         // Nothing to commit: stage 4 only passes the handle on.
         g.finish(Ok(()));

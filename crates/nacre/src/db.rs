@@ -104,13 +104,6 @@ impl DbInner {
     pub(crate) fn write_blobs(&self, batch: &mut WriteBatch) -> Result<Vec<Vec<u8>>> {
         let limit = inline_max(self.store.zone_size);
         let mut made: Vec<Vec<u8>> = Vec::new();
-        let give_back = |made: &[Vec<u8>]| {
-            for d in made {
-                if let Err(e) = self.blobs.forget(&self.store, d) {
-                    tracing::warn!(error = %e, "giving back a failed write's blob");
-                }
-            }
-        };
         for op in batch.ops.iter_mut() {
             if op.kind != Kind::Put || op.value.len() <= limit {
                 continue;
@@ -120,17 +113,14 @@ impl DbInner {
                     Ok(d) => break d,
                     Err(Error::NoSpace { free, .. }) => {
                         if let Err(why) = self.space.wait_for_space() {
-                            give_back(&made);
-                            return Err(self.poisoned().map_or_else(
+                            let e = self.poisoned().map_or_else(
                                 || Error::PoolFull(format!("{why} ({free} zones free)")),
                                 Error::Poisoned,
-                            ));
+                            );
+                            return Err(self.give_back(e, &made));
                         }
                     }
-                    Err(e @ Error::PoolFull(_)) => {
-                        give_back(&made);
-                        return Err(e);
-                    }
+                    Err(e @ Error::PoolFull(_)) => return Err(self.give_back(e, &made)),
                     Err(e) => {
                         // A failed fence: the media can no longer be trusted.
                         let why = format!("writing a blob failed: {e}");
@@ -147,6 +137,20 @@ impl DbInner {
             made.push(desc);
         }
         Ok(made)
+    }
+
+    /// A write that made the blobs `made` failed with `e`: nothing of it was applied, so
+    /// their zones go back (unless the database is poisoned: a write that failed then may
+    /// still be in PM, and recovery decides). Returns `e`.
+    fn give_back(&self, e: Error, made: &[Vec<u8>]) -> Error {
+        if !matches!(e, Error::Poisoned(_)) {
+            for d in made {
+                if let Err(err) = self.blobs.forget(&self.store, d) {
+                    tracing::warn!(error = %err, "giving back a failed write's blob");
+                }
+            }
+        }
+        e
     }
 
     /// Runs `f` on subtable `id`, if it exists, without taking a counted reference (a
@@ -437,19 +441,17 @@ impl Db {
                 });
             }
         }
-        let blobs = self.inner.write_blobs(&mut batch)?;
-        let r = self.write_records(batch, max);
-        if let Err(e) = &r {
-            // Nothing of the batch was applied (a poisoned database may have written it:
-            // recovery decides): its blobs' zones go back.
-            if !matches!(e, Error::Poisoned(_)) {
-                for d in &blobs {
-                    if let Err(e) = self.inner.blobs.forget(&self.inner.store, d) {
-                        tracing::warn!(error = %e, "giving back a failed write's blob");
-                    }
-                }
-            }
+        let limit = inline_max(self.inner.store.zone_size);
+        if !batch.ops.iter().any(|op| op.value.len() > limit) {
+            return self.write_records(batch, max);
         }
+        let in_flight = &self.inner.blobs.in_flight;
+        in_flight.fetch_add(1, Ordering::AcqRel);
+        let r = self.inner.write_blobs(&mut batch).and_then(|blobs| {
+            self.write_records(batch, max)
+                .map_err(|e| self.inner.give_back(e, &blobs))
+        });
+        in_flight.fetch_sub(1, Ordering::AcqRel);
         r
     }
 

@@ -5,7 +5,9 @@
 //! memtable (immutable, merged, or holding relocated records) is scanned into the Global
 //! Index. A record and its relocated copy (same key and sequence) may both be found after a
 //! crash mid-relocation: the Global Index keeps one and counts the other as a ghost (GI2).
-//! The work is proportional to the data in PM, never to the write history.
+//! The work is proportional to the data in PM, never to the write history. Once the indexes
+//! are built, the blobs that are their key's newest version are registered (B3 in blob.rs)
+//! and every committed zone that no memtable slot and no such blob names is given back.
 //!
 //! Order of the steps, each safe to redo after a crash during recovery: (1) read every
 //! memtable's tail in parallel; (2) decide and persist the rollbacks; (3) rebuild indexes in
@@ -225,7 +227,7 @@ pub(crate) fn recover(
     let pos = |m: &Arc<Memtable>| all.iter().position(|x| Arc::ptr_eq(x, m));
     let every_blob = mutation == Some(RecoveryMutation::ClaimEveryBlob);
     // Records naming blobs whose zones stay (B3 in blob.rs): each key's newest version.
-    let mut claims: Vec<(PmOffset, u32)> = Vec::new();
+    let mut claims: Vec<Claim> = Vec::new();
     let mut parts: Vec<(Found0, Option<MemSource>, Vec<Found>)> = Vec::new();
     for (id, name, obj, list) in found {
         let mut act = None;
@@ -307,6 +309,9 @@ pub(crate) fn recover(
     Ok((subtables, rep))
 }
 
+/// A record naming a blob whose zones stay (B3 in blob.rs): where it is and its size.
+type Claim = (PmOffset, u32);
+
 /// What rebuilding one memtable produced.
 enum Rebuilt {
     /// The index of an active memtable, and its records that name blobs.
@@ -326,7 +331,7 @@ fn build_gi(
     recs: Vec<Found>,
     active: Option<&MemSource>,
     threads: usize,
-) -> Result<(GlobalIndex, Vec<Vec<u8>>, Vec<(PmOffset, u32)>)> {
+) -> Result<(GlobalIndex, Vec<Vec<u8>>, Vec<Claim>)> {
     // Every copy of a key goes to one bucket; buckets are sorted and inserted in parallel
     // (the index is a concurrent skip list).
     let buckets = threads.max(1);
@@ -365,7 +370,7 @@ fn build_gi(
         });
         let mut live: std::collections::HashMap<u64, u64> = std::collections::HashMap::new();
         let mut revisit: Vec<Vec<u8>> = Vec::new();
-        let mut blobs: Vec<(PmOffset, u32)> = Vec::new();
+        let mut blobs: Vec<Claim> = Vec::new();
         let mut versions: Vec<Version> = Vec::new();
         let mut i = 0;
         while i < order.len() {

@@ -13,7 +13,10 @@
 //! - S3: the active memtable is the newest user memtable; every record in it or in an
 //!   immutable memtable is newer than every record of the same key in the Global Index
 //!   (memtables are merged oldest first; relocated records go to relocation memtables,
-//!   which belong to the Global Index).
+//!   which belong to the Global Index). Sealing a memtable links its successor first, so the
+//!   newest user memtable in PM is never one that was sealed: recovery, which makes the
+//!   newest one active again, never revives a memtable whose records were merged (and maybe
+//!   relocated, which would index one version twice and free a live blob's zones).
 //!
 //! Thread safety: `state` serialises changes to the chain and the view: stage 2 of the Reorder
 //! Ring (switches, relocation memtables) and the background worker (seals, merges, unlinks).
@@ -175,26 +178,23 @@ impl SubtableInner {
     }
 
     /// Stage 2 (of a group with nothing to write): seals the active memtable, if it holds
-    /// anything; the next write starts a new one. Whether it sealed one.
-    pub fn seal(&self, space: &Space, tickets: &Arc<Tickets>, last_seq: u64, visible: u64) -> bool {
-        let _st = self.lock();
-        let view = self.view.load_full();
-        let Some(a) = view.active.as_ref().filter(|a| a.mem.committed() > 0) else {
-            return false;
-        };
-        let mut immutables = Vec::with_capacity(view.immutables.len() + 1);
-        immutables.push(Sealed {
-            src: a.clone(),
-            last_seq,
-        });
-        immutables.extend(view.immutables.iter().cloned());
-        space.sealed_one();
-        self.view.store(Arc::new(View {
-            active: None,
-            immutables,
-            _ticket: tickets.issue(visible),
-        }));
-        true
+    /// anything, and starts a new (empty) one in front of it (S3: the newest user memtable is
+    /// never one that was sealed, so recovery never makes a merged memtable active again).
+    /// Whether it sealed one.
+    pub fn seal(
+        &self,
+        store: &Store,
+        space: &Space,
+        tickets: &Arc<Tickets>,
+        last_seq: u64,
+        visible: u64,
+    ) -> Result<bool> {
+        let holds = |a: &MemSource| a.mem.committed() > 0;
+        if self.view.load().active.as_ref().is_none_or(|a| !holds(a)) {
+            return Ok(false);
+        }
+        self.active_for_write(store, space, tickets, true, last_seq, visible)?;
+        Ok(true)
     }
 
     /// Stage 2 of a relocation group: the relocation memtable, a new one if `full`.

@@ -60,8 +60,26 @@ fn a_full_pool_refuses_writes_and_keeps_everything_acknowledged() {
 fn oversized_records_bad_names_and_foreign_subtables_are_refused() {
     let db = Db::open(small(8 << 20)).expect("open");
     let s = db.subtable("s").expect("subtable");
-    let e = db.put(&s, "k", vec![0u8; 64 << 10]).expect_err("too large");
+    let e = db
+        .put(&s, vec![b'k'; 64 << 10], "v")
+        .expect_err("too large");
     assert!(matches!(e, Error::TooLarge { what: "record", .. }), "{e}");
+    // A long value is stored out of line; a batch refused for a long key gives its zones back.
+    db.put(&s, "long", vec![3u8; 64 << 10]).expect("long value");
+    assert_eq!(db.get(&s, "long").expect("get"), Some(vec![3u8; 64 << 10]));
+    let free = db.stats().zones_free;
+    let mut b = WriteBatch::new();
+    b.put(&s, "blob", vec![4u8; 200 << 10])
+        .put(&s, vec![b'k'; 64 << 10], "v");
+    let e = db.write(b).expect_err("key too large");
+    assert!(matches!(e, Error::TooLarge { what: "record", .. }), "{e}");
+    assert_eq!(db.get(&s, "blob").expect("get"), None);
+    assert_eq!(
+        db.stats().zones_free,
+        free,
+        "the refused batch's blob zones went back"
+    );
+    db.check().expect("check");
     let mut b = WriteBatch::new();
     for i in 0..40 {
         b.put(&s, format!("k{i}"), vec![1u8; 2000]);

@@ -6,7 +6,8 @@
 //! every acknowledged write is there (the last acknowledged state of each key, or the state
 //! the thread's one unacknowledged write would leave), no deleted key comes back, forward and
 //! reverse scans agree with gets (no duplicate or missing rows), and every zone is free or
-//! owned by exactly one memtable slot with the Global Index consistent. Then a second phase
+//! owned by exactly one memtable slot or blob with the Global Index consistent. Some keys hold
+//! values stored out of line (blobs), so blob zones are written, given back and reused too. Then a second phase
 //! writes on the recovered database and crashes again, so a state recovery built is also
 //! crashed through. Mutation tests switch off one recovery rule at a time.
 
@@ -20,6 +21,9 @@ const THREADS: u64 = 2;
 const KEYS: u64 = 12;
 const OPS: u64 = 300;
 const VALUE: usize = 1000;
+/// Out of line in one zone, and in two.
+const BLOB_SMALL: usize = 12 << 10;
+const BLOB_LARGE: usize = 70 << 10;
 
 fn opts(mutation: Option<RecoveryMutation>) -> Options {
     let mut o = Options::new("sim").backend(Backend::Sim);
@@ -54,14 +58,20 @@ fn subtables(db: &Db) -> [nacre::Subtable; 2] {
 }
 
 /// Op `j` of thread `t` in phase `p`: the key it touches and the value it leaves (none for a
-/// delete). Values have one size, so items line up in reused zones.
+/// delete). Values have one size, so items line up in reused zones, except on two keys per
+/// thread, which hold values stored out of line (blobs) of one or two zones.
 fn op(p: u64, t: u64, j: u64) -> (u64, Option<Vec<u8>>) {
     let k = (j * 7 + t * 3 + p * 5) % KEYS;
     if (j + p) % 6 == 5 {
         return (k, None);
     }
+    let len = match (k % 6, j % 2) {
+        (1, 0) => BLOB_SMALL,
+        (1, _) => BLOB_LARGE,
+        _ => VALUE,
+    };
     let mut v = format!("p{p}/t{t}/j{j}/").into_bytes();
-    v.resize(VALUE, (j as u8) ^ (t as u8) << 4 ^ p as u8);
+    v.resize(len, (j as u8) ^ (t as u8) << 4 ^ p as u8);
     (k, Some(v))
 }
 
@@ -414,4 +424,14 @@ fn torture_catches_tombstones_dropped_while_older_copies_remain() {
 #[test]
 fn torture_catches_relocated_copies_counted_once() {
     mutation_is_caught(RecoveryMutation::CountCopiesOnce, 260);
+}
+
+#[test]
+fn torture_catches_blobs_registered_that_are_not_newest() {
+    mutation_is_caught(RecoveryMutation::ClaimEveryBlob, 260);
+}
+
+#[test]
+fn torture_catches_blobs_not_registered() {
+    mutation_is_caught(RecoveryMutation::SkipBlobClaims, 260);
 }

@@ -52,8 +52,13 @@ pub(crate) fn apply(
         None => (Vec::new(), 0, new.iter().map(|v| v.seq).min().unwrap_or(0)),
     };
     ghosts += extra_ghosts;
+    // A version already indexed (a copy of it): counted as a ghost, never indexed twice (GI1)
+    // nor dropped, which would give back the zones of a blob the indexed copy names.
+    let dup = |v: &Version| old.iter().any(|o| o.seq == v.seq);
+    ghosts += new.iter().filter(|v| dup(v)).count() as u64;
     let all = new
         .iter()
+        .filter(|v| !dup(v))
         .map(|v| (*v, true))
         .chain(old.iter().map(|v| (*v, false)));
     let mut kept: Vec<(Version, bool)> = Vec::with_capacity(new.len() + old.len());

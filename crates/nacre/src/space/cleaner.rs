@@ -128,13 +128,16 @@ pub(crate) fn clean_one(db: &DbInner, retired: &mut Vec<Retired>, urgent: bool) 
     }
     retire_blobs(db, &sub, &gone)?;
     let mut live: Vec<Found> = Vec::new();
+    // Copies no version points at: ghosts (GI2) until the zone is given back. Counted out
+    // only then: a relocation that finds no room leaves the zone, and its ghosts, in place.
+    let mut ghosts: Vec<(Vec<u8>, u64)> = Vec::new();
     for r in found {
         let Some(e) = gi.entry(&r.key) else { continue };
         let pointed = e.value().versions().iter().any(|v| v.at == r.at);
         if pointed {
             live.push(r);
         } else {
-            e.value().ghost_gone(r.seq);
+            ghosts.push((r.key, r.seq));
         }
     }
     let room = store.zone_size as usize - ITEM_HEADER;
@@ -165,8 +168,8 @@ pub(crate) fn clean_one(db: &DbInner, retired: &mut Vec<Retired>, urgent: bool) 
             return Ok(Cleaned::NoRoom(why));
         }
     }
-    // The moved records' old copies leave PM with the zone (GI2).
-    for (k, seq) in moved {
+    // The zone's ghosts and the moved records' old copies leave PM with the zone (GI2).
+    for (k, seq) in ghosts.into_iter().chain(moved) {
         if let Some(e) = gi.entry(&k) {
             e.value().ghost_gone(seq);
         }
