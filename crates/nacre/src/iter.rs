@@ -192,9 +192,17 @@ impl DbIterator {
         let i = best?;
         let (mut k, at) = self.heads[i].take()?;
         let ix = &self.sources[i];
-        self.heads[i] = if self.reverse {
-            ix.prev(Bound::Excluded(&k))
-        } else if k.seq <= self.seq {
+        if self.reverse {
+            // This source's versions of the key all come next (oldest first): take its newest
+            // visible one now and step before the key, whatever its number of versions.
+            let seq = std::mem::replace(&mut k.seq, self.seq);
+            let visible = ix.next(Bound::Included(&k)).filter(|(v, _)| v.key == k.key);
+            k.seq = u64::MAX;
+            self.heads[i] = ix.prev(Bound::Excluded(&k));
+            k.seq = seq;
+            return Some(visible.unwrap_or((k, at)));
+        }
+        self.heads[i] = if k.seq <= self.seq {
             // Forward, a visible version: this source's other versions of the key are older
             // and never returned, so step over all of them at once (a hot key may have
             // thousands): (key, 0) sorts after every version of the key.
@@ -203,7 +211,12 @@ impl DbIterator {
             k.seq = seq;
             next
         } else {
-            ix.next(Bound::Excluded(&k))
+            // Forward, a version newer than the read point: the key's newest visible version
+            // in this source, if any, comes next; the ones between are invisible too.
+            let seq = std::mem::replace(&mut k.seq, self.seq);
+            let next = ix.next(Bound::Included(&k));
+            k.seq = seq;
+            next
         };
         Some((k, at))
     }

@@ -200,7 +200,9 @@ impl MemIndex for GlobalIndex {
     fn get(&self, key: &[u8], snapshot: u64) -> Option<(u64, PmOffset)> {
         let e = self.map.get(key)?;
         let vs = e.value().versions.load();
-        vs.iter().find(|v| v.seq <= snapshot).map(|v| (v.seq, v.at))
+        // Newest first: binary search, however many versions a read point holds.
+        let i = vs.partition_point(|v| v.seq > snapshot);
+        vs.get(i).map(|v| (v.seq, v.at))
     }
 
     fn next(&self, bound: Bound<&IKey>) -> Option<Entry> {
@@ -215,13 +217,8 @@ impl MemIndex for GlobalIndex {
         };
         if let Some(e) = self.map.get(&k.key[..]) {
             let vs = e.value().versions.load();
-            let hit = vs.iter().find(|v| {
-                if strict {
-                    v.seq < k.seq
-                } else {
-                    v.seq <= k.seq
-                }
-            });
+            let i = vs.partition_point(|v| v.seq > k.seq || (strict && v.seq == k.seq));
+            let hit = vs.get(i);
             if let Some(v) = hit {
                 return Some(Self::entry_of(&k.key, v));
             }
@@ -241,13 +238,8 @@ impl MemIndex for GlobalIndex {
         };
         if let Some(e) = self.map.get(&k.key[..]) {
             let vs = e.value().versions.load();
-            let hit = vs.iter().rev().find(|v| {
-                if strict {
-                    v.seq > k.seq
-                } else {
-                    v.seq >= k.seq
-                }
-            });
+            let i = vs.partition_point(|v| v.seq > k.seq || (!strict && v.seq == k.seq));
+            let hit = i.checked_sub(1).and_then(|i| vs.get(i));
             if let Some(v) = hit {
                 return Some(Self::entry_of(&k.key, v));
             }
