@@ -769,6 +769,7 @@ impl MemIndex for ArtIndex {
         )
     }
 
+    #[cfg(test)]
     fn len(&self) -> usize {
         self.len.load(Ordering::Relaxed)
     }

@@ -10,6 +10,7 @@
 use std::cmp::Ordering;
 use std::ops::Bound;
 
+#[cfg(test)]
 use crossbeam_skiplist::SkipMap;
 use nacre_pmem::PmOffset;
 
@@ -48,20 +49,19 @@ pub trait MemIndex: Send + Sync {
     fn next(&self, bound: Bound<&IKey>) -> Option<Entry>;
     /// The last entry before `bound` in index order.
     fn prev(&self, bound: Bound<&IKey>) -> Option<Entry>;
-    /// Number of versions indexed.
+    /// Number of versions indexed (tests compare indexes by it).
+    #[cfg(test)]
     fn len(&self) -> usize;
-    /// Whether nothing is indexed.
-    fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
-/// [`MemIndex`] on a lock-free skip list.
+/// [`MemIndex`] on a lock-free skip list (the reference the radix tree is tested against).
+#[cfg(test)]
 #[derive(Default)]
 pub struct SkipListIndex {
     map: SkipMap<IKey, u64>,
 }
 
+#[cfg(test)]
 impl MemIndex for SkipListIndex {
     fn insert(&self, key: &[u8], seq: u64, at: PmOffset) {
         self.map.insert(

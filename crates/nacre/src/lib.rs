@@ -23,7 +23,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 #![warn(missing_docs)]
 
-pub mod art;
+mod art;
 mod background;
 mod batch;
 mod blob;
@@ -32,12 +32,12 @@ mod commit;
 mod db;
 mod error;
 mod gi;
-pub mod index;
+mod index;
 mod iter;
 mod memtable;
 mod oneshot;
 mod options;
-pub mod record;
+mod record;
 mod recovery;
 mod ring;
 mod space;
@@ -55,3 +55,9 @@ pub use options::{CommitMode, Inject, Options, Pipelining, RecoveryMutation};
 pub use recovery::RecoveryReport;
 pub use stats::{Stats, SubtableStats};
 pub use subtable::Subtable;
+
+/// PM bytes one put of a `klen`-byte key and a `vlen`-byte value stored inline takes at most:
+/// its record and an item header of its own (for sizing pools).
+pub fn put_footprint(klen: usize, vlen: usize) -> u64 {
+    (record::record_size(klen, vlen) + record::ITEM_HEADER) as u64
+}

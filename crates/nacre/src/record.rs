@@ -199,6 +199,7 @@ pub struct Record {
     pub value: Vec<u8>,
 }
 
+#[cfg(test)]
 impl Record {
     /// Bytes the record occupies.
     pub fn size(&self) -> usize {

@@ -57,7 +57,7 @@ pub fn mix64(x: u64) -> u64 {
 /// PM bytes one put of a `klen`-byte key and `vlen`-byte value may take: its record plus, at
 /// worst, an item header of its own.
 pub fn put_footprint(klen: usize, vlen: usize) -> u64 {
-    (nacre::record::record_size(klen, vlen) + nacre::record::ITEM_HEADER) as u64
+    nacre::put_footprint(klen, vlen)
 }
 
 /// A pool size that holds `data` bytes of records: 1.5x the data, two spare memtables (the

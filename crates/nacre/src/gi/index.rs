@@ -247,6 +247,7 @@ impl MemIndex for GlobalIndex {
         self.last_before(&k.key)
     }
 
+    #[cfg(test)]
     fn len(&self) -> usize {
         self.version_count() as usize
     }
