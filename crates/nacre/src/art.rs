@@ -3,13 +3,24 @@
 //! versions hang off its leaf as a list sorted by sequence, newest first.
 //!
 //! The tree is split by the key's first byte into 257 partitions (the empty key, then one per
-//! byte value), each an independent tree with its own root, writer lock and arena; partitions
-//! are ordered like their keys, so ordered walks go partition by partition. Writers of keys
-//! in different partitions never wait for each other.
+//! byte value), each an independent tree with its own root; partitions are ordered like their
+//! keys, so ordered walks go partition by partition.
 //!
-//! Concurrency: one writer at a time per partition (a mutex serialises its inserts); readers
-//! take no lock and never wait. This is safe because nothing a reader can reach is ever changed in a way that
-//! breaks it or freed while the tree lives:
+//! Concurrency: readers take no lock and never wait; writers lock only what they change, so
+//! keys that share a long prefix (YCSB's `user…`, type-prefixed keys) are inserted in parallel
+//! once the tree branches below the prefix. Writers descend without locks, then:
+//! - W1: a change to a slot (a child pointer, a node's value pointer, the version list of the
+//!   leaf in it) is made holding the lock of the node the slot belongs to (the partition's
+//!   root lock for its root slot); a change that replaces a node also holds that node's lock.
+//!   Locks are taken parent first, so writers never wait for each other in a cycle.
+//! - W2: a node replaced by a copy is marked obsolete under its lock. A writer that finds the
+//!   node it locked obsolete, or the slot it meant to change no longer holding what it saw,
+//!   starts its insert again from the root.
+//! - W3: writers allocate from one of several arenas, picked by thread, each behind its own
+//!   lock; every arena lives as long as the tree.
+//!
+//! Nothing a reader can reach is ever changed in a way that breaks it or freed while the tree
+//! lives:
 //! - A1: nodes only grow in place by appending: an entry (key byte, child) is written before
 //!   the count (or the Node48 index byte) that publishes it, with release ordering.
 //! - A2: a node that must change shape (grow to the next kind, or get a shorter prefix) is
@@ -17,17 +28,17 @@
 //!   node is retired, not freed; it keeps showing the state before the change.
 //! - A3: a leaf's key never changes; versions are added by linking a new list node whose
 //!   `next` is set before it is published.
-//! - A4: every node, leaf, version and key lives in the tree's arena and is freed only when
-//!   the tree is dropped (exclusive).
+//! - A4: every node, leaf, version and key lives in one of the tree's arenas and is freed only
+//!   when the tree is dropped (exclusive).
 //!
 //! Readers that race an insert see the tree either before or after it, per slot. The engine
 //! only needs entries published before the reader took its sequence number, and those were
 //! inserted before that number was published (C4).
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 use std::cmp::Ordering as Cmp;
 use std::ops::Bound;
-use std::sync::atomic::{AtomicPtr, AtomicU16, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU16, AtomicU8, AtomicUsize, Ordering};
 
 use nacre_pmem::PmOffset;
 
@@ -38,6 +49,16 @@ const CHUNK: usize = 256 << 10;
 const FIRST_CHUNK: usize = 4 << 10;
 /// Partitions: the empty key, then one per first byte.
 const PARTS: usize = 257;
+/// Arenas writers allocate from (W3).
+const ARENAS: usize = 16;
+
+thread_local! {
+    /// This thread's arena (W3).
+    static ARENA: usize = {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        NEXT.fetch_add(1, Ordering::Relaxed) % ARENAS
+    };
+}
 
 /// Bump allocator for every node, leaf, version and key of one tree. Only the writer (under
 /// the writer mutex) allocates; everything is freed at once when the tree drops (A4), so
@@ -151,6 +172,10 @@ struct Node {
     count: AtomicU16,
     /// Leaf of the key that ends exactly after this node's prefix.
     value: AtomicUsize,
+    /// Held by writers changing this node's slots or replacing it (W1).
+    lock: Mutex<()>,
+    /// A copy replaced this node (W2).
+    obsolete: AtomicBool,
     body: Body,
 }
 
@@ -226,6 +251,8 @@ impl Node {
             prefix: arena.bytes(prefix),
             count: AtomicU16::new(0),
             value: AtomicUsize::new(0),
+            lock: Mutex::new(()),
+            obsolete: AtomicBool::new(false),
             body,
         }
     }
@@ -412,13 +439,15 @@ impl Leaf {
 #[derive(Default)]
 struct Part {
     root: AtomicUsize,
-    /// The writer lock and the arena it guards (retired nodes stay in it; A2, A4).
-    writer: Mutex<Arena>,
+    /// The lock of the root slot (W1).
+    root_lock: Mutex<()>,
 }
 
 /// The adaptive radix tree index.
-pub struct ArtIndex {
+pub(crate) struct ArtIndex {
     parts: Box<[Part]>,
+    /// Writers' arenas (W3; retired nodes stay in them, A2, A4).
+    arenas: Box<[Mutex<Arena>]>,
     len: AtomicUsize,
 }
 
@@ -426,7 +455,20 @@ impl Default for ArtIndex {
     fn default() -> Self {
         ArtIndex {
             parts: (0..PARTS).map(|_| Part::default()).collect(),
+            arenas: (0..ARENAS).map(|_| Mutex::new(Arena::default())).collect(),
             len: AtomicUsize::new(0),
+        }
+    }
+}
+
+/// Locks the owner of a slot: its node, or the partition's root lock (W1). `None` when the
+/// node was replaced meanwhile (W2).
+fn lock_owner<'a>(part: &'a Part, owner: Option<&'a Node>) -> Option<MutexGuard<'a, ()>> {
+    match owner {
+        None => Some(part.root_lock.lock()),
+        Some(n) => {
+            let g = n.lock.lock();
+            (!n.obsolete.load(Ordering::Acquire)).then_some(g)
         }
     }
 }
@@ -485,23 +527,35 @@ fn place(n: &Node, child: usize, next_byte: Option<u8>) {
 impl ArtIndex {
     fn insert_inner(&self, key: &[u8], seq: u64, at: u64) {
         let part = &self.parts[part_of(key)];
-        let mut guard = part.writer.lock();
-        let arena = &mut *guard;
+        let mut arena = self.arenas[ARENA.with(|a| *a)].lock();
         self.len.fetch_add(1, Ordering::Relaxed);
+        while !self.try_insert(part, &mut arena, key, seq, at) {}
+    }
+
+    /// One attempt at an insert; `false` when a concurrent writer changed what it was about
+    /// to change (W2): the caller starts again.
+    fn try_insert(&self, part: &Part, arena: &mut Arena, key: &[u8], seq: u64, at: u64) -> bool {
+        let mut owner: Option<&Node> = None;
         let mut slot: &AtomicUsize = &part.root;
         let mut depth = 0usize;
         loop {
             let cur = slot.load(Ordering::Acquire);
-            if cur == 0 {
-                slot.store(new_leaf(arena, key, seq, at), Ordering::Release);
-                return;
-            }
-            if is_leaf(cur) {
+            if cur == 0 || is_leaf(cur) {
+                let Some(_g) = lock_owner(part, owner) else {
+                    return false;
+                };
+                if slot.load(Ordering::Acquire) != cur {
+                    return false;
+                }
+                if cur == 0 {
+                    slot.store(new_leaf(arena, key, seq, at), Ordering::Release);
+                    return true;
+                }
                 // SAFETY: a live leaf of this tree.
                 let l = unsafe { leaf(cur) };
                 if l.key.as_slice() == key {
                     add_version(arena, l, seq, at);
-                    return;
+                    return true;
                 }
                 // Two keys share this slot: a Node4 over their common bytes holds both.
                 let d = depth + lcp(&l.key.as_slice()[depth..], &key[depth..]);
@@ -510,7 +564,7 @@ impl ArtIndex {
                 let b = key.get(d).copied();
                 place(&n, new_leaf(arena, key, seq, at), b);
                 slot.store(arena.alloc(n) as usize, Ordering::Release);
-                return;
+                return true;
             }
             // SAFETY: a live node of this tree.
             let nd = unsafe { node(cur) };
@@ -518,16 +572,27 @@ impl ArtIndex {
             if m < nd.prefix().len() {
                 // The key leaves the compressed path: a new Node4 above a copy with the rest
                 // of the prefix (A2).
+                let Some(_g) = lock_owner(part, owner) else {
+                    return false;
+                };
+                let _n = nd.lock.lock();
+                if slot.load(Ordering::Acquire) != cur || nd.obsolete.load(Ordering::Acquire) {
+                    return false;
+                }
                 let copy = nd.copy(arena, &nd.prefix()[m + 1..], false);
                 let n = Node::new(arena, 4, &nd.prefix()[..m]);
                 n.add(nd.prefix()[m], arena.alloc(copy) as usize);
                 let b = key.get(depth + m).copied();
                 place(&n, new_leaf(arena, key, seq, at), b);
                 slot.store(arena.alloc(n) as usize, Ordering::Release);
-                return;
+                nd.obsolete.store(true, Ordering::Release);
+                return true;
             }
-            depth += nd.prefix().len();
-            let Some(&b) = key.get(depth) else {
+            let at_depth = depth + nd.prefix().len();
+            let Some(&b) = key.get(at_depth) else {
+                let Some(_n) = lock_owner(part, Some(nd)) else {
+                    return false;
+                };
                 match nd.value.load(Ordering::Acquire) {
                     0 => nd
                         .value
@@ -535,22 +600,39 @@ impl ArtIndex {
                     // SAFETY: a live leaf of this tree.
                     v => add_version(arena, unsafe { leaf(v) }, seq, at),
                 }
-                return;
+                return true;
             };
             if let Some(next) = nd.child(b) {
+                owner = Some(nd);
                 slot = next;
-                depth += 1;
+                depth = at_depth + 1;
                 continue;
             }
-            let l = new_leaf(arena, key, seq, at);
-            if nd.count.load(Ordering::Relaxed) as usize == nd.capacity() {
-                let bigger = nd.copy(arena, nd.prefix(), true);
-                bigger.add(b, l);
-                slot.store(arena.alloc(bigger) as usize, Ordering::Release);
-            } else {
-                nd.add(b, l);
+            if nd.count() < nd.capacity() {
+                let Some(_n) = lock_owner(part, Some(nd)) else {
+                    return false;
+                };
+                if nd.child(b).is_some() || nd.count() == nd.capacity() {
+                    return false;
+                }
+                nd.add(b, new_leaf(arena, key, seq, at));
+                return true;
             }
-            return;
+            let Some(_g) = lock_owner(part, owner) else {
+                return false;
+            };
+            let _n = nd.lock.lock();
+            if slot.load(Ordering::Acquire) != cur || nd.obsolete.load(Ordering::Acquire) {
+                return false;
+            }
+            if nd.child(b).is_some() {
+                return false;
+            }
+            let bigger = nd.copy(arena, nd.prefix(), true);
+            bigger.add(b, new_leaf(arena, key, seq, at));
+            slot.store(arena.alloc(bigger) as usize, Ordering::Release);
+            nd.obsolete.store(true, Ordering::Release);
+            return true;
         }
     }
 
@@ -775,8 +857,8 @@ impl MemIndex for ArtIndex {
     }
 }
 
-// SAFETY: all shared state is atomics or behind the writer mutex; raw pointers refer to heap
-// objects owned by the tree (A4).
+// SAFETY: all shared state is atomics or behind the writers' locks (W1, W3); raw pointers refer
+// to memory owned by the tree's arenas (A4).
 unsafe impl Send for ArtIndex {}
 // SAFETY: as above; readers only load atomics and follow pointers that stay valid (A1-A4).
 unsafe impl Sync for ArtIndex {}

@@ -194,6 +194,9 @@ pub enum Order {
     Sequential,
     /// `mix64` of the index.
     Random,
+    /// YCSB's keys: `user` and the index's hash in 19 decimal digits, in hashed order. Every
+    /// key shares its first bytes.
+    Ycsb,
 }
 
 /// The memtable measured.
@@ -230,17 +233,41 @@ impl MemtableRow {
     }
 }
 
-fn key(order: Order, i: u64) -> [u8; 8] {
-    match order {
-        Order::Sequential => i.to_be_bytes(),
-        Order::Random => mix64(i).to_be_bytes(),
+/// A key of up to 23 bytes, built without allocating.
+#[derive(Clone, Copy)]
+struct Key {
+    b: [u8; 23],
+    n: usize,
+}
+
+impl AsRef<[u8]> for Key {
+    fn as_ref(&self) -> &[u8] {
+        &self.b[..self.n]
     }
 }
 
-fn value(k: &[u8; 8]) -> [u8; VALUE] {
+fn key(order: Order, i: u64) -> Key {
+    let mut k = Key { b: [0; 23], n: 8 };
+    match order {
+        Order::Sequential => k.b[..8].copy_from_slice(&i.to_be_bytes()),
+        Order::Random => k.b[..8].copy_from_slice(&mix64(i).to_be_bytes()),
+        Order::Ycsb => {
+            k.b[..4].copy_from_slice(b"user");
+            let mut h = mix64(i) % 10_000_000_000_000_000_000;
+            for d in k.b[4..].iter_mut().rev() {
+                *d = b'0' + (h % 10) as u8;
+                h /= 10;
+            }
+            k.n = 23;
+        }
+    }
+    k
+}
+
+fn value(k: &Key) -> [u8; VALUE] {
     let mut v = [0u8; VALUE];
-    for c in v.chunks_mut(8) {
-        c.copy_from_slice(k);
+    for (i, b) in v.iter_mut().enumerate() {
+        *b = k.as_ref()[i % k.n];
     }
     v
 }
@@ -250,17 +277,20 @@ fn range(n: u64, threads: usize, t: usize) -> std::ops::Range<u64> {
     per(t)..per(t + 1)
 }
 
-fn missing(what: &str, k: &[u8; 8]) -> BenchError {
+fn missing(what: &str, k: &Key) -> BenchError {
     BenchError::Process {
         what: what.into(),
-        why: format!("lookup of inserted key {k:02x?} found no 32-byte value"),
+        why: format!(
+            "lookup of inserted key {:02x?} found no 32-byte value",
+            k.as_ref()
+        ),
     }
 }
 
 fn nacre(cfg: &MemtableConfig, order: Order, threads: usize) -> Result<(f64, f64)> {
     let dir = cfg.dir.clone().unwrap_or_else(super::default_shm_dir);
     let memtable = 64 << 20;
-    let pool = super::pool_size_for(cfg.keys * put_footprint(8, VALUE), memtable);
+    let pool = super::pool_size_for(cfg.keys * put_footprint(23, VALUE), memtable);
     let bdb = BenchDb::create(&dir, "memtable", Backend::Emulated, pool, |o| {
         o.batch_size = cfg.batch_size;
         o.commit_buckets = cfg.commit_buckets;
@@ -298,14 +328,14 @@ fn slm(cfg: &MemtableConfig, order: Order, threads: usize) -> Result<(f64, f64)>
     let (put_s, _) = super::run_threads(threads, |t| {
         for i in range(cfg.keys, threads, t) {
             let k = key(order, i);
-            map.insert(k.to_vec(), value(&k).to_vec());
+            map.insert(k.as_ref().to_vec(), value(&k).to_vec());
         }
         Ok(())
     })?;
     let (get_s, _) = super::run_threads(threads, |t| {
         for i in range(cfg.keys, threads, t) {
             let k = key(order, i);
-            match map.get(&k[..]).map(|e| e.value().clone()) {
+            match map.get(k.as_ref()).map(|e| e.value().clone()) {
                 Some(v) if v.len() == VALUE => {}
                 _ => return Err(missing("slm", &k)),
             }
@@ -406,6 +436,7 @@ pub fn markdown(cfg: &MemtableConfig, machine: &MachineInfo, rows: &[MemtableRow
             let name = match order {
                 Order::Sequential => "sequential",
                 Order::Random => "random",
+                Order::Ycsb => "ycsb keys",
             };
             let _ = writeln!(
                 s,
