@@ -125,7 +125,7 @@ fn step(db: &DbInner, retired: &mut Vec<Retired>, stuck: &mut u32) -> Result<boo
         // Writes of long values under way: once they finish, what they overwrote can go.
         let held = held + db.blobs.in_flight.load(Ordering::Acquire) as usize;
         if held == 0 || *stuck >= HELD_ROUNDS {
-            db.space.declare_full(why);
+            db.space.declare_full(why, db.store.zones.free_zones());
         }
     } else {
         *stuck = 0;

@@ -226,14 +226,20 @@ impl DbInner {
             bytes,
             wake: OneShot::new(),
         });
+        let mut verdicts = 0;
         loop {
             match self.queue(&w) {
                 Err(GroupError::NoSpace { free, .. }) => {
-                    if let Err(why) = self.space.wait_for_space() {
-                        return Err(self.poisoned().map_or_else(
-                            || Error::PoolFull(format!("{why} ({free} zones free)")),
-                            Error::Poisoned,
-                        ));
+                    if let Err(why) = self.space.wait_for_space(free) {
+                        if let Some(p) = self.poisoned() {
+                            return Err(Error::Poisoned(p));
+                        }
+                        // Zones freed since this write found no room outrank the verdict:
+                        // it tries again (a few times at most).
+                        verdicts += 1;
+                        if self.store.zones.free_zones() <= free || verdicts > 8 {
+                            return Err(Error::PoolFull(format!("{why} ({free} zones free)")));
+                        }
                     }
                     w = Arc::new(Waiter {
                         batch: w.batch.clone(),

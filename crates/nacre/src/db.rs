@@ -108,11 +108,20 @@ impl DbInner {
             if op.kind != Kind::Put || op.value.len() <= limit {
                 continue;
             }
+            let mut verdicts = 0;
             let desc = loop {
                 match self.blobs.write(&self.store, self.space.keep, &op.value) {
                     Ok(d) => break d,
                     Err(Error::NoSpace { free, .. }) => {
-                        if let Err(why) = self.space.wait_for_space() {
+                        if let Err(why) = self.space.wait_for_space(free) {
+                            // As in `write_batch`: zones freed meanwhile outrank the verdict.
+                            verdicts += 1;
+                            if self.poisoned().is_none()
+                                && self.store.zones.free_zones() > free
+                                && verdicts <= 8
+                            {
+                                continue;
+                            }
                             let e = self.poisoned().map_or_else(
                                 || Error::PoolFull(format!("{why} ({free} zones free)")),
                                 Error::Poisoned,

@@ -49,6 +49,8 @@ struct Signal {
     waiting_epoch_failed: bool,
     /// The worker found nothing to free while writers waited, and why.
     full: Option<String>,
+    /// The fewest free zones a waiting writer saw when it found no room.
+    seen_free: u64,
 }
 
 /// Space accounting and flow control.
@@ -151,9 +153,17 @@ impl Space {
         self.writers.notify_all();
     }
 
-    /// The worker cannot free anything while writers wait: they fail with `PoolFull`.
-    pub fn declare_full(&self, why: String) {
+    /// The worker cannot free anything while writers wait: they fail with `PoolFull`, unless
+    /// more zones are free now (`free`) than a waiting writer saw when it found no room; then
+    /// they try again.
+    pub fn declare_full(&self, why: String, free: u64) {
         let mut s = self.signal.lock();
+        if s.waiting > 0 && free > s.seen_free {
+            s.progress += 1;
+            s.seen_free = free;
+            self.writers.notify_all();
+            return;
+        }
         if s.waiting > 0 && s.full.is_none() {
             tracing::warn!(reason = %why, "pool full");
             s.full = Some(why);
@@ -161,9 +171,9 @@ impl Space {
         }
     }
 
-    /// A writer found no free zone: waits for the worker's next progress. `Err(why)` when the
-    /// worker declared the pool full.
-    pub fn wait_for_space(&self) -> Result<(), String> {
+    /// A writer found no room with `free` zones free: waits for the worker's next progress.
+    /// `Err(why)` when the worker declared the pool full.
+    pub fn wait_for_space(&self, free: u64) -> Result<(), String> {
         let start = Instant::now();
         self.stalls.fetch_add(1, Ordering::Relaxed);
         let mut s = self.signal.lock();
@@ -172,7 +182,9 @@ impl Space {
         // (deletes since the last verdict may have made room).
         if s.waiting == 0 && !s.waiting_epoch_failed {
             s.full = None;
+            s.seen_free = free;
         }
+        s.seen_free = s.seen_free.min(free);
         s.waiting += 1;
         self.kick();
         let out = loop {
