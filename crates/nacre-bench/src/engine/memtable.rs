@@ -1,5 +1,6 @@
 //! `nacre-bench memtable`: memtable insert and point-lookup throughput (seed 000 §3.1), 8-byte
-//! keys and 32-byte values, sequential and random key orders, 1..T threads. Nacre inserts
+//! keys (23-byte YCSB keys, `user` and 19 digits, all sharing their first bytes) and 32-byte
+//! values, sequential, random and YCSB key orders, 1..T threads. Nacre inserts
 //! through `Db::write` with `--records-per-write` records per `WriteBatch` (default 50, the
 //! paper's "ROR batch size 50", so the commit is amortised and the memtable itself is
 //! measured: records persisted in PM zones plus the volatile index; `1` measures one durable
@@ -8,7 +9,8 @@
 //! a lookup.
 //!
 //! Thread `t` of `T` owns keys `t*N/T .. (t+1)*N/T`: inserted in ascending order
-//! (sequential) or as `mix64(i)` (random), then looked up in the same order.
+//! (sequential), as `mix64(i)` (random) or as YCSB's hashed keys, then looked up in the same
+//! order.
 //!
 //! Each measurement runs in a child process of its own (this binary, `memtable-one`), so no
 //! subject starts on a heap the previous one fragmented: freed skip-list nodes left in the
@@ -39,7 +41,7 @@ pub struct MemtableConfig {
     pub threads: Vec<usize>,
     /// Key orders, comma-separated.
     #[arg(long, value_enum, value_delimiter = ',',
-          default_values_t = [Order::Sequential, Order::Random])]
+          default_values_t = [Order::Sequential, Order::Random, Order::Ycsb])]
     pub orders: Vec<Order>,
     /// Nacre's `Options::batch_size`.
     #[arg(long, default_value_t = 50)]
@@ -264,10 +266,11 @@ fn key(order: Order, i: u64) -> Key {
     k
 }
 
+/// The key's bytes repeated (a few copies, no per-byte work: this is not what is measured).
 fn value(k: &Key) -> [u8; VALUE] {
     let mut v = [0u8; VALUE];
-    for (i, b) in v.iter_mut().enumerate() {
-        *b = k.as_ref()[i % k.n];
+    for c in v.chunks_mut(k.n) {
+        c.copy_from_slice(&k.as_ref()[..c.len()]);
     }
     v
 }
@@ -401,7 +404,7 @@ pub fn markdown(cfg: &MemtableConfig, machine: &MachineInfo, rows: &[MemtableRow
     let dir = cfg.dir.clone().unwrap_or_else(super::default_shm_dir);
     let _ = writeln!(
         s,
-        "{} keys per measurement (8-byte keys, {VALUE}-byte values), split across the threads. \
+        "{} keys per measurement (8-byte keys; 23 for YCSB keys; {VALUE}-byte values), split across the threads. \
          Nacre: `Db::write` of {} records per `WriteBatch` (batch_size {}, commit_buckets {}) \
          then `Db::get` of every key, \
          emulated backend, pools in {} ({EMULATED_SURVIVES}). SLM: crossbeam \
