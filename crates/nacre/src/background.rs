@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::db::DbInner;
-use crate::error::Result;
+use crate::error::{FullCause, Result};
 use crate::gi::{apply, Version};
 use crate::index::{IKey, MemIndex};
 use crate::record::{read_record_meta, Kind};
@@ -86,13 +86,11 @@ fn step(db: &DbInner, retired: &mut Vec<Retired>, stuck: &mut u32) -> Result<boo
     // Retired zones readers still hold are not free yet; cleaning more would only spend the
     // free zones on copies.
     let backlog = retired.len() >= RETIRED_BACKLOG;
-    let mut why =
-        "live data fills the pool: no zone holds enough dead bytes to gain one".to_string();
+    let mut why = FullCause::LiveData;
     if backlog {
-        why = format!(
-            "{} zones wait for readers (iterators, snapshots) that may still point into them",
-            retired.len()
-        );
+        why = FullCause::HeldByReaders {
+            zones: retired.len() as u64,
+        };
     }
     if clean && !backlog {
         match clean_one(db, retired, waiting)? {
@@ -118,9 +116,7 @@ fn step(db: &DbInner, retired: &mut Vec<Retired>, stuck: &mut u32) -> Result<boo
         *stuck += 1;
         let held = retired.len() + db.blobs.retired_count();
         if held > 0 {
-            why = format!(
-                "{held} zones wait for readers (iterators, snapshots) that may still point into them"
-            );
+            why = FullCause::HeldByReaders { zones: held as u64 };
         }
         // Writes of long values under way: once they finish, what they overwrote can go.
         let held = held + db.blobs.in_flight.load(Ordering::Acquire) as usize;

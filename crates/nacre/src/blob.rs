@@ -32,7 +32,7 @@ use nacre_halloc::{ObjId, ZonePool};
 use nacre_pmem::{PmOffset, Pool};
 use parking_lot::Mutex;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, FullCause, Result};
 use crate::gi::Version;
 use crate::record::{read_record, read_value, Kind};
 use crate::store::Store;
@@ -72,7 +72,7 @@ impl Desc {
 
     /// Decodes and checks a descriptor against the zone pool's shape.
     pub fn decode(b: &[u8], zones: &ZonePool) -> Result<Desc> {
-        let bad = |why: &str| Error::Corrupt(format!("blob descriptor {why}"));
+        let bad = |why: &str| Error::corrupt(format!("blob descriptor {why}"));
         if b.len() < DESC_HEAD {
             return Err(bad("too short"));
         }
@@ -111,7 +111,7 @@ pub(crate) fn read(pool: &Pool, zones: &ZonePool, desc: &[u8]) -> Result<Vec<u8>
         pool.read(zones.offset(ObjId(z)), chunk);
     }
     if crc32c::crc32c(&v) != d.crc {
-        return Err(Error::Corrupt(format!(
+        return Err(Error::corrupt(format!(
             "blob {:#x} ({} bytes) fails its checksum",
             d.id, d.len
         )));
@@ -166,10 +166,15 @@ impl Blobs {
         let n = value.len().div_ceil(zs) as u64;
         let total = store.zones.objects().shape().count;
         if n + keep > total {
-            return Err(Error::PoolFull(format!(
-                "a value of {} bytes needs {n} zones; the pool has {total}, {keep} kept for the cleaner",
-                value.len()
-            )));
+            return Err(Error::PoolFull {
+                cause: FullCause::ValueLargerThanPool {
+                    len: value.len() as u64,
+                    needs: n,
+                    zones: total,
+                    kept: keep,
+                },
+                free_zones: store.zones.free_zones(),
+            });
         }
         let free = store.zones.free_zones();
         if free < n + keep {
@@ -187,7 +192,7 @@ impl Blobs {
                 Err(e) => {
                     abort(&got);
                     return Err(match Error::from_alloc(e) {
-                        Error::PoolFull(_) => Error::NoSpace { free, keep },
+                        Error::PoolFull { .. } => Error::NoSpace { free, keep },
                         other => other,
                     });
                 }
@@ -285,7 +290,7 @@ impl Blobs {
         for &z in &d.zones {
             let owned = store.zones.is_owned(ObjId(z))?;
             if !owned || named.contains(&ObjId(z)) || reg.contains_key(&z) {
-                return Err(Error::Corrupt(format!(
+                return Err(Error::corrupt(format!(
                     "blob {:#x} names zone {z}, which is {}",
                     d.id,
                     if !owned {

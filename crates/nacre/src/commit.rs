@@ -34,6 +34,7 @@ use crate::memtable::{Memtable, Reservation};
 use crate::oneshot::OneShot;
 use crate::options::CommitMode;
 use crate::record::{encode_item_header, encode_record, record_size, ITEM_HEADER};
+use crate::space::Stop;
 use crate::subtable::Subtable;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -43,14 +44,17 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// Why a group failed; cloned to every writer in it.
 #[derive(Clone, Debug)]
 pub(crate) enum GroupError {
-    PoolFull(String),
+    PoolFull(crate::error::FullCause),
     /// Only the zones kept for the cleaner are free: wait for merges and cleaning, retry.
     NoSpace {
         free: u64,
         keep: u64,
     },
     /// Metadata failed a check.
-    Corrupt(String),
+    Corrupt {
+        what: String,
+        at: Option<u64>,
+    },
     TooLarge {
         len: usize,
         max: usize,
@@ -61,9 +65,12 @@ pub(crate) enum GroupError {
 impl From<GroupError> for Error {
     fn from(e: GroupError) -> Error {
         match e {
-            GroupError::PoolFull(m) => Error::PoolFull(m),
+            GroupError::PoolFull(cause) => Error::PoolFull {
+                cause,
+                free_zones: 0,
+            },
             GroupError::NoSpace { free, keep } => Error::NoSpace { free, keep },
-            GroupError::Corrupt(m) => Error::Corrupt(m),
+            GroupError::Corrupt { what, at } => Error::Corrupt { what, at },
             GroupError::TooLarge { len, max } => Error::TooLarge {
                 what: "batch records for one subtable",
                 len,
@@ -230,15 +237,21 @@ impl DbInner {
         loop {
             match self.queue(&w) {
                 Err(GroupError::NoSpace { free, .. }) => {
-                    if let Err(why) = self.space.wait_for_space(free) {
-                        if let Some(p) = self.poisoned() {
-                            return Err(Error::Poisoned(p));
-                        }
+                    if let Err(stop) = self.space.wait_for_space(free) {
+                        let why = match (self.poisoned(), stop) {
+                            (Some(p), _) | (None, Stop::Failed(p)) => {
+                                return Err(Error::Poisoned(p))
+                            }
+                            (None, Stop::Full(why)) => why,
+                        };
                         // Zones freed since this write found no room outrank the verdict:
                         // it tries again (a few times at most).
                         verdicts += 1;
                         if self.store.zones.free_zones() <= free || verdicts > 8 {
-                            return Err(Error::PoolFull(format!("{why} ({free} zones free)")));
+                            return Err(Error::PoolFull {
+                                cause: why,
+                                free_zones: free,
+                            });
                         }
                     }
                     w = Arc::new(Waiter {
@@ -389,9 +402,9 @@ impl DbInner {
             return Err(GroupError::TooLarge { len, max });
         }
         let fail = |e: Error| match e {
-            Error::PoolFull(m) => GroupError::PoolFull(m),
+            Error::PoolFull { cause, .. } => GroupError::PoolFull(cause),
             Error::NoSpace { free, keep } => GroupError::NoSpace { free, keep },
-            Error::Corrupt(m) => GroupError::Corrupt(m),
+            Error::Corrupt { what, at } => GroupError::Corrupt { what, at },
             // A fence or store that failed: the media can no longer be trusted.
             other => {
                 let why = format!("reserving space failed: {other}");

@@ -26,6 +26,7 @@ use crate::record::{record_size, Kind, ITEM_HEADER};
 use crate::recovery::{self, RecoveryReport};
 use crate::ring::Ring;
 use crate::space::Space;
+use crate::space::Stop;
 use crate::store::Store;
 use crate::subtable::Subtable;
 use crate::view::{MemSource, SnapGuard, Snapshots, Tickets, View};
@@ -113,23 +114,26 @@ impl DbInner {
                 match self.blobs.write(&self.store, self.space.keep, &op.value) {
                     Ok(d) => break d,
                     Err(Error::NoSpace { free, .. }) => {
-                        if let Err(why) = self.space.wait_for_space(free) {
-                            // As in `write_batch`: zones freed meanwhile outrank the verdict.
-                            verdicts += 1;
-                            if self.poisoned().is_none()
-                                && self.store.zones.free_zones() > free
-                                && verdicts <= 8
-                            {
-                                continue;
-                            }
-                            let e = self.poisoned().map_or_else(
-                                || Error::PoolFull(format!("{why} ({free} zones free)")),
-                                Error::Poisoned,
-                            );
+                        if let Err(stop) = self.space.wait_for_space(free) {
+                            let e = match (self.poisoned(), stop) {
+                                (Some(p), _) | (None, Stop::Failed(p)) => Error::Poisoned(p),
+                                (None, Stop::Full(cause)) => {
+                                    // As in `write_batch`: zones freed meanwhile outrank the
+                                    // verdict.
+                                    verdicts += 1;
+                                    if self.store.zones.free_zones() > free && verdicts <= 8 {
+                                        continue;
+                                    }
+                                    Error::PoolFull {
+                                        cause,
+                                        free_zones: free,
+                                    }
+                                }
+                            };
                             return Err(self.give_back(e, &made));
                         }
                     }
-                    Err(e @ Error::PoolFull(_)) => return Err(self.give_back(e, &made)),
+                    Err(e @ Error::PoolFull { .. }) => return Err(self.give_back(e, &made)),
                     Err(e) => {
                         // A failed fence: the media can no longer be trusted.
                         let why = format!("writing a blob failed: {e}");

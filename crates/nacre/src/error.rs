@@ -17,9 +17,14 @@ pub enum Error {
     #[error(transparent)]
     Halloc(#[from] HallocError),
     /// Persistent memory is full: nothing of this write was applied, everything acknowledged
-    /// before it is intact.
-    #[error("pool full: {0}")]
-    PoolFull(String),
+    /// before it is intact. Deletes make room again.
+    #[error("pool full ({free_zones} zones free): {cause}")]
+    PoolFull {
+        /// What holds the space.
+        cause: FullCause,
+        /// Zones free when the write found no room.
+        free_zones: u64,
+    },
     /// No free zone beyond those kept for the cleaner: the write waits for merges and
     /// cleaning (internal; users see a stall, or [`Error::PoolFull`] if nothing can be freed).
     #[error("no free zone: {free} free, {keep} kept for the cleaner")]
@@ -58,21 +63,79 @@ pub enum Error {
     /// Options out of range.
     #[error("invalid options: {0}")]
     InvalidOptions(String),
-    /// Persistent engine metadata failed validation.
-    #[error("corrupt database: {0}")]
-    Corrupt(String),
+    /// Persistent data failed validation: nothing damaged is ever returned.
+    #[error("corrupt database: {what}{}", at.map(|a| format!(" at offset {a:#x}")).unwrap_or_default())]
+    Corrupt {
+        /// What failed its check, and how.
+        what: String,
+        /// Where in the pool, when one place is to blame.
+        at: Option<u64>,
+    },
     /// An earlier failure to make a write durable stopped all writes; reopen to recover.
     #[error("database poisoned by an earlier write failure ({0}); reopen it")]
     Poisoned(String),
+}
+
+/// What fills persistent memory when a write finds no room.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FullCause {
+    /// Live data fills the zones: no zone holds enough dead bytes to gain one by cleaning.
+    #[error("live data fills the pool: no zone holds enough dead bytes to gain one")]
+    LiveData,
+    /// Zones that would be free are held by readers (iterators, snapshots) that may still
+    /// point into them.
+    #[error(
+        "{zones} zones wait for readers (iterators, snapshots) that may still point into them"
+    )]
+    HeldByReaders {
+        /// Zones held.
+        zones: u64,
+    },
+    /// One value needs more zones than the pool has besides those kept for the cleaner.
+    #[error("a value of {len} bytes needs {needs} zones; the pool has {zones}, {kept} kept for the cleaner")]
+    ValueLargerThanPool {
+        /// The value's length.
+        len: u64,
+        /// Zones it needs.
+        needs: u64,
+        /// Zones in the pool.
+        zones: u64,
+        /// Zones kept for the cleaner.
+        kept: u64,
+    },
+    /// A fixed-size allocator pool (zones, memtable or subtable objects) is used up.
+    #[error("{0}")]
+    Exhausted(String),
 }
 
 impl Error {
     /// Maps allocator exhaustion to [`Error::PoolFull`], keeping other errors.
     pub(crate) fn from_alloc(e: HallocError) -> Error {
         match e {
-            HallocError::Exhausted { .. } => Error::PoolFull(e.to_string()),
-            HallocError::Pmem(PmemError::PoolFull { .. }) => Error::PoolFull(e.to_string()),
+            HallocError::Exhausted { .. } | HallocError::Pmem(PmemError::PoolFull { .. }) => {
+                Error::PoolFull {
+                    cause: FullCause::Exhausted(e.to_string()),
+                    free_zones: 0,
+                }
+            }
             other => Error::Halloc(other),
+        }
+    }
+
+    /// [`Error::Corrupt`] with no single place to blame.
+    pub(crate) fn corrupt(what: impl Into<String>) -> Error {
+        Error::Corrupt {
+            what: what.into(),
+            at: None,
+        }
+    }
+
+    /// [`Error::Corrupt`] at pool offset `at`.
+    pub(crate) fn corrupt_at(what: impl Into<String>, at: nacre_pmem::PmOffset) -> Error {
+        Error::Corrupt {
+            what: what.into(),
+            at: Some(at.get()),
         }
     }
 }

@@ -49,7 +49,7 @@ mod view;
 pub use batch::WriteBatch;
 pub use blob::MAX_VALUE;
 pub use db::{Db, Snapshot, DEFAULT_SUBTABLE};
-pub use error::{Error, Result};
+pub use error::{Error, FullCause, Result};
 pub use iter::{DbIterator, IterOptions};
 pub use options::{CommitMode, Inject, Options, Pipelining, RecoveryMutation};
 pub use recovery::RecoveryReport;

@@ -165,7 +165,7 @@ impl Memtable {
         }
         let role = store.mems.role(obj);
         let role = Role::from_word(role).ok_or_else(|| {
-            Error::Corrupt(format!(
+            Error::corrupt(format!(
                 "memtable at {} has an unknown role {role}",
                 store.mems.objects().offset(obj)
             ))
@@ -274,7 +274,7 @@ impl Memtable {
         let zone = match zones[nslot as usize] {
             Slot::Zone(z) => z,
             Slot::Reclaimed => {
-                return Err(Error::Corrupt(format!(
+                return Err(Error::corrupt(format!(
                     "memtable slot {nslot} ahead of the cursor is reclaimed"
                 )))
             }
@@ -332,7 +332,7 @@ impl Memtable {
             Some(Slot::Zone(z)) => *z,
             Some(Slot::Reclaimed) => return Ok(None),
             _ => {
-                return Err(Error::Corrupt(format!(
+                return Err(Error::corrupt(format!(
                     "memtable position {pos} has no zone"
                 )))
             }
@@ -443,7 +443,7 @@ impl Memtable {
         if pos != end {
             return Err((
                 pos,
-                Error::Corrupt(format!(
+                Error::corrupt(format!(
                     "memtable items end at {pos}, commit point is {end}"
                 )),
             ));
@@ -530,7 +530,7 @@ impl Memtable {
                 if let Slot::Zone(id) = *z {
                     if !store.zones.is_owned(id)? {
                         if (slot as u64) * zs < cur {
-                            return Err(Error::Corrupt(format!(
+                            return Err(Error::corrupt(format!(
                                 "zone {id:?} holds committed data but is free"
                             )));
                         }

@@ -166,7 +166,7 @@ pub fn read_item_header(
         || len as usize > room
         || len % 8 != 0
     {
-        return Err(Error::Corrupt(format!("bad item header at {off}")));
+        return Err(Error::corrupt_at("bad item header", off));
     }
     Ok(ItemHeader {
         len,
@@ -230,22 +230,20 @@ pub fn read_record_into(
 ) -> Result<(u64, Kind, usize)> {
     let mut h = [0u8; RECORD_HEADER];
     if room < RECORD_HEADER {
-        return Err(Error::Corrupt(format!("record at {off} overruns its item")));
+        return Err(Error::corrupt_at("record overruns its item", off));
     }
     pool.read(off, &mut h);
     let (klen, vlen) = (u32_at(&h, 8) as usize, u32_at(&h, 12) as usize);
     let kind = Kind::from_u8(h[16]);
     if record_size(klen, vlen) > room {
-        return Err(Error::Corrupt(format!("record at {off} overruns its item")));
+        return Err(Error::corrupt_at("record overruns its item", off));
     }
     kv.clear();
     kv.resize(klen + vlen, 0);
     pool.read(off.add(RECORD_HEADER as u64), kv);
     let crc = crc32c::crc32c_append(crc32c::crc32c(&h[..20]), kv);
     let Some(kind) = kind.filter(|_| crc == u32_at(&h, 20)) else {
-        return Err(Error::Corrupt(format!(
-            "record at {off} fails its checksum"
-        )));
+        return Err(Error::corrupt_at("record fails its checksum", off));
     };
     Ok((u64_at(&h, 0), kind, klen))
 }
@@ -257,7 +255,7 @@ pub fn read_record_meta(pool: &Pool, off: PmOffset) -> Result<(u32, Kind)> {
     let (klen, vlen) = (u32_at(&h, 8) as usize, u32_at(&h, 12) as usize);
     match Kind::from_u8(h[16]) {
         Some(k) => Ok((record_size(klen, vlen) as u32, k)),
-        None => Err(Error::Corrupt(format!("record at {off} has a bad kind"))),
+        None => Err(Error::corrupt_at("record has a bad kind", off)),
     }
 }
 
@@ -276,7 +274,7 @@ pub fn read_value(pool: &Pool, off: PmOffset) -> Result<Option<(Kind, Vec<u8>)>>
             pool.read(at, &mut v);
             Ok(Some((kind, v)))
         }
-        None => Err(Error::Corrupt(format!("record at {off} has a bad kind"))),
+        None => Err(Error::corrupt_at("record has a bad kind", off)),
     }
 }
 

@@ -103,7 +103,7 @@ pub(crate) fn recover(
     for obj in store.subs.objects().committed_ids() {
         let (id, name) = store.subs.read(obj);
         if id > u64::from(u32::MAX) || !ids.insert(id) {
-            return Err(Error::Corrupt(format!(
+            return Err(Error::corrupt(format!(
                 "subtable {name:?} has a bad or duplicate id {id}"
             )));
         }
@@ -116,10 +116,10 @@ pub(crate) fn recover(
                 .id_at(at)
                 .filter(|m| store.mems.objects().check(*m).unwrap_or(false))
                 .ok_or_else(|| {
-                    Error::Corrupt(format!("subtable {name:?} links a bad memtable at {at}"))
+                    Error::corrupt(format!("subtable {name:?} links a bad memtable at {at}"))
                 })?;
             if !reachable.insert(m) {
-                return Err(Error::Corrupt(format!("memtable list of {name:?} loops")));
+                return Err(Error::corrupt(format!("memtable list of {name:?} loops")));
             }
             let mt = Arc::new(Memtable::load(store, m)?);
             all.push(mt.clone());
@@ -197,7 +197,7 @@ pub(crate) fn recover(
         by_mem.push(r);
     }
     if max_seq > rep.commit_id {
-        return Err(Error::Corrupt(format!(
+        return Err(Error::corrupt(format!(
             "record sequence {max_seq} above commit id {}",
             rep.commit_id
         )));
@@ -491,7 +491,7 @@ fn decide(
     let items = group.first().map_or(0, |g| g.1.items) as usize;
     let agree = group.iter().all(|g| g.1.items as usize == items);
     if agree && group.len() > items {
-        return Err(Error::Corrupt(format!(
+        return Err(Error::corrupt(format!(
             "group {newest} of run {run} shows {} items, its headers say {items}",
             group.len()
         )));
@@ -502,7 +502,7 @@ fn decide(
     if short || above {
         for (i, _, tail) in group {
             if !tail {
-                return Err(Error::Corrupt(format!(
+                return Err(Error::corrupt(format!(
                     "group {newest} of run {run} is incomplete but not the last group"
                 )));
             }

@@ -131,10 +131,10 @@ impl Store {
         }
         pool.check_range(root, ROOT_LEN)?;
         if pool.load_u64(root) != MAGIC {
-            return Err(Error::Corrupt("engine root has a bad magic".into()));
+            return Err(Error::corrupt("engine root has a bad magic"));
         }
         if pool.load_u64(root.add(8)) != VERSION {
-            return Err(Error::Corrupt(format!(
+            return Err(Error::corrupt(format!(
                 "engine format version {} (this build reads {VERSION})",
                 pool.load_u64(root.add(8))
             )));

@@ -24,13 +24,13 @@ fn a_full_pool_refuses_writes_and_keeps_everything_acknowledged() {
         }
         assert!(acked < 100_000, "a 4 MiB pool never filled");
     };
-    assert!(matches!(err, Error::PoolFull(_)), "{err}");
+    assert!(matches!(err, Error::PoolFull { .. }), "{err}");
     assert!(err.to_string().contains("pool full"), "{err}");
     assert!(acked > 100, "{acked}");
     // still full, still readable, nothing lost
     assert!(matches!(
         db.put(&s, "more", &value),
-        Err(Error::PoolFull(_))
+        Err(Error::PoolFull { .. })
     ));
     for i in 0..acked {
         assert_eq!(

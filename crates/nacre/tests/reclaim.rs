@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use nacre::{Db, Error, IterOptions, Options, Stats};
+use nacre::{Db, Error, FullCause, IterOptions, Options, Stats};
 use nacre_pmem::{Backend, SplitMix64};
 
 fn opts(path: &std::path::Path, backend: Backend, pool: u64) -> Options {
@@ -117,7 +117,7 @@ fn deleting_everything_gives_the_space_back_and_inserting_again_works() {
         loop {
             match db.put(&sub, format!("c{cycle}/k{n:06}"), value(n, cycle, 1000)) {
                 Ok(()) => n += 1,
-                Err(Error::PoolFull(_)) => break,
+                Err(Error::PoolFull { .. }) => break,
                 Err(e) => panic!("cycle {cycle}: {e}"),
             }
             if n * 1000 > pool * 7 / 10 {
@@ -157,7 +157,16 @@ fn a_full_pool_becomes_writable_again_after_deletes() {
         }
         assert!(n < 100_000);
     };
-    assert!(matches!(err, Error::PoolFull(_)), "{err}");
+    assert!(
+        matches!(
+            err,
+            Error::PoolFull {
+                cause: FullCause::LiveData,
+                ..
+            }
+        ),
+        "{err}"
+    );
     for i in 0..n / 2 {
         db.delete(&sub, format!("k{i:06}"))
             .expect("deletes work on a full pool");

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use crate::commit::{GroupError, Moved};
 use crate::db::DbInner;
-use crate::error::{Error, Result};
+use crate::error::{Error, FullCause, Result};
 use crate::gi::{apply, Horizon, Version};
 use crate::memtable::{Found, Memtable};
 use crate::record::{read_record, ITEM_HEADER};
@@ -93,7 +93,7 @@ pub(crate) enum Cleaned {
     /// No zone is worth cleaning (or none holds enough dead bytes to gain one).
     Nothing,
     /// Relocation found no room (no free zone, or no memtable object).
-    NoRoom(String),
+    NoRoom(FullCause),
 }
 
 /// Cleans one zone if one is worth it.
@@ -193,14 +193,12 @@ fn relocate(
     sub: &Subtable,
     chunk: Vec<(Found, Moved)>,
     moved_keys: &mut Vec<(Vec<u8>, u64)>,
-) -> Result<Option<String>> {
+) -> Result<Option<FullCause>> {
     let (found, moved): (Vec<Found>, Vec<Moved>) = chunk.into_iter().unzip();
     let sub_id = sub.id();
     let news = match db.commit_moved(sub_id, moved) {
         Ok(n) => n,
-        Err(GroupError::NoSpace { free, .. }) => {
-            return Ok(Some(format!("no free zone to relocate into ({free} free)")))
-        }
+        Err(GroupError::NoSpace { .. }) => return Ok(Some(FullCause::LiveData)),
         Err(GroupError::PoolFull(why)) => return Ok(Some(why)),
         Err(e) => return Err(Error::from(e)),
     };

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
+use crate::error::FullCause;
 use crate::memtable::Memtable;
 
 /// Sealed memtables waiting for a merge beyond which writers wait (like RocksDB's
@@ -38,6 +39,15 @@ pub(crate) struct ZoneInfo {
     pub stamp: u64,
 }
 
+/// Why a writer waiting for space stops waiting without it.
+#[derive(Clone, Debug)]
+pub(crate) enum Stop {
+    /// Nothing can be freed.
+    Full(FullCause),
+    /// The background worker failed.
+    Failed(String),
+}
+
 /// What writers and the background worker share about free space.
 #[derive(Default)]
 struct Signal {
@@ -47,8 +57,8 @@ struct Signal {
     waiting: u64,
     /// The worker failed: the verdict in `full` stands for every later waiter.
     waiting_epoch_failed: bool,
-    /// The worker found nothing to free while writers waited, and why.
-    full: Option<String>,
+    /// The worker found nothing to free while writers waited (or failed), and why.
+    full: Option<Stop>,
     /// The fewest free zones a waiting writer saw when it found no room.
     seen_free: u64,
 }
@@ -118,7 +128,7 @@ impl Space {
     pub fn worker_failed(&self, why: String) {
         self.failed.store(true, Ordering::Release);
         let mut s = self.signal.lock();
-        s.full = Some(why);
+        s.full = Some(Stop::Failed(why));
         s.waiting_epoch_failed = true;
         self.writers.notify_all();
     }
@@ -156,7 +166,7 @@ impl Space {
     /// The worker cannot free anything while writers wait: they fail with `PoolFull`, unless
     /// more zones are free now (`free`) than a waiting writer saw when it found no room; then
     /// they try again.
-    pub fn declare_full(&self, why: String, free: u64) {
+    pub fn declare_full(&self, why: FullCause, free: u64) {
         let mut s = self.signal.lock();
         if s.waiting > 0 && free > s.seen_free {
             s.progress += 1;
@@ -166,14 +176,14 @@ impl Space {
         }
         if s.waiting > 0 && s.full.is_none() {
             tracing::warn!(reason = %why, "pool full");
-            s.full = Some(why);
+            s.full = Some(Stop::Full(why));
             self.writers.notify_all();
         }
     }
 
     /// A writer found no room with `free` zones free: waits for the worker's next progress.
     /// `Err(why)` when the worker declared the pool full.
-    pub fn wait_for_space(&self, free: u64) -> Result<(), String> {
+    pub fn wait_for_space(&self, free: u64) -> Result<(), Stop> {
         let start = Instant::now();
         self.stalls.fetch_add(1, Ordering::Relaxed);
         let mut s = self.signal.lock();
