@@ -24,7 +24,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let db = Db::open(opts)?;
     let rep = db.recovery_report();
-    println!("open    {} ({})", path.display(), db.pool().report());
+    println!("open    {} ({})", path.display(), db.backend_report());
     println!(
         "        recovered {} records in {} memtables in {:?} ({} threads, {})",
         rep.records,

@@ -72,6 +72,21 @@ pub(crate) struct DbInner {
     pub pause: parking_lot::Mutex<()>,
 }
 
+/// The controls of a `sim` pool (see [`Db::sim`]).
+#[doc(hidden)]
+pub struct SimHandle(Arc<Pool>);
+
+impl std::ops::Deref for SimHandle {
+    type Target = nacre_pmem::SimControl;
+
+    fn deref(&self) -> &nacre_pmem::SimControl {
+        match self.0.sim() {
+            Some(s) => s,
+            None => unreachable!("a SimHandle is made only for a sim pool"),
+        }
+    }
+}
+
 /// An open database.
 pub struct Db {
     inner: Arc<DbInner>,
@@ -326,9 +341,21 @@ impl Db {
         &self.inner.recovery
     }
 
-    /// The pool underneath (backend report, simulator controls).
-    pub fn pool(&self) -> &Arc<Pool> {
-        &self.inner.store.pool
+    /// The durability backend in use and how it was chosen.
+    pub fn backend_report(&self) -> &nacre_pmem::BackendReport {
+        self.inner.store.pool.report()
+    }
+
+    /// The simulator's controls, on the `sim` backend (tests). The handle keeps the pool's
+    /// memory alive after the database closes, and gives no access to its bytes.
+    #[doc(hidden)]
+    pub fn sim(&self) -> Option<SimHandle> {
+        self.inner
+            .store
+            .pool
+            .sim()
+            .is_some()
+            .then(|| SimHandle(self.inner.store.pool.clone()))
     }
 
     fn known_subtable(&self, name: &str) -> Option<Subtable> {

@@ -48,7 +48,7 @@ mod view;
 
 pub use batch::WriteBatch;
 pub use blob::MAX_VALUE;
-pub use db::{Db, Snapshot, DEFAULT_SUBTABLE};
+pub use db::{Db, SimHandle, Snapshot, DEFAULT_SUBTABLE};
 pub use error::{Error, FullCause, Result};
 pub use iter::{DbIterator, IterOptions};
 pub use options::{CommitMode, Inject, Options, Pipelining, RecoveryMutation};

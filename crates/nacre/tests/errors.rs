@@ -39,7 +39,7 @@ fn a_full_pool_refuses_writes_and_keeps_everything_acknowledged() {
         );
     }
     assert_eq!(db.get(&s, "more").expect("get"), None);
-    let image = db.pool().sim().expect("sim").crash(CrashPolicy::KeepNone);
+    let image = db.sim().expect("sim").crash(CrashPolicy::KeepNone);
     drop(db);
     let db = Db::open_pool(
         Pool::open_sim(image, &PoolOptions::with_backend(Backend::Sim)).expect("image"),

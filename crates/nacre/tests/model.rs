@@ -337,19 +337,14 @@ fn random_operations_match_a_btreemap_while_merging_and_cleaning() {
         freed = freed.max(db.stats().cleaner_zones_freed);
         if round % 2 == 0 {
             image = Some(
-                db.pool()
-                    .sim()
+                db.sim()
                     .expect("sim")
                     .crash(nacre_pmem::CrashPolicy::KeepNone),
             );
         } else {
-            let pool = db.pool().clone();
+            let sim = db.sim().expect("sim");
             db.close().expect("close");
-            image = Some(
-                pool.sim()
-                    .expect("sim")
-                    .crash(nacre_pmem::CrashPolicy::KeepNone),
-            );
+            image = Some(sim.crash(nacre_pmem::CrashPolicy::KeepNone));
         }
     }
     assert!(freed > 0, "the cleaner gave zones back");

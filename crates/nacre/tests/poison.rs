@@ -57,7 +57,7 @@ fn a_failed_fence_gives_every_writer_the_error() {
     for i in 0..50u64 {
         db.put(&s, format!("before{i}"), b"v").expect("put");
     }
-    let sim = db.pool().sim().expect("sim");
+    let sim = db.sim().expect("sim");
     let failed = AtomicU64::new(0);
     std::thread::scope(|scope| {
         for t in 0..4u64 {

@@ -83,8 +83,7 @@ fn subtables(db: &Db) -> Vec<nacre::Subtable> {
 fn base_image(setup: Setup) -> Vec<u8> {
     let db = Db::open(opts(setup)).expect("open");
     subtables(&db);
-    let image = db.pool().sim().expect("sim").crash(CrashPolicy::KeepNone);
-    image
+    db.sim().expect("sim").crash(CrashPolicy::KeepNone)
 }
 
 macro_rules! ensure {
@@ -109,8 +108,8 @@ fn run_once(
         Pool::open_sim(base.to_vec(), &PoolOptions::with_backend(Backend::Sim)).expect("image");
     let db = Arc::new(Db::open_pool(pool, opts(setup)).expect("open"));
     let subs = subtables(&db);
-    let sim_pool = db.pool().clone();
-    let sim = sim_pool.sim().expect("sim");
+    let sim_handle = db.sim().expect("sim");
+    let sim: &nacre_pmem::SimControl = &sim_handle;
     let start = sim.fence_count();
     if max_fence > 0 {
         sim.stop_at_fence(start + 1 + rng.next_u64() % max_fence);

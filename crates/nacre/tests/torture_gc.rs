@@ -124,7 +124,7 @@ fn base(mutation: Option<RecoveryMutation>) -> (Vec<u8>, State) {
         s.cleaner_zones_freed > 0 && s.zones_free < s.zones / 2,
         "the prefix aged the pool: {s:#?}"
     );
-    let image = db.pool().sim().expect("sim").crash(CrashPolicy::KeepNone);
+    let image = db.sim().expect("sim").crash(CrashPolicy::KeepNone);
     (image, state)
 }
 
@@ -146,7 +146,7 @@ fn phase(
     cov: &mut Coverage,
 ) -> Result<(Vec<u8>, Expect), String> {
     let subs = subtables(&db);
-    let sim = db.pool().sim().expect("sim");
+    let sim = db.sim().expect("sim");
     let start = sim.fence_count();
     let stop = 1 + rng.next_u64() % 1100;
     sim.stop_at_fence(start + stop);
@@ -364,7 +364,7 @@ fn reused_zone_after_crash(mutation: Option<RecoveryMutation>) -> Vec<(Vec<u8>, 
     for i in 0..600u64 {
         db.put(&a, format!("a{i:05}"), value(i)).expect("put");
     }
-    let sim = db.pool().sim().expect("sim");
+    let sim = db.sim().expect("sim");
     let before = sim.crash(CrashPolicy::KeepNone);
     for i in 0..600u64 {
         db.delete(&a, format!("a{i:05}")).expect("delete");
