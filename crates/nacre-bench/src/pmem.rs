@@ -92,10 +92,13 @@ impl PersistOps for PoolSubject {
         let at = self.base.add(off as u64);
         match self.mode {
             PoolMode::Persist => {
-                self.pool.write(at, data);
+                // SAFETY: the subject's region is its own (one pool per subject, used by one
+                // thread through `&mut self`).
+                unsafe { self.pool.write(at, data) };
                 self.pool.persist(at, data.len())?;
             }
-            PoolMode::CopyPersist => self.pool.copy_persist(at, data)?,
+            // SAFETY: as above.
+            PoolMode::CopyPersist => unsafe { self.pool.copy_persist(at, data)? },
         }
         Ok(())
     }

@@ -81,7 +81,9 @@ impl MemtablePool {
         head[NSLOTS as usize..][..8].copy_from_slice(&self.slots.to_le_bytes());
         head[BIRTH as usize..][..8].copy_from_slice(&birth.to_le_bytes());
         head[ROLE as usize..][..8].copy_from_slice(&role.to_le_bytes());
-        pool.copy_persist(off, &head)?;
+        // SAFETY: the object was just taken off the freelist: it is this caller's alone until
+        // it is committed and linked.
+        unsafe { pool.copy_persist(off, &head)? };
         Ok(id)
     }
 
@@ -220,7 +222,8 @@ impl SubtablePool {
         let mut b = [0u8; Self::OBJECT_SIZE as usize];
         b[..8].copy_from_slice(&id.to_le_bytes());
         b[16..16 + name.len()].copy_from_slice(name.as_bytes());
-        self.inner.pmem().copy_persist(self.inner.offset(obj), &b)?;
+        // SAFETY: as in `MemtablePool::get`: a fresh object, not yet shared.
+        unsafe { self.inner.pmem().copy_persist(self.inner.offset(obj), &b)? };
         Ok(obj)
     }
 
@@ -238,7 +241,12 @@ impl SubtablePool {
     pub fn read(&self, obj: ObjId) -> (u64, String) {
         let off = self.inner.offset(obj);
         let mut b = [0u8; Self::OBJECT_SIZE as usize];
-        self.inner.pmem().read(off, &mut b);
+        let pool = self.inner.pmem();
+        // The id is written once, before the object is committed; the memlist word, the only
+        // one written later, is read with an atomic load.
+        b[..8].copy_from_slice(&pool.load_u64(off).to_le_bytes());
+        // SAFETY: the name is written once, before the object is committed, and never again.
+        unsafe { pool.read(off.add(16), &mut b[16..]) };
         let mut id = [0u8; 8];
         id.copy_from_slice(&b[..8]);
         let name = &b[16..];

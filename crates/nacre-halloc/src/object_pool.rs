@@ -191,14 +191,16 @@ impl ObjectPool {
                 let next = if j + 1 == shape.count { NIL } else { j + 1 };
                 buf.extend_from_slice(&next.to_le_bytes());
             }
-            pool.copy_nt(entries.add(8 * i), &buf);
+            // SAFETY: the pool is being formatted; no other thread has it yet.
+            unsafe { pool.copy_nt(entries.add(8 * i), &buf) };
             i = end;
         }
         pool.store_u64(base.add(HD_AT), 0);
         pool.fence()?;
         let h = shape.encode();
         let bytes: Vec<u8> = h.iter().flat_map(|w| w.to_le_bytes()).collect();
-        pool.write(base, &bytes);
+        // SAFETY: as above.
+        unsafe { pool.write(base, &bytes) };
         pool.persist(base, bytes.len())?;
         Ok(())
     }

@@ -74,7 +74,9 @@ pub(crate) fn open_or_create(pool: &Pool) -> Result<PmOffset> {
         None => pool.reserve_region(REGISTRY_REGION, SIZE, 4096, 0)?,
     };
     let at = region.offset;
-    pool.write(at, &[0u8; SIZE as usize]);
+    // SAFETY: the region was just reserved and no root points at it yet: nothing else reads
+    // or writes it.
+    unsafe { pool.write(at, &[0u8; SIZE as usize]) };
     pool.store_u64(at, MAGIC);
     pool.persist(at, SIZE as usize)?;
     pool.set_root(REGISTRY_ROOT, at)?;
@@ -91,7 +93,9 @@ pub(crate) fn entries(pool: &Pool, reg: PmOffset) -> Result<Vec<Entry>> {
     for i in 0..count {
         let at = reg.add(ENTRIES_AT + i * ENTRY);
         let mut raw = [0u8; 24];
-        pool.read(at, &mut raw);
+        // SAFETY: entries below the count are written once, before the count is advanced past
+        // them, and never again.
+        unsafe { pool.read(at, &mut raw) };
         let n = raw.iter().position(|&c| c == 0).unwrap_or(raw.len());
         let word = |k: u64| pool.load_u64(at.add(24 + 8 * k));
         out.push(Entry {
@@ -127,7 +131,9 @@ pub(crate) fn add(pool: &Pool, reg: PmOffset, e: &Entry) -> Result<()> {
     {
         buf[24 + 8 * k..32 + 8 * k].copy_from_slice(&v.to_le_bytes());
     }
-    pool.write(at, &buf);
+    // SAFETY: the entry lies at the count, where no reader looks until the count is advanced
+    // below; registrations are serialised by the caller.
+    unsafe { pool.write(at, &buf) };
     pool.persist(at, buf.len())?;
     pool.persist_u64(reg.add(8), count + 1)?;
     Ok(())

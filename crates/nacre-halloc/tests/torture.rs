@@ -48,9 +48,12 @@ impl Side<'_> {
         match rng.next_u64() % 4 {
             0 | 1 => {
                 let Ok(id) = self.objs.get() else { return };
-                self.pool
-                    .copy_persist(self.objs.offset(id), &content(tag, self.len))
-                    .expect("persist");
+                // SAFETY: a fresh object of this thread's own pool, not yet committed.
+                unsafe {
+                    self.pool
+                        .copy_persist(self.objs.offset(id), &content(tag, self.len))
+                }
+                .expect("persist");
                 self.objs.commit(id).expect("commit");
                 self.committed.push(id);
                 // after the failure nothing reaches media: the model stays as it was
@@ -121,7 +124,8 @@ fn check_side(
         let is = objs.check(id).expect("check");
         committed += u64::from(is);
         let mut got = vec![0u8; len];
-        pool.read(objs.offset(id), &mut got);
+        // SAFETY: this test's own pool; no other thread touches these bytes meanwhile.
+        unsafe { pool.read(objs.offset(id), &mut got) };
         let ok = |t: &Option<u64>| t.is_some_and(|t| got == content(t, len));
         match model.get(&i).unwrap_or(&Durable::Free) {
             Durable::Free => assert!(!is, "seed {seed}: object {i} should be free"),

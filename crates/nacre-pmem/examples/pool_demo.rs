@@ -34,13 +34,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let n = pool.load_u64(count_at) + 1;
     let msg = format!("hello from run {n}");
     let rec = region.offset.add(64);
-    pool.copy_persist(rec, msg.as_bytes())?;
+    // SAFETY: this example's own pool, one thread.
+    unsafe { pool.copy_persist(rec, msg.as_bytes())? };
     pool.persist_u64(count_at, n)?;
     drop(pool);
 
     let pool = Pool::open(&path, &opts)?;
     let mut buf = vec![0u8; msg.len()];
-    pool.read(rec, &mut buf);
+    // SAFETY: this example's own pool, one thread.
+    unsafe { pool.read(rec, &mut buf) };
     println!(
         "reopen  run counter {} and record {:?}",
         pool.load_u64(count_at),
@@ -51,17 +53,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let sim = Pool::create_sim(1 << 20, &PoolOptions::with_backend(Backend::Sim))?;
     let at = sim.data_start();
-    sim.write(at, b"persisted");
+    // SAFETY: this example's own pool, one thread.
+    unsafe { sim.write(at, b"persisted") };
     sim.persist(at, 9)?;
-    sim.write(PmOffset(at.get() + 64), b"volatile!");
+    // SAFETY: this example's own pool, one thread.
+    unsafe { sim.write(PmOffset(at.get() + 64), b"volatile!") };
     let control = sim.sim().ok_or("sim backend has a controller")?;
     let after = Pool::open_sim(
         control.crash(CrashPolicy::KeepNone),
         &PoolOptions::with_backend(Backend::Sim),
     )?;
     let (mut a, mut b) = ([0u8; 9], [0u8; 9]);
-    after.read(at, &mut a);
-    after.read(PmOffset(at.get() + 64), &mut b);
+    // SAFETY: this example's own pool, one thread.
+    unsafe { after.read(at, &mut a) };
+    // SAFETY: this example's own pool, one thread.
+    unsafe { after.read(PmOffset(at.get() + 64), &mut b) };
     println!(
         "sim     after power failure: persisted {:?}, unflushed {:?} ({} fences issued)",
         String::from_utf8_lossy(&a),

@@ -16,7 +16,8 @@
 //! use nacre_pmem::{Pool, PoolOptions, Backend, PmOffset};
 //! let pool = Pool::create_sim(1 << 20, &PoolOptions::with_backend(Backend::Sim))?;
 //! let r = pool.reserve_region("demo", 4096, 64, 0)?;
-//! pool.write(r.offset, b"hello");
+//! // SAFETY: the region was just reserved; nothing else touches it.
+//! unsafe { pool.write(r.offset, b"hello") };
 //! pool.persist(r.offset, 5)?;
 //! # Ok::<(), nacre_pmem::PmemError>(())
 //! ```

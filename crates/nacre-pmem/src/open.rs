@@ -212,8 +212,11 @@ fn sync_parent_dir(path: &Path) -> Result<()> {
 /// Writes a fresh superblock: metadata slot A first, then the header (invariant S1).
 fn format(pool: &Pool) -> Result<()> {
     let slot_a = PmOffset(META_SLOT_OFFSET);
-    pool.write(slot_a, &Meta::fresh().encode());
-    pool.write(slot_a.add(META_SLOT_SIZE as u64), &[0u8; META_SLOT_SIZE]);
+    // SAFETY: the pool is being created; no other thread has it yet.
+    unsafe {
+        pool.write(slot_a, &Meta::fresh().encode());
+        pool.write(slot_a.add(META_SLOT_SIZE as u64), &[0u8; META_SLOT_SIZE]);
+    }
     pool.persist(slot_a, 2 * META_SLOT_SIZE)?;
     let header = Header {
         version: FORMAT_VERSION,
@@ -221,7 +224,8 @@ fn format(pool: &Pool) -> Result<()> {
         uuid: pool.uuid(),
         data_start: DATA_START,
     };
-    pool.write(PmOffset(0), &header.encode());
+    // SAFETY: as above.
+    unsafe { pool.write(PmOffset(0), &header.encode()) };
     pool.persist(PmOffset(0), HEADER_SIZE)
 }
 

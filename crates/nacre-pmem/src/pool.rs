@@ -168,10 +168,15 @@ impl Pool {
 
     /// Copies `buf.len()` bytes at `off` into `buf`.
     ///
+    /// # Safety
+    /// The pool is memory shared between threads (and processes): no other thread may write
+    /// any byte of `[off, off + buf.len())` while this runs. A reader that may race a writer
+    /// uses [`Pool::load_u64`].
+    ///
     /// # Panics
     /// If the range leaves the pool.
     #[track_caller]
-    pub fn read(&self, off: PmOffset, buf: &mut [u8]) {
+    pub unsafe fn read(&self, off: PmOffset, buf: &mut [u8]) {
         let p = self.ptr(off, buf.len());
         // SAFETY: `p` is valid for `buf.len()` bytes (bounds checked) and cannot overlap a
         // Rust-owned buffer.
@@ -180,10 +185,15 @@ impl Pool {
 
     /// Stores `data` at `off` through the cache. Not durable until flushed and fenced.
     ///
+    /// # Safety
+    /// No other thread may read or write any byte of `[off, off + data.len())` while this
+    /// runs (the bytes belong to the caller until it publishes them, e.g. with a release
+    /// store of an 8-byte word through [`Pool::store_u64`]).
+    ///
     /// # Panics
     /// If the range leaves the pool.
     #[track_caller]
-    pub fn write(&self, off: PmOffset, data: &[u8]) {
+    pub unsafe fn write(&self, off: PmOffset, data: &[u8]) {
         let p = self.ptr(off, data.len());
         // SAFETY: `p` is valid for `data.len()` bytes and cannot overlap a Rust-owned slice.
         unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p, data.len()) };
@@ -368,10 +378,13 @@ impl Pool {
     /// flushes cache lines; copies shorter than [`flush::NT_MIN_LEN`] go through the cache and
     /// are flushed, which is faster for them). Durable at the next `fence`, like a flush.
     ///
+    /// # Safety
+    /// As for [`Pool::write`]: the destination range is the caller's alone while this runs.
+    ///
     /// # Panics
     /// If the range leaves the pool.
     #[track_caller]
-    pub fn copy_nt(&self, off: PmOffset, src: &[u8]) {
+    pub unsafe fn copy_nt(&self, off: PmOffset, src: &[u8]) {
         let o = self.bounds(off, src.len());
         if self.report.active.uses_cache_flush() {
             // SAFETY: destination bounds-checked, cannot overlap the Rust-owned `src`; the
@@ -379,15 +392,20 @@ impl Pool {
             unsafe { flush::copy_nt(self.report.flush_instr, self.map.ptr().add(o), src) };
             self.media_delay(lines_spanned(o, src.len()));
         } else {
-            self.write(off, src);
+            // SAFETY: the caller owns the range (this function's contract).
+            unsafe { self.write(off, src) };
             self.flush(off, src.len());
         }
     }
 
     /// `copy_nt(off, src)` then `fence()`.
+    ///
+    /// # Safety
+    /// As for [`Pool::copy_nt`].
     #[track_caller]
-    pub fn copy_persist(&self, off: PmOffset, src: &[u8]) -> Result<()> {
-        self.copy_nt(off, src);
+    pub unsafe fn copy_persist(&self, off: PmOffset, src: &[u8]) -> Result<()> {
+        // SAFETY: the caller owns the range (this function's contract).
+        unsafe { self.copy_nt(off, src) };
         self.fence()
     }
 
@@ -402,7 +420,9 @@ impl Pool {
         next.seq = cur.1.seq + 1;
         let slot = 1 - cur.0;
         let off = PmOffset(META_SLOT_OFFSET + (slot * META_SLOT_SIZE) as u64);
-        self.write(off, &next.encode());
+        // SAFETY: metadata slots are written only here, under the metadata lock, and read
+        // only at open (before the pool is shared).
+        unsafe { self.write(off, &next.encode()) };
         self.persist(off, META_SLOT_SIZE)?;
         *cur = (slot, next);
         Ok(())

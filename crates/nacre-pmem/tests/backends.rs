@@ -25,13 +25,15 @@ fn data_written_and_persisted_survives_reopen() {
         assert_eq!(r.offset.get() % 4096, 0);
         // plain write + persist
         let msg = b"the quick brown fox jumps over the lazy dog";
-        pool.write(r.offset, msg);
+        // SAFETY: this test's own pool; no other thread touches these bytes meanwhile.
+        unsafe { pool.write(r.offset, msg) };
         pool.persist(r.offset, msg.len()).expect("persist");
         // non-temporal copies of awkward sizes and alignments
         let big: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
-        pool.copy_persist(r.offset.add(101), &big)
-            .expect("copy_persist");
-        pool.copy_nt(r.offset.add(20_000), &big[..77]);
+        // SAFETY: this test's own pool; no other thread touches these bytes meanwhile.
+        unsafe { pool.copy_persist(r.offset.add(101), &big) }.expect("copy_persist");
+        // SAFETY: this test's own pool; no other thread touches these bytes meanwhile.
+        unsafe { pool.copy_nt(r.offset.add(20_000), &big[..77]) };
         pool.fence().expect("fence");
         // atomic words
         let w = r.offset.add(65_536);
@@ -46,13 +48,16 @@ fn data_written_and_persisted_survives_reopen() {
         let pool = reopen(backend, dir.path(), pool);
         assert_eq!(pool.uuid(), uuid, "{backend}");
         let mut got = vec![0u8; msg.len()];
-        pool.read(r.offset, &mut got);
+        // SAFETY: this test's own pool; no other thread touches these bytes meanwhile.
+        unsafe { pool.read(r.offset, &mut got) };
         assert_eq!(&got, msg, "{backend}");
         let mut got = vec![0u8; big.len()];
-        pool.read(r.offset.add(101), &mut got);
+        // SAFETY: this test's own pool; no other thread touches these bytes meanwhile.
+        unsafe { pool.read(r.offset.add(101), &mut got) };
         assert_eq!(got, big, "{backend}");
         let mut got = vec![0u8; 77];
-        pool.read(r.offset.add(20_000), &mut got);
+        // SAFETY: this test's own pool; no other thread touches these bytes meanwhile.
+        unsafe { pool.read(r.offset.add(20_000), &mut got) };
         assert_eq!(&got[..], &big[..77], "{backend}");
         assert_eq!(pool.load_u64(w), 0xDEAD_BEEF_CAFE_F00D, "{backend}");
         assert_eq!(pool.load_u64(w.add(8)), 42, "{backend}");
@@ -165,14 +170,16 @@ fn every_supported_flush_instruction_can_be_forced() {
         let pool = r.expect("create");
         assert_eq!(pool.flush_instr(), instr);
         let off = pool.data_start();
-        pool.write(off, &[9u8; 300]);
+        // SAFETY: this test's own pool; no other thread touches these bytes meanwhile.
+        unsafe { pool.write(off, &[9u8; 300]) };
         pool.persist(off, 300).expect("persist");
-        pool.copy_persist(off.add(1000), &[5u8; 5000])
-            .expect("copy");
+        // SAFETY: this test's own pool; no other thread touches these bytes meanwhile.
+        unsafe { pool.copy_persist(off.add(1000), &[5u8; 5000]) }.expect("copy");
         drop(pool);
         let pool = Pool::open(dir.path().join("f.pool"), &opts).expect("open");
         let mut b = [0u8; 300];
-        pool.read(off, &mut b);
+        // SAFETY: this test's own pool; no other thread touches these bytes meanwhile.
+        unsafe { pool.read(off, &mut b) };
         assert_eq!(b, [9u8; 300]);
     }
 }
@@ -227,7 +234,8 @@ fn fences_are_per_thread_and_threads_can_share_a_pool() {
 #[should_panic(expected = "outside pool")]
 fn out_of_range_access_panics_like_slice_indexing() {
     let pool = Pool::create_sim(MIB, &PoolOptions::with_backend(Backend::Sim)).expect("sim");
-    pool.write(PmOffset(MIB - 4), &[0u8; 8]);
+    // SAFETY: this test's own pool; no other thread touches these bytes meanwhile.
+    unsafe { pool.write(PmOffset(MIB - 4), &[0u8; 8]) };
 }
 
 #[test]

@@ -25,7 +25,8 @@ fn publish_workload(pool: &Pool, r: &Region, persist_value: bool) {
     let ptr = r.offset;
     for i in 1..=PUBLISHES {
         let slot = r.offset.add(4096 + i * 256);
-        pool.write(slot, &value_for(i));
+        // SAFETY: this test's own pool; no other thread touches these bytes meanwhile.
+        unsafe { pool.write(slot, &value_for(i)) };
         if persist_value {
             pool.persist(slot, VALUE_LEN).expect("persist value");
         }
@@ -46,7 +47,8 @@ fn published_value_intact(image: Vec<u8>) -> bool {
     pool.check_range(slot, VALUE_LEN as u64)
         .expect("pointer in range");
     let mut got = vec![0u8; VALUE_LEN];
-    pool.read(slot, &mut got);
+    // SAFETY: this test's own pool; no other thread touches these bytes meanwhile.
+    unsafe { pool.read(slot, &mut got) };
     got == value_for(i)
 }
 
@@ -139,7 +141,8 @@ fn unflushed_stores_never_reach_media_and_random_keeps_are_seeded() {
     let pool = Pool::create_sim(MIB, &sim_opts()).expect("sim");
     let sim = pool.sim().expect("sim");
     let off = pool.data_start();
-    pool.write(off, &[0xEE; 4096]);
+    // SAFETY: this test's own pool; no other thread touches these bytes meanwhile.
+    unsafe { pool.write(off, &[0xEE; 4096]) };
     pool.fence().expect("fence");
     assert_eq!(sim.volatile_words(), 512);
     let media = sim.media();
@@ -167,7 +170,8 @@ fn a_fence_completes_only_its_own_threads_flushes() {
     let off = pool.data_start();
     std::thread::scope(|s| {
         s.spawn(|| {
-            pool.write(off, &[1u8; 64]);
+            // SAFETY: this test's own pool; no other thread touches these bytes meanwhile.
+            unsafe { pool.write(off, &[1u8; 64]) };
             pool.flush(off, 64); // flushed, never fenced by this thread
         });
     });
@@ -186,8 +190,10 @@ fn a_fence_completes_only_its_own_threads_flushes() {
 fn crash_image_saved_to_a_file_reopens_like_a_pool_file() {
     let pool = Pool::create_sim(2 * MIB, &sim_opts()).expect("sim");
     let r = pool.reserve_region("keep", 4096, 64, 5).expect("region");
-    pool.copy_persist(r.offset, b"durable").expect("persist");
-    pool.write(r.offset.add(100), b"volatile");
+    // SAFETY: this test's own pool; no other thread touches these bytes meanwhile.
+    unsafe { pool.copy_persist(r.offset, b"durable").expect("persist") };
+    // SAFETY: this test's own pool; no other thread touches these bytes meanwhile.
+    unsafe { pool.write(r.offset.add(100), b"volatile") };
     let image = pool.sim().expect("sim").crash(CrashPolicy::KeepNone);
     let dir = common::shm_dir();
     let path = dir.path().join("crash.pool");
@@ -197,9 +203,11 @@ fn crash_image_saved_to_a_file_reopens_like_a_pool_file() {
         let r = p.region("keep").expect("region");
         assert_eq!(r.tag, 5);
         let mut got = [0u8; 8];
-        p.read(r.offset, &mut got[..7]);
+        // SAFETY: this test's own pool; no other thread touches these bytes meanwhile.
+        unsafe { p.read(r.offset, &mut got[..7]) };
         assert_eq!(&got[..7], b"durable");
-        p.read(r.offset.add(100), &mut got);
+        // SAFETY: this test's own pool; no other thread touches these bytes meanwhile.
+        unsafe { p.read(r.offset.add(100), &mut got) };
         assert_eq!(got, [0u8; 8], "{b}: unfenced data must be gone");
     }
 }

@@ -485,7 +485,9 @@ impl DbInner {
                     items.len() as u32,
                 );
                 pm += buf.len() as u64;
-                pool.copy_nt(it.res.at, &buf);
+                // SAFETY: stage 2 granted this reservation to this group alone (T2), and
+                // readers read no position before stage 4 commits it (C4).
+                unsafe { pool.copy_nt(it.res.at, &buf) };
                 if let Some((m, marker)) = it.res.marker {
                     pool.store_u64(m, marker);
                 }

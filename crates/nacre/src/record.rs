@@ -18,6 +18,11 @@
 //! its header up to the crc, its key and its value. Where an item did not fit in the rest of a zone, the
 //! 8-byte `ZONE_END` marker (if there is room for it) tells the scanner to go on at the next
 //! zone.
+//!
+//! R1: the readers here only read bytes no thread writes any more: an item below its
+//! memtable's commit point was written once before it was committed (T5 in memtable.rs) and
+//! its zone is given back only once no reader can hold its offset (V3 in view.rs); recovery
+//! reads before the database is shared; stage 3 writes only its own reservation.
 
 use nacre_pmem::{PmOffset, Pool};
 
@@ -158,7 +163,8 @@ pub fn read_item_header(
     room: usize,
 ) -> Result<ItemHeader> {
     let mut h = [0u8; ITEM_HEADER];
-    pool.read(off, &mut h);
+    // SAFETY: R1 (module doc): these bytes are no longer written.
+    unsafe { pool.read(off, &mut h) };
     let len = u32_at(&h, 4);
     if u32_at(&h, 0) != ITEM_MAGIC
         || u32_at(&h, 36) != header_crc(&h, place)
@@ -182,7 +188,8 @@ pub fn read_item_header(
 /// header's body checksum.
 pub fn item_body_matches(pool: &Pool, off: PmOffset, h: &ItemHeader) -> bool {
     let mut body = vec![0u8; h.len as usize - ITEM_HEADER];
-    pool.read(off.add(ITEM_HEADER as u64), &mut body);
+    // SAFETY: R1 (module doc): these bytes are no longer written.
+    unsafe { pool.read(off.add(ITEM_HEADER as u64), &mut body) };
     crc32c::crc32c(&body) == h.body_crc
 }
 
@@ -232,7 +239,8 @@ pub fn read_record_into(
     if room < RECORD_HEADER {
         return Err(Error::corrupt_at("record overruns its item", off));
     }
-    pool.read(off, &mut h);
+    // SAFETY: R1 (module doc): these bytes are no longer written.
+    unsafe { pool.read(off, &mut h) };
     let (klen, vlen) = (u32_at(&h, 8) as usize, u32_at(&h, 12) as usize);
     let kind = Kind::from_u8(h[16]);
     if record_size(klen, vlen) > room {
@@ -240,7 +248,8 @@ pub fn read_record_into(
     }
     kv.clear();
     kv.resize(klen + vlen, 0);
-    pool.read(off.add(RECORD_HEADER as u64), kv);
+    // SAFETY: R1 (module doc): these bytes are no longer written.
+    unsafe { pool.read(off.add(RECORD_HEADER as u64), kv) };
     let crc = crc32c::crc32c_append(crc32c::crc32c(&h[..20]), kv);
     let Some(kind) = kind.filter(|_| crc == u32_at(&h, 20)) else {
         return Err(Error::corrupt_at("record fails its checksum", off));
@@ -251,7 +260,8 @@ pub fn read_record_into(
 /// The size a record occupies and its kind, from its header alone.
 pub fn read_record_meta(pool: &Pool, off: PmOffset) -> Result<(u32, Kind)> {
     let mut h = [0u8; RECORD_HEADER];
-    pool.read(off, &mut h);
+    // SAFETY: R1 (module doc): these bytes are no longer written.
+    unsafe { pool.read(off, &mut h) };
     let (klen, vlen) = (u32_at(&h, 8) as usize, u32_at(&h, 12) as usize);
     match Kind::from_u8(h[16]) {
         Some(k) => Ok((record_size(klen, vlen) as u32, k)),
@@ -263,7 +273,8 @@ pub fn read_record_meta(pool: &Pool, off: PmOffset) -> Result<(u32, Kind)> {
 /// `None` for a tombstone. A [`Kind::Blob`] record's value is a blob descriptor.
 pub fn read_value(pool: &Pool, off: PmOffset) -> Result<Option<(Kind, Vec<u8>)>> {
     let mut h = [0u8; RECORD_HEADER];
-    pool.read(off, &mut h);
+    // SAFETY: R1 (module doc): these bytes are no longer written.
+    unsafe { pool.read(off, &mut h) };
     let (klen, vlen) = (u32_at(&h, 8) as u64, u32_at(&h, 12) as usize);
     match Kind::from_u8(h[16]) {
         Some(Kind::Delete) => Ok(None),
@@ -271,7 +282,8 @@ pub fn read_value(pool: &Pool, off: PmOffset) -> Result<Option<(Kind, Vec<u8>)>>
             let at = off.add(RECORD_HEADER as u64 + klen);
             pool.check_range(at, vlen as u64)?;
             let mut v = vec![0u8; vlen];
-            pool.read(at, &mut v);
+            // SAFETY: R1 (module doc): these bytes are no longer written.
+            unsafe { pool.read(at, &mut v) };
             Ok(Some((kind, v)))
         }
         None => Err(Error::corrupt_at("record has a bad kind", off)),
@@ -293,7 +305,8 @@ mod tests {
         let place = Place { birth: 9, pos: 128 };
         encode_item_header(&mut buf, place, 7, 3, 2, 5);
         let at = pool.data_start();
-        pool.write(at, &buf);
+        // SAFETY: a test's own pool, one thread.
+        unsafe { pool.write(at, &buf) };
         let h = read_item_header(&pool, at, place, 4096)?;
         for other in [
             Place {
@@ -340,13 +353,15 @@ mod tests {
             read_item_header(&pool, at, place, len as usize - 8).is_err(),
             "item longer than room"
         );
-        pool.write(at.add(ITEM_HEADER as u64 + 25), b"X");
+        // SAFETY: a test's own pool, one thread.
+        unsafe { pool.write(at.add(ITEM_HEADER as u64 + 25), b"X") };
         assert!(
             read_record(&pool, at.add(ITEM_HEADER as u64), 4096).is_err(),
             "crc"
         );
         assert!(!item_body_matches(&pool, at, &h), "body crc");
-        pool.write(at.add(2), b"Z");
+        // SAFETY: a test's own pool, one thread.
+        unsafe { pool.write(at.add(2), b"Z") };
         assert!(read_item_header(&pool, at, place, 4096).is_err());
         Ok(())
     }

@@ -124,7 +124,8 @@ impl Store {
                 0,
             ];
             let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
-            pool.write(region.offset, &bytes);
+            // SAFETY: the engine root was just reserved and is not shared yet.
+            unsafe { pool.write(region.offset, &bytes) };
             pool.persist(region.offset, bytes.len())?;
             pool.set_root(ROOT_SLOT, region.offset)?;
             root = region.offset;
