@@ -14,7 +14,8 @@
 //! let halloc = Halloc::open(pool.clone())?;
 //! let objs = halloc.object_pool("nodes", 256, 1000)?;
 //! let id = objs.get()?;
-//! pool.copy_persist(objs.offset(id), b"node contents")?;
+//! // SAFETY: the object was just taken: nothing else reads or writes it before the commit.
+//! unsafe { pool.copy_persist(objs.offset(id), b"node contents")? };
 //! objs.commit(id)?;
 //! assert!(objs.check(id)?);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
