@@ -67,7 +67,10 @@ fn ror_sweeps_with_tiny_sizes() -> TestResult {
             positive(&r.mops) && positive(&r.mean_ns) && positive(&r.p99_ns),
             "{r:?}"
         );
-        assert!(r.mean_ns[0] <= r.p99_ns[0] * 10.0, "{r:?}");
+        // One put descheduled for milliseconds on a busy 2-core runner lifts the mean of a few
+        // hundred puts far above their p99 (27.5 us against 2.7 us was seen): only gross
+        // disagreement is an error.
+        assert!(r.mean_ns[0] <= r.p99_ns[0] * 100.0, "{r:?}");
     }
     let md = ror::markdown(&cfg, &run);
     assert!(

@@ -42,7 +42,7 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU16, AtomicU8, AtomicUsize,
 
 use nacre_pmem::PmOffset;
 
-use crate::index::{Entry, IKey, MemIndex};
+use crate::index::{IKey, MemIndex};
 
 const LEAF_TAG: usize = 1;
 const CHUNK: usize = 256 << 10;
@@ -424,14 +424,12 @@ impl Leaf {
         best
     }
 
-    fn entry(&self, v: &Version) -> Entry {
-        (
-            IKey {
-                key: self.key.as_slice().to_vec(),
-                seq: v.seq,
-            },
-            PmOffset(v.at),
-        )
+    /// Writes the entry of version `v` into `out`, reusing its key buffer.
+    fn entry(&self, v: &Version, out: &mut IKey) -> PmOffset {
+        out.key.clear();
+        out.key.extend_from_slice(self.key.as_slice());
+        out.seq = v.seq;
+        PmOffset(v.at)
     }
 }
 
@@ -798,20 +796,20 @@ impl MemIndex for ArtIndex {
         Some((v.seq, PmOffset(v.at)))
     }
 
-    fn next(&self, bound: Bound<&IKey>) -> Option<Entry> {
+    fn next_into(&self, bound: Bound<&IKey>, out: &mut IKey) -> Option<PmOffset> {
         let (k, strict) = match bound {
             Bound::Unbounded => {
                 let l = self.edge_of(0..PARTS, true)?;
                 // SAFETY: version lists are never empty and live as long as the tree.
                 let v = unsafe { l.versions.load(Ordering::Acquire).as_ref() }?;
-                return Some(l.entry(v));
+                return Some(l.entry(v, out));
             }
             Bound::Included(k) => (k, false),
             Bound::Excluded(k) => (k, true),
         };
         if let Some(l) = self.find(&k.key) {
             if let Some(v) = l.first_le(k.seq, strict) {
-                return Some(l.entry(v));
+                return Some(l.entry(v, out));
             }
         }
         let p = part_of(&k.key);
@@ -820,34 +818,36 @@ impl MemIndex for ArtIndex {
             .or_else(|| self.edge_of(p + 1..PARTS, true))?;
         // SAFETY: as above.
         let v = unsafe { l.versions.load(Ordering::Acquire).as_ref() }?;
-        Some(l.entry(v))
+        Some(l.entry(v, out))
     }
 
-    fn prev(&self, bound: Bound<&IKey>) -> Option<Entry> {
-        let last = |l: &Leaf| {
+    fn prev_into(&self, bound: Bound<&IKey>, out: &mut IKey) -> Option<PmOffset> {
+        // The oldest version of a leaf.
+        let last = |l: &Leaf, out: &mut IKey| {
             let mut p = l.versions.load(Ordering::Acquire);
-            let mut out = None;
+            let mut oldest = None;
             // SAFETY: as above.
             while let Some(v) = unsafe { p.as_ref() } {
-                out = Some(l.entry(v));
+                oldest = Some(v);
                 p = v.next.load(Ordering::Acquire);
             }
-            out
+            oldest.map(|v| l.entry(v, out))
         };
         let (k, strict) = match bound {
-            Bound::Unbounded => return last(self.edge_of(0..PARTS, false)?),
+            Bound::Unbounded => return last(self.edge_of(0..PARTS, false)?, out),
             Bound::Included(k) => (k, false),
             Bound::Excluded(k) => (k, true),
         };
         if let Some(l) = self.find(&k.key) {
             if let Some(v) = l.last_ge(k.seq, strict) {
-                return Some(l.entry(v));
+                return Some(l.entry(v, out));
             }
         }
         let p = part_of(&k.key);
         last(
             self.le(self.root(p), &k.key, 0, true)
                 .or_else(|| self.edge_of(0..p, false))?,
+            out,
         )
     }
 

@@ -15,7 +15,7 @@ use crossbeam_skiplist::SkipMap;
 use nacre_pmem::PmOffset;
 
 /// An index key: user key and sequence number, ordered key ascending, sequence descending.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct IKey {
     /// User key.
     pub key: Vec<u8>,
@@ -45,10 +45,22 @@ pub trait MemIndex: Send + Sync {
     fn insert(&self, key: &[u8], seq: u64, at: PmOffset);
     /// The newest version of `key` with sequence at most `snapshot`.
     fn get(&self, key: &[u8], snapshot: u64) -> Option<(u64, PmOffset)>;
-    /// The first entry after `bound` in index order.
-    fn next(&self, bound: Bound<&IKey>) -> Option<Entry>;
-    /// The last entry before `bound` in index order.
-    fn prev(&self, bound: Bound<&IKey>) -> Option<Entry>;
+    /// The first entry after `bound` in index order, written into `out` (whose key buffer is
+    /// reused: walks allocate nothing per step); its record's offset.
+    fn next_into(&self, bound: Bound<&IKey>, out: &mut IKey) -> Option<PmOffset>;
+    /// The last entry before `bound` in index order, written into `out` like
+    /// [`MemIndex::next_into`].
+    fn prev_into(&self, bound: Bound<&IKey>, out: &mut IKey) -> Option<PmOffset>;
+    /// The first entry after `bound` in index order (a key of its own).
+    fn next(&self, bound: Bound<&IKey>) -> Option<Entry> {
+        let mut k = IKey::default();
+        self.next_into(bound, &mut k).map(|at| (k, at))
+    }
+    /// The last entry before `bound` in index order (a key of its own).
+    fn prev(&self, bound: Bound<&IKey>) -> Option<Entry> {
+        let mut k = IKey::default();
+        self.prev_into(bound, &mut k).map(|at| (k, at))
+    }
     /// Number of versions indexed (tests compare indexes by it).
     #[cfg(test)]
     fn len(&self) -> usize;
@@ -82,16 +94,18 @@ impl MemIndex for SkipListIndex {
         (e.key().key == key).then(|| (e.key().seq, PmOffset(*e.value())))
     }
 
-    fn next(&self, bound: Bound<&IKey>) -> Option<Entry> {
-        self.map
-            .lower_bound(bound)
-            .map(|e| (e.key().clone(), PmOffset(*e.value())))
+    fn next_into(&self, bound: Bound<&IKey>, out: &mut IKey) -> Option<PmOffset> {
+        self.map.lower_bound(bound).map(|e| {
+            out.clone_from(e.key());
+            PmOffset(*e.value())
+        })
     }
 
-    fn prev(&self, bound: Bound<&IKey>) -> Option<Entry> {
-        self.map
-            .upper_bound(bound)
-            .map(|e| (e.key().clone(), PmOffset(*e.value())))
+    fn prev_into(&self, bound: Bound<&IKey>, out: &mut IKey) -> Option<PmOffset> {
+        self.map.upper_bound(bound).map(|e| {
+            out.clone_from(e.key());
+            PmOffset(*e.value())
+        })
     }
 
     fn len(&self) -> usize {

@@ -78,6 +78,9 @@ pub struct DbIterator {
     last: Option<Vec<u8>>,
     pending: Option<Pending>,
     done: bool,
+    /// Key buffers reused by index steps (rows take theirs to the caller).
+    spare: IKey,
+    probe: IKey,
 }
 
 impl DbIterator {
@@ -118,6 +121,8 @@ impl DbIterator {
             last: None,
             pending: None,
             done: false,
+            spare: IKey::default(),
+            probe: IKey::default(),
         };
         it.heads = (0..it.sources.len()).map(|i| it.first(i)).collect();
         it
@@ -191,34 +196,70 @@ impl DbIterator {
         }
         let i = best?;
         let (mut k, at) = self.heads[i].take()?;
-        let ix = &self.sources[i];
         if self.reverse {
             // This source's versions of the key all come next (oldest first): take its newest
             // visible one now and step before the key, whatever its number of versions.
             let seq = std::mem::replace(&mut k.seq, self.seq);
-            let visible = ix.next(Bound::Included(&k)).filter(|(v, _)| v.key == k.key);
+            let mut vis = std::mem::take(&mut self.probe);
+            let found = self.sources[i]
+                .next_into(Bound::Included(&k), &mut vis)
+                .filter(|_| vis.key == k.key);
             k.seq = u64::MAX;
-            self.heads[i] = ix.prev(Bound::Excluded(&k));
+            self.step(i, Bound::Excluded(&k), false);
             k.seq = seq;
-            return Some(visible.unwrap_or((k, at)));
+            return Some(match found {
+                Some(v) => {
+                    self.recycle(k);
+                    (vis, v)
+                }
+                None => {
+                    self.recycle(vis);
+                    (k, at)
+                }
+            });
         }
-        self.heads[i] = if k.seq <= self.seq {
-            // Forward, a visible version: this source's other versions of the key are older
-            // and never returned, so step over all of them at once (a hot key may have
-            // thousands): (key, 0) sorts after every version of the key.
-            let seq = std::mem::replace(&mut k.seq, 0);
-            let next = ix.next(Bound::Excluded(&k));
-            k.seq = seq;
-            next
+        let seq = k.seq;
+        // Forward, a visible version: this source's other versions of the key are older and
+        // never returned, so step over all of them at once (a hot key may have thousands):
+        // (key, 0) sorts after every version of the key. A version newer than the read point:
+        // the key's newest visible version in this source, if any, comes next.
+        if seq <= self.seq {
+            k.seq = 0;
+            self.step(i, Bound::Excluded(&k), true);
         } else {
-            // Forward, a version newer than the read point: the key's newest visible version
-            // in this source, if any, comes next; the ones between are invisible too.
-            let seq = std::mem::replace(&mut k.seq, self.seq);
-            let next = ix.next(Bound::Included(&k));
-            k.seq = seq;
-            next
-        };
+            k.seq = self.seq;
+            self.step(i, Bound::Included(&k), true);
+        }
+        k.seq = seq;
         Some((k, at))
+    }
+
+    /// Moves source `i`'s head to the first entry after `bound` (`next`) or the last before
+    /// it, in the spare key buffer (no allocation once buffers are large enough).
+    fn step(&mut self, i: usize, bound: Bound<&IKey>, next: bool) {
+        let mut out = std::mem::take(&mut self.spare);
+        let ix = &self.sources[i];
+        let at = if next {
+            ix.next_into(bound, &mut out)
+        } else {
+            ix.prev_into(bound, &mut out)
+        };
+        match at {
+            Some(at) => self.heads[i] = Some((out, at)),
+            None => {
+                self.heads[i] = None;
+                self.spare = out;
+            }
+        }
+    }
+
+    /// Keeps a key buffer no row took, for the next step or probe.
+    fn recycle(&mut self, k: IKey) {
+        if self.spare.key.capacity() == 0 {
+            self.spare = k;
+        } else if self.probe.key.capacity() == 0 {
+            self.probe = k;
+        }
     }
 
     fn value(&self, key: Vec<u8>, at: PmOffset) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
@@ -235,9 +276,16 @@ impl DbIterator {
                 break;
             }
             if k.seq > self.seq || self.last.as_ref() == Some(&k.key) {
+                self.recycle(k);
                 continue;
             }
-            self.last = Some(k.key.clone());
+            match &mut self.last {
+                Some(l) => {
+                    l.clear();
+                    l.extend_from_slice(&k.key);
+                }
+                None => self.last = Some(k.key.clone()),
+            }
             if let Some(r) = self.value(k.key, at) {
                 return Some(r);
             }
@@ -258,14 +306,16 @@ impl DbIterator {
                 return self.value(key, at);
             };
             let same = self.pending.as_ref().is_some_and(|p| p.0 == k.key);
+            let seq = k.seq;
             let out = if same {
+                self.recycle(k);
                 None
             } else {
-                self.pending.replace((k.key.clone(), None))
+                self.pending.replace((k.key, None))
             };
             if let Some(p) = self.pending.as_mut() {
-                if k.seq <= self.seq && p.1.is_none_or(|(s, _)| k.seq > s) {
-                    p.1 = Some((k.seq, at));
+                if seq <= self.seq && p.1.is_none_or(|(s, _)| seq > s) {
+                    p.1 = Some((seq, at));
                 }
             }
             if let Some((key, Some((_, at)))) = out {

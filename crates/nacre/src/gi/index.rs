@@ -24,7 +24,7 @@ use arc_swap::ArcSwap;
 use crossbeam_skiplist::SkipMap;
 use nacre_pmem::PmOffset;
 
-use crate::index::{Entry, IKey, MemIndex};
+use crate::index::{IKey, MemIndex};
 
 /// One version of a key in the Global Index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -143,32 +143,30 @@ impl GlobalIndex {
         self.versions.load(Ordering::Relaxed)
     }
 
-    fn entry_of(key: &[u8], v: &Version) -> Entry {
-        (
-            IKey {
-                key: key.to_vec(),
-                seq: v.seq,
-            },
-            v.at,
-        )
+    /// Writes the entry of `key`'s version `v` into `out`, reusing its key buffer.
+    fn entry_of(key: &[u8], v: &Version, out: &mut IKey) -> PmOffset {
+        out.key.clear();
+        out.key.extend_from_slice(key);
+        out.seq = v.seq;
+        v.at
     }
 
-    fn first_after(&self, key: &[u8]) -> Option<Entry> {
+    fn first_after(&self, key: &[u8], out: &mut IKey) -> Option<PmOffset> {
         let e = self
             .map
             .range::<[u8], _>((Bound::Excluded(key), Bound::Unbounded))
             .next()?;
         let vs = e.value().versions.load();
-        vs.first().map(|v| Self::entry_of(e.key(), v))
+        vs.first().map(|v| Self::entry_of(e.key(), v, out))
     }
 
-    fn last_before(&self, key: &[u8]) -> Option<Entry> {
+    fn last_before(&self, key: &[u8], out: &mut IKey) -> Option<PmOffset> {
         let e = self
             .map
             .range::<[u8], _>((Bound::Unbounded, Bound::Excluded(key)))
             .next_back()?;
         let vs = e.value().versions.load();
-        vs.last().map(|v| Self::entry_of(e.key(), v))
+        vs.last().map(|v| Self::entry_of(e.key(), v, out))
     }
 }
 
@@ -205,12 +203,12 @@ impl MemIndex for GlobalIndex {
         vs.get(i).map(|v| (v.seq, v.at))
     }
 
-    fn next(&self, bound: Bound<&IKey>) -> Option<Entry> {
+    fn next_into(&self, bound: Bound<&IKey>, out: &mut IKey) -> Option<PmOffset> {
         let (k, strict) = match bound {
             Bound::Unbounded => {
                 let e = self.map.front()?;
                 let vs = e.value().versions.load();
-                return vs.first().map(|v| Self::entry_of(e.key(), v));
+                return vs.first().map(|v| Self::entry_of(e.key(), v, out));
             }
             Bound::Included(k) => (k, false),
             Bound::Excluded(k) => (k, true),
@@ -220,18 +218,18 @@ impl MemIndex for GlobalIndex {
             let i = vs.partition_point(|v| v.seq > k.seq || (strict && v.seq == k.seq));
             let hit = vs.get(i);
             if let Some(v) = hit {
-                return Some(Self::entry_of(&k.key, v));
+                return Some(Self::entry_of(&k.key, v, out));
             }
         }
-        self.first_after(&k.key)
+        self.first_after(&k.key, out)
     }
 
-    fn prev(&self, bound: Bound<&IKey>) -> Option<Entry> {
+    fn prev_into(&self, bound: Bound<&IKey>, out: &mut IKey) -> Option<PmOffset> {
         let (k, strict) = match bound {
             Bound::Unbounded => {
                 let e = self.map.back()?;
                 let vs = e.value().versions.load();
-                return vs.last().map(|v| Self::entry_of(e.key(), v));
+                return vs.last().map(|v| Self::entry_of(e.key(), v, out));
             }
             Bound::Included(k) => (k, false),
             Bound::Excluded(k) => (k, true),
@@ -241,10 +239,10 @@ impl MemIndex for GlobalIndex {
             let i = vs.partition_point(|v| v.seq > k.seq || (!strict && v.seq == k.seq));
             let hit = i.checked_sub(1).and_then(|i| vs.get(i));
             if let Some(v) = hit {
-                return Some(Self::entry_of(&k.key, v));
+                return Some(Self::entry_of(&k.key, v, out));
             }
         }
-        self.last_before(&k.key)
+        self.last_before(&k.key, out)
     }
 
     #[cfg(test)]
