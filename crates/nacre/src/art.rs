@@ -992,13 +992,7 @@ mod tests {
             // A reader walking in order meanwhile sees strictly increasing index keys.
             s.spawn(|| {
                 for _ in 0..20 {
-                    let mut prev: Option<IKey> = None;
-                    let mut at = art.next(Bound::Unbounded);
-                    while let Some((k, _)) = at {
-                        assert!(prev.as_ref().is_none_or(|p| *p < k), "walk out of order");
-                        at = art.next(Bound::Excluded(&k));
-                        prev = Some(k);
-                    }
+                    forward_walk(&art);
                 }
             });
         });
@@ -1011,12 +1005,7 @@ mod tests {
             })
             .collect();
         want.sort();
-        let mut got = Vec::new();
-        let mut at = art.next(Bound::Unbounded);
-        while let Some((k, _)) = at {
-            at = art.next(Bound::Excluded(&k));
-            got.push(k);
-        }
+        let got = forward_walk(&art);
         assert_eq!(art.len(), want.len());
         assert_eq!(got, want);
         let mut back = Vec::new();
@@ -1047,6 +1036,18 @@ mod tests {
         }
     }
 
+    /// Every entry in a forward walk, checked to come in strictly increasing order.
+    fn forward_walk(art: &ArtIndex) -> Vec<IKey> {
+        let mut got: Vec<IKey> = Vec::new();
+        let mut at = art.next(Bound::Unbounded);
+        while let Some((k, _)) = at {
+            assert!(got.last().is_none_or(|p| *p < k), "walk out of order");
+            at = art.next(Bound::Excluded(&k));
+            got.push(k);
+        }
+        got
+    }
+
     fn common_prefix_race(threads: u64, per: u64, walks: usize) {
         let art = ArtIndex::default();
         // "user" then digits: a long shared prefix, short runs of shared bytes below it,
@@ -1072,13 +1073,7 @@ mod tests {
             }
             s.spawn(|| {
                 for _ in 0..walks {
-                    let mut prev: Option<IKey> = None;
-                    let mut at = art.next(Bound::Unbounded);
-                    while let Some((k, _)) = at {
-                        assert!(prev.as_ref().is_none_or(|p| *p < k), "walk out of order");
-                        at = art.next(Bound::Excluded(&k));
-                        prev = Some(k);
-                    }
+                    forward_walk(&art);
                 }
             });
         });
@@ -1092,12 +1087,7 @@ mod tests {
             .collect();
         want.sort();
         want.dedup();
-        let mut got = Vec::new();
-        let mut at = art.next(Bound::Unbounded);
-        while let Some((k, _)) = at {
-            at = art.next(Bound::Excluded(&k));
-            got.push(k);
-        }
+        let got = forward_walk(&art);
         assert_eq!(art.len(), (threads * per) as usize);
         assert_eq!(got.len(), want.len());
         assert_eq!(got, want);

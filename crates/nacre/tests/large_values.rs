@@ -2,10 +2,14 @@
 //! of their own: they read back whole, survive reopens, give their zones back when overwritten
 //! or deleted, stay readable for snapshots, and a damaged byte is reported, never returned.
 
-use std::time::{Duration, Instant};
+mod common;
 
-use nacre::{Db, Error, FullCause, IterOptions, Options, Stats, MAX_VALUE};
+use std::time::Instant;
+
+use nacre::{Db, Error, FullCause, IterOptions, Options, MAX_VALUE};
 use nacre_pmem::Backend;
+
+use common::eventually;
 
 const ZONE: u64 = 128 << 10;
 
@@ -30,18 +34,6 @@ fn value(seed: u64, len: usize) -> Vec<u8> {
     }
     v.truncate(len);
     v
-}
-
-fn eventually(db: &Db, what: &str, cond: impl Fn(&Stats) -> bool) -> Stats {
-    let start = Instant::now();
-    loop {
-        let s = db.stats();
-        if cond(&s) {
-            return s;
-        }
-        assert!(start.elapsed() < Duration::from_secs(60), "{what}: {s:#?}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
 }
 
 /// Sizes around every boundary: inline, just out of line, one zone, across zones.

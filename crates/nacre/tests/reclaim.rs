@@ -2,11 +2,14 @@
 //! runs (merges into the Global Index, zone cleaning), snapshots keep what they read, and a
 //! pool is full only when live data fills it.
 
+mod common;
+
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
 
 use nacre::{Db, Error, FullCause, IterOptions, Options, Stats};
 use nacre_pmem::{Backend, SplitMix64};
+
+use common::eventually;
 
 fn opts(path: &std::path::Path, backend: Backend, pool: u64) -> Options {
     let mut o = Options::new(path).backend(backend);
@@ -21,19 +24,6 @@ fn value(key: u64, round: u64, len: usize) -> Vec<u8> {
     let mut v = format!("{key}:{round}:").into_bytes();
     v.resize(len, (key ^ round) as u8);
     v
-}
-
-/// Waits until `cond` holds for the database's stats (background work is asynchronous).
-fn eventually(db: &Db, what: &str, cond: impl Fn(&Stats) -> bool) -> Stats {
-    let start = Instant::now();
-    loop {
-        let s = db.stats();
-        if cond(&s) {
-            return s;
-        }
-        assert!(start.elapsed() < Duration::from_secs(60), "{what}: {s:#?}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
 }
 
 /// Overwrites `keys` keys with `len`-byte values until `factor` times the pool has been

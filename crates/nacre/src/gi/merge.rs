@@ -149,6 +149,17 @@ mod tests {
         }
     }
 
+    /// `apply` with no extra ghosts, ignoring dropped blobs.
+    fn merge(
+        gi: &GlobalIndex,
+        key: &[u8],
+        new: &[Version],
+        hz: &Horizon,
+        acct: &mut impl FnMut(PmOffset, u32, bool),
+    ) -> bool {
+        apply(gi, key, new, 0, hz, acct, &mut Vec::new())
+    }
+
     fn seqs(gi: &GlobalIndex, key: &[u8]) -> Vec<u64> {
         gi.entry(key)
             .map(|e| e.value().versions().iter().map(|v| v.seq).collect())
@@ -166,54 +177,22 @@ mod tests {
             snaps: vec![],
             ignore_ghosts: false,
         };
-        apply(
-            &gi,
-            b"k",
-            &[v(5, false)],
-            0,
-            &hz,
-            &mut acct,
-            &mut Vec::new(),
-        );
-        apply(
-            &gi,
-            b"k",
-            &[v(9, false)],
-            0,
-            &hz,
-            &mut acct,
-            &mut Vec::new(),
-        );
+        merge(&gi, b"k", &[v(5, false)], &hz, &mut acct);
+        merge(&gi, b"k", &[v(9, false)], &hz, &mut acct);
         assert_eq!(seqs(&gi, b"k"), vec![9]);
         let hz = Horizon {
             h: 100,
             snaps: vec![10],
             ignore_ghosts: false,
         };
-        apply(
-            &gi,
-            b"k",
-            &[v(20, false)],
-            0,
-            &hz,
-            &mut acct,
-            &mut Vec::new(),
-        );
+        merge(&gi, b"k", &[v(20, false)], &hz, &mut acct);
         assert_eq!(seqs(&gi, b"k"), vec![20, 9], "snapshot 10 reads 9");
         let hz = Horizon {
             h: 15,
             snaps: vec![],
             ignore_ghosts: false,
         };
-        apply(
-            &gi,
-            b"k",
-            &[v(30, false)],
-            0,
-            &hz,
-            &mut acct,
-            &mut Vec::new(),
-        );
+        merge(&gi, b"k", &[v(30, false)], &hz, &mut acct);
         assert_eq!(seqs(&gi, b"k"), vec![30, 20, 9], "reads at 15 still need 9");
         assert_eq!(live, 3 * 64);
         assert_eq!(gi.entry(b"k").map(|e| e.value().ghosts()), Some(1));
@@ -254,36 +233,20 @@ mod tests {
             snaps: vec![],
             ignore_ghosts: false,
         };
-        apply(
-            &gi,
-            b"k",
-            &[v(5, false)],
-            0,
-            &hz,
-            &mut acct,
-            &mut Vec::new(),
-        );
-        apply(&gi, b"k", &[v(9, true)], 0, &hz, &mut acct, &mut Vec::new());
+        merge(&gi, b"k", &[v(5, false)], &hz, &mut acct);
+        merge(&gi, b"k", &[v(9, true)], &hz, &mut acct);
         assert_eq!(seqs(&gi, b"k"), vec![9], "the put at 5 is still in PM");
         assert_eq!(gi.get(b"k", 100), Some((9, PmOffset(9 * 64))));
         if let Some(e) = gi.entry(b"k") {
             e.value().ghost_gone(5);
         }
-        apply(&gi, b"k", &[], 0, &hz, &mut acct, &mut Vec::new());
+        merge(&gi, b"k", &[], &hz, &mut acct);
         assert!(
             gi.entry(b"k").is_none(),
             "nothing older remains: the tombstone goes"
         );
         // A tombstone with no older copy at all is never kept.
-        apply(
-            &gi,
-            b"j",
-            &[v(12, true), v(11, false)],
-            0,
-            &hz,
-            &mut acct,
-            &mut Vec::new(),
-        );
+        merge(&gi, b"j", &[v(12, true), v(11, false)], &hz, &mut acct);
         assert_eq!(seqs(&gi, b"j"), vec![12]);
         assert_eq!(gi.len(), 1);
     }
