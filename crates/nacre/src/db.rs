@@ -29,7 +29,7 @@ use crate::space::Space;
 use crate::space::Stop;
 use crate::store::Store;
 use crate::subtable::Subtable;
-use crate::view::{MemSource, SnapGuard, Snapshots, Tickets, View};
+use crate::view::{MemSource, Snapshot, Snapshots, Tickets, View};
 
 /// Name of the subtable every database has.
 pub const DEFAULT_SUBTABLE: &str = "default";
@@ -91,19 +91,6 @@ impl std::ops::Deref for SimHandle {
 pub struct Db {
     inner: Arc<DbInner>,
     worker: Option<std::thread::JoinHandle<()>>,
-}
-
-/// A consistent read view: every read through it sees exactly the writes acknowledged before
-/// it was taken. Released on drop; while it lives, the versions it reads stay in PM.
-pub struct Snapshot {
-    pub(crate) guard: SnapGuard,
-}
-
-impl Snapshot {
-    /// The sequence number the snapshot reads at.
-    pub fn sequence(&self) -> u64 {
-        self.guard.seq
-    }
 }
 
 impl std::fmt::Debug for Db {

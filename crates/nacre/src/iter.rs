@@ -15,11 +15,10 @@ use nacre_halloc::ZonePool;
 use nacre_pmem::{PmOffset, Pool};
 
 use crate::blob::value_at;
-use crate::db::Snapshot;
 use crate::error::Result;
 use crate::index::{Entry, IKey, MemIndex};
 use crate::subtable::{Subtable, SubtableInner};
-use crate::view::{SnapGuard, View};
+use crate::view::{SnapGuard, Snapshot, View};
 
 /// Bounds, direction and snapshot of an iterator.
 #[derive(Default)]

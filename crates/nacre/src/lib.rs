@@ -48,13 +48,14 @@ mod view;
 
 pub use batch::WriteBatch;
 pub use blob::MAX_VALUE;
-pub use db::{Db, SimHandle, Snapshot, DEFAULT_SUBTABLE};
+pub use db::{Db, SimHandle, DEFAULT_SUBTABLE};
 pub use error::{Error, FullCause, Result};
 pub use iter::{DbIterator, IterOptions};
 pub use options::{CommitMode, Inject, Options, Pipelining, RecoveryMutation};
 pub use recovery::RecoveryReport;
 pub use stats::{Stats, SubtableStats};
 pub use subtable::Subtable;
+pub use view::Snapshot;
 
 /// PM bytes one put of a `klen`-byte key and a `vlen`-byte value stored inline takes at most:
 /// its record and an item header of its own (for sizing pools).

@@ -146,3 +146,16 @@ impl Snapshots {
         self.held.lock().iter().map(|(&s, &n)| (s, n)).collect()
     }
 }
+
+/// A consistent read view: every read through it sees exactly the writes acknowledged before
+/// it was taken. Released on drop; while it lives, the versions it reads stay in PM.
+pub struct Snapshot {
+    pub(crate) guard: SnapGuard,
+}
+
+impl Snapshot {
+    /// The sequence number the snapshot reads at.
+    pub fn sequence(&self) -> u64 {
+        self.guard.seq
+    }
+}
