@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::db::DbInner;
+use crate::engine::Engine;
 use crate::error::{FullCause, Result};
 use crate::gi::{apply, Version};
 use crate::index::{IKey, MemIndex};
@@ -24,7 +24,7 @@ use crate::subtable::Subtable;
 use crate::view::Sealed;
 
 /// Runs the worker until the database asks it to stop.
-pub(crate) fn run(db: Arc<DbInner>) {
+pub(crate) fn run(db: Arc<Engine>) {
     let mut retired: Vec<Retired> = Vec::new();
     let mut stuck = 0u32;
     while !db.stopping() {
@@ -57,7 +57,7 @@ const RETIRED_BACKLOG: usize = 4;
 
 /// One round of work; whether anything changed. `stuck` counts the rounds in a row in which
 /// writers waited and nothing could be done.
-fn step(db: &DbInner, retired: &mut Vec<Retired>, stuck: &mut u32) -> Result<bool> {
+fn step(db: &Engine, retired: &mut Vec<Retired>, stuck: &mut u32) -> Result<bool> {
     db.inject_background_fault();
     let subs = db.all_subtables();
     let free = db.store.zones.free_zones();
@@ -134,7 +134,7 @@ fn step(db: &DbInner, retired: &mut Vec<Retired>, stuck: &mut u32) -> Result<boo
 
 /// Merges the oldest sealed memtable of `sub` once every group that wrote into it has
 /// committed. Returns whether one was merged.
-fn merge_ready(db: &DbInner, sub: &Subtable) -> Result<bool> {
+fn merge_ready(db: &Engine, sub: &Subtable) -> Result<bool> {
     let view = sub.inner.view.load_full();
     let Some(oldest) = view.immutables.last().cloned() else {
         return Ok(false);
@@ -157,7 +157,7 @@ fn merge_ready(db: &DbInner, sub: &Subtable) -> Result<bool> {
 
 /// Moves every version of `sealed` into the Global Index (pointers only, G1) and accounts its
 /// zones (P1). Returns the versions naming blobs that were dropped.
-fn merge(db: &DbInner, sub: &Subtable, sealed: &Sealed) -> Result<Vec<Version>> {
+fn merge(db: &Engine, sub: &Subtable, sealed: &Sealed) -> Result<Vec<Version>> {
     let store = &db.store;
     let visible = db.visible.load(Ordering::Acquire);
     register_zones(&db.space, sub.id(), &sealed.src.mem, visible);
@@ -205,7 +205,7 @@ const REVISIT_BATCH: usize = 4096;
 /// Re-applies the current horizon to keys that kept older versions for readers (or a
 /// tombstone for its ghosts), so versions that became unreadable turn into dead bytes even
 /// if their key is never written again. Whether any version was dropped.
-fn revisit(db: &DbInner, sub: &Subtable) -> Result<bool> {
+fn revisit(db: &Engine, sub: &Subtable) -> Result<bool> {
     let keys: Vec<Vec<u8>> = {
         let mut q = sub.inner.revisit.lock();
         let n = q.len().min(REVISIT_BATCH);
@@ -239,7 +239,7 @@ fn revisit(db: &DbInner, sub: &Subtable) -> Result<bool> {
 
 /// Gives back retired zones no ticket can reach any more (V3), and memtables left without
 /// zones (S2).
-fn free_retired(db: &DbInner, retired: &mut Vec<Retired>) -> Result<bool> {
+fn free_retired(db: &Engine, retired: &mut Vec<Retired>) -> Result<bool> {
     let oldest = db.tickets.oldest().map_or(u64::MAX, |(id, _)| id);
     let blob_zones = db.blobs.free_retired(&db.store, oldest)?;
     db.space
@@ -280,7 +280,7 @@ fn free_retired(db: &DbInner, retired: &mut Vec<Retired>) -> Result<bool> {
 /// Stops appending to every relocation memtable that holds records, so the cleaner may pick
 /// its zones (it never picks the one being written); the next relocation starts a new one.
 /// Whether one was closed.
-fn close_reloc(db: &DbInner) -> bool {
+fn close_reloc(db: &Engine) -> bool {
     let mut closed = false;
     for sub in db.all_subtables() {
         let mut st = sub.inner.lock();
@@ -294,7 +294,7 @@ fn close_reloc(db: &DbInner) -> bool {
 
 /// Seals the active memtable that holds the most, so that its superseded versions become
 /// reclaimable once it is merged. Whether one was sealed.
-fn seal_one(db: &DbInner) -> bool {
+fn seal_one(db: &Engine) -> bool {
     let mut subs: Vec<(u64, u32)> = db
         .all_subtables()
         .iter()

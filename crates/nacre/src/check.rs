@@ -8,11 +8,11 @@
 use std::collections::HashMap;
 
 use crate::blob::Desc;
-use crate::db::DbInner;
+use crate::engine::Engine;
 use crate::index::MemIndex;
 use crate::record::{read_value, Kind};
 
-impl DbInner {
+impl Engine {
     /// Runs the check with the background worker paused; the first violation found.
     pub(crate) fn check(&self) -> Result<(), String> {
         let _paused = self.pause.lock();

@@ -1,4 +1,5 @@
-//! The write path: leader/follower buckets group `WriteBatch`es, and each group goes through
+//! The write path (`CommitPath`, working on the engine's `Shared` state, core.rs):
+//! leader/follower buckets group `WriteBatch`es, and each group goes through
 //! the Reorder Ring (seed 000 §3.2.2): grant space (stage 2), copy and persist records (stage
 //! 3, parallel across groups, indexing the records too), commit `gidx` and `commit_id` and
 //! publish the group's sequence numbers to readers (stage 4, serial).
@@ -20,20 +21,21 @@
 //! through its own `OneShot`.
 
 use std::collections::VecDeque;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, MutexGuard};
 
 use crate::art::ArtIndex;
 use crate::batch::{Op, WriteBatch};
-use crate::db::DbInner;
+use crate::core::Shared;
 use crate::error::{Error, Result};
 use crate::index::MemIndex;
 use crate::memtable::{Memtable, Reservation};
 use crate::oneshot::OneShot;
-use crate::options::CommitMode;
+use crate::options::{CommitMode, Options};
 use crate::record::{encode_item_header, encode_record, record_size, ITEM_HEADER};
+use crate::ring::Ring;
 use crate::space::Stop;
 use crate::subtable::Subtable;
 
@@ -223,11 +225,66 @@ thread_local! {
     };
 }
 
-impl DbInner {
+/// The commit path's own state: the Reorder Ring, the leader/follower buckets and the
+/// sequence numbers it grants. Its methods work on the shared state they are given.
+pub(crate) struct CommitPath {
+    ring: Ring<Arc<Group>>,
+    buckets: Vec<Bucket>,
+    /// The last sequence number granted (stage 2 only).
+    next_seq: AtomicU64,
+    /// The engine run this instance writes (stamped on every item).
+    run: u64,
+    /// How stage 4 fences (resolved: never `Auto`).
+    pub commit_mode: CommitMode,
+    /// Whether buckets pass leadership on at take (resolved `Options::pipelining`).
+    pipelined: bool,
+    /// How long a writer waiting for its group yields before blocking. None on `msync`, where
+    /// the wait is a file sync and a yielding thread delays the kernel threads completing it.
+    /// Long elsewhere, where a commit takes microseconds: a wait that long means the committer
+    /// lost its core, and a blocked writer woken by the committer is moved to the committer's
+    /// core by the scheduler, after which the two share one core and keep waking each other.
+    patience: std::time::Duration,
+}
+
+impl CommitPath {
+    /// The commit path of a database opened on `backend` whose last committed sequence number
+    /// is `commit_id`, writing engine run `run`.
+    pub fn new(
+        opts: &Options,
+        backend: nacre_pmem::ActiveBackend,
+        commit_id: u64,
+        run: u64,
+    ) -> CommitPath {
+        let pipelined = opts.pipelining.resolve(backend);
+        CommitPath {
+            ring: Ring::new(opts.ring_capacity),
+            // Unpipelined, every writer queues in one bucket: one group in flight at a time.
+            buckets: (0..if pipelined { opts.commit_buckets } else { 1 })
+                .map(|_| Bucket::default())
+                .collect(),
+            next_seq: AtomicU64::new(commit_id),
+            run,
+            commit_mode: opts.commit_mode.resolve(backend),
+            pipelined,
+            patience: if backend == nacre_pmem::ActiveBackend::Msync {
+                std::time::Duration::ZERO
+            } else {
+                std::time::Duration::from_micros(1000)
+            },
+        }
+    }
+}
+
+impl CommitPath {
     /// Queues `batch` in this thread's bucket and returns when its group is committed (C3).
     /// `bytes` is `batch.bytes_per_subtable()`, already computed by the caller's checks.
-    pub(crate) fn write_batch(&self, batch: WriteBatch, bytes: Vec<(u32, usize)>) -> Result<()> {
-        self.space.throttle(self.store.zones.free_zones());
+    pub(crate) fn write_batch(
+        &self,
+        sh: &Shared,
+        batch: WriteBatch,
+        bytes: Vec<(u32, usize)>,
+    ) -> Result<()> {
+        sh.space.throttle(sh.store.zones.free_zones());
         let mut w = Arc::new(Waiter {
             batch,
             bytes,
@@ -235,10 +292,10 @@ impl DbInner {
         });
         let mut verdicts = 0;
         loop {
-            match self.queue(&w) {
+            match self.queue(sh, &w) {
                 Err(GroupError::NoSpace { free, .. }) => {
-                    if let Err(stop) = self.space.wait_for_space(free) {
-                        let why = match (self.poisoned(), stop) {
+                    if let Err(stop) = sh.space.wait_for_space(free) {
+                        let why = match (sh.poisoned(), stop) {
                             (Some(p), _) | (None, Stop::Failed(p)) => {
                                 return Err(Error::Poisoned(p))
                             }
@@ -247,7 +304,7 @@ impl DbInner {
                         // Zones freed since this write found no room outrank the verdict:
                         // it tries again (a few times at most).
                         verdicts += 1;
-                        if self.store.zones.free_zones() <= free || verdicts > 8 {
+                        if sh.store.zones.free_zones() <= free || verdicts > 8 {
                             return Err(Error::PoolFull {
                                 cause: why,
                                 free_zones: free,
@@ -266,7 +323,7 @@ impl DbInner {
     }
 
     /// Queues `w` in this thread's bucket and returns its group's result.
-    fn queue(&self, w: &Arc<Waiter>) -> Result<(), GroupError> {
+    fn queue(&self, sh: &Shared, w: &Arc<Waiter>) -> Result<(), GroupError> {
         let bucket = &self.buckets[BUCKET.with(|b| *b) % self.buckets.len()];
         let lead = {
             let mut q = lock(&bucket.q);
@@ -279,19 +336,19 @@ impl DbInner {
                 return r;
             }
         }
-        self.lead(bucket)
+        self.lead(sh, bucket)
     }
 
     /// Takes a group from the front of the queue, hands leadership on (at once when
     /// pipelined, else once the group has committed), commits the group and completes its
     /// other writers. The caller is at the front of the queue (so in the group)
     /// and gets the group's result.
-    fn lead(&self, bucket: &Bucket) -> Result<(), GroupError> {
-        if !self.opts.batch_wait.is_zero() {
+    fn lead(&self, sh: &Shared, bucket: &Bucket) -> Result<(), GroupError> {
+        if !sh.opts.batch_wait.is_zero() {
             // Wait up to `batch_wait` for more writers to queue (a full batch ends the wait).
             let start = std::time::Instant::now();
-            while bucket.queued.load(Ordering::Acquire) < self.opts.batch_size
-                && start.elapsed() < self.opts.batch_wait
+            while bucket.queued.load(Ordering::Acquire) < sh.opts.batch_size
+                && start.elapsed() < sh.opts.batch_wait
             {
                 std::hint::spin_loop();
             }
@@ -300,10 +357,10 @@ impl DbInner {
             let mut q = lock(&bucket.q);
             let mut sums: Vec<(u32, usize)> = Vec::new();
             let mut take = 0;
-            for w in q.pending.iter().take(self.opts.batch_size) {
+            for w in q.pending.iter().take(sh.opts.batch_size) {
                 let fits = w.bytes.iter().all(|(s, b)| {
                     let have = sums.iter().find(|x| x.0 == *s).map_or(0, |x| x.1);
-                    have + b + ITEM_HEADER <= self.store.zone_size as usize
+                    have + b + ITEM_HEADER <= sh.store.zone_size as usize
                 });
                 if take > 0 && !fits {
                     break;
@@ -323,7 +380,7 @@ impl DbInner {
             }
             group
         };
-        let r = self.commit_group(&group);
+        let r = self.commit_group(sh, &group);
         if !self.pipelined {
             pass_leadership(&mut lock(&bucket.q));
         }
@@ -335,39 +392,32 @@ impl DbInner {
 
     /// Runs one stage of the commit path; a panic in it poisons the database and comes back
     /// as the reason.
-    fn guard<R>(&self, stage: &str, f: impl FnOnce() -> R) -> Result<R, String> {
+    fn guard<R>(&self, sh: &Shared, stage: &str, f: impl FnOnce() -> R) -> Result<R, String> {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|panic| {
             let msg = crate::error::panic_message(&*panic);
             let why = format!("{stage} of the commit path panicked: {msg}");
-            self.poison(why.clone());
+            sh.poison(why.clone());
             why
         })
     }
 
-    pub(crate) fn poisoned(&self) -> Option<String> {
-        if self.poisoned.load(Ordering::Acquire) {
-            Some(lock(&self.poison_reason).clone())
-        } else {
-            None
-        }
-    }
-
-    pub(crate) fn poison(&self, why: String) {
-        tracing::error!(reason = %why, "database poisoned: writes stop until reopen");
-        *lock(&self.poison_reason) = why;
-        self.poisoned.store(true, Ordering::Release);
-    }
-
     /// Stage 2: sequence numbers and space for every subtable the group touches (`n`
     /// operations, laid out in `parts`), recorded in the group's plan.
-    fn stage2(&self, parts: Vec<Part>, n: u64, keep: u64, g: &Group) -> Result<(), GroupError> {
-        if let Some(why) = self.poisoned() {
+    fn stage2(
+        &self,
+        sh: &Shared,
+        parts: Vec<Part>,
+        n: u64,
+        keep: u64,
+        g: &Group,
+    ) -> Result<(), GroupError> {
+        if let Some(why) = sh.poisoned() {
             return Err(GroupError::Poisoned(why));
         }
         let mut items: Vec<Item> = Vec::with_capacity(parts.len());
         for p in parts {
             let moved = matches!(p.records, Records::Moved(_));
-            match self.reserve(p.subtable, p.len, keep, moved) {
+            match self.reserve(sh, p.subtable, p.len, keep, moved) {
                 Ok((memtable, index, res)) => items.push(Item {
                     memtable,
                     index,
@@ -396,8 +446,15 @@ impl DbInner {
 
     /// Space for `len` bytes in subtable `sub`: in its active memtable, or (`moved`) in its
     /// relocation memtable. New zones only while more than `keep` are free.
-    fn reserve(&self, sub: u32, len: usize, keep: u64, moved: bool) -> Result<Granted, GroupError> {
-        let max = self.store.zone_size as usize;
+    fn reserve(
+        &self,
+        sh: &Shared,
+        sub: u32,
+        len: usize,
+        keep: u64,
+        moved: bool,
+    ) -> Result<Granted, GroupError> {
+        let max = sh.store.zone_size as usize;
         if len > max {
             return Err(GroupError::TooLarge { len, max });
         }
@@ -408,13 +465,13 @@ impl DbInner {
             // A fence or store that failed: the media can no longer be trusted.
             other => {
                 let why = format!("reserving space failed: {other}");
-                self.poison(why.clone());
+                sh.poison(why.clone());
                 GroupError::Poisoned(why)
             }
         };
-        let store = &self.store;
+        let store = &sh.store;
         let last = self.next_seq.load(Ordering::Acquire);
-        let visible = self.visible.load(Ordering::Acquire);
+        let visible = sh.visible.load(Ordering::Acquire);
         let reserve = |st: &Subtable| {
             let st = &st.inner;
             for full in [false, true] {
@@ -422,7 +479,7 @@ impl DbInner {
                     (st.reloc_for_write(store, full).map_err(fail)?, None)
                 } else {
                     let a = st
-                        .active_for_write(store, &self.space, &self.tickets, full, last, visible)
+                        .active_for_write(store, &sh.space, &sh.tickets, full, last, visible)
                         .map_err(fail)?;
                     (a.mem, Some(a.index))
                 };
@@ -432,7 +489,7 @@ impl DbInner {
             }
             Err(GroupError::TooLarge { len, max })
         };
-        self.with_subtable(sub, reserve)
+        sh.with_subtable(sub, reserve)
             .unwrap_or_else(|| Err(GroupError::Poisoned(format!("unknown subtable {sub}"))))
     }
 
@@ -440,11 +497,11 @@ impl DbInner {
     /// makes them durable is stage 4's first one when this thread commits its own group, else
     /// the hand-off fence. Index entries are invisible until stage 4 advances `visible` past
     /// their sequence numbers (C4).
-    fn stage3(&self, group: &[Arc<Waiter>], plan: &Plan) {
-        let pool = &self.store.pool;
+    fn stage3(&self, sh: &Shared, group: &[Arc<Waiter>], plan: &Plan) {
+        let pool = &sh.store.pool;
         let items = &plan.items;
         let (mut pm, mut user) = (0u64, 0u64);
-        let inject_panic = self.opts.inject == Some(crate::options::Inject::CommitPanic);
+        let inject_panic = sh.opts.inject == Some(crate::options::Inject::CommitPanic);
         SCRATCH.with(|buf| {
             let mut buf = buf.borrow_mut();
             for it in items {
@@ -501,9 +558,9 @@ impl DbInner {
                 }
             }
         });
-        self.space.pm_bytes.fetch_add(pm, Ordering::Relaxed);
+        sh.space.pm_bytes.fetch_add(pm, Ordering::Relaxed);
         if user > 0 {
-            self.space.user_bytes.fetch_add(user, Ordering::Relaxed);
+            sh.space.user_bytes.fetch_add(user, Ordering::Relaxed);
         }
     }
 
@@ -514,25 +571,25 @@ impl DbInner {
     /// only this group can be cut: stage 4 is serial, and each earlier group's fence completed
     /// before this one began (and the records of a group committed by another thread were
     /// fenced by the hand-off).
-    fn stage4(&self, g: &Group) {
+    fn stage4(&self, sh: &Shared, g: &Group) {
         // The plan (and its memtable references) is dropped by the group's owner, outside
         // this serial stage.
         let plan = lock(&g.plan);
-        if let Some(why) = self.poisoned() {
+        if let Some(why) = sh.poisoned() {
             g.finish(Err(GroupError::Poisoned(why)));
             return;
         }
         for it in &plan.items {
-            it.memtable.commit(&self.store, it.res.end);
+            it.memtable.commit(&sh.store, it.res.end);
         }
-        let pool = &self.store.pool;
+        let pool = &sh.store.pool;
         let r = match self.commit_mode {
             CommitMode::SingleFence => {
-                self.store.set_commit_id(plan.seq_end);
+                sh.store.set_commit_id(plan.seq_end);
                 pool.fence()
             }
             CommitMode::TwoFence | CommitMode::Auto => pool.fence().and_then(|_| {
-                self.store.set_commit_id(plan.seq_end);
+                sh.store.set_commit_id(plan.seq_end);
                 pool.fence()
             }),
         };
@@ -540,17 +597,17 @@ impl DbInner {
             Ok(()) => {
                 // Groups reach here in grant order, so `visible` only moves forward and covers
                 // whole groups (C4).
-                self.visible.store(plan.seq_end, Ordering::Release);
+                sh.visible.store(plan.seq_end, Ordering::Release);
                 g.finish(Ok(()))
             }
             Err(e) => {
-                self.poison(format!("commit fence failed: {e}"));
+                sh.poison(format!("commit fence failed: {e}"));
                 g.finish(Err(GroupError::Poisoned(e.to_string())));
             }
         }
     }
 
-    fn commit_group(&self, group: &[Arc<Waiter>]) -> Result<(), GroupError> {
+    fn commit_group(&self, sh: &Shared, group: &[Arc<Waiter>]) -> Result<(), GroupError> {
         let (parts, n) = layout(group);
         let deletes_only = group.iter().all(|w| {
             w.batch
@@ -560,11 +617,11 @@ impl DbInner {
         });
         // Deletes may dig into the cleaner's reserve: they are how a full pool frees space.
         let keep = if deletes_only {
-            self.space.keep / 2
+            sh.space.keep / 2
         } else {
-            self.space.keep
+            sh.space.keep
         };
-        self.run_group(group, parts, n, keep).map(|_| ())
+        self.run_group(sh, group, parts, n, keep).map(|_| ())
     }
 
     /// Writes `records` (moved by the cleaner, with their own sequence numbers) into
@@ -572,6 +629,7 @@ impl DbInner {
     /// takes one sequence number of its own. Returns where each record now is.
     pub(crate) fn commit_moved(
         &self,
+        sh: &Shared,
         sub: u32,
         records: Vec<Moved>,
     ) -> Result<Vec<nacre_pmem::PmOffset>, GroupError> {
@@ -584,7 +642,7 @@ impl DbInner {
             len: ITEM_HEADER + sizes.iter().sum::<usize>(),
             records: Records::Moved(records),
         };
-        let at = self.run_group(&[], vec![part], 1, 0)?;
+        let at = self.run_group(sh, &[], vec![part], 1, 0)?;
         let mut out = Vec::with_capacity(sizes.len());
         let mut off = at.add(ITEM_HEADER as u64);
         for n in sizes {
@@ -596,17 +654,17 @@ impl DbInner {
 
     /// Seals subtable `sub`'s active memtable (if it holds anything) in stage 2 of a group
     /// that writes nothing, so no group is reserving in it meanwhile. Whether it sealed one.
-    pub(crate) fn seal(&self, sub: u32) -> bool {
+    pub(crate) fn seal(&self, sh: &Shared, sub: u32) -> bool {
         let g = Arc::new(Group {
             plan: Mutex::new(Plan::default()),
             done: OneShot::new(),
         });
         let (h, sealed) = self.ring.grant(g.clone(), || {
             let last = self.next_seq.load(Ordering::Acquire);
-            let visible = self.visible.load(Ordering::Acquire);
-            self.with_subtable(sub, |st| {
+            let visible = sh.visible.load(Ordering::Acquire);
+            sh.with_subtable(sub, |st| {
                 st.inner
-                    .seal(&self.store, &self.space, &self.tickets, last, visible)
+                    .seal(&sh.store, &sh.space, &sh.tickets, last, visible)
             })
             .unwrap_or(Ok(false))
             .unwrap_or_else(|e| {
@@ -618,7 +676,7 @@ impl DbInner {
         g.finish(Ok(()));
         self.ring.finish(h, &|| {}, &|x: &Arc<Group>| {
             if !x.done.is_set() {
-                self.stage4(x)
+                self.stage4(sh, x)
             }
         });
         sealed
@@ -627,6 +685,7 @@ impl DbInner {
     /// Runs one group through the ring; returns where its first item starts.
     fn run_group(
         &self,
+        sh: &Shared,
         group: &[Arc<Waiter>],
         parts: Vec<Part>,
         n: u64,
@@ -639,25 +698,25 @@ impl DbInner {
         // A panic in any stage poisons the database and fails the group, and the ring still
         // moves on: no writer waits forever behind a stage that will never finish.
         let (h, planned) = self.ring.grant(g.clone(), || {
-            self.guard("stage 2", || self.stage2(parts, n, keep, &g))
+            self.guard(sh, "stage 2", || self.stage2(sh, parts, n, keep, &g))
                 .unwrap_or_else(|why| Err(GroupError::Poisoned(why)))
         });
         match &planned {
             Ok(()) => {
                 // A failure here is caught by stage 4, which sees the poison.
-                let _ = self.guard("stage 3", || self.stage3(group, &lock(&g.plan)));
+                let _ = self.guard(sh, "stage 3", || self.stage3(sh, group, &lock(&g.plan)));
             }
             // Nothing reserved or numbered: stage 4 only has to pass the handle on.
             Err(_) => g.finish(Ok(())),
         }
         let handoff = || {
-            if let Err(e) = self.store.pool.fence() {
-                self.poison(format!("record fence failed: {e}"));
+            if let Err(e) = sh.store.pool.fence() {
+                sh.poison(format!("record fence failed: {e}"));
             }
         };
         self.ring.finish(h, &handoff, &|x: &Arc<Group>| {
             if !x.done.is_set() {
-                if let Err(why) = self.guard("stage 4", || self.stage4(x)) {
+                if let Err(why) = self.guard(sh, "stage 4", || self.stage4(sh, x)) {
                     x.finish(Err(GroupError::Poisoned(why)));
                 }
             }

@@ -3,6 +3,10 @@
 //! Thread safety: `Db` is `Send + Sync`; share it by reference or `Arc`. Writers go through
 //! the commit path (`commit.rs`); readers take a sequence number (`visible` or a snapshot's)
 //! and read the lock-free memtable indexes, so readers never block writers.
+//!
+//! Layers (imports go one way): the shared state (`core.rs`), the commit path (`commit.rs`),
+//! the engine that holds both (`engine.rs`) and the background worker that drives it, then
+//! this public face.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -15,62 +19,24 @@ use nacre_pmem::{Backend, Pool};
 use crate::art::ArtIndex;
 use crate::batch::WriteBatch;
 use crate::blob::{inline_max, value_at, Blobs, MAX_VALUE};
-use crate::commit::{Bucket, Group};
+use crate::commit::CommitPath;
+use crate::core::Shared;
+use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::gi::{GlobalIndex, Horizon};
+use crate::gi::GlobalIndex;
 use crate::index::MemIndex;
 use crate::iter::{DbIterator, IterOptions};
 use crate::memtable::{Memtable, Role};
-use crate::options::{CommitMode, Inject, Options, RecoveryMutation};
-use crate::record::{record_size, Kind, ITEM_HEADER};
+use crate::options::{CommitMode, Options};
+use crate::record::{record_size, ITEM_HEADER};
 use crate::recovery::{self, RecoveryReport};
-use crate::ring::Ring;
 use crate::space::Space;
-use crate::space::Stop;
 use crate::store::Store;
 use crate::subtable::Subtable;
 use crate::view::{MemSource, Snapshot, Snapshots, Tickets, View};
 
 /// Name of the subtable every database has.
 pub const DEFAULT_SUBTABLE: &str = "default";
-
-pub(crate) struct DbInner {
-    pub opts: Options,
-    pub store: Store,
-    pub ring: Ring<Arc<Group>>,
-    pub buckets: Vec<Bucket>,
-    /// The last sequence number granted (stage 2 only).
-    pub next_seq: AtomicU64,
-    pub visible: AtomicU64,
-    /// The engine run this instance writes (stamped on every item).
-    pub run: u64,
-    /// How stage 4 fences (resolved: never `Auto`).
-    pub commit_mode: CommitMode,
-    /// Whether buckets pass leadership on at take (resolved [`Options::pipelining`]).
-    pub pipelined: bool,
-    /// How long a writer waiting for its group yields before blocking. None on `msync`, where
-    /// the wait is a file sync and a yielding thread delays the kernel threads completing it.
-    /// Long elsewhere, where a commit takes microseconds: a wait that long means the committer
-    /// lost its core, and a blocked writer woken by the committer is moved to the committer's
-    /// core by the scheduler, after which the two share one core and keep waking each other.
-    pub patience: std::time::Duration,
-    pub poisoned: AtomicBool,
-    pub poison_reason: parking_lot::Mutex<String>,
-    /// This instance's identity, stamped on its subtable handles.
-    id: u64,
-    subtables: RwLock<HashMap<String, Subtable>>,
-    by_id: ArcSwap<Vec<Option<Subtable>>>,
-    create_lock: Mutex<()>,
-    pub snapshots: Arc<Snapshots>,
-    pub tickets: Arc<Tickets>,
-    pub space: Space,
-    pub blobs: Blobs,
-    recovery: RecoveryReport,
-    closed: AtomicBool,
-    stop: AtomicBool,
-    /// Held by the background worker for each round, and by [`Db::check`].
-    pub pause: parking_lot::Mutex<()>,
-}
 
 /// The controls of a `sim` pool (see [`Db::sim`]).
 #[doc(hidden)]
@@ -89,7 +55,7 @@ impl std::ops::Deref for SimHandle {
 
 /// An open database.
 pub struct Db {
-    inner: Arc<DbInner>,
+    inner: Arc<Engine>,
     worker: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -98,118 +64,6 @@ impl std::fmt::Debug for Db {
         f.debug_struct("Db")
             .field("path", &self.inner.opts.path)
             .finish()
-    }
-}
-
-impl DbInner {
-    /// Stores the batch's long values as blobs (B1 in blob.rs), putting their descriptors in
-    /// their place, and returns the descriptors. Waits for space as writes do.
-    pub(crate) fn write_blobs(&self, batch: &mut WriteBatch) -> Result<Vec<Vec<u8>>> {
-        let limit = inline_max(self.store.zone_size);
-        let mut made: Vec<Vec<u8>> = Vec::new();
-        for op in batch.ops.iter_mut() {
-            if op.kind != Kind::Put || op.value.len() <= limit {
-                continue;
-            }
-            let mut verdicts = 0;
-            let desc = loop {
-                match self.blobs.write(&self.store, self.space.keep, &op.value) {
-                    Ok(d) => break d,
-                    Err(Error::NoSpace { free, .. }) => {
-                        if let Err(stop) = self.space.wait_for_space(free) {
-                            let e = match (self.poisoned(), stop) {
-                                (Some(p), _) | (None, Stop::Failed(p)) => Error::Poisoned(p),
-                                (None, Stop::Full(cause)) => {
-                                    // As in `write_batch`: zones freed meanwhile outrank the
-                                    // verdict.
-                                    verdicts += 1;
-                                    if self.store.zones.free_zones() > free && verdicts <= 8 {
-                                        continue;
-                                    }
-                                    Error::PoolFull {
-                                        cause,
-                                        free_zones: free,
-                                    }
-                                }
-                            };
-                            return Err(self.give_back(e, &made));
-                        }
-                    }
-                    Err(e @ Error::PoolFull { .. }) => return Err(self.give_back(e, &made)),
-                    Err(e) => {
-                        // A failed fence: the media can no longer be trusted.
-                        let why = format!("writing a blob failed: {e}");
-                        self.poison(why.clone());
-                        return Err(Error::Poisoned(why));
-                    }
-                }
-            };
-            let n = op.value.len() as u64;
-            self.space.pm_bytes.fetch_add(n, Ordering::Relaxed);
-            self.space.user_bytes.fetch_add(n, Ordering::Relaxed);
-            op.value = desc.clone();
-            op.kind = Kind::Blob;
-            made.push(desc);
-        }
-        Ok(made)
-    }
-
-    /// A write that made the blobs `made` failed with `e`: nothing of it was applied, so
-    /// their zones go back (unless the database is poisoned: a write that failed then may
-    /// still be in PM, and recovery decides). Returns `e`.
-    fn give_back(&self, e: Error, made: &[Vec<u8>]) -> Error {
-        if !matches!(e, Error::Poisoned(_)) {
-            for d in made {
-                if let Err(err) = self.blobs.forget(&self.store, d) {
-                    tracing::warn!(error = %err, "giving back a failed write's blob");
-                }
-            }
-        }
-        e
-    }
-
-    /// Runs `f` on subtable `id`, if it exists, without taking a counted reference (a
-    /// clone's reference count would be a cache line every writer shares).
-    pub(crate) fn with_subtable<R>(&self, id: u32, f: impl FnOnce(&Subtable) -> R) -> Option<R> {
-        self.by_id.load().get(id as usize)?.as_ref().map(f)
-    }
-
-    /// Every subtable.
-    pub(crate) fn all_subtables(&self) -> Vec<Subtable> {
-        self.by_id.load().iter().flatten().cloned().collect()
-    }
-
-    /// The read points background work must keep answering (V2 in view.rs): tickets are read
-    /// before snapshots, so a snapshot registered after this reads at or above `h`.
-    pub(crate) fn horizon(&self) -> Horizon {
-        let h = self
-            .tickets
-            .oldest()
-            .map_or_else(|| self.visible.load(Ordering::Acquire), |(_, s)| s);
-        let snaps = self
-            .snapshots
-            .held()
-            .into_iter()
-            .map(|(s, _)| s)
-            .filter(|&s| s < h)
-            .collect();
-        Horizon {
-            h,
-            snaps,
-            ignore_ghosts: self.opts.recovery_mutation == Some(RecoveryMutation::IgnoreGhosts),
-        }
-    }
-
-    /// Whether the database is closing (the background worker stops).
-    pub(crate) fn stopping(&self) -> bool {
-        self.stop.load(Ordering::Acquire)
-    }
-
-    /// Runs a fault injected into the background worker (tests).
-    pub(crate) fn inject_background_fault(&self) {
-        if self.opts.inject == Some(Inject::BackgroundPanic) && self.space.writers_waiting() {
-            panic!("injected background panic");
-        }
     }
 }
 
@@ -257,47 +111,35 @@ impl Db {
             by_name.insert(s.name().to_string(), s);
         }
         let commit_id = rec.commit_id;
-        let commit_mode = opts.commit_mode.resolve(store.pool.backend());
-        let pipelined = opts.pipelining.resolve(store.pool.backend());
         tracing::info!(
-            path = %opts.path.display(), backend = %report, commit_mode = ?commit_mode,
-            pipelined,
+            path = %opts.path.display(), backend = %report,
+            commit_mode = ?opts.commit_mode.resolve(store.pool.backend()),
+            pipelined = opts.pipelining.resolve(store.pool.backend()),
             micros = rec.elapsed.as_micros() as u64, memtables = rec.memtables,
             records = rec.records, bytes = rec.bytes_scanned, rolled_back = rec.rolled_back,
             "opened database"
         );
-        let inner = Arc::new(DbInner {
-            ring: Ring::new(opts.ring_capacity),
-            // Unpipelined, every writer queues in one bucket: one group in flight at a time.
-            buckets: (0..if pipelined { opts.commit_buckets } else { 1 })
-                .map(|_| Bucket::default())
-                .collect(),
-            next_seq: AtomicU64::new(commit_id),
-            visible: AtomicU64::new(commit_id),
-            run: rec.run,
-            commit_mode,
-            pipelined,
-            patience: if store.pool.backend() == nacre_pmem::ActiveBackend::Msync {
-                std::time::Duration::ZERO
-            } else {
-                std::time::Duration::from_micros(1000)
+        let inner = Arc::new(Engine {
+            commit: CommitPath::new(&opts, store.pool.backend(), commit_id, rec.run),
+            sh: Shared {
+                visible: AtomicU64::new(commit_id),
+                poisoned: AtomicBool::new(false),
+                poison_reason: parking_lot::Mutex::new(String::new()),
+                id: db_id,
+                subtables: RwLock::new(by_name),
+                by_id: ArcSwap::from_pointee(by_id),
+                create_lock: Mutex::new(()),
+                snapshots: Arc::new(Snapshots::default()),
+                tickets,
+                space,
+                blobs,
+                stop: AtomicBool::new(false),
+                pause: parking_lot::Mutex::new(()),
+                store,
+                opts,
             },
-            poisoned: AtomicBool::new(false),
-            poison_reason: parking_lot::Mutex::new(String::new()),
-            id: db_id,
-            subtables: RwLock::new(by_name),
-            by_id: ArcSwap::from_pointee(by_id),
-            create_lock: Mutex::new(()),
-            snapshots: Arc::new(Snapshots::default()),
-            tickets,
-            space,
-            blobs,
             recovery: rec,
             closed: AtomicBool::new(false),
-            stop: AtomicBool::new(false),
-            pause: parking_lot::Mutex::new(()),
-            store,
-            opts,
         });
         let worker = {
             let inner = inner.clone();
@@ -320,7 +162,7 @@ impl Db {
     /// How this database commits groups: [`CommitMode::Auto`] resolved against the pool's
     /// backend.
     pub fn commit_mode(&self) -> CommitMode {
-        self.inner.commit_mode
+        self.inner.commit.commit_mode
     }
 
     /// What recovery did when this database was opened.
@@ -501,7 +343,7 @@ impl Db {
                 max,
             });
         }
-        self.inner.write_batch(batch, bytes)
+        self.inner.commit.write_batch(&self.inner.sh, batch, bytes)
     }
 
     /// Sets `key` to `value` in `subtable`, durably.

@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crate::commit::{GroupError, Moved};
-use crate::db::DbInner;
+use crate::engine::Engine;
 use crate::error::{Error, FullCause, Result};
 use crate::gi::{apply, Horizon, Version};
 use crate::memtable::{Found, Memtable};
@@ -38,7 +38,7 @@ type Victim = (u64, u32, Arc<Memtable>, u64);
 /// waiting, a zone must be at least an eighth dead to be worth moving. Nothing is picked
 /// when all candidates together hold less than two zones of dead bytes: moving their live
 /// records would not gain a zone.
-fn pick(db: &DbInner, urgent: bool) -> Option<Victim> {
+fn pick(db: &Engine, urgent: bool) -> Option<Victim> {
     let writing: Vec<Arc<Memtable>> = db
         .all_subtables()
         .iter()
@@ -97,7 +97,7 @@ pub(crate) enum Cleaned {
 }
 
 /// Cleans one zone if one is worth it.
-pub(crate) fn clean_one(db: &DbInner, retired: &mut Vec<Retired>, urgent: bool) -> Result<Cleaned> {
+pub(crate) fn clean_one(db: &Engine, retired: &mut Vec<Retired>, urgent: bool) -> Result<Cleaned> {
     let Some((zone, sub_id, mem, slot)) = pick(db, urgent) else {
         return Ok(Cleaned::Nothing);
     };
@@ -189,7 +189,7 @@ pub(crate) fn clean_one(db: &DbInner, retired: &mut Vec<Retired>, urgent: bool) 
 /// copies; the old copies count as ghosts until their zone is given back (GI2), and are
 /// added to `moved`. `Ok(Some(why))`: no room to relocate into.
 fn relocate(
-    db: &DbInner,
+    db: &Engine,
     sub: &Subtable,
     chunk: Vec<(Found, Moved)>,
     moved_keys: &mut Vec<(Vec<u8>, u64)>,
@@ -234,7 +234,7 @@ fn relocate(
 
 /// Versions naming blobs left `sub`'s Global Index: their zones go back once every view that
 /// could still read them is gone (B2 in blob.rs).
-pub(crate) fn retire_blobs(db: &DbInner, sub: &Subtable, gone: &[Version]) -> Result<()> {
+pub(crate) fn retire_blobs(db: &Engine, sub: &Subtable, gone: &[Version]) -> Result<()> {
     if gone.is_empty() {
         return Ok(());
     }

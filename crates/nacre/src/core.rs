@@ -1,0 +1,170 @@
+//! The engine's shared state: the store, space accounting, blob registry, subtables, read
+//! tickets and snapshots, the visible sequence number and the poison flag. The commit path
+//! (`commit.rs`), the background worker and the public `Db` all work on it; it knows none of
+//! them (imports go one way: core, then the commit path, then the engine, then `Db`).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use arc_swap::ArcSwap;
+
+use crate::batch::WriteBatch;
+use crate::blob::{inline_max, Blobs};
+use crate::error::{Error, Result};
+use crate::gi::Horizon;
+use crate::options::{Inject, Options, RecoveryMutation};
+use crate::record::Kind;
+use crate::space::{Space, Stop};
+use crate::store::Store;
+use crate::subtable::Subtable;
+use crate::view::{Snapshots, Tickets};
+
+/// What every part of an open database shares.
+pub(crate) struct Shared {
+    pub opts: Options,
+    pub store: Store,
+    /// The last sequence number readers may see (C4 in commit.rs).
+    pub visible: AtomicU64,
+    pub poisoned: AtomicBool,
+    pub poison_reason: parking_lot::Mutex<String>,
+    /// This instance's identity, stamped on its subtable handles.
+    pub id: u64,
+    pub subtables: RwLock<HashMap<String, Subtable>>,
+    pub by_id: ArcSwap<Vec<Option<Subtable>>>,
+    pub create_lock: Mutex<()>,
+    pub snapshots: Arc<Snapshots>,
+    pub tickets: Arc<Tickets>,
+    pub space: Space,
+    pub blobs: Blobs,
+    pub stop: AtomicBool,
+    /// Held by the background worker for each round, and by `Db::check`.
+    pub pause: parking_lot::Mutex<()>,
+}
+
+impl Shared {
+    /// Stores the batch's long values as blobs (B1 in blob.rs), putting their descriptors in
+    /// their place, and returns the descriptors. Waits for space as writes do.
+    pub(crate) fn write_blobs(&self, batch: &mut WriteBatch) -> Result<Vec<Vec<u8>>> {
+        let limit = inline_max(self.store.zone_size);
+        let mut made: Vec<Vec<u8>> = Vec::new();
+        for op in batch.ops.iter_mut() {
+            if op.kind != Kind::Put || op.value.len() <= limit {
+                continue;
+            }
+            let mut verdicts = 0;
+            let desc = loop {
+                match self.blobs.write(&self.store, self.space.keep, &op.value) {
+                    Ok(d) => break d,
+                    Err(Error::NoSpace { free, .. }) => {
+                        if let Err(stop) = self.space.wait_for_space(free) {
+                            let e = match (self.poisoned(), stop) {
+                                (Some(p), _) | (None, Stop::Failed(p)) => Error::Poisoned(p),
+                                (None, Stop::Full(cause)) => {
+                                    // As in `write_batch`: zones freed meanwhile outrank the
+                                    // verdict.
+                                    verdicts += 1;
+                                    if self.store.zones.free_zones() > free && verdicts <= 8 {
+                                        continue;
+                                    }
+                                    Error::PoolFull {
+                                        cause,
+                                        free_zones: free,
+                                    }
+                                }
+                            };
+                            return Err(self.give_back(e, &made));
+                        }
+                    }
+                    Err(e @ Error::PoolFull { .. }) => return Err(self.give_back(e, &made)),
+                    Err(e) => {
+                        // A failed fence: the media can no longer be trusted.
+                        let why = format!("writing a blob failed: {e}");
+                        self.poison(why.clone());
+                        return Err(Error::Poisoned(why));
+                    }
+                }
+            };
+            let n = op.value.len() as u64;
+            self.space.pm_bytes.fetch_add(n, Ordering::Relaxed);
+            self.space.user_bytes.fetch_add(n, Ordering::Relaxed);
+            op.value = desc.clone();
+            op.kind = Kind::Blob;
+            made.push(desc);
+        }
+        Ok(made)
+    }
+
+    /// A write that made the blobs `made` failed with `e`: nothing of it was applied, so
+    /// their zones go back (unless the database is poisoned: a write that failed then may
+    /// still be in PM, and recovery decides). Returns `e`.
+    pub(crate) fn give_back(&self, e: Error, made: &[Vec<u8>]) -> Error {
+        if !matches!(e, Error::Poisoned(_)) {
+            for d in made {
+                if let Err(err) = self.blobs.forget(&self.store, d) {
+                    tracing::warn!(error = %err, "giving back a failed write's blob");
+                }
+            }
+        }
+        e
+    }
+
+    /// Runs `f` on subtable `id`, if it exists, without taking a counted reference (a
+    /// clone's reference count would be a cache line every writer shares).
+    pub(crate) fn with_subtable<R>(&self, id: u32, f: impl FnOnce(&Subtable) -> R) -> Option<R> {
+        self.by_id.load().get(id as usize)?.as_ref().map(f)
+    }
+
+    /// Every subtable.
+    pub(crate) fn all_subtables(&self) -> Vec<Subtable> {
+        self.by_id.load().iter().flatten().cloned().collect()
+    }
+
+    /// The read points background work must keep answering (V2 in view.rs): tickets are read
+    /// before snapshots, so a snapshot registered after this reads at or above `h`.
+    pub(crate) fn horizon(&self) -> Horizon {
+        let h = self
+            .tickets
+            .oldest()
+            .map_or_else(|| self.visible.load(Ordering::Acquire), |(_, s)| s);
+        let snaps = self
+            .snapshots
+            .held()
+            .into_iter()
+            .map(|(s, _)| s)
+            .filter(|&s| s < h)
+            .collect();
+        Horizon {
+            h,
+            snaps,
+            ignore_ghosts: self.opts.recovery_mutation == Some(RecoveryMutation::IgnoreGhosts),
+        }
+    }
+
+    /// Whether the database is closing (the background worker stops).
+    pub(crate) fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+    }
+
+    /// Runs a fault injected into the background worker (tests).
+    pub(crate) fn inject_background_fault(&self) {
+        if self.opts.inject == Some(Inject::BackgroundPanic) && self.space.writers_waiting() {
+            panic!("injected background panic");
+        }
+    }
+
+    /// Why the database is poisoned, if it is.
+    pub(crate) fn poisoned(&self) -> Option<String> {
+        if self.poisoned.load(Ordering::Acquire) {
+            Some(self.poison_reason.lock().clone())
+        } else {
+            None
+        }
+    }
+
+    pub(crate) fn poison(&self, why: String) {
+        tracing::error!(reason = %why, "database poisoned: writes stop until reopen");
+        *self.poison_reason.lock() = why;
+        self.poisoned.store(true, Ordering::Release);
+    }
+}
