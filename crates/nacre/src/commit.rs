@@ -244,6 +244,8 @@ pub(crate) struct CommitPath {
     /// lost its core, and a blocked writer woken by the committer is moved to the committer's
     /// core by the scheduler, after which the two share one core and keep waking each other.
     patience: std::time::Duration,
+    /// Groups that committed records (each one durable commit: one fence, or two).
+    pub groups: AtomicU64,
 }
 
 impl CommitPath {
@@ -271,6 +273,7 @@ impl CommitPath {
             } else {
                 std::time::Duration::from_micros(1000)
             },
+            groups: AtomicU64::new(0),
         }
     }
 }
@@ -595,6 +598,9 @@ impl CommitPath {
         };
         match r {
             Ok(()) => {
+                if !plan.items.is_empty() {
+                    self.groups.fetch_add(1, Ordering::Relaxed);
+                }
                 // Groups reach here in grant order, so `visible` only moves forward and covers
                 // whole groups (C4).
                 sh.visible.store(plan.seq_end, Ordering::Release);

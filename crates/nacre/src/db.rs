@@ -488,6 +488,7 @@ impl Db {
             cleaner_zones_freed: space.zones_freed.load(Relaxed),
             pm_bytes_written: space.pm_bytes.load(Relaxed),
             user_bytes_written: space.user_bytes.load(Relaxed),
+            commit_groups: inner.commit.groups.load(Relaxed),
             stalls: space.stalls.load(Relaxed),
             stall_time: std::time::Duration::from_nanos(space.stall_nanos.load(Relaxed)),
             slowing_writers: zones_free < space.slow_below,

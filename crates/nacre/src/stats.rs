@@ -51,6 +51,9 @@ pub struct Stats {
     pub pm_bytes_written: u64,
     /// Bytes of keys and values users wrote.
     pub user_bytes_written: u64,
+    /// Groups committed (each one durable commit of one or more write batches, and of the
+    /// cleaner's relocations).
+    pub commit_groups: u64,
     /// Times a writer was slowed or waited for space.
     pub stalls: u64,
     /// Time writers spent slowed or waiting for space.

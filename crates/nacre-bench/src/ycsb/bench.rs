@@ -219,6 +219,31 @@ pub struct YcsbRow {
     pub records: u64,
     /// The measurement.
     pub result: PhaseResult,
+    /// Bytes the device holding the store's directory wrote during the phase (from the
+    /// kernel's block statistics), where they could be read.
+    pub disk_bytes: Option<u64>,
+    /// Durable commits the store made during the phase, where it counts them.
+    pub commits: Option<u64>,
+}
+
+/// Bytes written so far by the block device holding `dir` (`/sys/dev/block/M:m/stat`,
+/// sectors of 512 bytes), if it can be found.
+fn device_written_bytes(dir: &std::path::Path) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let dev = std::fs::metadata(dir).ok()?.dev();
+    let (major, minor) = (libc::major(dev), libc::minor(dev));
+    let stat = std::fs::read_to_string(format!("/sys/dev/block/{major}:{minor}/stat")).ok()?;
+    let sectors: u64 = stat.split_whitespace().nth(6)?.parse().ok()?;
+    Some(sectors * 512)
+}
+
+/// Operations of a phase that write.
+fn writes(r: &PhaseResult) -> u64 {
+    r.per_op
+        .iter()
+        .filter(|o| o.op != "READ" && o.op != "SCAN")
+        .map(|o| o.count)
+        .sum()
 }
 
 impl YcsbConfig {
@@ -388,26 +413,41 @@ fn run_all(cfg: &YcsbConfig) -> Result<Vec<YcsbRow>> {
         let store = open_store(cfg, t)?;
         let (records, ops) = cfg.sizes(t);
         let opts = cfg.run_options(ops);
-        let row = |records: u64, result: PhaseResult| YcsbRow {
-            target: t,
-            label: store.label(),
-            backend: store.backend(),
-            durability: store.durability(),
-            records,
-            result,
+        let dir = if t.power_loss() {
+            cfg.disk_dir.clone()
+        } else {
+            cfg.shm()
+        };
+        // Counters before a phase: device bytes written and the store's commits.
+        let counters = || (device_written_bytes(&dir), store.commits());
+        let row = |records: u64, result: PhaseResult, before: (Option<u64>, Option<u64>)| {
+            let after = counters();
+            let delta = |a: Option<u64>, b: Option<u64>| Some(a?.saturating_sub(b?));
+            YcsbRow {
+                target: t,
+                label: store.label(),
+                backend: store.backend(),
+                durability: store.durability(),
+                records,
+                result,
+                disk_bytes: delta(after.0, before.0),
+                commits: delta(after.1, before.1),
+            }
         };
         let load_w = cfg.workload(WorkloadName::A, records, ops);
+        let before = counters();
         let load = runner::load(store.as_ref(), &load_w, &opts)?;
         tracing::info!(target = %store.label(), ops_per_sec = load.ops_per_sec, "ycsb load");
-        rows.push(row(0, load));
+        rows.push(row(0, load, before));
         let mut present = records;
         for &name in &cfg.workloads {
             let w = cfg.workload(name, present, ops);
+            let before = counters();
             let (r, now) = runner::run(store.as_ref(), &w, name.letter(), &opts)?;
             tracing::info!(target = %store.label(), workload = name.letter(),
                            ops_per_sec = r.ops_per_sec, "ycsb run");
             check_found(&store.label(), &r)?;
-            rows.push(row(present, r));
+            rows.push(row(present, r, before));
             present = now;
         }
     }
@@ -497,6 +537,37 @@ pub fn markdown(cfg: &YcsbConfig, machine: &MachineInfo, rows: &[YcsbRow]) -> St
             );
         }
     }
+    let disk: Vec<&YcsbRow> = rows.iter().filter(|r| r.target.power_loss()).collect();
+    if !disk.is_empty() {
+        s.push_str(
+            "\nPower-loss stores, per phase: bytes the disk's block device wrote (the kernel's \
+             counters: the whole device, so other writers count too), per write operation, \
+             and group commits where the store counts them.\n\n\
+             | workload | store | write ops | disk MiB written | disk bytes per write | commits | writes per commit |\n\
+             |---|---|---|---|---|---|---|\n",
+        );
+        for r in disk {
+            let w = writes(&r.result);
+            let per = |x: Option<u64>| match x {
+                Some(b) if w > 0 => sig3(b as f64 / w as f64),
+                _ => "-".into(),
+            };
+            let _ = writeln!(
+                s,
+                "| {} | {} | {w} | {} | {} | {} | {} |",
+                r.result.workload.to_uppercase(),
+                r.label,
+                r.disk_bytes
+                    .map_or_else(|| "-".into(), |b| sig3(b as f64 / (1 << 20) as f64)),
+                per(r.disk_bytes),
+                r.commits.map_or_else(|| "-".into(), |c| c.to_string()),
+                match r.commits {
+                    Some(c) if c > 0 => sig3(w as f64 / c as f64),
+                    _ => "-".into(),
+                },
+            );
+        }
+    }
     s.push_str(
         "\n| workload | store | op | count | avg us | p50 us | p99 us | p99.9 us | max us |\n",
     );
@@ -538,6 +609,8 @@ pub fn json_rows(
             let (records, ops) = cfg.sizes(r.target);
             params["run_records"] = records.into();
             params["run_operations"] = ops.into();
+            params["disk_bytes"] = serde_json::json!(r.disk_bytes);
+            params["commits"] = serde_json::json!(r.commits);
             let results = serde_json::json!(r.result);
             json_row("ycsb", machine, &r.backend, &r.durability, params, results)
         })

@@ -71,4 +71,8 @@ pub trait Store: Sync {
     fn durability(&self) -> String;
     /// A session for one client thread.
     fn session(&self) -> Result<Box<dyn Session + '_>>;
+    /// Durable commits (group commits) the store made so far, where it counts them.
+    fn commits(&self) -> Option<u64> {
+        None
+    }
 }

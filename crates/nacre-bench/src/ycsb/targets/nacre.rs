@@ -70,6 +70,10 @@ impl Store for NacreStore {
     fn durability(&self) -> String {
         self.durability.clone()
     }
+    fn commits(&self) -> Option<u64> {
+        Some(self.bench.db.stats().commit_groups)
+    }
+
     fn session(&self) -> Result<Box<dyn Session + '_>> {
         Ok(Box::new(KvSession::new(self, self.field_count)))
     }
