@@ -128,6 +128,53 @@ fn check_iterators(
     );
 }
 
+/// Writes a batch of one to six random puts and deletes across `subs`, and the same into
+/// `model`.
+fn write_random_batch(db: &Db, subs: &[nacre::Subtable], model: &mut Model, rng: &mut SplitMix64) {
+    let mut b = WriteBatch::new();
+    for _ in 0..1 + rng.next_u64() % 6 {
+        let t = &subs[(rng.next_u64() % 2) as usize];
+        let k = key(rng);
+        if rng.next_u64() % 4 == 0 {
+            b.delete(t, &k);
+            model.entry(t.id()).or_default().remove(&k);
+        } else {
+            let v = value(rng);
+            b.put(t, &k, &v);
+            model.entry(t.id()).or_default().insert(k, v);
+        }
+    }
+    db.write(b).expect("batch");
+}
+
+/// Takes a snapshot (with a copy of the model) while fewer than `max` are held; else releases
+/// a random one after checking a get and the iterators at it against its copy.
+fn snapshot_step(
+    db: &Db,
+    subs: &[nacre::Subtable],
+    model: &Model,
+    snaps: &mut Vec<(Snapshot, Model)>,
+    max: usize,
+    rng: &mut SplitMix64,
+    at: &str,
+) {
+    if snaps.len() < max {
+        snaps.push((db.snapshot(), model.clone()));
+        return;
+    }
+    let (snap, old) = snaps.remove((rng.next_u64() % max as u64) as usize);
+    for s in subs {
+        let m = old.get(&s.id()).cloned().unwrap_or_default();
+        let k = key(rng);
+        assert_eq!(
+            db.get_at(s, &k, &snap).expect("get"),
+            m.get(&k).cloned(),
+            "snapshot get, {at}"
+        );
+        check_iterators(db, s, &m, Some(&snap), rng);
+    }
+}
+
 #[test]
 fn random_operations_match_a_btreemap_across_reopens() {
     let dir = tempfile::tempdir_in("/dev/shm")
@@ -173,37 +220,11 @@ fn random_operations_match_a_btreemap_across_reopens() {
                     model.entry(s.id()).or_default().remove(&k);
                 }
                 7 | 8 => {
-                    let mut b = WriteBatch::new();
-                    for _ in 0..1 + rng.next_u64() % 6 {
-                        let t = &subs[(rng.next_u64() % 2) as usize];
-                        let k = key(&mut rng);
-                        if rng.next_u64() % 4 == 0 {
-                            b.delete(t, &k);
-                            model.entry(t.id()).or_default().remove(&k);
-                        } else {
-                            let v = value(&mut rng);
-                            b.put(t, &k, &v);
-                            model.entry(t.id()).or_default().insert(k, v);
-                        }
-                    }
-                    db.write(b).expect("batch");
+                    write_random_batch(&db, &subs, &mut model, &mut rng);
                 }
                 _ => {
-                    if snaps.len() < 4 {
-                        snaps.push((db.snapshot(), model.clone()));
-                    } else {
-                        let (snap, old) = snaps.remove((rng.next_u64() % 4) as usize);
-                        for s in &subs {
-                            let m = old.get(&s.id()).cloned().unwrap_or_default();
-                            let k = key(&mut rng);
-                            assert_eq!(
-                                db.get_at(s, &k, &snap).expect("get"),
-                                m.get(&k).cloned(),
-                                "snapshot get, step {step}"
-                            );
-                            check_iterators(&db, s, &m, Some(&snap), &mut rng);
-                        }
-                    }
+                    let at = format!("step {step}");
+                    snapshot_step(&db, &subs, &model, &mut snaps, 4, &mut rng, &at);
                 }
             }
             let k = key(&mut rng);
@@ -277,20 +298,7 @@ fn random_operations_match_a_btreemap_while_merging_and_cleaning() {
                     model.entry(s.id()).or_default().remove(&k);
                 }
                 8 => {
-                    let mut b = WriteBatch::new();
-                    for _ in 0..1 + rng.next_u64() % 6 {
-                        let t = &subs[(rng.next_u64() % 2) as usize];
-                        let k = key(&mut rng);
-                        if rng.next_u64() % 4 == 0 {
-                            b.delete(t, &k);
-                            model.entry(t.id()).or_default().remove(&k);
-                        } else {
-                            let v = value(&mut rng);
-                            b.put(t, &k, &v);
-                            model.entry(t.id()).or_default().insert(k, v);
-                        }
-                    }
-                    db.write(b).expect("batch");
+                    write_random_batch(&db, &subs, &mut model, &mut rng);
                 }
                 9 => {
                     if let Some(r) = held.next() {
@@ -298,21 +306,8 @@ fn random_operations_match_a_btreemap_while_merging_and_cleaning() {
                     }
                 }
                 _ => {
-                    if snaps.len() < 3 {
-                        snaps.push((db.snapshot(), model.clone()));
-                    } else {
-                        let (snap, old) = snaps.remove((rng.next_u64() % 3) as usize);
-                        for s in &subs {
-                            let m = old.get(&s.id()).cloned().unwrap_or_default();
-                            let k = key(&mut rng);
-                            assert_eq!(
-                                db.get_at(s, &k, &snap).expect("get"),
-                                m.get(&k).cloned(),
-                                "snapshot get, round {round} step {step}"
-                            );
-                            check_iterators(&db, s, &m, Some(&snap), &mut rng);
-                        }
-                    }
+                    let at = format!("round {round} step {step}");
+                    snapshot_step(&db, &subs, &model, &mut snaps, 3, &mut rng, &at);
                 }
             }
             let k = key(&mut rng);
