@@ -36,7 +36,6 @@ use crate::oneshot::OneShot;
 use crate::options::{CommitMode, Options};
 use crate::record::{encode_item_header, encode_record, record_size, ITEM_HEADER};
 use crate::ring::Ring;
-use crate::space::Stop;
 use crate::subtable::Subtable;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -297,23 +296,7 @@ impl CommitPath {
         loop {
             match self.queue(sh, &w) {
                 Err(GroupError::NoSpace { free, .. }) => {
-                    if let Err(stop) = sh.space.wait_for_space(free) {
-                        let why = match (sh.poisoned(), stop) {
-                            (Some(p), _) | (None, Stop::Failed(p)) => {
-                                return Err(Error::Poisoned(p))
-                            }
-                            (None, Stop::Full(why)) => why,
-                        };
-                        // Zones freed since this write found no room outrank the verdict:
-                        // it tries again (a few times at most).
-                        verdicts += 1;
-                        if sh.store.zones.free_zones() <= free || verdicts > 8 {
-                            return Err(Error::PoolFull {
-                                cause: why,
-                                free_zones: free,
-                            });
-                        }
-                    }
+                    sh.wait_for_room(free, &mut verdicts)?;
                     w = Arc::new(Waiter {
                         batch: w.batch.clone(),
                         bytes: w.bytes.clone(),

@@ -57,22 +57,7 @@ impl Shared {
                 match self.blobs.write(&self.store, self.space.keep, &op.value) {
                     Ok(d) => break d,
                     Err(Error::NoSpace { free, .. }) => {
-                        if let Err(stop) = self.space.wait_for_space(free) {
-                            let e = match (self.poisoned(), stop) {
-                                (Some(p), _) | (None, Stop::Failed(p)) => Error::Poisoned(p),
-                                (None, Stop::Full(cause)) => {
-                                    // As in `write_batch`: zones freed meanwhile outrank the
-                                    // verdict.
-                                    verdicts += 1;
-                                    if self.store.zones.free_zones() > free && verdicts <= 8 {
-                                        continue;
-                                    }
-                                    Error::PoolFull {
-                                        cause,
-                                        free_zones: free,
-                                    }
-                                }
-                            };
+                        if let Err(e) = self.wait_for_room(free, &mut verdicts) {
                             return Err(self.give_back(e, &made));
                         }
                     }
@@ -93,6 +78,28 @@ impl Shared {
             made.push(desc);
         }
         Ok(made)
+    }
+
+    /// A write found no room with `free` zones free: waits for the background worker. `Ok`
+    /// means try again. A pool-full verdict yields to zones freed since the write found no
+    /// room (the write tries again, `verdicts` counting how often, a few times at most);
+    /// a poisoned database or a failed worker gives [`Error::Poisoned`].
+    pub(crate) fn wait_for_room(&self, free: u64, verdicts: &mut u32) -> Result<()> {
+        let Err(stop) = self.space.wait_for_space(free) else {
+            return Ok(());
+        };
+        let cause = match (self.poisoned(), stop) {
+            (Some(p), _) | (None, Stop::Failed(p)) => return Err(Error::Poisoned(p)),
+            (None, Stop::Full(cause)) => cause,
+        };
+        *verdicts += 1;
+        if self.store.zones.free_zones() > free && *verdicts <= 8 {
+            return Ok(());
+        }
+        Err(Error::PoolFull {
+            cause,
+            free_zones: free,
+        })
     }
 
     /// A write that made the blobs `made` failed with `e`: nothing of it was applied, so

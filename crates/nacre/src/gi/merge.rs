@@ -54,7 +54,11 @@ pub(crate) fn apply(
     ghosts += extra_ghosts;
     // A version already indexed (a copy of it): counted as a ghost, never indexed twice (GI1)
     // nor dropped, which would give back the zones of a blob the indexed copy names.
-    let dup = |v: &Version| old.iter().any(|o| o.seq == v.seq);
+    // `old` is newest first; new versions are normally all newer than it (one comparison).
+    let dup = |v: &Version| {
+        old.first().is_some_and(|o| v.seq <= o.seq)
+            && old.binary_search_by(|o| v.seq.cmp(&o.seq)).is_ok()
+    };
     ghosts += new.iter().filter(|v| dup(v)).count() as u64;
     let all = new
         .iter()
@@ -249,5 +253,30 @@ mod tests {
         merge(&gi, b"j", &[v(12, true), v(11, false)], &hz, &mut acct);
         assert_eq!(seqs(&gi, b"j"), vec![12]);
         assert_eq!(gi.len(), 1);
+    }
+
+    #[test]
+    fn a_version_already_indexed_counts_as_a_ghost_and_is_never_dropped() {
+        let gi = GlobalIndex::default();
+        let mut acct = |_: PmOffset, _: u32, _: bool| {};
+        let hz = Horizon {
+            h: 100,
+            snaps: vec![5],
+            ignore_ghosts: false,
+        };
+        merge(&gi, b"k", &[v(9, false), v(5, false)], &hz, &mut acct);
+        let mut copy = v(9, false);
+        copy.at = PmOffset(12_345);
+        copy.blob = true;
+        let mut gone = Vec::new();
+        apply(&gi, b"k", &[copy], 0, &hz, &mut acct, &mut gone);
+        assert_eq!(seqs(&gi, b"k"), vec![9, 5], "indexed once");
+        assert_eq!(
+            gi.get(b"k", 100),
+            Some((9, PmOffset(9 * 64))),
+            "the first copy stays"
+        );
+        assert!(gone.is_empty(), "the copy's blob is not given back");
+        assert_eq!(gi.entry(b"k").map(|e| e.value().ghosts()), Some(1));
     }
 }
