@@ -109,6 +109,18 @@ impl Drop for Mapping {
 }
 
 impl Mapping {
+    /// Asks the kernel to read this mapping's file one page per fault (`MADV_RANDOM`): the page
+    /// cache then holds the file in single pages, so a sync writes back the pages that were
+    /// stored to, not the large folios that readahead would group them into.
+    pub(crate) fn advise_single_pages(&self) {
+        // SAFETY: the whole mapping; the advice changes readahead only, never contents.
+        let rc =
+            unsafe { libc::madvise(self.ptr.cast::<libc::c_void>(), self.len, libc::MADV_RANDOM) };
+        if rc != 0 {
+            tracing::debug!(error = %io::Error::last_os_error(), "MADV_RANDOM refused");
+        }
+    }
+
     /// Populates `[off, off + len)` writable (`MADV_POPULATE_WRITE`, Linux 5.14+), rounded out
     /// to pages. Errors (old kernels) are ignored: the pages then fault on first use.
     pub(crate) fn populate_write(&self, off: usize, len: usize) {
