@@ -212,7 +212,7 @@ impl SubtablePool {
 
     /// Gets a subtable object and persists its id and name; commit it to make it exist.
     pub fn get(&self, id: u64, name: &str) -> Result<ObjId> {
-        if name.is_empty() || name.len() > Self::NAME_MAX {
+        if name.is_empty() || name.len() > Self::NAME_MAX || name.contains('\0') {
             return Err(HallocError::BadName {
                 name: name.to_string(),
                 max: Self::NAME_MAX,

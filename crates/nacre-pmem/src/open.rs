@@ -137,6 +137,15 @@ fn map_for_backend(
     Ok((map, report))
 }
 
+/// Bytes an unprivileged writer may still allocate on `file`'s file system, if known.
+fn free_bytes(file: &File) -> Option<u64> {
+    // SAFETY: `statvfs` is plain data; fstatvfs fills it for a valid descriptor.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: valid descriptor and a pointer to a properly sized statvfs.
+    let rc = unsafe { libc::fstatvfs(file.as_raw_fd(), &mut st) };
+    (rc == 0).then(|| (st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+}
+
 /// Whether `file` lives on tmpfs or ramfs.
 fn is_ram_fs(file: &File) -> bool {
     const TMPFS_MAGIC: i64 = 0x0102_1994;
@@ -271,6 +280,23 @@ fn format(pool: &Pool) -> Result<()> {
     pool.persist(PmOffset(0), HEADER_SIZE)
 }
 
+/// `n` zero bytes, or None where the allocator refuses (a simulated pool larger than memory)
+/// instead of aborting. Zeroed allocation leaves the pages untouched until used.
+fn zeroed(n: usize) -> Option<Vec<u8>> {
+    let layout = std::alloc::Layout::array::<u8>(n).ok()?;
+    if n == 0 {
+        return Some(Vec::new());
+    }
+    // SAFETY: the layout has a non-zero size.
+    let p = unsafe { std::alloc::alloc_zeroed(layout) };
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: `p` was allocated by the global allocator with this exact layout (capacity `n`
+    // bytes of u8) and all `n` bytes are initialised (zero).
+    Some(unsafe { Vec::from_raw_parts(p, n, n) })
+}
+
 fn checked_size(size: u64) -> Result<u64> {
     if size < MIN_POOL_SIZE {
         return Err(PmemError::TooSmall {
@@ -368,6 +394,17 @@ impl Pool {
                 )));
             }
         } else {
+            // A size beyond the free space fails now, not after filling the file system
+            // (tmpfs and ext4 allocate block by block before they report ENOSPC).
+            if let Some(avail) = free_bytes(file) {
+                if avail < size {
+                    return Err(PmemError::NoSpace {
+                        path: path.to_path_buf(),
+                        size,
+                        source: io::Error::other(format!("the file system has {avail} bytes free")),
+                    });
+                }
+            }
             // SAFETY: posix_fallocate on a valid descriptor has no memory effects.
             let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, size as libc::off_t) };
             match rc {
@@ -476,13 +513,18 @@ impl Pool {
         let instr = flush_instr(opts)?;
         let path = PathBuf::from(SIM_PATH);
         let map = Mapping::anonymous(size as usize).map_err(io_err("mmap", &path))?;
+        let media = zeroed(size as usize).ok_or_else(|| PmemError::NoSpace {
+            path: path.clone(),
+            size,
+            source: io::Error::from(io::ErrorKind::OutOfMemory),
+        })?;
         let pool = Pool::assemble(
             PoolParts {
                 map,
                 report: sim_report(opts, instr),
                 path,
                 lock: None,
-                sim_media: Some(vec![0u8; size as usize]),
+                sim_media: Some(media),
             },
             new_header(size),
             (0, Meta::fresh()),

@@ -2,7 +2,8 @@
 //! background work: every committed zone is owned by exactly one memtable slot (no leak, no
 //! double ownership), no slot names a free zone, every Global Index version list is strictly
 //! ordered (GI1) and points into a zone of its subtable's memtables, and the live bytes the
-//! cleaner steers by match what the Global Index points at (P1). Blob zones are checked
+//! cleaner steers by match what the Global Index points at (P1), and every committed memtable
+//! object is in a subtable's list. Blob zones are checked
 //! against the blobs that keys' newest versions name (B2, B3 in blob.rs).
 
 use std::collections::HashMap;
@@ -38,6 +39,20 @@ impl Engine {
                     }
                     zone_sub.insert(z.0, sub.id());
                 }
+            }
+        }
+        // No committed memtable object outside every subtable's list (a leak).
+        let listed: std::collections::HashSet<u64> = self
+            .all_subtables()
+            .iter()
+            .flat_map(|sub| {
+                let st = sub.inner.lock();
+                st.chain.iter().map(|m| m.obj.0).collect::<Vec<_>>()
+            })
+            .collect();
+        for m in store.mems.objects().committed_ids() {
+            if !listed.contains(&m.0) {
+                return Err(format!("memtable object {} committed but in no list", m.0));
             }
         }
         // B2: blob zones are the blobs' alone, and no committed zone is nobody's.

@@ -33,7 +33,7 @@ use crate::recovery::{self, RecoveryReport};
 use crate::space::Space;
 use crate::store::Store;
 use crate::subtable::Subtable;
-use crate::view::{MemSource, Snapshot, Snapshots, Tickets, View};
+use crate::view::{Holder, MemSource, Snapshot, Snapshots, Tickets, View};
 
 /// Name of the subtable every database has.
 pub const DEFAULT_SUBTABLE: &str = "default";
@@ -71,12 +71,24 @@ impl Db {
     /// Opens the database at `opts.path`, creating the pool on first use, and recovers it.
     pub fn open(opts: Options) -> Result<Db> {
         opts.validate()?;
-        let pool = if opts.pool.backend == Backend::Sim {
-            Pool::create_sim(opts.pool_size, &opts.pool)?
-        } else {
-            Pool::open_or_create(&opts.path, opts.pool_size, &opts.pool)?
-        };
-        Db::open_pool(pool, opts)
+        if opts.pool.backend == Backend::Sim {
+            let pool = Pool::create_sim(opts.pool_size, &opts.pool)?;
+            return Db::open_pool(pool, opts);
+        }
+        let existed = opts.path.exists();
+        let pool = Pool::open_or_create(&opts.path, opts.pool_size, &opts.pool)?;
+        let path = opts.path.clone();
+        let is_file = std::fs::metadata(&path).is_ok_and(|m| m.is_file());
+        Db::open_pool(pool, opts).inspect_err(|e| {
+            // A database this call created and could not set up is removed, so a retry
+            // with other options starts afresh (the pool was unmapped and unlocked on drop).
+            if !existed && is_file {
+                match std::fs::remove_file(&path) {
+                    Ok(()) => tracing::info!(path = %path.display(), error = %e, "removed the pool this failed open created"),
+                    Err(r) => tracing::warn!(path = %path.display(), error = %r, "could not remove the pool this failed open created"),
+                }
+            }
+        })
     }
 
     /// Opens a database on an already open pool (a `sim` crash image, say).
@@ -202,7 +214,7 @@ impl Db {
             return Ok(s);
         }
         let max = nacre_halloc::SubtablePool::NAME_MAX;
-        if name.is_empty() || name.len() > max {
+        if name.is_empty() || name.len() > max || name.contains('\0') {
             return Err(Error::BadSubtableName {
                 name: name.into(),
                 max,
@@ -218,18 +230,42 @@ impl Db {
         }
         let store = &self.inner.store;
         let id = self.inner.by_id.load().len() as u32;
+        if u64::from(id) >= store.max_subtables {
+            return Err(Error::TooManySubtables {
+                max: store.max_subtables,
+            });
+        }
         let memtable = Arc::new(Memtable::create(
             store,
             u64::from(id),
             nacre_pmem::PmOffset::NULL,
             Role::User,
         )?);
-        let obj = store
+        // Until the subtable object commits, nothing names the memtable: give it back on
+        // failure rather than leave it for the next open's sweep.
+        let made = store
             .subs
             .get(u64::from(id), name)
-            .map_err(Error::from_alloc)?;
-        store.subs.set_memlist(obj, memtable.offset(store))?;
-        store.subs.commit(obj)?;
+            .map_err(Error::from_alloc)
+            .and_then(|obj| {
+                let linked = store
+                    .subs
+                    .set_memlist(obj, memtable.offset(store))
+                    .and_then(|_| store.subs.commit(obj));
+                if linked.is_err() {
+                    let _ = store.subs.objects().abort(obj);
+                }
+                linked.map(|_| obj).map_err(Error::from)
+            });
+        let obj = match made {
+            Ok(obj) => obj,
+            Err(e) => {
+                if let Err(r) = store.mems.release(memtable.obj) {
+                    tracing::warn!(error = %r, "giving back the memtable of a failed subtable creation failed");
+                }
+                return Err(e);
+            }
+        };
         let view = View {
             active: Some(MemSource {
                 mem: memtable.clone(),
@@ -372,7 +408,7 @@ impl Db {
             guard: self
                 .inner
                 .snapshots
-                .register(|| visible.load(Ordering::Acquire)),
+                .register(Holder::Snapshot, || visible.load(Ordering::Acquire)),
         }
     }
 
@@ -503,11 +539,14 @@ impl Db {
         self.check_subtable(subtable)?;
         let visible = &self.inner.visible;
         let pin = match opts.snapshot {
-            Some(s) => self.inner.snapshots.register(|| s.sequence()),
+            Some(s) => self
+                .inner
+                .snapshots
+                .register(Holder::Iterator, || s.sequence()),
             None => self
                 .inner
                 .snapshots
-                .register(|| visible.load(Ordering::Acquire)),
+                .register(Holder::Iterator, || visible.load(Ordering::Acquire)),
         };
         Ok(DbIterator::new(
             (
@@ -522,9 +561,20 @@ impl Db {
 
     /// Closes the database, recording a clean shutdown so the next open skips rollback
     /// checks. Dropping the `Db` does the same, logging instead of returning errors.
+    ///
+    /// With snapshots or iterators alive the database still closes, and this returns
+    /// [`Error::StillOpen`] saying how many: an iterator keeps the pool mapped and its file
+    /// locked until it is dropped, so a reopen meanwhile fails with "locked".
     pub fn close(mut self) -> Result<()> {
         self.stop_worker();
-        self.close_inner()
+        self.close_inner()?;
+        match self.inner.snapshots.live() {
+            (0, 0) => Ok(()),
+            (snapshots, iterators) => Err(Error::StillOpen {
+                snapshots,
+                iterators,
+            }),
+        }
     }
 
     /// Stops the background worker and waits for it.

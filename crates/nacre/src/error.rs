@@ -52,13 +52,31 @@ pub enum Error {
         /// The limit.
         max: usize,
     },
-    /// A subtable name is empty or too long.
-    #[error("subtable name {name:?} invalid: 1 to {max} bytes")]
+    /// A subtable name is empty, too long or holds a NUL byte.
+    #[error("subtable name {name:?} invalid: 1 to {max} bytes, no NUL")]
     BadSubtableName {
         /// Name given.
         name: String,
         /// Longest accepted.
         max: usize,
+    },
+    /// The database already holds `max_subtables` subtables (fixed at creation).
+    #[error(
+        "the database holds its limit of {max} subtables (Options::max_subtables at creation)"
+    )]
+    TooManySubtables {
+        /// The limit.
+        max: u64,
+    },
+    /// `Db::close` found snapshots or iterators alive. The database is closed all the same;
+    /// the snapshots can no longer be read through it, and each live iterator keeps the pool
+    /// mapped and its file locked until it is dropped.
+    #[error("closed with {snapshots} snapshots and {iterators} iterators alive (an iterator keeps the pool mapped and its file locked until it is dropped)")]
+    StillOpen {
+        /// Live snapshots.
+        snapshots: usize,
+        /// Live iterators.
+        iterators: usize,
     },
     /// Options out of range.
     #[error("invalid options: {0}")]

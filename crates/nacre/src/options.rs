@@ -190,12 +190,87 @@ impl Options {
                 self.memtable_size, self.zone_size
             ));
         }
-        if self.ring_capacity < 2 || self.batch_size == 0 || self.commit_buckets == 0 {
-            return bad("ring_capacity >= 2, batch_size >= 1, commit_buckets >= 1".into());
+        if self.pool_size > limits::POOL_SIZE_MAX {
+            return bad(format!(
+                "pool_size {} exceeds {} (64 TiB)",
+                self.pool_size,
+                limits::POOL_SIZE_MAX
+            ));
         }
-        if self.max_subtables == 0 {
-            return bad("max_subtables must be at least 1".into());
+        let ranges: [(&str, u64, u64, u64); 5] = [
+            (
+                "max_subtables",
+                self.max_subtables,
+                1,
+                limits::MAX_SUBTABLES,
+            ),
+            (
+                "ring_capacity",
+                self.ring_capacity as u64,
+                2,
+                limits::RING_CAPACITY_MAX as u64,
+            ),
+            (
+                "batch_size",
+                self.batch_size as u64,
+                1,
+                limits::BATCH_SIZE_MAX as u64,
+            ),
+            (
+                "commit_buckets",
+                self.commit_buckets as u64,
+                1,
+                limits::COMMIT_BUCKETS_MAX as u64,
+            ),
+            (
+                "recovery_threads",
+                self.recovery_threads as u64,
+                1,
+                limits::RECOVERY_THREADS_MAX as u64,
+            ),
+        ];
+        for (name, v, lo, hi) in ranges {
+            if v < lo || v > hi {
+                return bad(format!("{name} {v} must be between {lo} and {hi}"));
+            }
+        }
+        if self.batch_wait > limits::BATCH_WAIT_MAX {
+            return bad(format!(
+                "batch_wait {:?} exceeds {:?} (a leader spins while it waits)",
+                self.batch_wait,
+                limits::BATCH_WAIT_MAX
+            ));
+        }
+        if self.pool.flush_delay_ns > limits::FLUSH_DELAY_NS_MAX {
+            return bad(format!(
+                "pool.flush_delay_ns {} exceeds {} (the delay is spun per cache line)",
+                self.pool.flush_delay_ns,
+                limits::FLUSH_DELAY_NS_MAX
+            ));
         }
         Ok(())
     }
+}
+
+/// The ranges [`Options`] values must lie in; [`crate::Db::open`] refuses others with
+/// [`crate::Error::InvalidOptions`] before it creates or changes anything.
+pub mod limits {
+    use std::time::Duration;
+
+    /// Largest `pool_size` (64 TiB).
+    pub const POOL_SIZE_MAX: u64 = 1 << 46;
+    /// Largest `max_subtables` (subtable ids are 32-bit; each one reserves PM objects).
+    pub const MAX_SUBTABLES: u64 = 1 << 16;
+    /// Largest `ring_capacity`.
+    pub const RING_CAPACITY_MAX: usize = 1 << 16;
+    /// Largest `batch_size`.
+    pub const BATCH_SIZE_MAX: usize = 1 << 16;
+    /// Largest `commit_buckets`.
+    pub const COMMIT_BUCKETS_MAX: usize = 1024;
+    /// Largest `recovery_threads`.
+    pub const RECOVERY_THREADS_MAX: usize = 1024;
+    /// Longest `batch_wait`.
+    pub const BATCH_WAIT_MAX: Duration = Duration::from_millis(10);
+    /// Largest `pool.flush_delay_ns`.
+    pub const FLUSH_DELAY_NS_MAX: u64 = 1_000_000;
 }

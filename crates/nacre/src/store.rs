@@ -28,6 +28,8 @@ const CLEAN: u64 = 24;
 const RUN: u64 = 72;
 const SETTLED_RUN: u64 = 80;
 const BIRTHS: u64 = 88;
+/// Fewest zones a new database may have.
+const MIN_ZONES: u64 = 6;
 
 /// The engine's persistent pieces.
 pub(crate) struct Store {
@@ -36,6 +38,8 @@ pub(crate) struct Store {
     pub mems: MemtablePool,
     pub subs: SubtablePool,
     pub zone_size: u64,
+    /// Most subtables (the subtable object pool's size, fixed at creation).
+    pub max_subtables: u64,
     /// A recovery rule switched off (mutation tests only).
     pub mutation: Option<crate::options::RecoveryMutation>,
     root: PmOffset,
@@ -83,11 +87,14 @@ fn plan(pool: &Pool, opts: &Options) -> Result<Shape> {
         }
         .region_len();
     let zones = free.saturating_sub(meta) / per_zone;
-    if zones < 2 {
+    // Two zones at least are kept for the cleaner; the rest must hold some data.
+    if zones < MIN_ZONES {
         return Err(Error::InvalidOptions(format!(
-            "pool of {} bytes holds fewer than two {}-byte zones",
+            "pool_size {} holds {zones} zones of zone_size {} after {meta} bytes of memtable and \
+             subtable objects for max_subtables {}; at least {MIN_ZONES} are needed",
             pool.size(),
-            opts.zone_size
+            opts.zone_size,
+            opts.max_subtables
         )));
     }
     Ok(Shape {
@@ -153,6 +160,7 @@ impl Store {
             mems,
             subs,
             zone_size: s.zone_size,
+            max_subtables: s.subtables,
             mutation: opts.recovery_mutation,
             root,
             _halloc: halloc,

@@ -108,16 +108,27 @@ impl Tickets {
 #[derive(Default)]
 pub(crate) struct Snapshots {
     held: Mutex<BTreeMap<u64, usize>>,
+    /// Live registrations by holder: [`Holder::Snapshot`], [`Holder::Iterator`].
+    live: [std::sync::atomic::AtomicUsize; 2],
+}
+
+/// What holds a read point.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Holder {
+    Snapshot = 0,
+    Iterator = 1,
 }
 
 /// A registration of sequence number `seq`, released on drop.
 pub(crate) struct SnapGuard {
     pub seq: u64,
+    holder: Holder,
     reg: Arc<Snapshots>,
 }
 
 impl Drop for SnapGuard {
     fn drop(&mut self) {
+        self.reg.live[self.holder as usize].fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
         let mut s = self.reg.held.lock();
         if let Some(n) = s.get_mut(&self.seq) {
             *n -= 1;
@@ -131,14 +142,22 @@ impl Drop for SnapGuard {
 impl Snapshots {
     /// Registers `seq()` (called under the registry's lock, so a read point is registered
     /// before any background step can compute a horizon past it).
-    pub fn register(self: &Arc<Self>, seq: impl FnOnce() -> u64) -> SnapGuard {
+    pub fn register(self: &Arc<Self>, holder: Holder, seq: impl FnOnce() -> u64) -> SnapGuard {
         let mut s = self.held.lock();
         let seq = seq();
         *s.entry(seq).or_insert(0) += 1;
+        self.live[holder as usize].fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         SnapGuard {
             seq,
+            holder,
             reg: self.clone(),
         }
+    }
+
+    /// Live snapshots and iterators.
+    pub fn live(&self) -> (usize, usize) {
+        let n = |h: Holder| self.live[h as usize].load(std::sync::atomic::Ordering::Acquire);
+        (n(Holder::Snapshot), n(Holder::Iterator))
     }
 
     /// Every registered sequence number, ascending, with how many hold it.
