@@ -121,9 +121,23 @@ pub(crate) fn read(pool: &Pool, zones: &ZonePool, desc: &[u8]) -> Result<Vec<u8>
     Ok(v)
 }
 
+/// Bytes from `off` to the end of its zone: what a record there may occupy at most.
+pub(crate) fn room_in_zone(zones: &ZonePool, off: PmOffset) -> Result<usize> {
+    let z = zones
+        .zone_of(off)
+        .ok_or_else(|| Error::corrupt_at("an index points outside every zone", off))?;
+    Ok((zones.offset(z).get() + zones.zone_size() - off.get()) as usize)
+}
+
 /// The value of the record at `off`, blobs read from their zones; `None` for a tombstone.
-pub(crate) fn value_at(pool: &Pool, zones: &ZonePool, off: PmOffset) -> Result<Option<Vec<u8>>> {
-    match read_value(pool, off)? {
+/// With `verify`, the record's checksum is checked (a blob's value is always checked).
+pub(crate) fn value_at(
+    pool: &Pool,
+    zones: &ZonePool,
+    off: PmOffset,
+    verify: bool,
+) -> Result<Option<Vec<u8>>> {
+    match read_value(pool, off, room_in_zone(zones, off)?, verify)? {
         None => Ok(None),
         Some((Kind::Blob, desc)) => read(pool, zones, &desc).map(Some),
         Some((_, v)) => Ok(Some(v)),

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use crate::blob::Desc;
+use crate::blob::{room_in_zone, Desc};
 use crate::engine::Engine;
 use crate::index::MemIndex;
 use crate::record::{read_value, Kind};
@@ -178,7 +178,8 @@ impl Engine {
             for ix in &sources {
                 let mut at = ix.next(std::ops::Bound::Unbounded);
                 while let Some((k, pos)) = at {
-                    if let Ok(Some((Kind::Blob, desc))) = read_value(&store.pool, pos) {
+                    let room = room_in_zone(&store.zones, pos).map_err(|e| e.to_string())?;
+                    if let Ok(Some((Kind::Blob, desc))) = read_value(&store.pool, pos, room, true) {
                         let d = Desc::decode(&desc, &store.zones).map_err(|e| e.to_string())?;
                         let newest = sources.iter().find_map(|ix| ix.get(&k.key, u64::MAX));
                         for z in &d.zones {

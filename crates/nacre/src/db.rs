@@ -461,7 +461,13 @@ impl Db {
         match hit {
             Some((s, at)) => {
                 let store = &self.inner.store;
-                Ok(value_at(&store.pool, &store.zones, at)?.map(|v| (s, v)))
+                Ok(value_at(
+                    &store.pool,
+                    &store.zones,
+                    at,
+                    self.inner.opts.verify_checksums,
+                )?
+                .map(|v| (s, v)))
             }
             None => Ok(None),
         }
@@ -552,6 +558,7 @@ impl Db {
             (
                 self.inner.store.pool.clone(),
                 self.inner.store.zones.clone(),
+                self.inner.opts.verify_checksums,
             ),
             subtable.clone(),
             pin,

@@ -64,6 +64,7 @@ type Pending = (Vec<u8>, Option<(u64, PmOffset)>);
 pub struct DbIterator {
     pool: Arc<Pool>,
     zones: ZonePool,
+    verify: bool,
     sub: Subtable,
     /// The subtable's retire count when `sources` and `heads` were built.
     retires: u64,
@@ -84,7 +85,7 @@ pub struct DbIterator {
 
 impl DbIterator {
     pub(crate) fn new(
-        (pool, zones): (Arc<Pool>, ZonePool),
+        (pool, zones, verify): (Arc<Pool>, ZonePool, bool),
         sub: Subtable,
         pin: SnapGuard,
         o: IterOptions<'_>,
@@ -108,6 +109,7 @@ impl DbIterator {
         let mut it = DbIterator {
             pool,
             zones,
+            verify,
             sources: sources_of(&view, &inner),
             sub,
             retires,
@@ -262,7 +264,7 @@ impl DbIterator {
     }
 
     fn value(&self, key: Vec<u8>, at: PmOffset) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
-        match value_at(&self.pool, &self.zones, at) {
+        match value_at(&self.pool, &self.zones, at, self.verify) {
             Ok(Some(v)) => Some(Ok((key, v))),
             Ok(None) => None,
             Err(e) => Some(Err(e)),

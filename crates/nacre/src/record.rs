@@ -269,25 +269,50 @@ pub fn read_record_meta(pool: &Pool, off: PmOffset) -> Result<(u32, Kind)> {
     }
 }
 
-/// Reads only the kind and value of the record at `off` (the index already matched the key);
-/// `None` for a tombstone. A [`Kind::Blob`] record's value is a blob descriptor.
-pub fn read_value(pool: &Pool, off: PmOffset) -> Result<Option<(Kind, Vec<u8>)>> {
+/// Reads the kind and value of the record at `off` (the index already matched the key), which
+/// must lie within `room` bytes (the rest of its zone); `None` for a tombstone. A
+/// [`Kind::Blob`] record's value is a blob descriptor. With `verify` the record's crc is
+/// checked over its header, key and value, so a damaged byte is `Corrupt`, never data;
+/// without it only the lengths are bounded by `room`.
+pub fn read_value(
+    pool: &Pool,
+    off: PmOffset,
+    room: usize,
+    verify: bool,
+) -> Result<Option<(Kind, Vec<u8>)>> {
     let mut h = [0u8; RECORD_HEADER];
+    if room < RECORD_HEADER {
+        return Err(Error::corrupt_at("record overruns its zone", off));
+    }
     // SAFETY: R1 (module doc): these bytes are no longer written.
     unsafe { pool.read(off, &mut h) };
-    let (klen, vlen) = (u32_at(&h, 8) as u64, u32_at(&h, 12) as usize);
-    match Kind::from_u8(h[16]) {
-        Some(Kind::Delete) => Ok(None),
-        Some(kind) => {
-            let at = off.add(RECORD_HEADER as u64 + klen);
-            pool.check_range(at, vlen as u64)?;
-            let mut v = vec![0u8; vlen];
-            // SAFETY: R1 (module doc): these bytes are no longer written.
-            unsafe { pool.read(at, &mut v) };
-            Ok(Some((kind, v)))
-        }
-        None => Err(Error::corrupt_at("record has a bad kind", off)),
+    let (klen, vlen) = (u32_at(&h, 8) as usize, u32_at(&h, 12) as usize);
+    if record_size(klen, vlen) > room {
+        return Err(Error::corrupt_at("record overruns its zone", off));
     }
+    let kind =
+        Kind::from_u8(h[16]).ok_or_else(|| Error::corrupt_at("record has a bad kind", off))?;
+    // A tombstone's value (empty unless damaged) is read only to check the crc.
+    let want = verify || kind != Kind::Delete;
+    let mut v = vec![0u8; if want { vlen } else { 0 }];
+    // SAFETY: R1 (module doc): these bytes are no longer written.
+    unsafe { pool.read(off.add((RECORD_HEADER + klen) as u64), &mut v) };
+    if verify {
+        let mut crc = crc32c::crc32c(&h[..20]);
+        let mut chunk = [0u8; 256];
+        let mut k = 0;
+        while k < klen {
+            let n = (klen - k).min(chunk.len());
+            // SAFETY: R1 (module doc): these bytes are no longer written.
+            unsafe { pool.read(off.add((RECORD_HEADER + k) as u64), &mut chunk[..n]) };
+            crc = crc32c::crc32c_append(crc, &chunk[..n]);
+            k += n;
+        }
+        if crc32c::crc32c_append(crc, &v) != u32_at(&h, 20) {
+            return Err(Error::corrupt_at("record fails its checksum", off));
+        }
+    }
+    Ok((kind != Kind::Delete).then_some((kind, v)))
 }
 
 #[cfg(test)]
@@ -345,10 +370,10 @@ mod tests {
         let r2 = read_record(&pool, r2_at, 64)?;
         assert_eq!((r2.kind, &r2.key[..]), (Kind::Delete, &b"gone"[..]));
         assert_eq!(
-            read_value(&pool, at.add(ITEM_HEADER as u64))?,
+            read_value(&pool, at.add(ITEM_HEADER as u64), 4096, true)?,
             Some((Kind::Put, b"value!".to_vec()))
         );
-        assert_eq!(read_value(&pool, r2_at)?, None);
+        assert_eq!(read_value(&pool, r2_at, 4096, true)?, None);
         assert!(
             read_item_header(&pool, at, place, len as usize - 8).is_err(),
             "item longer than room"

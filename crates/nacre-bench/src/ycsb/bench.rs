@@ -36,6 +36,10 @@ use crate::resp::RedisServer;
 pub enum TargetKind {
     /// Embedded Nacre, `emulated` backend, pool in the tmpfs directory.
     NacreEmulated,
+    /// As `nacre-emulated` with record checksums not verified on reads
+    /// (`Options::verify_checksums` off): its ratio is to `nacre-emulated`, the cost of the
+    /// checks.
+    NacreEmulatedUnverified,
     /// Embedded RocksDB, WAL not synced, database in the tmpfs directory (needs the
     /// `rocksdb` feature).
     RocksdbSync0,
@@ -298,7 +302,10 @@ impl YcsbConfig {
 fn open_store(cfg: &YcsbConfig, t: TargetKind) -> Result<Box<dyn Store>> {
     let (records, ops) = cfg.sizes(t);
     match t {
-        TargetKind::NacreEmulated | TargetKind::NacreMsync => {
+        TargetKind::NacreEmulated
+        | TargetKind::NacreEmulatedUnverified
+        | TargetKind::NacreMsync => {
+            let verify = t != TargetKind::NacreEmulatedUnverified;
             let (dir, backend, name, survives) = if t.power_loss() {
                 (
                     cfg.disk_dir.clone(),
@@ -306,13 +313,21 @@ fn open_store(cfg: &YcsbConfig, t: TargetKind) -> Result<Box<dyn Store>> {
                     "msync",
                     MSYNC_SURVIVES,
                 )
-            } else {
+            } else if verify {
                 (cfg.shm(), Backend::Emulated, "emulated", EMULATED_SURVIVES)
+            } else {
+                (
+                    cfg.shm(),
+                    Backend::Emulated,
+                    "emulated, unverified",
+                    EMULATED_SURVIVES,
+                )
             };
             let pool = cfg.nacre_pool(records, ops);
             let memtable = cfg.memtable_mib << 20;
             let bench = BenchDb::create(&dir, "ycsb", backend, pool, |o| {
                 o.memtable_size = memtable;
+                o.verify_checksums = verify;
             })?;
             Ok(Box::new(NacreStore::new(
                 bench,
@@ -515,6 +530,7 @@ pub fn markdown(cfg: &YcsbConfig, machine: &MachineInfo, rows: &[YcsbRow]) -> St
             };
             let anchor = match t {
                 TargetKind::NacreEmulated => find(rows, TargetKind::RocksdbSync0, name),
+                TargetKind::NacreEmulatedUnverified => find(rows, TargetKind::NacreEmulated, name),
                 TargetKind::NacreMsync => find(rows, TargetKind::RocksdbSync1, name),
                 _ => None,
             };
