@@ -150,6 +150,10 @@ struct Retired {
     zones: Vec<ObjId>,
 }
 
+/// The blob id quarantined zones are registered to (see [`Blobs::quarantine`]); no blob has
+/// it (its run part would be run 2^32 - 1).
+pub(crate) const QUARANTINE: u64 = u64::MAX;
+
 /// The blob registry (B2) and the zones waiting for readers.
 pub(crate) struct Blobs {
     registry: Mutex<HashMap<u64, u64>>,
@@ -322,6 +326,17 @@ impl Blobs {
             reg.insert(z, d.id);
         }
         Ok(())
+    }
+
+    /// Recovery: keeps `zones` (committed, named by no memtable and no readable blob) for this
+    /// run, because a blob record whose descriptor is damaged may name them: recovery never
+    /// frees space on the word of a structure it could not read. They are registered to
+    /// [`QUARANTINE`], which no version names, and the next open decides again.
+    pub fn quarantine(&self, zones: &[ObjId]) {
+        let mut reg = self.registry.lock();
+        for z in zones {
+            reg.insert(z.0, QUARANTINE);
+        }
     }
 
     /// Zones registered to blobs, and zones retired and not yet given back.

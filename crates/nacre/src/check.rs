@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use crate::blob::{room_in_zone, Desc};
+use crate::blob::{room_in_zone, Desc, QUARANTINE};
 use crate::engine::Engine;
 use crate::index::MemIndex;
 use crate::record::{read_value, Kind};
@@ -199,7 +199,11 @@ impl Engine {
                 }
             }
         }
-        if let Some(z) = registered.keys().find(|z| !named.contains_key(z)) {
+        if let Some(z) = registered
+            .iter()
+            .find(|(z, id)| **id != QUARANTINE && !named.contains_key(z))
+            .map(|(z, _)| z)
+        {
             return Err(format!("zone {z} registered to a blob no version names"));
         }
         Ok(())

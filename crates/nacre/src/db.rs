@@ -532,6 +532,7 @@ impl Db {
             user_bytes_written: space.user_bytes.load(Relaxed),
             commit_groups: inner.commit.groups.load(Relaxed),
             stalls: space.stalls.load(Relaxed),
+            damaged_zones: space.damaged.lock().len() as u64,
             stall_time: std::time::Duration::from_nanos(space.stall_nanos.load(Relaxed)),
             slowing_writers: zones_free < space.slow_below,
             snapshots: held.iter().map(|(_, n)| *n as u64).sum(),

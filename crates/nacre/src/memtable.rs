@@ -39,8 +39,8 @@ use crate::art::ArtIndex;
 use crate::error::{Error, Result};
 use crate::index::MemIndex;
 use crate::record::{
-    item_body_matches, read_item_header, read_record_into, record_size, ItemHeader, Kind, Place,
-    ITEM_HEADER, ZONE_END,
+    item_body_matches, read_item_header, read_record_checked, record_size, Checked, ItemHeader,
+    Kind, Place, ITEM_HEADER, ZONE_END,
 };
 use crate::store::Store;
 
@@ -78,6 +78,8 @@ pub(crate) struct Found {
     pub tomb: bool,
     /// The record names a blob (blob.rs).
     pub blob: bool,
+    /// The record's value fails its checksum (its identity passed): reads of its key fail.
+    pub damaged: bool,
 }
 
 thread_local! {
@@ -113,6 +115,8 @@ pub(crate) struct Reservation {
 pub(crate) struct ScanStats {
     pub items: u64,
     pub records: u64,
+    /// Records whose value failed its checksum (their identity passed).
+    pub damaged: u64,
     pub bytes: u64,
     pub max_seq: u64,
 }
@@ -398,8 +402,15 @@ impl Memtable {
             let mut kv = kv.borrow_mut();
             for _ in 0..h.count {
                 let rec_at = at.add(off as u64);
-                let (seq, kind, klen) =
-                    read_record_into(&store.pool, rec_at, h.len as usize - off, &mut kv)?;
+                let (seq, kind, klen, damaged) = match read_record_checked(
+                    &store.pool,
+                    rec_at,
+                    h.len as usize - off,
+                    &mut kv,
+                )? {
+                    Checked::Whole { seq, kind, klen } => (seq, kind, klen, false),
+                    Checked::ValueDamaged { seq, kind, klen } => (seq, kind, klen, true),
+                };
                 let size = record_size(klen, kv.len() - klen);
                 off += size;
                 f(Found {
@@ -409,6 +420,7 @@ impl Memtable {
                     size: size as u32,
                     tomb: kind == Kind::Delete,
                     blob: kind == Kind::Blob,
+                    damaged,
                 })?;
             }
             Ok(())
@@ -546,6 +558,15 @@ impl Memtable {
             self.item_records(store, at, &h, &mut |r: Found| {
                 stats.max_seq = stats.max_seq.max(r.seq);
                 stats.records += 1;
+                if r.damaged {
+                    stats.damaged += 1;
+                    tracing::warn!(
+                        key = %String::from_utf8_lossy(&r.key),
+                        seq = r.seq,
+                        offset = r.at.get(),
+                        "a record's value fails its checksum: reads of its key will fail"
+                    );
+                }
                 f(r);
                 Ok(())
             })

@@ -4,7 +4,7 @@
 //! item   := header(40) record*            one group's records for one memtable
 //! header := magic u32 | len u32 | seq u64 | run u64 | count u32 | items u32 |
 //!           body_crc u32 | crc32c(header[0..36]) u32
-//! record := seq u64 | klen u32 | vlen u32 | kind u8 | pad[3] | crc u32 | key | value | pad8
+//! record := seq u64 | klen u32 | vlen u32 | kind u8 | id_crc u24 | crc u32 | key | value | pad8
 //! ```
 //! `len` counts the header and the records (a multiple of 8). The header crc also covers the
 //! item's *place* ([`Place`]: the birth of the memtable it was written into and its position
@@ -15,7 +15,10 @@
 //! in this item, `items` the items (memtables) of the whole group, and `body_crc` the crc32c
 //! of the records, so recovery can tell a whole group from a torn one when the group's
 //! records, headers and commit points became durable in one fence. A record's crc32c covers
-//! its header up to the crc, its key and its value. Where an item did not fit in the rest of a zone, the
+//! its header up to the crc, its key and its value; its `id_crc` (the low 24 bits of the
+//! crc32c of its header's first 17 bytes and its key) covers what names the version, so a
+//! record whose value alone is damaged is still known by key, sequence number and size: reads
+//! of that key fail, the rest of its item still parses. Where an item did not fit in the rest of a zone, the
 //! 8-byte `ZONE_END` marker (if there is room for it) tells the scanner to go on at the next
 //! zone.
 //!
@@ -72,13 +75,21 @@ pub fn encode_record(buf: &mut Vec<u8>, seq: u64, kind: Kind, key: &[u8], value:
     buf.extend_from_slice(&seq.to_le_bytes());
     buf.extend_from_slice(&(key.len() as u32).to_le_bytes());
     buf.extend_from_slice(&(value.len() as u32).to_le_bytes());
-    buf.extend_from_slice(&[kind as u8, 0, 0, 0]);
+    buf.push(kind as u8);
+    let id = id_crc(&buf[start..start + 17], key);
+    buf.extend_from_slice(&id.to_le_bytes()[..3]);
     let crc = crc32c::crc32c_append(crc32c::crc32c(&buf[start..start + 20]), key);
     let crc = crc32c::crc32c_append(crc, value);
     buf.extend_from_slice(&crc.to_le_bytes());
     buf.extend_from_slice(key);
     buf.extend_from_slice(value);
     buf.resize(start + record_size(key.len(), value.len()), 0);
+}
+
+/// The identity check of a record: the low 24 bits of the crc32c of its header's first 17
+/// bytes (sequence number, lengths, kind) and its key.
+fn id_crc(head: &[u8], key: &[u8]) -> u32 {
+    crc32c::crc32c_append(crc32c::crc32c(&head[..17]), key) & 0x00FF_FFFF
 }
 
 /// Where an item belongs: the birth number of its memtable (unique per memtable incarnation)
@@ -235,6 +246,30 @@ pub fn read_record_into(
     room: usize,
     kv: &mut Vec<u8>,
 ) -> Result<(u64, Kind, usize)> {
+    match read_record_checked(pool, off, room, kv)? {
+        Checked::Whole { seq, kind, klen } => Ok((seq, kind, klen)),
+        Checked::ValueDamaged { .. } => Err(Error::corrupt_at("record fails its checksum", off)),
+    }
+}
+
+/// A record read by [`read_record_checked`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Checked {
+    /// The record passed its checksum.
+    Whole { seq: u64, kind: Kind, klen: usize },
+    /// The record's identity (sequence number, kind, lengths, key) passed its check and the
+    /// rest did not: a damaged value. Its size is known, so the records after it still parse.
+    ValueDamaged { seq: u64, kind: Kind, klen: usize },
+}
+
+/// Reads the record at `off` (within `room` bytes of its item) into `kv` (key then value) and
+/// checks it. An error when its identity is damaged too: then not even its size is known.
+pub fn read_record_checked(
+    pool: &Pool,
+    off: PmOffset,
+    room: usize,
+    kv: &mut Vec<u8>,
+) -> Result<Checked> {
     let mut h = [0u8; RECORD_HEADER];
     if room < RECORD_HEADER {
         return Err(Error::corrupt_at("record overruns its item", off));
@@ -242,7 +277,6 @@ pub fn read_record_into(
     // SAFETY: R1 (module doc): these bytes are no longer written.
     unsafe { pool.read(off, &mut h) };
     let (klen, vlen) = (u32_at(&h, 8) as usize, u32_at(&h, 12) as usize);
-    let kind = Kind::from_u8(h[16]);
     if record_size(klen, vlen) > room {
         return Err(Error::corrupt_at("record overruns its item", off));
     }
@@ -251,10 +285,18 @@ pub fn read_record_into(
     // SAFETY: R1 (module doc): these bytes are no longer written.
     unsafe { pool.read(off.add(RECORD_HEADER as u64), kv) };
     let crc = crc32c::crc32c_append(crc32c::crc32c(&h[..20]), kv);
-    let Some(kind) = kind.filter(|_| crc == u32_at(&h, 20)) else {
-        return Err(Error::corrupt_at("record fails its checksum", off));
-    };
-    Ok((u64_at(&h, 0), kind, klen))
+    let kind = Kind::from_u8(h[16]);
+    let seq = u64_at(&h, 0);
+    match kind {
+        Some(kind) if crc == u32_at(&h, 20) => Ok(Checked::Whole { seq, kind, klen }),
+        Some(kind) if id_crc(&h, &kv[..klen]) == u32_at(&h, 16) >> 8 => {
+            Ok(Checked::ValueDamaged { seq, kind, klen })
+        }
+        _ => Err(Error::corrupt_at(
+            "record fails its checksum and its identity check",
+            off,
+        )),
+    }
 }
 
 /// The size a record occupies and its kind, from its header alone.

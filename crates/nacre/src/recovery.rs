@@ -70,6 +70,12 @@ pub struct RecoveryReport {
     pub released_memtables: usize,
     /// Committed but unreferenced zones released.
     pub released_zones: usize,
+    /// Records whose value failed its checksum (identity intact): indexed, and reads of their
+    /// keys fail with [`Error::Corrupt`]. Each is logged with its subtable, key and offset.
+    pub damaged_records: u64,
+    /// Unreferenced zones kept instead of released because a blob record's descriptor was
+    /// damaged (it may name them).
+    pub quarantined_zones: usize,
     /// Threads that rebuilt indexes.
     pub threads: usize,
     /// Time spent scanning memtables (and rebuilding active memtables' indexes).
@@ -192,6 +198,7 @@ pub(crate) fn recover(
         let st: ScanStats = st;
         rep.items += st.items;
         rep.records += st.records;
+        rep.damaged_records += st.damaged;
         rep.bytes_scanned += st.bytes;
         max_seq = max_seq.max(st.max_seq);
         by_mem.push(r);
@@ -285,10 +292,14 @@ pub(crate) fn recover(
     }
     // B3: the newest blobs keep their zones; every other zone no memtable names goes.
     let referenced: HashSet<ObjId> = all.iter().flat_map(|m| m.zones()).map(|(_, z)| z).collect();
+    let mut unreadable = 0usize;
     if mutation != Some(RecoveryMutation::SkipBlobClaims) {
         for (at, size) in claims {
-            let rec = crate::record::read_record(&store.pool, at, size as usize)?;
-            blobs.claim(store, &rec.value, &referenced)?;
+            match crate::record::read_record(&store.pool, at, size as usize) {
+                Ok(rec) => blobs.claim(store, &rec.value, &referenced)?,
+                Err(Error::Corrupt { .. }) => unreadable += 1,
+                Err(e) => return Err(e),
+            }
         }
     }
     let (registered, _) = blobs.zones();
@@ -299,8 +310,19 @@ pub(crate) fn recover(
         .into_iter()
         .filter(|z| !referenced.contains(z) && !registered.contains_key(&z.0))
         .collect();
-    store.zones.reclaim(&orphans)?;
-    rep.released_zones += orphans.len();
+    if unreadable == 0 {
+        store.zones.reclaim(&orphans)?;
+        rep.released_zones += orphans.len();
+    } else {
+        // Damaged descriptors may name any of them: keep them all for this run.
+        tracing::warn!(
+            blobs = unreadable,
+            zones = orphans.len(),
+            "blob records with damaged descriptors: unnamed zones kept, not freed"
+        );
+        blobs.quarantine(&orphans);
+        rep.quarantined_zones = orphans.len();
+    }
     rep.subtables = subtables.len();
     rep.memtables = all.len();
     rep.threads = threads;

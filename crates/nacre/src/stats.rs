@@ -56,6 +56,8 @@ pub struct Stats {
     pub commit_groups: u64,
     /// Times a writer was slowed or waited for space.
     pub stalls: u64,
+    /// Zones the cleaner found damaged records in and leaves alone for this run.
+    pub damaged_zones: u64,
     /// Time writers spent slowed or waiting for space.
     pub stall_time: Duration,
     /// Whether writers are being slowed now (free zones are low).

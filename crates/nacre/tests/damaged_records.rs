@@ -68,7 +68,7 @@ fn fill(db: &Db) -> nacre::Subtable {
 }
 
 /// Every read path on key `bad` fails with `Corrupt`; every other key reads its value.
-fn assert_only_key_fails(db: &Db, t: &nacre::Subtable, bad: u32, what: &str) {
+fn assert_only_key_fails(db: &Db, t: &nacre::Subtable, bad: u32, total: u32, what: &str) {
     let is_corrupt = |r: &Error| matches!(r, Error::Corrupt { .. });
     match db.get(t, key(bad)) {
         Err(e) => assert!(is_corrupt(&e), "{what}: get gave {e}"),
@@ -102,9 +102,9 @@ fn assert_only_key_fails(db: &Db, t: &nacre::Subtable, bad: u32, what: &str) {
                 }
             }
         }
-        assert_eq!((seen, failed), (KEYS - 1, 1), "{what}, reverse {reverse}");
+        assert_eq!((seen, failed), (total - 1, 1), "{what}, reverse {reverse}");
     }
-    for i in (0..KEYS).filter(|&i| i != bad) {
+    for i in (0..total).filter(|&i| i != bad) {
         assert_eq!(
             db.get(t, key(i)).expect("get"),
             Some(value(i)),
@@ -136,7 +136,7 @@ fn a_damaged_value_key_or_length_fails_its_key_alone() {
         let t = fill(&db);
         let at = (value_offset(&path, i) as i64 + rel) as u64;
         flip(&path, at, mask);
-        assert_only_key_fails(&db, &t, i, what);
+        assert_only_key_fails(&db, &t, i, KEYS, what);
         drop(db);
     }
 }
@@ -168,4 +168,134 @@ fn verification_off_is_what_it_says() {
     flip(&path, value_offset(&path, 5), 0x01);
     let got = db.get(&t, key(5)).unwrap().unwrap();
     assert_ne!(got, value(5));
+}
+
+/// Writes `n` more keys (from `KEYS` on) so the first ones are sealed and merged into the
+/// Global Index.
+fn push_out(db: &Db, t: &nacre::Subtable, n: u32) {
+    for i in KEYS..KEYS + n {
+        db.put(t, key(i), value(i)).expect("put");
+    }
+}
+
+#[test]
+fn a_pool_with_a_damaged_value_opens_and_fails_only_that_key() {
+    for merged in [false, true] {
+        let dir = tempfile::tempdir_in("/dev/shm").expect("tempdir");
+        let path = dir.path().join("db.pool");
+        let db = open(&path, true);
+        let t = fill(&db);
+        if merged {
+            push_out(&db, &t, 6000);
+        }
+        let at = value_offset(&path, 33) + 100;
+        drop(db);
+        flip(&path, at, 0x04);
+        let db = open(&path, true);
+        assert_eq!(db.recovery_report().damaged_records, 1, "merged {merged}");
+        let t = db.subtable("t").unwrap();
+        let total = if merged { KEYS + 6000 } else { KEYS };
+        if merged {
+            let gi: u64 = db.stats().subtables.iter().map(|s| s.gi_keys).sum();
+            assert!(gi > 0, "nothing was merged");
+        }
+        assert_only_key_fails(&db, &t, 33, total, "after reopen");
+        db.check().expect("consistent");
+        // The key can be written again, and then reads its new value.
+        db.put(&t, key(33), b"fresh").unwrap();
+        assert_eq!(db.get(&t, key(33)).unwrap().as_deref(), Some(&b"fresh"[..]));
+    }
+}
+
+#[test]
+fn the_cleaner_leaves_a_zone_with_a_damaged_live_value_alone() {
+    let dir = tempfile::tempdir_in("/dev/shm").expect("tempdir");
+    let path = dir.path().join("db.pool");
+    let db = open(&path, true);
+    let t = fill(&db);
+    push_out(&db, &t, 6000);
+    flip(&path, value_offset(&path, 21) + 7, 0x10);
+    // Overwrite everything else in a loop: the zones of the first keys become nearly dead and
+    // the cleaner picks them; the damaged record stays live.
+    let mut damaged_zones = 0;
+    for round in 0..30u32 {
+        for i in (0..KEYS + 6000).filter(|&i| i != 21) {
+            db.put(&t, key(i), value(i)).expect("overwrite");
+        }
+        damaged_zones = db.stats().damaged_zones;
+        if damaged_zones > 0 && round > 3 {
+            break;
+        }
+    }
+    assert_eq!(damaged_zones, 1, "{:#?}", db.stats());
+    assert!(db.stats().cleaner_zones_freed > 0);
+    assert!(matches!(db.get(&t, key(21)), Err(Error::Corrupt { .. })));
+    assert_eq!(db.get(&t, key(20)).unwrap(), Some(value(20)));
+    db.check().expect("consistent");
+}
+
+#[test]
+fn a_pool_with_a_damaged_key_refuses_to_open_with_a_typed_error() {
+    let dir = tempfile::tempdir_in("/dev/shm").expect("tempdir");
+    let path = dir.path().join("db.pool");
+    let db = open(&path, true);
+    fill(&db);
+    let at = value_offset(&path, 44) - 3;
+    drop(db);
+    flip(&path, at, 0x01);
+    match Db::open(small_opts(&path)) {
+        Err(Error::Corrupt { what, at: Some(_) }) => {
+            assert!(what.contains("identity"), "{what}")
+        }
+        other => panic!("{:?}", other.map(|_| ())),
+    }
+}
+
+fn small_opts(path: &Path) -> Options {
+    let mut o = Options::new(path).backend(Backend::Emulated);
+    o.pool_size = 16 << 20;
+    o.zone_size = 256 << 10;
+    o.memtable_size = 1 << 20;
+    o.recovery_threads = 2;
+    o
+}
+
+#[test]
+fn a_damaged_blob_descriptor_fails_its_key_and_frees_nothing_on_open() {
+    let dir = tempfile::tempdir_in("/dev/shm").expect("tempdir");
+    let path = dir.path().join("db.pool");
+    let db = open(&path, true);
+    let t = fill(&db);
+    let big = vec![0x5au8; 600 << 10];
+    db.put(&t, b"the-blob-key", &big).unwrap();
+    let free_before = db.stats().zones_free;
+    drop(db);
+    // The descriptor is the record's value, right after the key.
+    let bytes = std::fs::read(&path).unwrap();
+    let k = b"the-blob-key";
+    let hits: Vec<usize> = bytes
+        .windows(k.len())
+        .enumerate()
+        .filter(|(_, w)| *w == &k[..])
+        .map(|(at, _)| at)
+        .collect();
+    assert_eq!(hits.len(), 1);
+    flip(&path, (hits[0] + k.len() + 9) as u64, 0x01);
+    let db = open(&path, true);
+    let rep = db.recovery_report();
+    assert_eq!(rep.damaged_records, 1);
+    assert!(rep.quarantined_zones >= 3, "{rep:?}");
+    assert!(
+        db.stats().zones_free <= free_before,
+        "the blob's zones were freed"
+    );
+    let t = db.subtable("t").unwrap();
+    assert!(matches!(
+        db.get(&t, b"the-blob-key"),
+        Err(Error::Corrupt { .. })
+    ));
+    for i in 0..KEYS {
+        assert_eq!(db.get(&t, key(i)).unwrap(), Some(value(i)));
+    }
+    db.check().expect("consistent");
 }

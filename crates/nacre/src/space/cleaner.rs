@@ -46,11 +46,15 @@ fn pick(db: &Engine, urgent: bool) -> Option<Victim> {
         .collect();
     let zs = db.store.zone_size;
     let now = db.visible.load(Ordering::Acquire);
+    let damaged = db.space.damaged.lock().clone();
     let zones = db.space.zones.lock();
     let mut best: Option<(f64, Victim)> = None;
     let mut reclaimable = 0;
     for (&z, info) in zones.iter() {
-        if writing.iter().any(|m| Arc::ptr_eq(m, &info.mem)) || info.live >= zs {
+        if writing.iter().any(|m| Arc::ptr_eq(m, &info.mem))
+            || info.live >= zs
+            || damaged.contains(&z)
+        {
             continue;
         }
         let dead = zs - info.live;
@@ -107,10 +111,16 @@ pub(crate) fn clean_one(db: &Engine, retired: &mut Vec<Retired>, urgent: bool) -
     let store = &db.store;
     let gi = &sub.inner.gi;
     let mut found: Vec<Found> = Vec::new();
-    mem.scan_slot(store, slot, |r| {
+    let scanned = mem.scan_slot(store, slot, |r| {
         found.push(r);
         Ok(())
-    })?;
+    });
+    if let Err(e @ Error::Corrupt { .. }) = &scanned {
+        set_aside(db, zone, e);
+        // Another zone, if one is worth it (each set-aside zone leaves the choice for good).
+        return clean_one(db, retired, urgent);
+    }
+    scanned?;
     let hz: Horizon = db.horizon();
     let zone_of = |at| store.zones.zone_of(at).map_or(u64::MAX, |z| z.0);
     // Re-apply the horizon to every key the zone holds: versions no reader needs any more are
@@ -144,6 +154,11 @@ pub(crate) fn clean_one(db: &Engine, retired: &mut Vec<Retired>, urgent: bool) -
     let mut chunk: Vec<(Found, Moved)> = Vec::new();
     let mut bytes = 0usize;
     let mut moved: Vec<(Vec<u8>, u64)> = Vec::new();
+    if let Some(r) = live.iter().find(|r| r.damaged) {
+        let e = Error::corrupt_at("a live record's value fails its checksum", r.at);
+        set_aside(db, zone, &e);
+        return clean_one(db, retired, urgent);
+    }
     for r in live {
         let rec = read_record(&store.pool, r.at, r.size as usize)?;
         if bytes + r.size as usize > room {
@@ -183,6 +198,13 @@ pub(crate) fn clean_one(db: &Engine, retired: &mut Vec<Retired>, urgent: bool) -
         });
     retired.push(Retired { ticket, mem, slot });
     Ok(Cleaned::Zone)
+}
+
+/// Keeps zone `zone` out of cleaning for the rest of the run: it holds damaged bytes (`why`).
+fn set_aside(db: &Engine, zone: u64, why: &Error) {
+    if db.space.damaged.lock().insert(zone) {
+        tracing::warn!(zone, error = %why, "zone holds damaged records: not cleaned");
+    }
 }
 
 /// Writes `chunk` to the subtable's relocation memtable and points the Global Index at the

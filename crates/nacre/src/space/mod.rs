@@ -72,6 +72,10 @@ pub(crate) struct Space {
     /// Below this many free zones, the cleaner runs.
     pub clean_below: u64,
     pub zones: Mutex<HashMap<u64, ZoneInfo>>,
+    /// Zones the cleaner found damaged records in (a live value failing its checksum, or
+    /// bytes that no longer parse): never cleaned in this run, since moving a record means
+    /// re-checksumming its bytes, which would pass damaged data off as whole.
+    pub damaged: Mutex<std::collections::HashSet<u64>>,
     signal: Mutex<Signal>,
     writers: Condvar,
     worker: Condvar,
@@ -98,6 +102,7 @@ impl Space {
             slow_below: (keep + slots / 2).max(keep + 1).min(clean_below),
             clean_below,
             zones: Mutex::new(HashMap::new()),
+            damaged: Mutex::new(std::collections::HashSet::new()),
             signal: Mutex::new(Signal::default()),
             writers: Condvar::new(),
             worker: Condvar::new(),
