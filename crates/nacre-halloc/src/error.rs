@@ -75,6 +75,15 @@ pub enum HallocError {
     /// Persistent Halloc metadata failed validation.
     #[error("corrupt halloc metadata: {0}")]
     Corrupt(String),
+    /// A checked word of engine metadata (a memtable or subtable object field) fails its
+    /// check: damaged media, never a crash (each such word is written with one atomic store).
+    #[error("{what} at offset {at:#x} fails its check")]
+    DamagedWord {
+        /// Which field.
+        what: &'static str,
+        /// Its pool offset.
+        at: u64,
+    },
     /// The name does not fit the registry.
     #[error("pool name {name:?} invalid: 1 to {max} bytes, no NUL")]
     BadName {

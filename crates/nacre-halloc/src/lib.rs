@@ -32,7 +32,7 @@ mod zone_pool;
 
 pub use error::{HallocError, Result};
 pub use halloc::{Halloc, PoolKind};
-pub use meta_pools::{MemtablePool, Slot, SubtablePool};
+pub use meta_pools::{MemtableHead, MemtablePool, Slot, SubtablePool, GIDX_POS_MAX};
 pub use object_pool::{
     ObjId, ObjectPool, PoolShape, RecoveryStats, MAX_OBJECT_SIZE, MIN_OBJECT_SIZE,
 };

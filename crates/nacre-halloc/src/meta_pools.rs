@@ -2,21 +2,28 @@
 //!
 //! Memtable object (size 64 + 8 x slots, rounded up to 64):
 //! ```text
-//! +0   gidx      u64  commit point of the memtable's append position (Reorder Ring)
-//! +8   next      u64  next memtable in its subtable's memlist (PmOffset, 0 = end)
+//! +0   gidx      u64  commit point: check u12 | prev/8 u26 | cur/8 u26 (see `gidx_word`)
+//! +8   next      u64  next memtable in its subtable's memlist: a checked link (0 = end)
 //! +16  subtable  u64  owning subtable id
 //! +24  slots     u64  number of zone slots (fixed per pool)
 //! +32  birth     u64  the engine's number for this incarnation of the object (never reused)
 //! +40  role      u64  what the engine uses the memtable for (its meaning belongs to the engine)
-//! +48  reserved  16 bytes (0)
-//! +64  slot[i]   u64  zone id + 1 of the i-th zone; 0 = empty; u64::MAX = reclaimed (the
-//!                     zone held data once and was given back)
+//! +48  head_crc  u64  crc32c of subtable, slots, birth, role and the object's offset
+//! +56  reserved  8 bytes (0)
+//! +64  slot[i]   u64  a checked value: zone id + 1 of the i-th zone; 0 = empty;
+//!                     u32::MAX = reclaimed (the zone held data once and was given back)
 //! ```
-//! Subtable object (64 bytes): `+0 id u64`, `+8 memlist head u64 (PmOffset)`, `+16 name [48]`.
+//! Subtable object (64 bytes): `+0 id u64`, `+8 memlist head` (a checked link), `+16 name
+//! [40]` (NUL-padded), `+56 crc32c of id, name and the object's offset`.
 //!
 //! Every field is an aligned 8-byte word updated with one atomic persistent store, so a crash
-//! never tears a field. The meaning of the fields (and the order they are written in) belongs
-//! to the engine; these pools only fix the layout.
+//! never tears a field. The fields written after the object is taken (gidx, links, slots)
+//! check themselves: a *checked value* is `crc32c(value, the word's pool offset) << 32 |
+//! value`, and a *checked link* is a checked value holding the target's offset / 64; the
+//! fields written once before it is committed are covered by the object's head crc. A flipped
+//! bit or a zeroed page in any of them is reported as [`HallocError::DamagedWord`] naming the
+//! field and its offset, never read as a value. The meaning of the fields (and the order they
+//! are written in) belongs to the engine; these pools only fix the layout and the checks.
 
 use std::sync::Arc;
 
@@ -32,9 +39,50 @@ const SUBTABLE: u64 = 16;
 const NSLOTS: u64 = 24;
 const BIRTH: u64 = 32;
 const ROLE: u64 = 40;
+const HEAD_CRC: u64 = 48;
 const SLOTS: u64 = 64;
-/// Slot word of a zone that was given back.
-const RECLAIMED: u64 = u64::MAX;
+/// Slot value of a zone that was given back.
+const RECLAIMED: u32 = u32::MAX;
+/// Largest commit position `gidx` holds (positions are multiples of 8).
+pub const GIDX_POS_MAX: u64 = ((1 << 26) - 1) * 8;
+
+/// `crc32c(v, at)`: binds a value to the word it is stored in.
+fn crc_at(v: u64, at: PmOffset) -> u32 {
+    let mut b = [0u8; 16];
+    b[..8].copy_from_slice(&v.to_le_bytes());
+    b[8..].copy_from_slice(&at.get().to_le_bytes());
+    crc32c::crc32c(&b)
+}
+
+/// The checked value word for `v` stored at `at`.
+fn seal(v: u32, at: PmOffset) -> u64 {
+    u64::from(crc_at(u64::from(v), at)) << 32 | u64::from(v)
+}
+
+/// The value of checked word `w` read at `at`, or [`HallocError::DamagedWord`].
+fn unseal(w: u64, at: PmOffset, what: &'static str) -> Result<u32> {
+    let v = w as u32;
+    if (w >> 32) as u32 == crc_at(u64::from(v), at) {
+        Ok(v)
+    } else {
+        Err(HallocError::DamagedWord { what, at: at.get() })
+    }
+}
+
+/// The checked link word for `target` (64-byte aligned; `NULL` ends a list) stored at `at`.
+fn seal_link(target: PmOffset, at: PmOffset) -> Result<u64> {
+    let t = target.get();
+    if t % 64 != 0 || t / 64 >= u64::from(u32::MAX) {
+        return Err(HallocError::Corrupt(format!(
+            "a link to {t:#x} cannot be stored: not 64-byte aligned or beyond 256 GiB"
+        )));
+    }
+    Ok(seal((t / 64) as u32, at))
+}
+
+fn unseal_link(w: u64, at: PmOffset, what: &'static str) -> Result<PmOffset> {
+    Ok(PmOffset(u64::from(unseal(w, at, what)?) * 64))
+}
 
 /// What a memtable's zone slot holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,6 +93,17 @@ pub enum Slot {
     Zone(ObjId),
     /// Held a zone that was given back; its positions hold nothing.
     Reclaimed,
+}
+
+/// The fields of a memtable object written once, before it is committed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemtableHead {
+    /// Owning subtable id.
+    pub subtable: u64,
+    /// The incarnation number given at [`MemtablePool::get`].
+    pub birth: u64,
+    /// The role given at [`MemtablePool::get`].
+    pub role: u64,
 }
 
 /// Pool of memtable objects.
@@ -69,6 +128,15 @@ impl MemtablePool {
         self.slots
     }
 
+    fn head_crc(off: PmOffset, subtable: u64, slots: u64, birth: u64, role: u64) -> u64 {
+        let mut b = [0u8; 40];
+        for (i, v) in [subtable, slots, birth, role, off.get()].iter().enumerate() {
+            b[8 * i..8 * i + 8].copy_from_slice(&v.to_le_bytes());
+        }
+        // Never 0, so a zeroed object fails.
+        u64::from(crc32c::crc32c(&b)) | 1 << 32
+    }
+
     /// Gets a memtable object and initialises it durably (gidx 0, no zones, no next) for
     /// `subtable` with the given `birth` and `role`; commit it once it is linked where the
     /// engine can find it.
@@ -77,10 +145,20 @@ impl MemtablePool {
         let pool = self.inner.pmem();
         let off = self.inner.offset(id);
         let mut head = vec![0u8; Self::object_size(self.slots) as usize];
-        head[SUBTABLE as usize..][..8].copy_from_slice(&subtable.to_le_bytes());
-        head[NSLOTS as usize..][..8].copy_from_slice(&self.slots.to_le_bytes());
-        head[BIRTH as usize..][..8].copy_from_slice(&birth.to_le_bytes());
-        head[ROLE as usize..][..8].copy_from_slice(&role.to_le_bytes());
+        let mut put = |at: u64, v: u64| head[at as usize..][..8].copy_from_slice(&v.to_le_bytes());
+        put(GIDX, Self::encode_gidx(off.add(GIDX), 0, 0));
+        put(NEXT, seal(0, off.add(NEXT)));
+        put(SUBTABLE, subtable);
+        put(NSLOTS, self.slots);
+        put(BIRTH, birth);
+        put(ROLE, role);
+        put(
+            HEAD_CRC,
+            Self::head_crc(off, subtable, self.slots, birth, role),
+        );
+        for s in 0..self.slots {
+            put(SLOTS + 8 * s, seal(0, off.add(SLOTS + 8 * s)));
+        }
         // SAFETY: the object was just taken off the freelist: it is this caller's alone until
         // it is committed and linked.
         unsafe { pool.copy_persist(off, &head)? };
@@ -101,47 +179,81 @@ impl MemtablePool {
         self.inner.offset(id).add(at)
     }
 
-    /// The memtable's `gidx` word.
-    pub fn gidx(&self, id: ObjId) -> u64 {
-        self.inner.pmem().load_u64(self.word(id, GIDX))
+    fn load(&self, at: PmOffset) -> u64 {
+        self.inner.pmem().load_u64(at)
     }
 
-    /// Offset of the `gidx` word, for callers that batch its flush with other stores.
+    /// The fields written once, checked against the object's head crc.
+    pub fn head(&self, id: ObjId) -> Result<MemtableHead> {
+        let off = self.inner.offset(id);
+        let w = |f: u64| self.load(off.add(f));
+        let (subtable, slots, birth, role) = (w(SUBTABLE), w(NSLOTS), w(BIRTH), w(ROLE));
+        if w(HEAD_CRC) != Self::head_crc(off, subtable, slots, birth, role) || slots != self.slots {
+            return Err(HallocError::DamagedWord {
+                what: "memtable object head",
+                at: off.get(),
+            });
+        }
+        Ok(MemtableHead {
+            subtable,
+            birth,
+            role,
+        })
+    }
+
+    fn encode_gidx(at: PmOffset, prev: u64, cur: u64) -> u64 {
+        let v = ((prev / 8) << 26) | (cur / 8);
+        u64::from(crc_at(v, at) & 0xFFF) << 52 | v
+    }
+
+    /// The `gidx` word for commit point `(prev, cur)`, for callers that store it themselves
+    /// (batching its flush with other stores). Positions are multiples of 8 up to
+    /// [`GIDX_POS_MAX`].
+    pub fn gidx_word(&self, id: ObjId, prev: u64, cur: u64) -> u64 {
+        debug_assert!(prev % 8 == 0 && cur % 8 == 0 && prev.max(cur) <= GIDX_POS_MAX);
+        Self::encode_gidx(self.word(id, GIDX), prev, cur)
+    }
+
+    /// The commit point `(prev, cur)`, checked.
+    pub fn gidx(&self, id: ObjId) -> Result<(u64, u64)> {
+        let at = self.word(id, GIDX);
+        let w = self.load(at);
+        let v = w & ((1 << 52) - 1);
+        if w >> 52 != u64::from(crc_at(v, at) & 0xFFF) {
+            return Err(HallocError::DamagedWord {
+                what: "memtable commit point (gidx)",
+                at: at.get(),
+            });
+        }
+        Ok(((v >> 26) * 8, (v & ((1 << 26) - 1)) * 8))
+    }
+
+    /// Durably sets the commit point to `(prev, cur)`.
+    pub fn set_gidx(&self, id: ObjId, prev: u64, cur: u64) -> Result<()> {
+        if prev % 8 != 0 || cur % 8 != 0 || prev.max(cur) > GIDX_POS_MAX {
+            return Err(HallocError::Corrupt(format!(
+                "commit point ({prev}, {cur}) is not a pair of multiples of 8 up to {GIDX_POS_MAX}"
+            )));
+        }
+        let w = self.gidx_word(id, prev, cur);
+        Ok(self.inner.pmem().persist_u64(self.word(id, GIDX), w)?)
+    }
+
+    /// Offset of the `gidx` word.
     pub fn gidx_offset(&self, id: ObjId) -> PmOffset {
         self.word(id, GIDX)
     }
 
-    /// Durably sets `gidx`.
-    pub fn set_gidx(&self, id: ObjId, v: u64) -> Result<()> {
-        Ok(self.inner.pmem().persist_u64(self.word(id, GIDX), v)?)
-    }
-
-    /// The next memtable in the memlist.
-    pub fn next(&self, id: ObjId) -> PmOffset {
-        PmOffset(self.inner.pmem().load_u64(self.word(id, NEXT)))
+    /// The next memtable in the memlist (`NULL` at the end), checked.
+    pub fn next(&self, id: ObjId) -> Result<PmOffset> {
+        let at = self.word(id, NEXT);
+        unseal_link(self.load(at), at, "memtable list link")
     }
 
     /// Durably sets the memlist link.
     pub fn set_next(&self, id: ObjId, next: PmOffset) -> Result<()> {
-        Ok(self
-            .inner
-            .pmem()
-            .persist_u64(self.word(id, NEXT), next.get())?)
-    }
-
-    /// The owning subtable id.
-    pub fn subtable(&self, id: ObjId) -> u64 {
-        self.inner.pmem().load_u64(self.word(id, SUBTABLE))
-    }
-
-    /// The incarnation number given at [`MemtablePool::get`].
-    pub fn birth(&self, id: ObjId) -> u64 {
-        self.inner.pmem().load_u64(self.word(id, BIRTH))
-    }
-
-    /// The role given at [`MemtablePool::get`].
-    pub fn role(&self, id: ObjId) -> u64 {
-        self.inner.pmem().load_u64(self.word(id, ROLE))
+        let at = self.word(id, NEXT);
+        Ok(self.inner.pmem().persist_u64(at, seal_link(next, at)?)?)
     }
 
     fn slot_at(&self, id: ObjId, slot: u64) -> Result<PmOffset> {
@@ -163,12 +275,13 @@ impl MemtablePool {
         })
     }
 
-    /// What slot `slot` holds.
+    /// What slot `slot` holds, checked.
     pub fn slot(&self, id: ObjId, slot: u64) -> Result<Slot> {
-        Ok(match self.inner.pmem().load_u64(self.slot_at(id, slot)?) {
+        let at = self.slot_at(id, slot)?;
+        Ok(match unseal(self.load(at), at, "memtable zone slot")? {
             0 => Slot::Empty,
             RECLAIMED => Slot::Reclaimed,
-            v => Slot::Zone(ObjId(v - 1)),
+            v => Slot::Zone(ObjId(u64::from(v) - 1)),
         })
     }
 
@@ -176,16 +289,24 @@ impl MemtablePool {
     /// its positions may be read again. Do this before releasing the zone.
     pub fn set_reclaimed(&self, id: ObjId, slot: u64) -> Result<()> {
         let at = self.slot_at(id, slot)?;
-        Ok(self.inner.pmem().persist_u64(at, RECLAIMED)?)
+        Ok(self.inner.pmem().persist_u64(at, seal(RECLAIMED, at))?)
     }
 
     /// Durably records `zone` in slot `slot` (record it before committing the zone).
     pub fn set_zone(&self, id: ObjId, slot: u64, zone: Option<ObjId>) -> Result<()> {
         let at = self.slot_at(id, slot)?;
-        Ok(self
-            .inner
-            .pmem()
-            .persist_u64(at, zone.map_or(0, |z| z.0 + 1))?)
+        let v = match zone {
+            None => 0,
+            Some(z) if z.0 + 1 < u64::from(RECLAIMED) => (z.0 + 1) as u32,
+            Some(z) => {
+                return Err(HallocError::NoSuchObject {
+                    pool: "zones (a slot holds ids below 2^32 - 2)".into(),
+                    id: z.0,
+                    count: u64::from(RECLAIMED) - 1,
+                })
+            }
+        };
+        Ok(self.inner.pmem().persist_u64(at, seal(v, at))?)
     }
 
     /// The object pool underneath.
@@ -204,13 +325,23 @@ impl SubtablePool {
     /// Bytes per subtable object.
     pub const OBJECT_SIZE: u64 = 64;
     /// Longest subtable name stored.
-    pub const NAME_MAX: usize = 48;
+    pub const NAME_MAX: usize = 40;
 
     pub(crate) fn new(inner: Arc<ObjectPool>) -> Self {
         SubtablePool { inner }
     }
 
-    /// Gets a subtable object and persists its id and name; commit it to make it exist.
+    fn crc(off: PmOffset, id: u64, name: &[u8]) -> u64 {
+        let mut b = [0u8; 56];
+        b[..8].copy_from_slice(&id.to_le_bytes());
+        b[8..8 + name.len()].copy_from_slice(name);
+        b[48..].copy_from_slice(&off.get().to_le_bytes());
+        // Never 0, so a zeroed object fails.
+        u64::from(crc32c::crc32c(&b)) | 1 << 32
+    }
+
+    /// Gets a subtable object and persists its id, an empty memlist and its name; commit it
+    /// to make it exist.
     pub fn get(&self, id: u64, name: &str) -> Result<ObjId> {
         if name.is_empty() || name.len() > Self::NAME_MAX || name.contains('\0') {
             return Err(HallocError::BadName {
@@ -219,11 +350,15 @@ impl SubtablePool {
             });
         }
         let obj = self.inner.get()?;
+        let off = self.inner.offset(obj);
         let mut b = [0u8; Self::OBJECT_SIZE as usize];
         b[..8].copy_from_slice(&id.to_le_bytes());
+        b[8..16].copy_from_slice(&seal(0, off.add(8)).to_le_bytes());
         b[16..16 + name.len()].copy_from_slice(name.as_bytes());
+        let crc = Self::crc(off, id, &b[16..56]);
+        b[56..].copy_from_slice(&crc.to_le_bytes());
         // SAFETY: as in `MemtablePool::get`: a fresh object, not yet shared.
-        unsafe { self.inner.pmem().copy_persist(self.inner.offset(obj), &b)? };
+        unsafe { self.inner.pmem().copy_persist(off, &b)? };
         Ok(obj)
     }
 
@@ -237,37 +372,46 @@ impl SubtablePool {
         self.inner.release(obj)
     }
 
-    /// Id and name of a subtable object.
-    pub fn read(&self, obj: ObjId) -> (u64, String) {
+    /// Id and name of a subtable object, checked.
+    pub fn read(&self, obj: ObjId) -> Result<(u64, String)> {
         let off = self.inner.offset(obj);
-        let mut b = [0u8; Self::OBJECT_SIZE as usize];
         let pool = self.inner.pmem();
-        // The id is written once, before the object is committed; the memlist word, the only
-        // one written later, is read with an atomic load.
-        b[..8].copy_from_slice(&pool.load_u64(off).to_le_bytes());
+        // The id, name and crc are written once, before the object is committed; the memlist
+        // word, the only one written later, is not read here.
+        let id = pool.load_u64(off);
+        let crc = pool.load_u64(off.add(56));
+        let mut name = [0u8; Self::NAME_MAX];
         // SAFETY: the name is written once, before the object is committed, and never again.
-        unsafe { pool.read(off.add(16), &mut b[16..]) };
-        let mut id = [0u8; 8];
-        id.copy_from_slice(&b[..8]);
-        let name = &b[16..];
+        unsafe { pool.read(off.add(16), &mut name) };
         let n = name.iter().position(|&c| c == 0).unwrap_or(name.len());
-        (
-            u64::from_le_bytes(id),
-            String::from_utf8_lossy(&name[..n]).into_owned(),
-        )
+        // The crc covers the whole field, padding included.
+        if crc != Self::crc(off, id, &name) || n == 0 {
+            return Err(HallocError::DamagedWord {
+                what: "subtable object (id and name)",
+                at: off.get(),
+            });
+        }
+        let name = std::str::from_utf8(&name[..n]).map_err(|_| HallocError::DamagedWord {
+            what: "subtable name (not UTF-8)",
+            at: off.get(),
+        })?;
+        Ok((id, name.to_string()))
     }
 
-    /// Head of the subtable's memtable list.
-    pub fn memlist(&self, obj: ObjId) -> PmOffset {
-        PmOffset(self.inner.pmem().load_u64(self.inner.offset(obj).add(8)))
+    /// Head of the subtable's memtable list, checked.
+    pub fn memlist(&self, obj: ObjId) -> Result<PmOffset> {
+        let at = self.inner.offset(obj).add(8);
+        unseal_link(
+            self.inner.pmem().load_u64(at),
+            at,
+            "subtable memtable list head",
+        )
     }
 
     /// Durably sets the head of the memtable list.
     pub fn set_memlist(&self, obj: ObjId, head: PmOffset) -> Result<()> {
-        Ok(self
-            .inner
-            .pmem()
-            .persist_u64(self.inner.offset(obj).add(8), head.get())?)
+        let at = self.inner.offset(obj).add(8);
+        Ok(self.inner.pmem().persist_u64(at, seal_link(head, at)?)?)
     }
 
     /// The object pool underneath.

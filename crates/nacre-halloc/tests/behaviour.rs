@@ -244,7 +244,8 @@ fn registry_zone_memtable_and_subtable_pools_survive_reopen() {
     mems.set_zone(m, 1, Some(z2)).expect("slot");
     zones.commit(z1).expect("commit");
     zones.commit(z2).expect("commit");
-    mems.set_gidx(m, 12345).expect("gidx");
+    mems.set_gidx(m, 4096, 12344).expect("gidx");
+    assert!(mems.set_gidx(m, 0, 12345).is_err(), "not a multiple of 8");
     mems.commit(m).expect("commit");
     subs.set_memlist(st, mems.objects().offset(m))
         .expect("memlist");
@@ -253,7 +254,7 @@ fn registry_zone_memtable_and_subtable_pools_survive_reopen() {
     pool.fence()
         .expect("the new freelist head reaches media, so z3 is off the list");
     assert!(mems.set_zone(m, 8, Some(z3)).is_err(), "slot out of range");
-    assert!(subs.get(1, &"x".repeat(49)).is_err());
+    assert!(subs.get(1, &"x".repeat(41)).is_err());
     drop((zones, mems, subs, h));
 
     let pool = reopen(pool);
@@ -280,11 +281,12 @@ fn registry_zone_memtable_and_subtable_pools_survive_reopen() {
         "the uncommitted zone is free again"
     );
     assert_eq!(zones.free_zones(), 2);
-    assert_eq!(subs.read(st), (7, "orders".to_string()));
-    let m_off = subs.memlist(st);
+    assert_eq!(subs.read(st).expect("subtable"), (7, "orders".to_string()));
+    let m_off = subs.memlist(st).expect("memlist");
     let m = mems.objects().id_at(m_off).expect("memtable id");
-    assert_eq!(mems.gidx(m), 12345);
-    assert_eq!(mems.subtable(m), 7);
+    assert_eq!(mems.gidx(m).expect("gidx"), (4096, 12344));
+    let head = mems.head(m).expect("head");
+    assert_eq!((head.subtable, head.birth, head.role), (7, 3, 1));
     assert_eq!(mems.zone(m, 0).expect("slot"), Some(z1));
     assert_eq!(mems.zone(m, 1).expect("slot"), Some(z2));
     assert_eq!(mems.zone(m, 2).expect("slot"), None);
@@ -340,9 +342,99 @@ fn memtable_birth_role_and_reclaimed_slots_survive_reopen() {
     let pool = reopen(pool);
     let h = Halloc::open(pool).expect("halloc");
     let mems = h.memtable_pool("memt", 4, 8).expect("memt");
-    assert_eq!((mems.birth(m), mems.role(m), mems.subtable(m)), (77, 5, 2));
+    let head = mems.head(m).expect("head");
+    assert_eq!((head.birth, head.role, head.subtable), (77, 5, 2));
     assert_eq!(mems.slot(m, 0).expect("slot"), Slot::Zone(z));
     assert_eq!(mems.slot(m, 1).expect("slot"), Slot::Reclaimed);
     assert_eq!(mems.zone(m, 1).expect("slot"), None);
     assert_eq!(mems.slot(m, 2).expect("slot"), Slot::Empty);
+}
+
+#[test]
+fn every_metadata_word_detects_a_flipped_bit_or_a_zeroed_object() {
+    let pool = sim_pool(8 << 20);
+    let h = Halloc::open(pool.clone()).expect("halloc");
+    let zones = h.zone_pool("zones", 1 << 20, 4).expect("zones");
+    let mems = h.memtable_pool("memt", 4, 8).expect("memt");
+    let subs = h.subtable_pool("subt", 8).expect("subt");
+    let st = subs.get(3, "users").expect("subtable");
+    let m = mems.get(3, 9, 1).expect("memtable");
+    let m2 = mems.get(3, 10, 1).expect("memtable");
+    let z = zones.grant().expect("zone");
+    mems.set_zone(m, 0, Some(z)).expect("slot");
+    mems.set_reclaimed(m, 1).expect("slot");
+    mems.set_next(m, mems.objects().offset(m2)).expect("next");
+    mems.set_gidx(m, 64, 128).expect("gidx");
+    subs.set_memlist(st, mems.objects().offset(m))
+        .expect("memlist");
+    let moff = mems.objects().offset(m);
+    let soff = subs.objects().offset(st);
+    // Every byte of both objects, one bit at a time: each read either fails with
+    // DamagedWord or (for bytes no check covers: the reserved word) returns the same value.
+    let reads = |mems: &nacre_halloc::MemtablePool, subs: &nacre_halloc::SubtablePool| {
+        let mut damaged = 0;
+        let mut check = |r: Result<String, nacre_halloc::HallocError>, want: &str| match r {
+            Ok(v) => assert_eq!(v, want),
+            Err(nacre_halloc::HallocError::DamagedWord { .. }) => damaged += 1,
+            Err(e) => panic!("{e}"),
+        };
+        check(mems.gidx(m).map(|g| format!("{g:?}")), "(64, 128)");
+        check(
+            mems.next(m).map(|n| format!("{n:?}")),
+            &format!("{:?}", mems.objects().offset(m2)),
+        );
+        check(
+            mems.head(m)
+                .map(|h| format!("{:?}", (h.subtable, h.birth, h.role))),
+            "(3, 9, 1)",
+        );
+        for (s, want) in [
+            (0, Slot::Zone(z)),
+            (1, Slot::Reclaimed),
+            (2, Slot::Empty),
+            (3, Slot::Empty),
+        ] {
+            check(
+                mems.slot(m, s).map(|x| format!("{x:?}")),
+                &format!("{want:?}"),
+            );
+        }
+        check(subs.read(st).map(|x| format!("{x:?}")), "(3, \"users\")");
+        check(
+            subs.memlist(st).map(|x| format!("{x:?}")),
+            &format!("{moff:?}"),
+        );
+        damaged
+    };
+    assert_eq!(reads(&mems, &subs), 0);
+    let obj_len = nacre_halloc::MemtablePool::object_size(4);
+    for (base, len) in [(moff, obj_len), (soff, 64)] {
+        for byte in 0..len {
+            if base == moff && ((56..64).contains(&byte) || byte >= 64 + 8 * 4) {
+                continue; // reserved, padding
+            }
+            for bit in 0..8 {
+                let at = base.add(byte);
+                let mut b = [0u8; 1];
+                // SAFETY: this test's own pool, one thread.
+                unsafe { pool.read(at, &mut b) };
+                let flipped = [b[0] ^ (1 << bit)];
+                // SAFETY: as above.
+                unsafe { pool.write(at, &flipped) };
+                assert_eq!(reads(&mems, &subs), 1, "byte {byte} bit {bit} of {base:?}");
+                // SAFETY: as above.
+                unsafe { pool.write(at, &b) };
+            }
+        }
+        // A zeroed object: every word of it fails.
+        let mut saved = vec![0u8; len as usize];
+        // SAFETY: as above.
+        unsafe { pool.read(base, &mut saved) };
+        // SAFETY: as above.
+        unsafe { pool.write(base, &vec![0u8; len as usize]) };
+        assert!(reads(&mems, &subs) >= if base == moff { 7 } else { 2 });
+        // SAFETY: as above.
+        unsafe { pool.write(base, &saved) };
+    }
+    assert_eq!(reads(&mems, &subs), 0);
 }

@@ -15,7 +15,7 @@ pub enum Error {
     Pmem(#[from] PmemError),
     /// The allocator failed.
     #[error(transparent)]
-    Halloc(#[from] HallocError),
+    Halloc(HallocError),
     /// Persistent memory is full: nothing of this write was applied, everything acknowledged
     /// before it is intact. Deletes make room again.
     #[error("pool full ({free_zones} zones free): {cause}")]
@@ -127,6 +127,20 @@ pub enum FullCause {
     Exhausted(String),
 }
 
+impl From<HallocError> for Error {
+    /// A damaged metadata word is [`Error::Corrupt`] at its offset; the rest stay allocator
+    /// errors.
+    fn from(e: HallocError) -> Error {
+        match e {
+            HallocError::DamagedWord { what, at } => Error::Corrupt {
+                what: format!("{what} fails its check"),
+                at: Some(at),
+            },
+            other => Error::Halloc(other),
+        }
+    }
+}
+
 impl Error {
     /// Maps allocator exhaustion to [`Error::PoolFull`], keeping other errors.
     pub(crate) fn from_alloc(e: HallocError) -> Error {
@@ -137,7 +151,7 @@ impl Error {
                     free_zones: 0,
                 }
             }
-            other => Error::Halloc(other),
+            other => Error::from(other),
         }
     }
 

@@ -2,8 +2,8 @@
 //! per group), a volatile index over them, and the persistent commit point `gidx`.
 //!
 //! Positions are byte offsets within the memtable's zone sequence: `pos = slot * zone_size +
-//! offset`, below 4 GiB. `gidx` (a word of the Halloc memtable object) holds the previous and
-//! the current commit position: `prev << 32 | cur`.
+//! offset`, below 512 MiB. `gidx` (a word of the Halloc memtable object) holds the previous and
+//! the current commit position, `(prev, cur)`, in one checked word (nacre-halloc meta_pools).
 //!
 //! Invariants:
 //! - T1: `[0, cur)` holds only whole items of committed groups, except that the item in
@@ -167,17 +167,17 @@ impl Memtable {
         for s in 0..slots {
             zones.push(store.mems.slot(obj, s)?);
         }
-        let role = store.mems.role(obj);
-        let role = Role::from_word(role).ok_or_else(|| {
-            Error::corrupt(format!(
-                "memtable at {} has an unknown role {role}",
-                store.mems.objects().offset(obj)
-            ))
+        let head = store.mems.head(obj)?;
+        let role = Role::from_word(head.role).ok_or_else(|| {
+            Error::corrupt_at(
+                format!("memtable object has an unknown role {}", head.role),
+                store.mems.objects().offset(obj),
+            )
         })?;
-        let cur = store.mems.gidx(obj) & 0xFFFF_FFFF;
+        let (_, cur) = store.mems.gidx(obj)?;
         Ok(Memtable {
             obj,
-            birth: store.mems.birth(obj),
+            birth: head.birth,
             role,
             bind: store.mutation != Some(crate::options::RecoveryMutation::SkipPlaceCheck),
             zones: Mutex::new(zones),
@@ -322,9 +322,10 @@ impl Memtable {
     /// Advances `gidx` to `end` (stage 4); the caller fences.
     pub fn commit(&self, store: &Store, end: u64) {
         let cur = self.committed.load(Ordering::Acquire);
-        store
-            .pool
-            .store_u64(store.mems.gidx_offset(self.obj), cur << 32 | end);
+        store.pool.store_u64(
+            store.mems.gidx_offset(self.obj),
+            store.mems.gidx_word(self.obj, cur, end),
+        );
         self.committed.store(end, Ordering::Release);
     }
 
@@ -470,8 +471,7 @@ impl Memtable {
     /// without it (a settled or clean state) such damage is an error. Items before `prev` are
     /// committed and must always parse.
     pub fn scan_tail(&self, store: &Store, run: Option<u64>) -> Result<TailFacts> {
-        let gidx = store.mems.gidx(self.obj);
-        let (prev, cur) = (gidx >> 32, gidx & 0xFFFF_FFFF);
+        let (prev, cur) = store.mems.gidx(self.obj)?;
         let mut facts = TailFacts {
             prev,
             cur,
@@ -512,23 +512,23 @@ impl Memtable {
     pub fn roll_back(&self, store: &Store, facts: &TailFacts) {
         store.pool.store_u64(
             store.mems.gidx_offset(self.obj),
-            facts.prev << 32 | facts.prev,
+            store.mems.gidx_word(self.obj, facts.prev, facts.prev),
         );
     }
 
-    /// Recovery, at the end: sets `gidx` to `cur << 32 | cur`, so that after this open an item
+    /// Recovery, at the end: sets `gidx` to `(cur, cur)`, so that after this open an item
     /// in `[prev, cur)` always belongs to a group of the run that follows. Flushed only: the
     /// caller fences. Returns whether a store was needed.
-    pub fn collapse(&self, store: &Store) -> bool {
-        let gidx = store.mems.gidx(self.obj);
-        let cur = gidx & 0xFFFF_FFFF;
-        if gidx >> 32 == cur {
-            return false;
+    pub fn collapse(&self, store: &Store) -> Result<bool> {
+        let (prev, cur) = store.mems.gidx(self.obj)?;
+        if prev == cur {
+            return Ok(false);
         }
-        store
-            .pool
-            .store_u64(store.mems.gidx_offset(self.obj), cur << 32 | cur);
-        true
+        store.pool.store_u64(
+            store.mems.gidx_offset(self.obj),
+            store.mems.gidx_word(self.obj, cur, cur),
+        );
+        Ok(true)
     }
 
     /// Recovery, phase 2: clears slots whose zones are not owned (T3) and visits every

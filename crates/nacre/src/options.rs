@@ -113,7 +113,8 @@ pub struct Options {
     pub pool_size: u64,
     /// Durability backend and flush options (default `auto`).
     pub pool: PoolOptions,
-    /// Bytes per memtable when creating; a multiple of `zone_size` (default 64 MiB).
+    /// Bytes per memtable when creating; a multiple of `zone_size`, at most 256 MiB (default
+    /// 64 MiB).
     pub memtable_size: u64,
     /// Bytes per zone when creating (default 4 MiB). One write batch's records for one
     /// subtable must fit in a zone.
@@ -181,19 +182,24 @@ impl Options {
 
     pub(crate) fn validate(&self) -> crate::Result<()> {
         let bad = |m: String| Err(crate::Error::InvalidOptions(m));
-        if self.zone_size < 64 << 10 || self.zone_size % 4096 != 0 || self.zone_size > 1 << 30 {
+        if self.zone_size < 64 << 10
+            || self.zone_size % 4096 != 0
+            || self.zone_size > limits::MEMTABLE_SIZE_MAX
+        {
             return bad(format!(
-                "zone_size {} must be a multiple of 4096 between 64 KiB and 1 GiB",
+                "zone_size {} must be a multiple of 4096 between 64 KiB and 256 MiB",
                 self.zone_size
             ));
         }
         if self.memtable_size < self.zone_size
             || self.memtable_size % self.zone_size != 0
-            || self.memtable_size > u32::MAX as u64
+            || self.memtable_size > limits::MEMTABLE_SIZE_MAX
         {
             return bad(format!(
-                "memtable_size {} must be a multiple of zone_size {} and below 4 GiB",
-                self.memtable_size, self.zone_size
+                "memtable_size {} must be a multiple of zone_size {} and at most {} (256 MiB)",
+                self.memtable_size,
+                self.zone_size,
+                limits::MEMTABLE_SIZE_MAX
             ));
         }
         if self.pool_size > limits::POOL_SIZE_MAX {
@@ -263,6 +269,8 @@ impl Options {
 pub mod limits {
     use std::time::Duration;
 
+    /// Largest `memtable_size` (a memtable's commit point holds positions below 512 MiB).
+    pub const MEMTABLE_SIZE_MAX: u64 = 256 << 20;
     /// Largest `pool_size` (64 TiB).
     pub const POOL_SIZE_MAX: u64 = 1 << 46;
     /// Largest `max_subtables` (subtable ids are 32-bit; each one reserves PM objects).

@@ -12,7 +12,7 @@
 //! Order of the steps, each safe to redo after a crash during recovery: (1) read every
 //! memtable's tail in parallel; (2) decide and persist the rollbacks; (3) rebuild indexes in
 //! parallel; (4) lower `commit_id` if it names a group that is not visible; (5) record the run
-//! as settled; (6) collapse every `gidx` to `cur << 32 | cur` (T4); (7) start the next run.
+//! as settled; (6) collapse every `gidx` to `(cur, cur)` (T4); (7) start the next run.
 //! Until (5) a crash makes the next open decide again, on a state where the decided
 //! rollbacks are partly applied, which leads to the same decision; after (5) it only redoes
 //! (6) and (7).
@@ -107,14 +107,15 @@ pub(crate) fn recover(
     let mut reachable: HashSet<ObjId> = HashSet::new();
     let mut ids: HashSet<u64> = HashSet::new();
     for obj in store.subs.objects().committed_ids() {
-        let (id, name) = store.subs.read(obj);
-        if id > u64::from(u32::MAX) || !ids.insert(id) {
-            return Err(Error::corrupt(format!(
-                "subtable {name:?} has a bad or duplicate id {id}"
-            )));
+        let (id, name) = store.subs.read(obj)?;
+        if id >= store.max_subtables || !ids.insert(id) {
+            return Err(Error::corrupt_at(
+                format!("subtable {name:?} has a bad or duplicate id {id}"),
+                store.subs.objects().offset(obj),
+            ));
         }
         let mut list = Vec::new();
-        let mut at = store.subs.memlist(obj);
+        let mut at = store.subs.memlist(obj)?;
         while !at.is_null() {
             let m = store
                 .mems
@@ -128,26 +129,37 @@ pub(crate) fn recover(
                 return Err(Error::corrupt(format!("memtable list of {name:?} loops")));
             }
             let mt = Arc::new(Memtable::load(store, m)?);
+            if store.mems.head(m)?.subtable != id {
+                return Err(Error::corrupt_at(
+                    format!("subtable {name:?} links a memtable of another subtable"),
+                    at,
+                ));
+            }
             all.push(mt.clone());
             list.push(mt);
-            at = store.mems.next(m);
+            at = store.mems.next(m)?;
         }
         found.push((id, name, obj, list));
     }
-    // Committed memtables no list reaches: a crash between commit and link. Release them and
-    // their zones.
+    // Committed memtables no list reaches: a crash between commit and link (a new memtable:
+    // zones come only once it is linked), or between unlinking and releasing one (its
+    // zones were all given back first). Either way it holds no zone; one that does was cut
+    // off by damage to a list or a subtable, and releasing it would lose its data for good.
     for m in store.mems.objects().committed_ids() {
         if reachable.contains(&m) {
             continue;
         }
-        let zones: Vec<ObjId> = (0..store.mems.slots())
-            .filter_map(|s| store.mems.zone(m, s).ok().flatten())
-            .filter(|z| store.zones.is_owned(*z).unwrap_or(false))
-            .collect();
-        store.zones.reclaim(&zones)?;
+        for s in 0..store.mems.slots() {
+            if store.mems.zone(m, s)?.is_some() {
+                return Err(Error::corrupt_at(
+                    "a memtable holding zones is in no subtable's list (a damaged list or \
+                     subtable object?)",
+                    store.mems.objects().offset(m),
+                ));
+            }
+        }
         store.mems.release(m)?;
         rep.released_memtables += 1;
-        rep.released_zones += zones.len();
     }
 
     let threads = threads.clamp(1, all.len().max(1));
@@ -224,7 +236,7 @@ pub(crate) fn recover(
     // T4: every memtable starts the next run with `prev == cur`.
     let mut collapsed = false;
     for m in &all {
-        collapsed |= m.collapse(store);
+        collapsed |= m.collapse(store)?;
     }
     if collapsed {
         store.pool.fence()?;

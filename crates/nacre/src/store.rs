@@ -9,6 +9,11 @@
 //! the rest of the open does not decide again on a half-rewritten state. `births` counts
 //! memtable incarnations: each new memtable takes the next number, persisted before the
 //! memtable object records it, so no two incarnations ever share one (T5 in memtable.rs).
+//! Word 12 (`shape_crc`) is the crc32c of the words written once (magic, version, shape) and
+//! the root's offset; each word written later (`commit_id`, `clean`, `run`, `settled_run`,
+//! `births`) checks itself: a 48-bit value under the low 16 bits of the crc32c of the value
+//! and the word's offset. Open validates all of them, so a flipped bit is `Corrupt` naming
+//! the word, never a wrong commit id or run.
 
 use std::sync::Arc;
 
@@ -19,7 +24,7 @@ use crate::error::{Error, Result};
 use crate::options::Options;
 
 const MAGIC: u64 = u64::from_le_bytes(*b"NACREDB1");
-const VERSION: u64 = 5;
+const VERSION: u64 = 6;
 const ROOT_SLOT: usize = 1;
 const ROOT_REGION: &str = "nacre.engine";
 const ROOT_LEN: u64 = 128;
@@ -28,6 +33,47 @@ const CLEAN: u64 = 24;
 const RUN: u64 = 72;
 const SETTLED_RUN: u64 = 80;
 const BIRTHS: u64 = 88;
+const SHAPE_CRC: u64 = 96;
+/// The words written after creation, each checked by itself (see [`seal`]).
+const CHECKED: [(u64, &str); 5] = [
+    (COMMIT_ID, "engine root commit_id"),
+    (CLEAN, "engine root clean flag"),
+    (RUN, "engine root run"),
+    (SETTLED_RUN, "engine root settled_run"),
+    (BIRTHS, "engine root births"),
+];
+/// Values of checked root words stay below this (sequence numbers, runs, births).
+const VALUE_LIMIT: u64 = 1 << 48;
+
+/// The checked word for `v` stored at `at`: the low 16 bits of `crc32c(v, at)` over `v`.
+fn seal(v: u64, at: PmOffset) -> u64 {
+    debug_assert!(v < VALUE_LIMIT);
+    u64::from(check(v, at)) << 48 | v
+}
+
+fn check(v: u64, at: PmOffset) -> u16 {
+    let mut b = [0u8; 16];
+    b[..8].copy_from_slice(&v.to_le_bytes());
+    b[8..].copy_from_slice(&at.get().to_le_bytes());
+    crc32c::crc32c(&b) as u16
+}
+
+/// The value of checked word `w` read at `at`, if it passes.
+fn unseal(w: u64, at: PmOffset) -> Option<u64> {
+    let v = w & (VALUE_LIMIT - 1);
+    ((w >> 48) as u16 == check(v, at)).then_some(v)
+}
+
+/// crc32c of the words written once at creation (magic, version, shape) and the root's
+/// offset; never 0.
+fn shape_crc(pool: &Pool, root: PmOffset) -> u64 {
+    let mut b = Vec::with_capacity(80);
+    for w in [0, 8, 32, 40, 48, 56, 64] {
+        b.extend_from_slice(&pool.load_u64(root.add(w)).to_le_bytes());
+    }
+    b.extend_from_slice(&root.get().to_le_bytes());
+    u64::from(crc32c::crc32c(&b)) | 1 << 32
+}
 /// Fewest zones a new database may have.
 const MIN_ZONES: u64 = 6;
 
@@ -116,24 +162,28 @@ impl Store {
                 None => pool.reserve_region(ROOT_REGION, ROOT_LEN, 64, 0)?,
             };
             let shape = plan(&pool, opts)?;
+            let r = region.offset;
             let words = [
                 MAGIC,
                 VERSION,
-                0,
-                0,
+                seal(0, r.add(COMMIT_ID)),
+                seal(0, r.add(CLEAN)),
                 shape.zone_size,
                 shape.slots,
                 shape.memtables,
                 shape.subtables,
                 shape.zones,
-                1,
-                0,
-                0,
+                seal(1, r.add(RUN)),
+                seal(0, r.add(SETTLED_RUN)),
+                seal(0, r.add(BIRTHS)),
             ];
             let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
             // SAFETY: the engine root was just reserved and is not shared yet.
-            unsafe { pool.write(region.offset, &bytes) };
-            pool.persist(region.offset, bytes.len())?;
+            unsafe { pool.write(r, &bytes) };
+            pool.store_u64(r.add(SHAPE_CRC), 0);
+            let crc = shape_crc(&pool, r);
+            pool.store_u64(r.add(SHAPE_CRC), crc);
+            pool.persist(r, ROOT_LEN as usize)?;
             pool.set_root(ROOT_SLOT, region.offset)?;
             root = region.offset;
         }
@@ -146,6 +196,20 @@ impl Store {
                 "engine format version {} (this build reads {VERSION})",
                 pool.load_u64(root.add(8))
             )));
+        }
+        if pool.load_u64(root.add(SHAPE_CRC)) != shape_crc(&pool, root) {
+            return Err(Error::corrupt_at(
+                "engine root shape (zone size, slots, pool sizes) fails its check",
+                root,
+            ));
+        }
+        for (at, what) in CHECKED {
+            if unseal(pool.load_u64(root.add(at)), root.add(at)).is_none() {
+                return Err(Error::corrupt_at(
+                    format!("{what} fails its check"),
+                    root.add(at),
+                ));
+            }
         }
         let s = read_shape(&pool, root);
         let halloc = Halloc::open(pool.clone())?;
@@ -167,58 +231,67 @@ impl Store {
         })
     }
 
+    /// The value of checked root word `at` (validated at open; only this process writes it
+    /// since).
+    fn get(&self, at: u64) -> u64 {
+        self.pool.load_u64(self.root.add(at)) & (VALUE_LIMIT - 1)
+    }
+
+    fn put(&self, at: u64, v: u64) -> Result<()> {
+        let at = self.root.add(at);
+        Ok(self.pool.persist_u64(at, seal(v, at))?)
+    }
+
     /// The persisted commit id.
     pub fn commit_id(&self) -> u64 {
-        self.pool.load_u64(self.root.add(COMMIT_ID))
+        self.get(COMMIT_ID)
     }
 
     /// Stores the commit id and flushes it (the caller fences).
     pub fn set_commit_id(&self, id: u64) {
-        self.pool.store_u64(self.root.add(COMMIT_ID), id);
+        let at = self.root.add(COMMIT_ID);
+        self.pool.store_u64(at, seal(id, at));
     }
 
     /// Durably sets the commit id.
     pub fn persist_commit_id(&self, id: u64) -> Result<()> {
-        Ok(self.pool.persist_u64(self.root.add(COMMIT_ID), id)?)
+        self.put(COMMIT_ID, id)
     }
 
     /// The run whose writes the engine holds: items written from now on carry it.
     pub fn run(&self) -> u64 {
-        self.pool.load_u64(self.root.add(RUN))
+        self.get(RUN)
     }
 
     /// Durably starts run `run`.
     pub fn set_run(&self, run: u64) -> Result<()> {
-        Ok(self.pool.persist_u64(self.root.add(RUN), run)?)
+        self.put(RUN, run)
     }
 
     /// The last run whose recovery decided and applied its rollbacks.
     pub fn settled_run(&self) -> u64 {
-        self.pool.load_u64(self.root.add(SETTLED_RUN))
+        self.get(SETTLED_RUN)
     }
 
     /// Durably records that recovery of `run`'s writes is decided and applied.
     pub fn set_settled_run(&self, run: u64) -> Result<()> {
-        Ok(self.pool.persist_u64(self.root.add(SETTLED_RUN), run)?)
+        self.put(SETTLED_RUN, run)
     }
 
     /// Takes the next memtable birth number, durably (T5).
     pub fn next_birth(&self) -> Result<u64> {
-        let at = self.root.add(BIRTHS);
-        let birth = self.pool.load_u64(at) + 1;
-        self.pool.persist_u64(at, birth)?;
+        let birth = self.get(BIRTHS) + 1;
+        self.put(BIRTHS, birth)?;
         Ok(birth)
     }
 
     /// Whether the last close was clean.
     pub fn clean(&self) -> bool {
-        self.pool.load_u64(self.root.add(CLEAN)) == 1
+        self.get(CLEAN) == 1
     }
 
     /// Durably records a clean close (true) or an open database (false).
     pub fn set_clean(&self, clean: bool) -> Result<()> {
-        Ok(self
-            .pool
-            .persist_u64(self.root.add(CLEAN), u64::from(clean))?)
+        self.put(CLEAN, u64::from(clean))
     }
 }
