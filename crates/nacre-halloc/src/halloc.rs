@@ -103,6 +103,15 @@ impl Halloc {
         let base = match known {
             Some(e) if e.shape != shape => return Err(mismatch(&e.shape)),
             Some(e) => {
+                // The entry must point at the pool's own region: a damaged entry is an error,
+                // never an access outside the pool.
+                let region = self.pool.region(&registry::region_name(name));
+                if !region.is_some_and(|r| r.offset == e.base && r.len >= shape.region_len()) {
+                    return Err(HallocError::Corrupt(format!(
+                        "registry entry of pool {name:?} points at {:#x}, which is not its region",
+                        e.base.get()
+                    )));
+                }
                 if ObjectPool::read_shape(&self.pool, e.base) != Some(shape) {
                     return Err(HallocError::Corrupt(format!(
                         "registered pool {name:?} has no valid header"

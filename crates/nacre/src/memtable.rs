@@ -143,6 +143,10 @@ pub(crate) struct TailFacts {
     pub tail: Tail,
     /// The last item starting before `prev`: the memtable's last item if the tail goes.
     pub before: Option<ItemHeader>,
+    /// A torn tail that is one item whose header is whole and says the run being recovered
+    /// (only its records fail their checksum): that header. Recovery uses it to tell a torn
+    /// write (the last group's) from damage (an older group's).
+    pub torn_header: Option<ItemHeader>,
 }
 
 /// A memtable's persistent side in DRAM: its PM object, zones and cursors. The volatile
@@ -477,6 +481,7 @@ impl Memtable {
             cur,
             tail: Tail::None,
             before: None,
+            torn_header: None,
         };
         let mut tail: Vec<(PmOffset, ItemHeader)> = Vec::new();
         let walked = self.walk(store, cur, |pos, at, h| {
@@ -500,6 +505,10 @@ impl Memtable {
                 [] => Tail::None,
                 [(at, h)] if h.run == run && item_body_matches(&store.pool, at, &h) => {
                     Tail::Whole(h)
+                }
+                [(_, h)] if h.run == run => {
+                    facts.torn_header = Some(h);
+                    Tail::Torn
                 }
                 _ => Tail::Torn,
             };

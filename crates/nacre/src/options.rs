@@ -92,6 +92,9 @@ pub enum RecoveryMutation {
     ClaimEveryBlob,
     /// Register no blob: their zones are given back as if no record named them.
     SkipBlobClaims,
+    /// Take every torn last item for a torn write, even where a later group committed after
+    /// it (damaged media then rolls back acknowledged writes).
+    SkipTornCheck,
 }
 
 /// A fault injected so that a test can reach a failure path. Never set outside such tests.

@@ -518,6 +518,28 @@ fn decide(
     let Some(newest) = facts.iter().filter_map(&last).map(|(h, _)| h.seq).max() else {
         return Ok(roll);
     };
+    // Damage, not a torn write: a torn item whose whole header names a group older than one
+    // that committed after it (that group's stage 4 began only once this one's fences had
+    // returned, so this item was durable).
+    let latest = facts
+        .iter()
+        .filter_map(|f| f.torn_header.map(|h| h.seq))
+        .chain(std::iter::once(newest))
+        .max()
+        .unwrap_or(newest);
+    if mutation != Some(RecoveryMutation::SkipTornCheck) {
+        if let Some(h) = facts
+            .iter()
+            .filter_map(|f| f.torn_header)
+            .find(|h| h.seq < latest)
+        {
+            return Err(Error::corrupt(format!(
+                "an item of group {} fails its checksum although group {latest} committed \
+                 after it: damaged media, not a torn write",
+                h.seq
+            )));
+        }
+    }
     let group: Vec<(usize, ItemHeader, bool)> = (0..facts.len())
         .filter_map(|i| last(&facts[i]).map(|(h, tail)| (i, h, tail)))
         .filter(|(_, h, _)| h.seq == newest)
