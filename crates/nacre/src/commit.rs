@@ -526,6 +526,7 @@ impl CommitPath {
                     self.run,
                     count as u32,
                     items.len() as u32,
+                    self.commit_mode == CommitMode::TwoFence,
                 );
                 pm += buf.len() as u64;
                 // SAFETY: stage 2 granted this reservation to this group alone (T2), and

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! item   := header(40) record*            one group's records for one memtable
-//! header := magic u32 | len u32 | seq u64 | run u64 | count u32 | items u32 |
+//! header := magic u32 | len u32 | seq u64 | run u64 | count u32 | items u32 (bit 31: two fences) |
 //!           body_crc u32 | crc32c(header[0..36]) u32
 //! record := seq u64 | klen u32 | vlen u32 | kind u8 | id_crc u24 | crc u32 | key | value | pad8
 //! ```
@@ -37,6 +37,8 @@ pub const ITEM_MAGIC: u32 = u32::from_le_bytes(*b"NCRI");
 pub const ZONE_END: u64 = u64::from_le_bytes(*b"NCRZEND!");
 /// Bytes of an item header.
 pub const ITEM_HEADER: usize = 40;
+/// Bit of an item header's `items` word set when its group commits in two fences.
+const TWO_FENCE: u32 = 1 << 31;
 /// Bytes of a record header.
 pub const RECORD_HEADER: usize = 24;
 
@@ -121,7 +123,10 @@ pub fn encode_item_header(
     run: u64,
     count: u32,
     items: u32,
+    two_fence: bool,
 ) {
+    debug_assert!(items < TWO_FENCE);
+    let items = items | if two_fence { TWO_FENCE } else { 0 };
     let len = item.len() as u32;
     let body_crc = crc32c::crc32c(&item[ITEM_HEADER..]);
     let h = &mut item[..ITEM_HEADER];
@@ -149,6 +154,9 @@ pub struct ItemHeader {
     pub count: u32,
     /// Items (memtables) in the item's group.
     pub items: u32,
+    /// The group was committed in two fences: its records were durable before any
+    /// `commit_id` covering it was written.
+    pub two_fence: bool,
     /// crc32c of the item's records.
     pub body_crc: u32,
 }
@@ -190,7 +198,8 @@ pub fn read_item_header(
         seq: u64_at(&h, 8),
         run: u64_at(&h, 16),
         count: u32_at(&h, 24),
-        items: u32_at(&h, 28),
+        items: u32_at(&h, 28) & !TWO_FENCE,
+        two_fence: u32_at(&h, 28) & TWO_FENCE != 0,
         body_crc: u32_at(&h, 32),
     })
 }
@@ -370,7 +379,7 @@ mod tests {
         encode_record(&mut buf, 8, Kind::Delete, b"gone", b"");
         let len = buf.len() as u32;
         let place = Place { birth: 9, pos: 128 };
-        encode_item_header(&mut buf, place, 7, 3, 2, 5);
+        encode_item_header(&mut buf, place, 7, 3, 2, 5, true);
         let at = pool.data_start();
         // SAFETY: a test's own pool, one thread.
         unsafe { pool.write(at, &buf) };
@@ -395,6 +404,7 @@ mod tests {
                 run: 3,
                 count: 2,
                 items: 5,
+                two_fence: true,
                 body_crc: crc32c::crc32c(&buf[ITEM_HEADER..]),
             }
         );

@@ -527,15 +527,18 @@ fn decide(
         .chain(std::iter::once(newest))
         .max()
         .unwrap_or(newest);
+    // Likewise a group committed in two fences whose sequence number `commit_id` covers: its
+    // records were fenced before `commit_id` was written.
     if mutation != Some(RecoveryMutation::SkipTornCheck) {
         if let Some(h) = facts
             .iter()
             .filter_map(|f| f.torn_header)
-            .find(|h| h.seq < latest)
+            .find(|h| h.seq < latest || (h.two_fence && h.seq <= commit_id))
         {
             return Err(Error::corrupt(format!(
-                "an item of group {} fails its checksum although group {latest} committed \
-                 after it: damaged media, not a torn write",
+                "an item of group {} fails its checksum although it was durable (a later \
+                 group {latest} committed, or commit id {commit_id} covers it): damaged \
+                 media, not a torn write",
                 h.seq
             )));
         }
