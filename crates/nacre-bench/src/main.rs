@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use nacre_bench::alloc::{self, AllocConfig};
-use nacre_bench::engine::{fill, forever, memtable, recovery, recovery_child, ror};
+use nacre_bench::engine::{fill, forever, memtable, recovery, recovery_child, ror, verify};
 use nacre_bench::{json, report, PmemConfig, Target};
 use tracing_subscriber::EnvFilter;
 
@@ -43,6 +43,8 @@ enum Command {
     Forever(forever::ForeverConfig),
     /// Restart time after SIGKILL against PM data size and recovery threads.
     Recovery(recovery::RecoveryConfig),
+    /// Db::verify() throughput (a full scrub) against a crc32c loop over DRAM.
+    Verify(verify::VerifyConfig),
     /// YCSB workloads A-F against embedded Nacre and RocksDB, in both durability pairings.
     Ycsb(nacre_bench::ycsb::bench::YcsbConfig),
     /// Every anchor in one command: raw clwb+sfence and fdatasync loops, db_bench
@@ -217,6 +219,7 @@ fn run(cli: Cli) -> Result<(), Box<dyn Error>> {
         Command::Fillrandom(c) => fill::main(&c)?,
         Command::Forever(c) => forever::main(&c)?,
         Command::Recovery(c) => recovery::main(&c)?,
+        Command::Verify(c) => verify::main(&c)?,
         Command::Ycsb(c) => nacre_bench::ycsb::bench::main(&c)?,
         Command::Anchors(c) => nacre_bench::anchors::main(&c)?,
         Command::Report(c) => nacre_bench::publish::main(&c)?,

@@ -121,6 +121,30 @@ pub(crate) fn read(pool: &Pool, zones: &ZonePool, desc: &[u8]) -> Result<Vec<u8>
     Ok(v)
 }
 
+/// `Db::verify`: checks the value a descriptor names against its checksum, a zone at a time
+/// (no copy of the whole value); returns its length.
+pub(crate) fn verify(pool: &Pool, zones: &ZonePool, desc: &[u8]) -> Result<u64> {
+    let d = Desc::decode(desc, zones)?;
+    let zs = zones.zone_size();
+    let mut buf = vec![0u8; zs.min(d.len) as usize];
+    let mut crc = 0u32;
+    let mut left = d.len;
+    for &z in &d.zones {
+        let n = left.min(zs) as usize;
+        // SAFETY: as in `read`.
+        unsafe { pool.read(zones.offset(ObjId(z)), &mut buf[..n]) };
+        crc = crc32c::crc32c_append(crc, &buf[..n]);
+        left -= n as u64;
+    }
+    if crc != d.crc {
+        return Err(Error::corrupt(format!(
+            "blob {:#x} ({} bytes) fails its checksum",
+            d.id, d.len
+        )));
+    }
+    Ok(d.len)
+}
+
 /// Bytes from `off` to the end of its zone: what a record there may occupy at most.
 pub(crate) fn room_in_zone(zones: &ZonePool, off: PmOffset) -> Result<usize> {
     let z = zones

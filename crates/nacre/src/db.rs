@@ -473,6 +473,15 @@ impl Db {
         }
     }
 
+    /// Scrubs the whole database: re-checks the engine root, every subtable and memtable
+    /// object, every item and record up to each memtable's commit point, and every value
+    /// stored out of line, and reports what it read and every problem it found
+    /// ([`VerifyReport::problems`], empty when the database is whole). Changes nothing;
+    /// background cleaning pauses while it runs, writes and reads go on.
+    pub fn verify(&self) -> crate::VerifyReport {
+        self.inner.verify()
+    }
+
     /// Checks what the engine holds for consistency (zone ownership, Global Index order and
     /// accounting), pausing background work; the first violation found. For tests.
     #[doc(hidden)]

@@ -46,6 +46,7 @@ mod space;
 mod stats;
 mod store;
 mod subtable;
+mod verify;
 mod view;
 
 pub use batch::WriteBatch;
@@ -57,6 +58,7 @@ pub use options::{limits, CommitMode, Inject, Options, Pipelining, RecoveryMutat
 pub use recovery::RecoveryReport;
 pub use stats::{Stats, SubtableStats};
 pub use subtable::Subtable;
+pub use verify::{Problem, VerifyReport};
 pub use view::Snapshot;
 
 /// PM bytes one put of a `klen`-byte key and a `vlen`-byte value stored inline takes at most:

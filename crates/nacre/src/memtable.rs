@@ -432,6 +432,66 @@ impl Memtable {
         })
     }
 
+    /// `Db::verify`: reads every item in `[0, end)` and checks its header, body and records,
+    /// calling `bad(problem, offset, key)` for each failure (the walk stops at an item whose
+    /// header or a record's identity fails: nothing after it can be placed) and `blob(desc)`
+    /// for each whole record naming a blob. Returns items, records and bytes read.
+    pub fn verify(
+        &self,
+        store: &Store,
+        end: u64,
+        bad: &mut dyn FnMut(String, PmOffset, Option<Vec<u8>>),
+        blob: &mut dyn FnMut(Vec<u8>),
+    ) -> (u64, u64, u64) {
+        let (mut items, mut records, mut bytes) = (0, 0, 0);
+        let walked = self.walk(store, end, |_, at, h| {
+            items += 1;
+            bytes += u64::from(h.len);
+            let body_ok = item_body_matches(&store.pool, at, &h);
+            let mut off = ITEM_HEADER;
+            let mut kv = Vec::new();
+            let mut record_bad = false;
+            for _ in 0..h.count {
+                let rec_at = at.add(off as u64);
+                match read_record_checked(&store.pool, rec_at, h.len as usize - off, &mut kv) {
+                    Ok(Checked::Whole { kind, klen, .. }) => {
+                        records += 1;
+                        if kind == Kind::Blob {
+                            blob(kv[klen..].to_vec());
+                        }
+                        off += record_size(klen, kv.len() - klen);
+                    }
+                    Ok(Checked::ValueDamaged { klen, .. }) => {
+                        records += 1;
+                        record_bad = true;
+                        bad(
+                            "record value fails its checksum".into(),
+                            rec_at,
+                            Some(kv[..klen].to_vec()),
+                        );
+                        off += record_size(klen, kv.len() - klen);
+                    }
+                    Err(e) => {
+                        bad(e.to_string(), rec_at, None);
+                        return Ok(());
+                    }
+                }
+            }
+            if !body_ok && !record_bad {
+                bad("item body fails its checksum".into(), at, None);
+            }
+            Ok(())
+        });
+        if let Err((pos, e)) = walked {
+            bad(
+                format!("memtable position {pos}: {e}"),
+                store.mems.objects().offset(self.obj),
+                None,
+            );
+        }
+        (items, records, bytes)
+    }
+
     /// Walks the items in `[0, end)`, calling `f(item position, item start, header)`. An error
     /// carries the position of the item that failed to parse.
     fn walk(

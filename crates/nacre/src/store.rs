@@ -152,7 +152,35 @@ fn plan(pool: &Pool, opts: &Options) -> Result<Shape> {
     })
 }
 
+/// Checks the engine root's shape crc and checked words.
+fn check_root(pool: &Pool, root: PmOffset) -> Result<()> {
+    if pool.load_u64(root.add(SHAPE_CRC)) != shape_crc(pool, root) {
+        return Err(Error::corrupt_at(
+            "engine root shape (zone size, slots, pool sizes) fails its check",
+            root,
+        ));
+    }
+    for (at, what) in CHECKED {
+        if unseal(pool.load_u64(root.add(at)), root.add(at)).is_none() {
+            return Err(Error::corrupt_at(
+                format!("{what} fails its check"),
+                root.add(at),
+            ));
+        }
+    }
+    Ok(())
+}
+
 impl Store {
+    /// `Db::verify`: the engine root's checks again.
+    pub fn verify_root(&self) -> Result<()> {
+        if self.pool.load_u64(self.root) != MAGIC || self.pool.load_u64(self.root.add(8)) != VERSION
+        {
+            return Err(Error::corrupt_at("engine root magic or version", self.root));
+        }
+        check_root(&self.pool, self.root)
+    }
+
     /// Opens the engine's pieces on `pool`, creating them on first use.
     pub fn open(pool: Arc<Pool>, opts: &Options) -> Result<Store> {
         let mut root = pool.root(ROOT_SLOT)?;
@@ -197,20 +225,7 @@ impl Store {
                 pool.load_u64(root.add(8))
             )));
         }
-        if pool.load_u64(root.add(SHAPE_CRC)) != shape_crc(&pool, root) {
-            return Err(Error::corrupt_at(
-                "engine root shape (zone size, slots, pool sizes) fails its check",
-                root,
-            ));
-        }
-        for (at, what) in CHECKED {
-            if unseal(pool.load_u64(root.add(at)), root.add(at)).is_none() {
-                return Err(Error::corrupt_at(
-                    format!("{what} fails its check"),
-                    root.add(at),
-                ));
-            }
-        }
+        check_root(&pool, root)?;
         let s = read_shape(&pool, root);
         let halloc = Halloc::open(pool.clone())?;
         let subs = halloc.subtable_pool("subtables", s.subtables)?;

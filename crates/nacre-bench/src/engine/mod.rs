@@ -9,6 +9,7 @@
 //!   ([`dbbench`]).
 //! - [`forever`]: `nacre-bench forever`, YCSB A until many pools are written: throughput
 //!   over time, write amplification, the cleaner's work.
+//! - [`verify`]: `nacre-bench verify`, `Db::verify()` throughput against a crc32c loop.
 //! - [`recovery`]: `nacre-bench recovery`, restart time after SIGKILL against data size and
 //!   recovery threads (children in [`recovery_child`]).
 //!
@@ -22,6 +23,7 @@ pub mod recovery;
 pub mod recovery_child;
 pub mod recovery_redis;
 pub mod ror;
+pub mod verify;
 
 use std::path::{Path, PathBuf};
 use std::sync::Barrier;
