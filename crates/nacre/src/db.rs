@@ -102,15 +102,12 @@ impl Db {
         let space = Space::new(store.zones.objects().shape().count, store.mems.slots());
         // Recovery starts the run after the stored one; blobs made from now on carry it.
         let blobs = Blobs::new(store.run() + 1);
-        let (subs, rec) = recovery::recover(
-            &store,
-            opts.recovery_threads,
-            opts.recovery_mutation,
-            db_id,
-            &tickets,
-            &space,
-            &blobs,
-        )?;
+        let how = recovery::How {
+            threads: opts.recovery_threads,
+            mutation: opts.recovery_mutation,
+            salvage: opts.salvage,
+        };
+        let (subs, rec) = recovery::recover(&store, how, db_id, &tickets, &space, &blobs)?;
         store.set_clean(false)?;
         let mut by_name = HashMap::new();
         let mut by_id: Vec<Option<Subtable>> = Vec::new();
@@ -121,6 +118,12 @@ impl Db {
             }
             by_id[id] = Some(s.clone());
             by_name.insert(s.name().to_string(), s);
+        }
+        // New subtables never take a lost one's id.
+        if let Some(max) = rec.lost.iter().filter_map(|l| l.id).max() {
+            if by_id.len() <= max as usize {
+                by_id.resize(max as usize + 1, None);
+            }
         }
         let commit_id = rec.commit_id;
         tracing::info!(
@@ -219,6 +222,18 @@ impl Db {
                 name: name.into(),
                 max,
             });
+        }
+        if let Some(l) = self
+            .inner
+            .recovery
+            .lost
+            .iter()
+            .find(|l| l.name.as_deref() == Some(name))
+        {
+            return Err(Error::corrupt(format!(
+                "subtable {name:?} was left out by a salvage open: {}",
+                l.reason
+            )));
         }
         let _g = self
             .inner

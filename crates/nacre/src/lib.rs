@@ -55,7 +55,7 @@ pub use db::{Db, SimHandle, DEFAULT_SUBTABLE};
 pub use error::{Error, FullCause, Result};
 pub use iter::{DbIterator, IterOptions};
 pub use options::{limits, CommitMode, Inject, Options, Pipelining, RecoveryMutation};
-pub use recovery::RecoveryReport;
+pub use recovery::{LostSubtable, RecoveryReport};
 pub use stats::{Stats, SubtableStats};
 pub use subtable::Subtable;
 pub use verify::{Problem, VerifyReport};

@@ -148,6 +148,14 @@ pub struct Options {
     /// saves a crc32c over the key and value per read; only benchmarks that say so should
     /// turn it off. Values stored out of line are always checked.
     pub verify_checksums: bool,
+    /// Open a damaged database as far as it is intact (default false: damage to what decides
+    /// what is live fails the open with `Corrupt`). A subtable whose object, memtable list,
+    /// memtable objects or items fail their checks is left out whole, named with the reason
+    /// in [`crate::RecoveryReport::lost`], and nothing it may own is freed; every other
+    /// subtable opens and reads exactly as before the damage. Damage to what the whole
+    /// database depends on (the pool superblock, the engine root, Halloc's registry) still
+    /// fails the open.
+    pub salvage: bool,
     #[doc(hidden)]
     pub recovery_mutation: Option<RecoveryMutation>,
     #[doc(hidden)]
@@ -172,6 +180,7 @@ impl Options {
             commit_mode: CommitMode::Auto,
             pipelining: Pipelining::Auto,
             verify_checksums: true,
+            salvage: false,
             recovery_mutation: None,
             inject: None,
         }

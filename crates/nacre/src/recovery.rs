@@ -17,7 +17,7 @@
 //! rollbacks are partly applied, which leads to the same decision; after (5) it only redoes
 //! (6) and (7).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -74,8 +74,14 @@ pub struct RecoveryReport {
     /// keys fail with [`Error::Corrupt`]. Each is logged with its subtable, key and offset.
     pub damaged_records: u64,
     /// Unreferenced zones kept instead of released because a blob record's descriptor was
-    /// damaged (it may name them).
+    /// damaged (it may name them), or because a salvage open lost subtables (they may be
+    /// theirs).
     pub quarantined_zones: usize,
+    /// Memtables no intact subtable reaches, kept (salvage open).
+    pub quarantined_memtables: usize,
+    /// Subtables a salvage open ([`crate::Options::salvage`]) could not validate and left out:
+    /// none of their data is served. Empty on every other open (damage there fails it).
+    pub lost: Vec<LostSubtable>,
     /// Threads that rebuilt indexes.
     pub threads: usize,
     /// Time spent scanning memtables (and rebuilding active memtables' indexes).
@@ -87,15 +93,26 @@ pub struct RecoveryReport {
 /// A subtable as found in PM: id, name, object and memtables (newest first).
 type Found0 = (u64, String, ObjId, Vec<Arc<Memtable>>);
 
+/// How to recover: the options that matter to it.
+pub(crate) struct How {
+    pub threads: usize,
+    pub mutation: Option<RecoveryMutation>,
+    pub salvage: bool,
+}
+
 pub(crate) fn recover(
     store: &Store,
-    threads: usize,
-    mutation: Option<RecoveryMutation>,
+    how: How,
     db: u64,
     tickets: &Arc<Tickets>,
     space: &Space,
     blobs: &Blobs,
 ) -> Result<(Vec<Subtable>, RecoveryReport)> {
+    let How {
+        threads,
+        mutation,
+        salvage,
+    } = how;
     let t0 = Instant::now();
     let mut rep = RecoveryReport {
         commit_id: store.commit_id(),
@@ -104,42 +121,25 @@ pub(crate) fn recover(
     };
     let mut found: Vec<Found0> = Vec::new();
     let mut all: Vec<Arc<Memtable>> = Vec::new();
+    // `owner[i]`: the index in `found` of the subtable `all[i]` belongs to.
+    let mut owner: Vec<usize> = Vec::new();
     let mut reachable: HashSet<ObjId> = HashSet::new();
     let mut ids: HashSet<u64> = HashSet::new();
+    let mut lost: Vec<LostSubtable> = Vec::new();
     for obj in store.subs.objects().committed_ids() {
-        let (id, name) = store.subs.read(obj)?;
-        if id >= store.max_subtables || !ids.insert(id) {
-            return Err(Error::corrupt_at(
-                format!("subtable {name:?} has a bad or duplicate id {id}"),
-                store.subs.objects().offset(obj),
-            ));
-        }
-        let mut list = Vec::new();
-        let mut at = store.subs.memlist(obj)?;
-        while !at.is_null() {
-            let m = store
-                .mems
-                .objects()
-                .id_at(at)
-                .filter(|m| store.mems.objects().check(*m).unwrap_or(false))
-                .ok_or_else(|| {
-                    Error::corrupt(format!("subtable {name:?} links a bad memtable at {at}"))
-                })?;
-            if !reachable.insert(m) {
-                return Err(Error::corrupt(format!("memtable list of {name:?} loops")));
+        let loaded = load_subtable(store, obj, &mut ids, &reachable);
+        match loaded {
+            Ok((f, objs)) => {
+                reachable.extend(objs);
+                for m in &f.3 {
+                    all.push(m.clone());
+                    owner.push(found.len());
+                }
+                found.push(f);
             }
-            let mt = Arc::new(Memtable::load(store, m)?);
-            if store.mems.head(m)?.subtable != id {
-                return Err(Error::corrupt_at(
-                    format!("subtable {name:?} links a memtable of another subtable"),
-                    at,
-                ));
-            }
-            all.push(mt.clone());
-            list.push(mt);
-            at = store.mems.next(m)?;
+            Err(e) if salvage => lost.push(LostSubtable::of(store, obj, &e)),
+            Err(e) => return Err(e),
         }
-        found.push((id, name, obj, list));
     }
     // Committed memtables no list reaches: a crash between commit and link (a new memtable:
     // zones come only once it is linked), or between unlinking and releasing one (its
@@ -149,17 +149,26 @@ pub(crate) fn recover(
         if reachable.contains(&m) {
             continue;
         }
-        for s in 0..store.mems.slots() {
-            if store.mems.zone(m, s)?.is_some() {
+        let holds = (0..store.mems.slots()).try_fold(false, |any, s| {
+            store.mems.zone(m, s).map(|z| any || z.is_some())
+        });
+        match holds {
+            Ok(false) if lost.is_empty() => {
+                store.mems.release(m)?;
+                rep.released_memtables += 1;
+            }
+            // A lost subtable's memtables are kept as they are (salvage frees nothing it
+            // could not validate).
+            _ if salvage => rep.quarantined_memtables += 1,
+            Ok(_) => {
                 return Err(Error::corrupt_at(
                     "a memtable holding zones is in no subtable's list (a damaged list or \
                      subtable object?)",
                     store.mems.objects().offset(m),
-                ));
+                ))
             }
+            Err(e) => return Err(e.into()),
         }
-        store.mems.release(m)?;
-        rep.released_memtables += 1;
     }
 
     let threads = threads.clamp(1, all.len().max(1));
@@ -168,13 +177,27 @@ pub(crate) fn recover(
     // decide, only the steps after it to redo.
     let settled = rep.clean || store.settled_run() == run;
     let check = (!settled).then_some(run);
-    let facts = parallel(all.len(), threads, |i| all[i].scan_tail(store, check))?;
-    let mut cur: Vec<u64> = facts.iter().map(|f| f.cur).collect();
+    let mut gone: HashMap<usize, String> = HashMap::new();
+    let facts = salvaged(
+        parallel_each(all.len(), threads, |i| all[i].scan_tail(store, check)),
+        salvage,
+        &owner,
+        &mut gone,
+    )?;
+    let live: Vec<usize> = (0..all.len()).filter(|&i| facts[i].is_some()).collect();
+    let facts: Vec<TailFacts> = facts.into_iter().flatten().collect();
+    let mut cur: Vec<u64> = vec![0; all.len()];
+    for (k, &i) in live.iter().enumerate() {
+        cur[i] = facts[k].cur;
+    }
     if !settled {
-        let roll = decide(&facts, run, rep.commit_id, mutation)?;
-        for &i in &roll {
-            all[i].roll_back(store, &facts[i]);
-            cur[i] = facts[i].prev;
+        let roll: Vec<usize> = decide(&facts, run, rep.commit_id, mutation)?;
+        let facts: Vec<(usize, TailFacts)> = roll.iter().map(|&k| (live[k], facts[k])).collect();
+        let roll: Vec<usize> = facts.iter().map(|(i, _)| *i).collect();
+        for (i, f) in &facts {
+            let i = *i;
+            all[i].roll_back(store, f);
+            cur[i] = f.prev;
         }
         if !roll.is_empty() {
             store.pool.fence()?;
@@ -193,9 +216,11 @@ pub(crate) fn recover(
         .map(|m| m.obj)
         .collect();
     let t_scan = Instant::now();
-    let rebuilt = parallel(all.len(), threads, |i| {
+    let rebuilt = parallel_each(all.len(), threads, |i| {
         let m = &all[i];
-        if active.contains(&m.obj) {
+        if gone.contains_key(&owner[i]) {
+            Ok((ScanStats::default(), Rebuilt::Taken))
+        } else if active.contains(&m.obj) {
             let (index, st, blobs) = m.rebuild_index(store, cur[i])?;
             Ok((st, Rebuilt::Active(Arc::new(index), blobs)))
         } else {
@@ -203,7 +228,11 @@ pub(crate) fn recover(
             let st = m.rebuild(store, cur[i], |r| recs.push(r))?;
             Ok((st, Rebuilt::Global(recs)))
         }
-    })?;
+    });
+    let rebuilt: Vec<(ScanStats, Rebuilt)> = salvaged(rebuilt, salvage, &owner, &mut gone)?
+        .into_iter()
+        .map(|r| r.unwrap_or((ScanStats::default(), Rebuilt::Taken)))
+        .collect();
     let mut max_seq = 0;
     let mut by_mem: Vec<Rebuilt> = Vec::with_capacity(all.len());
     for (st, r) in rebuilt {
@@ -225,7 +254,11 @@ pub(crate) fn recover(
         // The single-fence commit can leave `commit_id` naming a group that recovery rolled
         // back or that never became visible; new groups must continue right after the last
         // visible one.
-        if max_seq < rep.commit_id && mutation != Some(RecoveryMutation::SkipCommitIdLowering) {
+        // (Not when subtables were lost: their records, unread, may lie above `max_seq`.)
+        if max_seq < rep.commit_id
+            && gone.is_empty()
+            && mutation != Some(RecoveryMutation::SkipCommitIdLowering)
+        {
             tracing::info!(from = rep.commit_id, to = max_seq, "lowered commit id");
             store.persist_commit_id(max_seq)?;
             rep.commit_id = max_seq;
@@ -235,8 +268,10 @@ pub(crate) fn recover(
     }
     // T4: every memtable starts the next run with `prev == cur`.
     let mut collapsed = false;
-    for m in &all {
-        collapsed |= m.collapse(store)?;
+    for (i, m) in all.iter().enumerate() {
+        if !gone.contains_key(&owner[i]) {
+            collapsed |= m.collapse(store)?;
+        }
     }
     if collapsed {
         store.pool.fence()?;
@@ -248,7 +283,15 @@ pub(crate) fn recover(
     // Records naming blobs whose zones stay (B3 in blob.rs): each key's newest version.
     let mut claims: Vec<Claim> = Vec::new();
     let mut parts: Vec<(Found0, Option<MemSource>, Vec<Found>)> = Vec::new();
-    for (id, name, obj, list) in found {
+    for (fi, (id, name, obj, list)) in found.into_iter().enumerate() {
+        if gone.contains_key(&fi) {
+            lost.push(LostSubtable {
+                id: Some(id),
+                name: Some(name),
+                reason: gone.get(&fi).cloned().unwrap_or_default(),
+            });
+            continue;
+        }
         let mut act = None;
         let mut recs = Vec::new();
         for m in &list {
@@ -322,9 +365,13 @@ pub(crate) fn recover(
         .into_iter()
         .filter(|z| !referenced.contains(z) && !registered.contains_key(&z.0))
         .collect();
-    if unreadable == 0 {
+    if unreadable == 0 && lost.is_empty() {
         store.zones.reclaim(&orphans)?;
         rep.released_zones += orphans.len();
+    } else if !lost.is_empty() {
+        // Lost subtables' zones are among them: keep every one (salvage frees nothing).
+        blobs.quarantine(&orphans);
+        rep.quarantined_zones = orphans.len();
     } else {
         // Damaged descriptors may name any of them: keep them all for this run.
         tracing::warn!(
@@ -335,12 +382,113 @@ pub(crate) fn recover(
         blobs.quarantine(&orphans);
         rep.quarantined_zones = orphans.len();
     }
+    for l in &lost {
+        tracing::warn!(id = ?l.id, name = ?l.name, reason = %l.reason, "salvage: subtable lost");
+    }
+    rep.lost = lost;
     rep.subtables = subtables.len();
     rep.memtables = all.len();
     rep.threads = threads;
     rep.gi_elapsed = t_gi.elapsed();
     rep.elapsed = t0.elapsed();
     Ok((subtables, rep))
+}
+
+/// A subtable a salvage open left out, and why.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LostSubtable {
+    /// Its id, when its object could be read.
+    pub id: Option<u64>,
+    /// Its name, when its object could be read.
+    pub name: Option<String>,
+    /// The check that failed.
+    pub reason: String,
+}
+
+impl LostSubtable {
+    fn of(store: &Store, obj: ObjId, e: &Error) -> LostSubtable {
+        let (id, name) = store
+            .subs
+            .read(obj)
+            .map_or((None, None), |(i, n)| (Some(i), Some(n)));
+        LostSubtable {
+            id,
+            name,
+            reason: e.to_string(),
+        }
+    }
+}
+
+/// Loads subtable object `obj` and its memtable list; the memtable objects it reaches.
+fn load_subtable(
+    store: &Store,
+    obj: ObjId,
+    ids: &mut HashSet<u64>,
+    reachable: &HashSet<ObjId>,
+) -> Result<(Found0, Vec<ObjId>)> {
+    let (id, name) = store.subs.read(obj)?;
+    if id >= store.max_subtables || !ids.insert(id) {
+        return Err(Error::corrupt_at(
+            format!("subtable {name:?} has a bad or duplicate id {id}"),
+            store.subs.objects().offset(obj),
+        ));
+    }
+    let mut list = Vec::new();
+    let mut mine = Vec::new();
+    let mut at = store.subs.memlist(obj)?;
+    while !at.is_null() {
+        let m = store
+            .mems
+            .objects()
+            .id_at(at)
+            .filter(|m| store.mems.objects().check(*m).unwrap_or(false))
+            .ok_or_else(|| {
+                Error::corrupt(format!("subtable {name:?} links a bad memtable at {at}"))
+            })?;
+        if reachable.contains(&m) || mine.contains(&m) {
+            return Err(Error::corrupt(format!("memtable list of {name:?} loops")));
+        }
+        mine.push(m);
+        let mt = Arc::new(Memtable::load(store, m)?);
+        if store.mems.head(m)?.subtable != id {
+            return Err(Error::corrupt_at(
+                format!("subtable {name:?} links a memtable of another subtable"),
+                at,
+            ));
+        }
+        list.push(mt);
+        at = store.mems.next(m)?;
+    }
+    Ok(((id, name, obj, list), mine))
+}
+
+/// Per-memtable results: on a salvage open, a memtable's failure marks its subtable (`owner`)
+/// gone, with the reason; otherwise the first failure is the result.
+fn salvaged<T>(
+    results: Vec<Result<T>>,
+    salvage: bool,
+    owner: &[usize],
+    gone: &mut HashMap<usize, String>,
+) -> Result<Vec<Option<T>>> {
+    let mut out = Vec::with_capacity(results.len());
+    for (i, r) in results.into_iter().enumerate() {
+        match r {
+            Ok(v) if !gone.contains_key(&owner[i]) => out.push(Some(v)),
+            Ok(_) => out.push(None),
+            Err(e) if salvage => {
+                gone.entry(owner[i]).or_insert_with(|| e.to_string());
+                out.push(None);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    // A subtable marked gone by a later memtable: drop its earlier results too.
+    for (i, o) in out.iter_mut().enumerate() {
+        if gone.contains_key(&owner[i]) {
+            *o = None;
+        }
+    }
+    Ok(out)
 }
 
 /// A record naming a blob whose zones stay (B3 in blob.rs): where it is and its size.
@@ -469,6 +617,15 @@ fn parallel<T: Send>(
     threads: usize,
     f: impl Fn(usize) -> Result<T> + Sync,
 ) -> Result<Vec<T>> {
+    parallel_each(n, threads, f).into_iter().collect()
+}
+
+/// Runs `f(0..n)` on up to `threads` threads; every result, in index order.
+fn parallel_each<T: Send>(
+    n: usize,
+    threads: usize,
+    f: impl Fn(usize) -> Result<T> + Sync,
+) -> Vec<Result<T>> {
     let next = AtomicUsize::new(0);
     let out: Mutex<Vec<(usize, Result<T>)>> = Mutex::new(Vec::with_capacity(n));
     std::thread::scope(|s| {
