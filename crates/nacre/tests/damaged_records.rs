@@ -14,11 +14,7 @@ const KEYS: u32 = 200;
 const HEADER: u64 = 24;
 
 fn open(path: &Path, verify: bool) -> Db {
-    let mut o = Options::new(path).backend(Backend::Emulated);
-    o.pool_size = 16 << 20;
-    o.zone_size = 256 << 10;
-    o.memtable_size = 1 << 20;
-    o.recovery_threads = 2;
+    let mut o = small_opts(path);
     o.verify_checksums = verify;
     Db::open(o).expect("open")
 }
