@@ -153,13 +153,32 @@ pub(crate) fn recover(
             store.mems.zone(m, s).map(|z| any || z.is_some())
         });
         match holds {
-            Ok(false) if lost.is_empty() => {
+            Ok(false) if lost.is_empty() || !salvage => {
                 store.mems.release(m)?;
                 rep.released_memtables += 1;
             }
             // A lost subtable's memtables are kept as they are (salvage frees nothing it
-            // could not validate).
-            _ if salvage => rep.quarantined_memtables += 1,
+            // could not validate). One holding zones that no lost subtable accounts for
+            // belongs to a subtable whose object is gone: name it by the id it records.
+            _ if salvage => {
+                rep.quarantined_memtables += 1;
+                if let (Ok(true), Ok(head)) = (holds, store.mems.head(m)) {
+                    let known = lost.iter().any(|l| l.id == Some(head.subtable))
+                        || found.iter().any(|f| f.0 == head.subtable);
+                    if let Some(l) = lost.iter_mut().find(|l| l.id.is_none()).filter(|_| !known) {
+                        // Most likely the subtable whose object could not be read.
+                        l.id = Some(head.subtable);
+                    } else if !known {
+                        lost.push(LostSubtable {
+                            id: Some(head.subtable),
+                            name: None,
+                            reason: "memtables holding data are reached by no subtable \
+                                     (its object is gone or uncommitted)"
+                                .into(),
+                        });
+                    }
+                }
+            }
             Ok(_) => {
                 return Err(Error::corrupt_at(
                     "a memtable holding zones is in no subtable's list (a damaged list or \

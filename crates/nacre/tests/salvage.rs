@@ -164,3 +164,29 @@ fn damage_to_the_engine_root_fails_even_a_salvage_open() {
         other => panic!("{:?}", other.map(|_| ())),
     }
 }
+
+#[test]
+fn a_subtable_object_that_lost_its_committed_bit_is_never_freed() {
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let path = dir.path().join("db.pool");
+    let model = build(&path);
+    // The subtable objects' pool: header (64 B), free-list head, then one entry word per
+    // object (bit 63: committed) from +128, objects from +128 + 8 x count rounded up to 64.
+    let (base, _) = region(&path, "hp.subtables");
+    let count = 256u64;
+    let array = (128 + 8 * count).next_multiple_of(64);
+    let name_at = find(&path, b"beta", Some((base + array, 64 * count))) as u64;
+    let index = (name_at - 16 - base - array) / 64;
+    flip(&path, (base + 128 + 8 * index + 7) as usize, 0x80);
+    match Db::open(opts(&path, false)) {
+        Err(Error::Corrupt { what, .. }) => assert!(what.contains("no subtable"), "{what}"),
+        other => panic!("{:?}", other.map(|_| ())),
+    }
+    let db = Db::open(opts(&path, true)).unwrap();
+    let rep = db.recovery_report();
+    assert_eq!(rep.released_zones + rep.released_memtables, 0, "{rep:?}");
+    assert_eq!(rep.lost.len(), 1, "{:?}", rep.lost);
+    assert!(rep.lost[0].id.is_some() && rep.lost[0].name.is_none());
+    assert!(rep.quarantined_memtables > 0);
+    assert_serves_exactly(&db, &model, "beta", false);
+}
