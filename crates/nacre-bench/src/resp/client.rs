@@ -162,7 +162,7 @@ impl Connection {
 
     /// [`Connection::command`], with an error reply turned into [`RespError::Server`].
     pub fn command_ok(&mut self, args: &[&[u8]]) -> Result<Reply, RespError> {
-        self.command(args)?.into_result()
+        self.command(args)?.into_result().map_err(RespError::Server)
     }
 
     /// The push messages received so far, oldest first; the connection forgets them.
@@ -214,7 +214,7 @@ impl Connection {
                 let (used, reply) = self
                     .parser
                     .feed(&self.rbuf[self.rstart..self.rend])
-                    .map_err(|e| match e {
+                    .map_err(|e| match RespError::from(e) {
                         RespError::Protocol(msg) => {
                             RespError::Protocol(format!("from {}: {msg}", self.addr))
                         }

@@ -64,3 +64,14 @@ pub enum RespError {
         addr: String,
     },
 }
+
+impl From<nacre_resp::CodecError> for RespError {
+    fn from(e: nacre_resp::CodecError) -> RespError {
+        match e {
+            nacre_resp::CodecError::Protocol(m) => RespError::Protocol(m),
+            nacre_resp::CodecError::TooLarge { what, len, limit } => {
+                RespError::TooLarge { what, len, limit }
+            }
+        }
+    }
+}

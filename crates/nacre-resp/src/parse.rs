@@ -6,9 +6,9 @@
 //! [`Parser`] keeps the aggregates it has opened and the elements already complete, so a
 //! reply split over many reads costs time linear in its size.
 
-use super::{Reply, RespError};
+use crate::{CodecError, Reply};
 
-/// Bounds on what the parser accepts; a stream over them fails with [`RespError::TooLarge`].
+/// Bounds on what the parser accepts; a stream over them fails with [`CodecError::TooLarge`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Longest bulk string, verbatim string, blob error or streamed string, in bytes.
@@ -44,12 +44,12 @@ impl Default for Limits {
 /// consumed)))` when it holds a whole one (`consumed` bytes long; the rest of `buf` is the
 /// next reply), and `Err` when the bytes are not RESP. Attributes (`|`) before the reply are
 /// parsed and dropped, their bytes counted in `consumed`.
-pub fn parse(buf: &[u8]) -> Result<Option<(Reply, usize)>, RespError> {
+pub fn parse(buf: &[u8]) -> Result<Option<(Reply, usize)>, CodecError> {
     parse_with(buf, &Limits::DEFAULT)
 }
 
 /// [`parse`] with the given limits.
-pub fn parse_with(buf: &[u8], limits: &Limits) -> Result<Option<(Reply, usize)>, RespError> {
+pub fn parse_with(buf: &[u8], limits: &Limits) -> Result<Option<(Reply, usize)>, CodecError> {
     let mut parser = Parser::with_limits(*limits);
     Ok(match parser.feed(buf)? {
         (used, Some(reply)) => Some((reply, used)),
@@ -170,7 +170,7 @@ impl Parser {
     /// Returns the bytes consumed and, when a reply completed, that reply; parsing stops
     /// after one reply. Consumed bytes without a reply belong to a reply still incomplete,
     /// kept in the parser. `buf` must start at the first byte not consumed before.
-    pub fn feed(&mut self, buf: &[u8]) -> Result<(usize, Option<Reply>), RespError> {
+    pub fn feed(&mut self, buf: &[u8]) -> Result<(usize, Option<Reply>), CodecError> {
         let mut pos = 0;
         loop {
             let rest = buf.get(pos..).unwrap_or_default();
@@ -191,7 +191,7 @@ impl Parser {
     }
 
     /// Adds a token to the open aggregates; returns the reply it completed, if any.
-    fn apply(&mut self, tok: Token) -> Result<Option<Reply>, RespError> {
+    fn apply(&mut self, tok: Token) -> Result<Option<Reply>, CodecError> {
         if let Some(Frame {
             kind: Kind::Str(_), ..
         }) = self.stack.last()
@@ -299,7 +299,7 @@ impl Parser {
         }
     }
 
-    fn open(&mut self, kind: Kind, left: Option<usize>) -> Result<(), RespError> {
+    fn open(&mut self, kind: Kind, left: Option<usize>) -> Result<(), CodecError> {
         if self.stack.len() >= self.limits.max_depth {
             return Err(too_large(
                 "nesting depth",
@@ -316,7 +316,7 @@ impl Parser {
 }
 
 /// The reply a complete aggregate makes; `None` for an attribute, which is dropped.
-fn finish(agg: Agg, items: Vec<Reply>) -> Result<Option<Reply>, RespError> {
+fn finish(agg: Agg, items: Vec<Reply>) -> Result<Option<Reply>, CodecError> {
     Ok(Some(match agg {
         Agg::Array => Reply::Array(items),
         Agg::Set => Reply::Set(items),
@@ -340,7 +340,7 @@ fn finish(agg: Agg, items: Vec<Reply>) -> Result<Option<Reply>, RespError> {
 }
 
 /// Reads one token at the start of `buf`. `scanned`: bytes known to hold no line feed.
-fn token(buf: &[u8], scanned: usize, limits: &Limits) -> Result<Step, RespError> {
+fn token(buf: &[u8], scanned: usize, limits: &Limits) -> Result<Step, CodecError> {
     let Some(&ty) = buf.first() else {
         return Ok(Step::Need { scanned: 0 });
     };
@@ -439,7 +439,7 @@ fn token(buf: &[u8], scanned: usize, limits: &Limits) -> Result<Step, RespError>
 }
 
 /// The `n` data bytes after a length header ending at `after`, and their CRLF.
-fn blob(buf: &[u8], ty: u8, n: usize, after: usize, nl: usize) -> Result<Step, RespError> {
+fn blob(buf: &[u8], ty: u8, n: usize, after: usize, nl: usize) -> Result<Step, CodecError> {
     let end = after.saturating_add(n);
     let Some(data) = buf.get(after..end) else {
         return Ok(Step::Need { scanned: nl });
@@ -480,7 +480,7 @@ fn blob(buf: &[u8], ty: u8, n: usize, after: usize, nl: usize) -> Result<Step, R
 
 /// The length after type byte `ty`: `-1` (nil) only for `$` and `*`, `?` (streamed) only
 /// for `$` and aggregates, else decimal digits within the limits.
-fn length(ty: u8, line: &[u8], limits: &Limits) -> Result<Len, RespError> {
+fn length(ty: u8, line: &[u8], limits: &Limits) -> Result<Len, CodecError> {
     let (what, limit, nil_ok, stream_ok) = match ty {
         b'$' => ("bulk string length", limits.max_bulk, true, true),
         b'=' => ("verbatim string length", limits.max_bulk, false, false),
@@ -519,7 +519,7 @@ fn length(ty: u8, line: &[u8], limits: &Limits) -> Result<Len, RespError> {
         acc.saturating_mul(10).saturating_add(u64::from(d - b'0'))
     });
     if n > limit as u64 {
-        return Err(RespError::TooLarge {
+        return Err(CodecError::TooLarge {
             what,
             len: n,
             limit: limit as u64,
@@ -556,19 +556,19 @@ fn lossy(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-fn protocol(msg: String) -> RespError {
-    RespError::Protocol(msg)
+fn protocol(msg: String) -> CodecError {
+    CodecError::Protocol(msg)
 }
 
-fn too_large(what: &'static str, len: usize, limit: usize) -> RespError {
-    RespError::TooLarge {
+fn too_large(what: &'static str, len: usize, limit: usize) -> CodecError {
+    CodecError::TooLarge {
         what,
         len: len as u64,
         limit: limit as u64,
     }
 }
 
-fn bad_line(expected: &str, ty: u8, line: &[u8]) -> RespError {
+fn bad_line(expected: &str, ty: u8, line: &[u8]) -> CodecError {
     protocol(format!(
         "invalid {expected} in line {} ({})",
         show_line(ty, line),

@@ -1,7 +1,7 @@
 //! Encoding: [`encode_command`] for what a client sends, [`encode_reply`] for what a server
 //! sends (fake servers in tests, round trips through the parser).
 
-use super::Reply;
+use crate::Reply;
 
 /// Appends a command to `out` as a RESP array of bulk strings, the form every Redis
 /// command takes: `*<n>\r\n` then `$<len>\r\n<arg>\r\n` for each argument.

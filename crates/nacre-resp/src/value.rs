@@ -2,8 +2,6 @@
 
 use std::borrow::Cow;
 
-use super::RespError;
-
 /// One reply as the server sent it, for every RESP2 and RESP3 type.
 ///
 /// RESP3 attributes (`|`) are parsed, checked against the limits and dropped: the parser
@@ -144,10 +142,10 @@ impl Reply {
         }
     }
 
-    /// `Ok(self)` unless this is an error reply, which becomes [`RespError::Server`].
-    pub fn into_result(self) -> Result<Reply, RespError> {
+    /// `Ok(self)` unless this is an error reply, whose message is the error.
+    pub fn into_result(self) -> Result<Reply, String> {
         match self.error_message() {
-            Some(msg) => Err(RespError::Server(msg.into_owned())),
+            Some(msg) => Err(msg.into_owned()),
             None => Ok(self),
         }
     }
