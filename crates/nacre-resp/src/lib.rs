@@ -6,11 +6,14 @@
 //!   a buffer and [`Parser`] for a stream arriving in pieces, both bounded by [`Limits`].
 //!   RESP3 attributes (`|`) are parsed and dropped.
 //! - [`encode`]: [`encode_command`] (an array of bulk strings) and [`encode_reply`].
+//! - [`request`]: [`parse_request`], requests as a Redis server reads them (multibulk or
+//!   inline, Redis's limits and protocol error messages).
 //! - [`error`](mod@error): [`CodecError`].
 
 pub mod encode;
 pub mod error;
 pub mod parse;
+pub mod request;
 pub mod value;
 
 #[cfg(test)]
@@ -19,4 +22,5 @@ mod tests;
 pub use encode::{encode_command, encode_reply};
 pub use error::CodecError;
 pub use parse::{parse, parse_with, Limits, Parser};
+pub use request::{parse_request, split_args, RequestError, RequestLimits};
 pub use value::Reply;

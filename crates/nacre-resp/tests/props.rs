@@ -3,7 +3,10 @@
 //! beyond the limits; fed in any pieces the stream parser agrees with the one-shot parser;
 //! every value the encoder writes parses back to itself.
 
-use nacre_resp::{encode_reply, parse_with, CodecError, Limits, Parser, Reply};
+use nacre_resp::{
+    encode_command, encode_reply, parse_request, parse_with, CodecError, Limits, Parser, Reply,
+    RequestLimits,
+};
 use proptest::prelude::*;
 
 const SMALL: Limits = Limits {
@@ -116,5 +119,51 @@ proptest! {
         let (back, used) = parse_with(&buf, &Limits::DEFAULT).unwrap().unwrap();
         prop_assert_eq!(used, buf.len());
         prop_assert_eq!(back, r);
+    }
+
+    #[test]
+    fn any_bytes_are_a_request_an_incomplete_one_or_a_protocol_error(
+        bytes in prop_oneof![resp_like(), proptest::collection::vec(any::<u8>(), 0..300)],
+        authenticated in any::<bool>(),
+    ) {
+        let limits = RequestLimits { max_bulk: 1000, authenticated };
+        if let Ok(Some((args, used))) = parse_request(&bytes, &limits) {
+            prop_assert!(used > 0 && used <= bytes.len());
+            prop_assert!(args.iter().all(|a| a.len() <= 1000));
+        }
+    }
+
+    #[test]
+    fn encoded_commands_parse_back_as_requests(
+        args in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..50), 1..8),
+        tail in proptest::collection::vec(any::<u8>(), 0..20),
+    ) {
+        let refs: Vec<&[u8]> = args.iter().map(|a| a.as_slice()).collect();
+        let mut buf = Vec::new();
+        encode_command(&mut buf, &refs);
+        let n = buf.len();
+        buf.extend_from_slice(&tail);
+        let (got, used) = parse_request(&buf, &RequestLimits::default()).unwrap().unwrap();
+        prop_assert_eq!(used, n);
+        prop_assert_eq!(got, args);
+    }
+
+    #[test]
+    fn inline_words_quoted_parse_back(
+        words in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..20), 1..6),
+    ) {
+        // Each word in double quotes, every byte as \xHH.
+        let mut line = Vec::new();
+        for w in &words {
+            line.extend_from_slice(b" \"");
+            for b in w {
+                line.extend_from_slice(format!("\\x{b:02x}").as_bytes());
+            }
+            line.push(b'"');
+        }
+        line.extend_from_slice(b"\r\n");
+        let (got, used) = parse_request(&line, &RequestLimits::default()).unwrap().unwrap();
+        prop_assert_eq!(used, line.len());
+        prop_assert_eq!(got, words);
     }
 }
