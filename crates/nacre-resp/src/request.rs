@@ -37,6 +37,10 @@ impl Default for RequestLimits {
 #[error("Protocol error: {0}")]
 pub struct RequestError(pub String);
 
+/// What [`parse_request`] returns: `Ok(None)` until a request is whole, then its arguments
+/// and the bytes it used.
+pub type Parsed = Result<Option<(Vec<Vec<u8>>, usize)>, RequestError>;
+
 fn err<T>(msg: impl Into<String>) -> Result<T, RequestError> {
     Err(RequestError(msg.into()))
 }
@@ -47,7 +51,7 @@ fn err<T>(msg: impl Into<String>) -> Result<T, RequestError> {
 pub fn parse_request(
     buf: &[u8],
     limits: &RequestLimits,
-) -> Result<Option<(Vec<Vec<u8>>, usize)>, RequestError> {
+) -> Parsed {
     match buf.first() {
         None => Ok(None),
         Some(b'*') => multibulk(buf, limits),
@@ -79,7 +83,7 @@ fn number(s: &[u8]) -> Option<i64> {
 fn multibulk(
     buf: &[u8],
     limits: &RequestLimits,
-) -> Result<Option<(Vec<Vec<u8>>, usize)>, RequestError> {
+) -> Parsed {
     let Some((head, mut pos)) = line(buf, 1) else {
         if buf.len() > INLINE_MAX {
             return err("too big mbulk count string");
@@ -136,7 +140,7 @@ fn multibulk(
     Ok(Some((args, pos)))
 }
 
-fn inline(buf: &[u8]) -> Result<Option<(Vec<Vec<u8>>, usize)>, RequestError> {
+fn inline(buf: &[u8]) -> Parsed {
     let Some(nl) = buf.iter().position(|&b| b == b'\n') else {
         if buf.len() > INLINE_MAX {
             return err("too big inline request");
