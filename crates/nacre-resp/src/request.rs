@@ -48,10 +48,7 @@ fn err<T>(msg: impl Into<String>) -> Result<T, RequestError> {
 /// A request at the start of `buf`: `Ok(None)` until it is whole, then its arguments and the
 /// bytes it used. Empty arguments (an empty line, a multibulk of zero or fewer elements) are
 /// a request a server skips without a reply.
-pub fn parse_request(
-    buf: &[u8],
-    limits: &RequestLimits,
-) -> Parsed {
+pub fn parse_request(buf: &[u8], limits: &RequestLimits) -> Parsed {
     match buf.first() {
         None => Ok(None),
         Some(b'*') => multibulk(buf, limits),
@@ -80,10 +77,7 @@ fn number(s: &[u8]) -> Option<i64> {
     t.parse().ok()
 }
 
-fn multibulk(
-    buf: &[u8],
-    limits: &RequestLimits,
-) -> Parsed {
+fn multibulk(buf: &[u8], limits: &RequestLimits) -> Parsed {
     let Some((head, mut pos)) = line(buf, 1) else {
         if buf.len() > INLINE_MAX {
             return err("too big mbulk count string");

@@ -18,7 +18,7 @@ use nacre_pmem::{Backend, Pool};
 
 use crate::art::ArtIndex;
 use crate::batch::WriteBatch;
-use crate::blob::{inline_max, value_at, Blobs, MAX_VALUE};
+use crate::blob::{value_at, Blobs};
 use crate::commit::CommitPath;
 use crate::core::Shared;
 use crate::engine::Engine;
@@ -28,12 +28,12 @@ use crate::index::MemIndex;
 use crate::iter::{DbIterator, IterOptions};
 use crate::memtable::{Memtable, Role};
 use crate::options::{CommitMode, Options};
-use crate::record::{record_size, ITEM_HEADER};
 use crate::recovery::{self, RecoveryReport};
 use crate::space::Space;
 use crate::store::Store;
 use crate::subtable::Subtable;
 use crate::view::{Holder, MemSource, Snapshot, Snapshots, Tickets, View};
+use crate::write::WriteFuture;
 
 /// Name of the subtable every database has.
 pub const DEFAULT_SUBTABLE: &str = "default";
@@ -155,6 +155,7 @@ impl Db {
             },
             recovery: rec,
             closed: AtomicBool::new(false),
+            writes: crate::write::Committer::default(),
         });
         let worker = {
             let inner = inner.clone();
@@ -341,60 +342,17 @@ impl Db {
     /// survives what the backend survives; after a crash, all or none of it is present.
     /// Values longer than an eighth of a zone are stored out of line, in zones of their own;
     /// values up to 512 MiB are accepted.
-    pub fn write(&self, mut batch: WriteBatch) -> Result<()> {
-        if batch.is_empty() {
-            return Ok(());
-        }
-        let max = self.inner.store.zone_size as usize - ITEM_HEADER;
-        for op in &batch.ops {
-            if op.db != self.inner.id || self.inner.with_subtable(op.subtable, |_| ()).is_none() {
-                return Err(Error::InvalidOptions(format!(
-                    "batch names subtable {} of another database",
-                    op.subtable
-                )));
-            }
-            if op.value.len() > MAX_VALUE {
-                return Err(Error::TooLarge {
-                    what: "value",
-                    len: op.value.len(),
-                    max: MAX_VALUE,
-                });
-            }
-        }
-        let limit = inline_max(self.inner.store.zone_size);
-        if !batch.ops.iter().any(|op| op.value.len() > limit) {
-            return self.write_records(batch, max);
-        }
-        let in_flight = &self.inner.blobs.in_flight;
-        in_flight.fetch_add(1, Ordering::AcqRel);
-        let r = self.inner.write_blobs(&mut batch).and_then(|blobs| {
-            self.write_records(batch, max)
-                .map_err(|e| self.inner.give_back(e, &blobs))
-        });
-        in_flight.fetch_sub(1, Ordering::AcqRel);
-        r
+    pub fn write(&self, batch: WriteBatch) -> Result<()> {
+        self.inner.write(batch)
     }
 
-    fn write_records(&self, batch: WriteBatch, max: usize) -> Result<()> {
-        for op in &batch.ops {
-            let n = record_size(op.key.len(), op.value.len());
-            if n > max {
-                return Err(Error::TooLarge {
-                    what: "record",
-                    len: n,
-                    max,
-                });
-            }
-        }
-        let bytes = batch.bytes_per_subtable();
-        if let Some(&(_, b)) = bytes.iter().find(|(_, b)| *b > max) {
-            return Err(Error::TooLarge {
-                what: "batch records for one subtable",
-                len: b,
-                max,
-            });
-        }
-        self.inner.commit.write_batch(&self.inner.sh, batch, bytes)
+    /// [`Db::write`] without blocking the caller: the batch joins a queue that one committer
+    /// thread drains in order, merging queued batches into shared group commits, and the
+    /// returned future completes once its batch is durable (or failed). Batches submitted in
+    /// order commit in that order. For servers whose threads must not park on a commit; the
+    /// future also has a blocking [`WriteFuture::wait`].
+    pub fn write_async(&self, batch: WriteBatch) -> WriteFuture {
+        self.inner.write_async(&self.inner, batch)
     }
 
     /// Sets `key` to `value` in `subtable`, durably.
@@ -611,6 +569,7 @@ impl Db {
 
     /// Stops the background worker and waits for it.
     fn stop_worker(&mut self) {
+        self.inner.writes.stop();
         self.inner.stop.store(true, Ordering::Release);
         self.inner.space.kick();
         if let Some(w) = self.worker.take() {

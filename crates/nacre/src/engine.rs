@@ -13,6 +13,8 @@ pub(crate) struct Engine {
     pub commit: CommitPath,
     pub recovery: RecoveryReport,
     pub closed: AtomicBool,
+    /// The queue and thread behind `Db::write_async`.
+    pub writes: crate::write::Committer,
 }
 
 impl std::ops::Deref for Engine {

@@ -48,6 +48,7 @@ mod store;
 mod subtable;
 mod verify;
 mod view;
+mod write;
 
 pub use batch::WriteBatch;
 pub use blob::MAX_VALUE;
@@ -60,6 +61,7 @@ pub use stats::{Stats, SubtableStats};
 pub use subtable::Subtable;
 pub use verify::{Problem, VerifyReport};
 pub use view::Snapshot;
+pub use write::WriteFuture;
 
 /// PM bytes one put of a `klen`-byte key and a `vlen`-byte value stored inline takes at most:
 /// its record and an item header of its own (for sizing pools).

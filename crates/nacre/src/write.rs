@@ -1,0 +1,321 @@
+//! Writing batches: the checks every batch passes, values stored out of line, and
+//! `Db::write_async`, whose batches one committer thread drains in submission order.
+//!
+//! Invariants of the async queue:
+//! - A1: batches commit in the order they were queued: one thread takes them from the front
+//!   of the queue and commits each run of them before taking more.
+//! - A2: a run merges only batches that each passed the checks alone, hold no value stored out
+//!   of line, and whose records for each subtable fit one zone together; a batch that fails its
+//!   checks fails alone. A merged run commits as one batch: all of it or none of it survives a
+//!   crash, as for any group commit, and every future of the run gets its outcome.
+//! - A3: every queued batch's future completes: with the commit's outcome, or, once the
+//!   database closes, with an error saying so.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+
+use crate::batch::WriteBatch;
+use crate::blob::{inline_max, MAX_VALUE};
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::record::{record_size, ITEM_HEADER};
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A copy of `e` for every batch of a merged run (errors hold I/O errors, which do not clone).
+fn share(e: &Error) -> Error {
+    match e {
+        Error::PoolFull { cause, free_zones } => Error::PoolFull {
+            cause: cause.clone(),
+            free_zones: *free_zones,
+        },
+        Error::Poisoned(why) => Error::Poisoned(why.clone()),
+        Error::Corrupt { what, at } => Error::Corrupt {
+            what: what.clone(),
+            at: *at,
+        },
+        Error::Background { worker, reason } => Error::Background {
+            worker,
+            reason: reason.clone(),
+        },
+        other => Error::Poisoned(other.to_string()),
+    }
+}
+
+impl Engine {
+    /// The largest records of one batch for one subtable: what one zone holds.
+    fn record_room(&self) -> usize {
+        self.store.zone_size as usize - ITEM_HEADER
+    }
+
+    /// The checks a batch passes before it is written: its subtables, its value lengths.
+    fn check_ops(&self, batch: &WriteBatch) -> Result<()> {
+        for op in &batch.ops {
+            if op.db != self.id || self.with_subtable(op.subtable, |_| ()).is_none() {
+                return Err(Error::InvalidOptions(format!(
+                    "batch names subtable {} of another database",
+                    op.subtable
+                )));
+            }
+            if op.value.len() > MAX_VALUE {
+                return Err(Error::TooLarge {
+                    what: "value",
+                    len: op.value.len(),
+                    max: MAX_VALUE,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The checks of a batch's records (values out of line already replaced by descriptors);
+    /// its bytes per subtable.
+    fn check_records(&self, batch: &WriteBatch) -> Result<Vec<(u32, usize)>> {
+        let max = self.record_room();
+        for op in &batch.ops {
+            let n = record_size(op.key.len(), op.value.len());
+            if n > max {
+                return Err(Error::TooLarge {
+                    what: "record",
+                    len: n,
+                    max,
+                });
+            }
+        }
+        let bytes = batch.bytes_per_subtable();
+        if let Some(&(_, b)) = bytes.iter().find(|(_, b)| *b > max) {
+            return Err(Error::TooLarge {
+                what: "batch records for one subtable",
+                len: b,
+                max,
+            });
+        }
+        Ok(bytes)
+    }
+
+    fn has_blobs(&self, batch: &WriteBatch) -> bool {
+        let limit = inline_max(self.store.zone_size);
+        batch.ops.iter().any(|op| op.value.len() > limit)
+    }
+
+    /// `Db::write`.
+    pub(crate) fn write(&self, mut batch: WriteBatch) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.check_ops(&batch)?;
+        if !self.has_blobs(&batch) {
+            let bytes = self.check_records(&batch)?;
+            return self.commit.write_batch(&self.sh, batch, bytes);
+        }
+        let in_flight = &self.blobs.in_flight;
+        in_flight.fetch_add(1, Ordering::AcqRel);
+        let r = self.write_blobs(&mut batch).and_then(|blobs| {
+            self.check_records(&batch)
+                .and_then(|bytes| self.commit.write_batch(&self.sh, batch, bytes))
+                .map_err(|e| self.give_back(e, &blobs))
+        });
+        in_flight.fetch_sub(1, Ordering::AcqRel);
+        r
+    }
+
+    /// `Db::write_async`: queues `batch` (A1), starting the committer thread on first use.
+    pub(crate) fn write_async(&self, me: &Arc<Engine>, batch: WriteBatch) -> WriteFuture {
+        let done = Arc::new(Done::default());
+        let fut = WriteFuture { done: done.clone() };
+        let w = &self.writes;
+        {
+            let mut q = lock(&w.queue);
+            if w.stopped.load(Ordering::Acquire) {
+                drop(q);
+                done.finish(Err(Error::Poisoned("the database is closing".into())));
+                return fut;
+            }
+            q.push_back((batch, done));
+        }
+        w.wake.notify_one();
+        let mut t = lock(&w.thread);
+        if t.is_none() && !w.stopped.load(Ordering::Acquire) {
+            let engine = me.clone();
+            match std::thread::Builder::new()
+                .name("nacre-committer".into())
+                .spawn(move || engine.run_committer())
+            {
+                Ok(h) => *t = Some(h),
+                Err(e) => {
+                    drop(t);
+                    w.fail_all(&format!("cannot start the committer thread: {e}"));
+                }
+            }
+        }
+        fut
+    }
+
+    /// The committer thread: takes runs of queued batches from the front and commits each.
+    fn run_committer(&self) {
+        let w = &self.writes;
+        loop {
+            let run = {
+                let mut q = lock(&w.queue);
+                while q.is_empty() && !w.stopped.load(Ordering::Acquire) {
+                    q = w.wake.wait(q).unwrap_or_else(|e| e.into_inner());
+                }
+                if q.is_empty() {
+                    return;
+                }
+                self.take_run(&mut q)
+            };
+            self.commit_run(run);
+        }
+    }
+
+    /// The longest run at the front of the queue that may merge (A2); batches that fail their
+    /// checks alone are completed here.
+    fn take_run(&self, q: &mut VecDeque<(WriteBatch, Arc<Done>)>) -> Vec<(WriteBatch, Arc<Done>)> {
+        let max = self.record_room();
+        let mut run: Vec<(WriteBatch, Arc<Done>)> = Vec::new();
+        let mut bytes: Vec<(u32, usize)> = Vec::new();
+        while let Some((b, d)) = q.pop_front() {
+            if let Err(e) = self.check_ops(&b) {
+                d.finish(Err(e));
+                continue;
+            }
+            if self.has_blobs(&b) {
+                if run.is_empty() {
+                    run.push((b, d));
+                } else {
+                    q.push_front((b, d));
+                }
+                break;
+            }
+            let mine = match self.check_records(&b) {
+                Ok(m) => m,
+                Err(e) => {
+                    d.finish(Err(e));
+                    continue;
+                }
+            };
+            let fits = mine
+                .iter()
+                .all(|(s, n)| bytes.iter().find(|(t, _)| t == s).map_or(0, |(_, m)| *m) + n <= max);
+            if !fits {
+                q.push_front((b, d));
+                break;
+            }
+            for (s, n) in mine {
+                match bytes.iter_mut().find(|(t, _)| *t == s) {
+                    Some((_, m)) => *m += n,
+                    None => bytes.push((s, n)),
+                }
+            }
+            run.push((b, d));
+        }
+        run
+    }
+
+    fn commit_run(&self, run: Vec<(WriteBatch, Arc<Done>)>) {
+        if run.is_empty() {
+            return;
+        }
+        let mut merged = WriteBatch::new();
+        let mut dones = Vec::with_capacity(run.len());
+        for (b, d) in run {
+            merged.ops.extend(b.ops);
+            dones.push(d);
+        }
+        let r = self.write(merged);
+        for d in dones {
+            d.finish(r.as_ref().map(|_| ()).map_err(share));
+        }
+    }
+}
+
+/// The queue and thread behind `Db::write_async`.
+#[derive(Default)]
+pub(crate) struct Committer {
+    queue: Mutex<VecDeque<(WriteBatch, Arc<Done>)>>,
+    wake: Condvar,
+    stopped: AtomicBool,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Committer {
+    /// Stops the thread once the queue is drained (A3), and waits for it.
+    pub fn stop(&self) {
+        self.stopped.store(true, Ordering::Release);
+        self.wake.notify_all();
+        if let Some(h) = lock(&self.thread).take() {
+            if h.join().is_err() {
+                tracing::error!("committer thread panicked");
+                self.fail_all("the committer thread panicked");
+            }
+        }
+        self.fail_all("the database closed before this batch was written");
+    }
+
+    fn fail_all(&self, why: &str) {
+        for (_, d) in lock(&self.queue).drain(..) {
+            d.finish(Err(Error::Poisoned(why.to_string())));
+        }
+    }
+}
+
+/// Where a queued batch's outcome is left for its future.
+#[derive(Default)]
+struct Done {
+    slot: Mutex<(Option<Result<()>>, Option<Waker>)>,
+    cv: Condvar,
+}
+
+impl Done {
+    fn finish(&self, r: Result<()>) {
+        let waker = {
+            let mut s = lock(&self.slot);
+            s.0 = Some(r);
+            s.1.take()
+        };
+        self.cv.notify_all();
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+}
+
+/// The outcome of a [`crate::Db::write_async`]: `Ok` once the batch is durable.
+pub struct WriteFuture {
+    done: Arc<Done>,
+}
+
+impl WriteFuture {
+    /// Blocks until the batch is durable or failed.
+    pub fn wait(self) -> Result<()> {
+        let mut s = lock(&self.done.slot);
+        loop {
+            if let Some(r) = s.0.take() {
+                return r;
+            }
+            s = self.done.cv.wait(s).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+impl Future for WriteFuture {
+    type Output = Result<()>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
+        let mut s = lock(&self.done.slot);
+        match s.0.take() {
+            Some(r) => Poll::Ready(r),
+            None => {
+                s.1 = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }
+}

@@ -1,0 +1,151 @@
+//! `Db::write_async`: batches queued without blocking commit in order, merged into shared
+//! group commits; a bad batch fails alone; every future completes, also when the database
+//! closes with batches queued.
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+
+use nacre::{Db, Error, Options, WriteBatch};
+use nacre_pmem::Backend;
+
+fn open(dir: &std::path::Path) -> Db {
+    let mut o = Options::new(dir.join("db.pool")).backend(Backend::Emulated);
+    o.pool_size = 32 << 20;
+    o.zone_size = 256 << 10;
+    o.memtable_size = 1 << 20;
+    o.recovery_threads = 2;
+    Db::open(o).unwrap()
+}
+
+struct Unpark(std::thread::Thread);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// Polls `f` to completion on this thread (a minimal executor: park until woken).
+fn block_on<F: Future>(f: F) -> F::Output {
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut f = pin!(f);
+    loop {
+        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::park();
+    }
+}
+
+#[test]
+fn queued_batches_commit_in_order_and_share_commits() {
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let db = open(dir.path());
+    let t = db.subtable("t").unwrap();
+    let before = db.stats().commit_groups;
+    let mut futs = Vec::new();
+    for i in 0..2000u32 {
+        let mut b = WriteBatch::new();
+        b.put(&t, "counter", i.to_string());
+        b.put(&t, format!("k{i:05}"), i.to_le_bytes());
+        futs.push(db.write_async(b));
+    }
+    for f in futs {
+        block_on(f).unwrap();
+    }
+    assert_eq!(db.get(&t, "counter").unwrap().unwrap(), b"1999");
+    for i in 0..2000u32 {
+        assert_eq!(
+            db.get(&t, format!("k{i:05}")).unwrap().unwrap(),
+            i.to_le_bytes()
+        );
+    }
+    let groups = db.stats().commit_groups - before;
+    assert!(groups < 2000, "{groups} commits for 2000 queued batches");
+}
+
+#[test]
+fn many_threads_queue_and_every_write_lands() {
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let db = open(dir.path());
+    let t = db.subtable("t").unwrap();
+    std::thread::scope(|s| {
+        for th in 0..8u32 {
+            let (db, t) = (&db, &t);
+            s.spawn(move || {
+                let futs: Vec<_> = (0..300u32)
+                    .map(|i| {
+                        let mut b = WriteBatch::new();
+                        b.put(t, format!("{th}/{i}"), format!("v{th}.{i}"));
+                        db.write_async(b)
+                    })
+                    .collect();
+                for f in futs {
+                    f.wait().unwrap();
+                }
+            });
+        }
+    });
+    for th in 0..8u32 {
+        for i in 0..300u32 {
+            let v = db.get(&t, format!("{th}/{i}")).unwrap().unwrap();
+            assert_eq!(v, format!("v{th}.{i}").into_bytes());
+        }
+    }
+}
+
+#[test]
+fn a_bad_batch_fails_alone() {
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let db = open(dir.path());
+    let t = db.subtable("t").unwrap();
+    let mut good = WriteBatch::new();
+    good.put(&t, "a", "1");
+    // Records of one batch for one subtable must fit a zone (256 KiB here).
+    let mut bad = WriteBatch::new();
+    for i in 0..20 {
+        bad.put(&t, format!("big{i}"), vec![7u8; 20_000]);
+    }
+    let mut good2 = WriteBatch::new();
+    good2.put(&t, "b", "2");
+    let (f1, f2, f3) = (
+        db.write_async(good),
+        db.write_async(bad),
+        db.write_async(good2),
+    );
+    assert!(f1.wait().is_ok());
+    assert!(matches!(f2.wait(), Err(Error::TooLarge { .. })));
+    assert!(f3.wait().is_ok());
+    assert_eq!(db.get(&t, "b").unwrap().unwrap(), b"2");
+    assert_eq!(db.get(&t, "big0").unwrap(), None);
+}
+
+#[test]
+fn closing_with_batches_queued_completes_every_future() {
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let db = open(dir.path());
+    let t = db.subtable("t").unwrap();
+    let futs: Vec<_> = (0..500u32)
+        .map(|i| {
+            let mut b = WriteBatch::new();
+            b.put(&t, format!("k{i}"), "v");
+            db.write_async(b)
+        })
+        .collect();
+    db.close().unwrap();
+    // Each either landed before the close or says the database closed; none hangs.
+    let ok = futs
+        .into_iter()
+        .map(|f| f.wait())
+        .filter(Result::is_ok)
+        .count();
+    let db = open(dir.path());
+    let t = db.subtable("t").unwrap();
+    let present = (0..500u32)
+        .filter(|i| db.get(&t, format!("k{i}")).unwrap().is_some())
+        .count();
+    assert!(present >= ok, "{ok} acknowledged, {present} present");
+}
