@@ -59,6 +59,41 @@ fn crash_child_body() {
     }
 }
 
+const ASYNC_ENV: &str = "NACRE_CRASH_ASYNC_CHILD";
+/// Batches an async child keeps queued at once.
+const WINDOW: usize = 16;
+
+/// As `crash_child_body`, through `Db::write_async` with up to `WINDOW` batches queued; a
+/// batch is acknowledged when its future completes (in order).
+#[test]
+fn crash_child_body_async() {
+    let Ok(spec) = std::env::var(ASYNC_ENV) else {
+        return;
+    };
+    let (path, round) = spec.rsplit_once(':').expect("spec");
+    let round: u64 = round.parse().expect("round");
+    let db = Db::open(opts(path)).expect("child open");
+    let sub = db.subtable("crash").expect("subtable");
+    let mut out = std::io::stdout().lock();
+    use std::io::Write;
+    writeln!(out, "OPEN").expect("stdout");
+    out.flush().expect("flush");
+    let mut queued = std::collections::VecDeque::new();
+    for n in 0.. {
+        let mut b = WriteBatch::new();
+        for i in 0..3 {
+            b.put(&sub, key(round, n, i), value(round, n, i));
+        }
+        queued.push_back((n, db.write_async(b)));
+        if queued.len() >= WINDOW {
+            let (m, f) = queued.pop_front().expect("queued");
+            f.wait().expect("write");
+            writeln!(out, "ACK {m}").expect("stdout");
+            out.flush().expect("flush");
+        }
+    }
+}
+
 /// Runs test `body` of this binary as a child with `env` set to `spec`, lets it write for `ms`
 /// milliseconds once it has opened the database, kills it with SIGKILL and returns what its
 /// last `ACK` line said.
@@ -104,6 +139,18 @@ fn kill_child(
 
 #[test]
 fn sigkill_loses_no_acknowledged_batch() {
+    kill_loop("crash_child_body", CHILD_ENV, KILLS, 1);
+}
+
+#[test]
+fn sigkill_loses_no_acknowledged_async_batch() {
+    kill_loop("crash_child_body_async", ASYNC_ENV, 15, WINDOW as u64);
+}
+
+/// Kills child `body` `kills` times at random moments and checks after each restart that every
+/// acknowledged batch is there and whole, and that each of the `window` batches that may have
+/// been in flight is all there or not at all.
+fn kill_loop(body: &str, env: &str, kills: u64, window: u64) {
     let dir = tempfile::tempdir_in("/dev/shm")
         .or_else(|_| tempfile::tempdir())
         .expect("dir");
@@ -113,11 +160,11 @@ fn sigkill_loses_no_acknowledged_batch() {
     let mut rng = SplitMix64::new(7);
     let mut acked_total = 0u64;
     let mut acked: Vec<u64> = Vec::new(); // per round: highest acknowledged n + 1
-    for round in 0..KILLS {
+    for round in 0..kills {
         let high = kill_child(
             &exe,
-            "crash_child_body",
-            CHILD_ENV,
+            body,
+            env,
             format!("{path}:{round}"),
             rng.next_u64() % 60,
         )
@@ -133,7 +180,7 @@ fn sigkill_loses_no_acknowledged_batch() {
         let sub = db.subtable("crash").expect("subtable");
         // This round's batches every time; every round's every tenth kill and at the end
         // (earlier data must survive later crashes too).
-        let full = round % 10 == 9 || round + 1 == KILLS;
+        let full = round % 10 == 9 || round + 1 == kills;
         for (r, &high) in acked
             .iter()
             .enumerate()
@@ -150,19 +197,28 @@ fn sigkill_loses_no_acknowledged_batch() {
                     );
                 }
             }
-            // the batch in flight at the kill: all or nothing
-            let present: Vec<bool> = (0..3)
-                .map(|i| db.get(&sub, key(r, high, i)).expect("get").is_some())
-                .collect();
-            assert!(
-                present.iter().all(|p| *p) || present.iter().all(|p| !*p),
-                "round {r}: batch {high} torn"
-            );
+            // the batches in flight at the kill: each all or nothing, and a prefix of them
+            // (they commit in the order they were queued)
+            let mut gap = None;
+            for n in high..high + window {
+                let present: Vec<bool> = (0..3)
+                    .map(|i| db.get(&sub, key(r, n, i)).expect("get").is_some())
+                    .collect();
+                assert!(
+                    present.iter().all(|p| *p) || present.iter().all(|p| !*p),
+                    "round {r}: batch {n} torn"
+                );
+                match (present[0], gap) {
+                    (false, None) => gap = Some(n),
+                    (true, Some(g)) => panic!("round {r}: batch {n} present, {g} before it lost"),
+                    _ => {}
+                }
+            }
         }
         db.close().expect("close");
     }
     assert!(
-        acked_total > KILLS,
+        acked_total > kills,
         "children acknowledged writes before being killed ({acked_total})"
     );
 }
