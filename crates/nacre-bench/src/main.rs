@@ -6,7 +6,9 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use nacre_bench::alloc::{self, AllocConfig};
-use nacre_bench::engine::{fill, forever, memtable, recovery, recovery_child, ror, verify};
+use nacre_bench::engine::{
+    async_writes, fill, forever, memtable, recovery, recovery_child, ror, verify,
+};
 use nacre_bench::{json, report, PmemConfig, Target};
 use tracing_subscriber::EnvFilter;
 
@@ -45,6 +47,8 @@ enum Command {
     Recovery(recovery::RecoveryConfig),
     /// Db::verify() throughput (a full scrub) against a crc32c loop over DRAM.
     Verify(verify::VerifyConfig),
+    /// Db::write_async with batches queued per client thread, against Db::put.
+    Async(async_writes::AsyncConfig),
     /// YCSB workloads A-F against embedded Nacre and RocksDB, in both durability pairings.
     Ycsb(nacre_bench::ycsb::bench::YcsbConfig),
     /// Every anchor in one command: raw clwb+sfence and fdatasync loops, db_bench
@@ -220,6 +224,7 @@ fn run(cli: Cli) -> Result<(), Box<dyn Error>> {
         Command::Forever(c) => forever::main(&c)?,
         Command::Recovery(c) => recovery::main(&c)?,
         Command::Verify(c) => verify::main(&c)?,
+        Command::Async(c) => async_writes::main(&c)?,
         Command::Ycsb(c) => nacre_bench::ycsb::bench::main(&c)?,
         Command::Anchors(c) => nacre_bench::anchors::main(&c)?,
         Command::Report(c) => nacre_bench::publish::main(&c)?,

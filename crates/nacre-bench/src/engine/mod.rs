@@ -9,12 +9,15 @@
 //!   ([`dbbench`]).
 //! - [`forever`]: `nacre-bench forever`, YCSB A until many pools are written: throughput
 //!   over time, write amplification, the cleaner's work.
+//! - [`async_writes`]: `nacre-bench async`, `Db::write_async` with batches queued against
+//!   `Db::put`.
 //! - [`verify`]: `nacre-bench verify`, `Db::verify()` throughput against a crc32c loop.
 //! - [`recovery`]: `nacre-bench recovery`, restart time after SIGKILL against data size and
 //!   recovery threads (children in [`recovery_child`]).
 //!
 //! Every database here lives in a pool file this process creates and removes ([`BenchDb`]).
 
+pub mod async_writes;
 pub mod dbbench;
 pub mod fill;
 pub mod forever;
