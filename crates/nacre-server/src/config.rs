@@ -1,0 +1,440 @@
+//! The server's configuration, read as Redis reads its own: `nacre-server [config-file]
+//! [--directive value ...]`. The file holds one directive per line (words split with Redis's
+//! quoting, `#` comments); each `--name args` on the command line is one more line after the
+//! file's. Directives are case-insensitive; a bad one stops the start with Redis's message
+//! naming the line. [`Config::set`] is the same per-directive check, for `CONFIG SET`.
+
+use std::path::{Path, PathBuf};
+
+use nacre_pmem::Backend;
+use nacre_resp::split_args;
+
+/// How much the server logs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogLevel {
+    /// Everything.
+    Debug,
+    /// Much, but less than `debug`.
+    Verbose,
+    /// What a production server should log (the default).
+    Notice,
+    /// Only what matters.
+    Warning,
+    /// Nothing.
+    Nothing,
+}
+
+impl LogLevel {
+    fn parse(s: &str) -> Option<LogLevel> {
+        Some(match s.to_ascii_lowercase().as_str() {
+            "debug" => LogLevel::Debug,
+            "verbose" => LogLevel::Verbose,
+            "notice" => LogLevel::Notice,
+            "warning" => LogLevel::Warning,
+            "nothing" => LogLevel::Nothing,
+            _ => return None,
+        })
+    }
+
+    /// The name as a directive takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            LogLevel::Debug => "debug",
+            LogLevel::Verbose => "verbose",
+            LogLevel::Notice => "notice",
+            LogLevel::Warning => "warning",
+            LogLevel::Nothing => "nothing",
+        }
+    }
+}
+
+/// Everything the server is configured with.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// The config file read at start, if any (for `CONFIG REWRITE`).
+    pub file: Option<PathBuf>,
+    /// TCP port (`port`, default 6379; 0 does not listen on TCP).
+    pub port: u16,
+    /// Addresses to listen on (`bind`, default 127.0.0.1).
+    pub bind: Vec<String>,
+    /// Where the pool and checkpoints live (`dir`, default ./nacre-data).
+    pub dir: PathBuf,
+    /// Password every client must give (`requirepass`, default none).
+    pub requirepass: Option<String>,
+    /// Most clients connected at once (`maxclients`, default 10000).
+    pub maxclients: u64,
+    /// Longest bulk string a client may send (`proto-max-bulk-len`, default 512mb).
+    pub proto_max_bulk_len: u64,
+    /// Most bytes buffered from one client (`client-query-buffer-limit`, default 1gb).
+    pub client_query_buffer_limit: u64,
+    /// Logical databases for SELECT (`databases`, default 16).
+    pub databases: u64,
+    /// `loglevel` (default notice).
+    pub loglevel: LogLevel,
+    /// `logfile` (default empty: standard output).
+    pub logfile: String,
+    /// Nacre: pool size when the pool is created (`pmem-size`, default 1gb).
+    pub pmem_size: u64,
+    /// Nacre: durability backend (`pmem-backend`, default auto).
+    pub pmem_backend: Backend,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            file: None,
+            port: 6379,
+            bind: vec!["127.0.0.1".into()],
+            dir: PathBuf::from("./nacre-data"),
+            requirepass: None,
+            maxclients: 10_000,
+            proto_max_bulk_len: 512 << 20,
+            client_query_buffer_limit: 1 << 30,
+            databases: 16,
+            loglevel: LogLevel::Notice,
+            logfile: String::new(),
+            pmem_size: 1 << 30,
+            pmem_backend: Backend::Auto,
+        }
+    }
+}
+
+/// A configuration the server refuses to start with, in Redis's words.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A line of the file or the command line is wrong.
+    #[error(
+        "\n*** FATAL CONFIG FILE ERROR (nacre-server) ***\nReading the configuration file, at line {line}\n>>> '{text}'\n{reason}"
+    )]
+    Line {
+        /// Line number (command-line directives count after the file's lines).
+        line: usize,
+        /// The line as given.
+        text: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The config file cannot be read.
+    #[error("Fatal error, can't open config file '{path}': {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The operating system's reason.
+        source: std::io::Error,
+    },
+}
+
+/// Every directive, as `CONFIG GET` names them.
+pub const DIRECTIVES: [&str; 12] = [
+    "port",
+    "bind",
+    "dir",
+    "requirepass",
+    "maxclients",
+    "proto-max-bulk-len",
+    "client-query-buffer-limit",
+    "databases",
+    "loglevel",
+    "logfile",
+    "pmem-size",
+    "pmem-backend",
+];
+
+/// A memory amount as Redis writes it: digits and an optional unit (`b`, `k` 1000, `kb` 1024,
+/// `m`, `mb`, `g`, `gb`; any case).
+pub fn parse_memory(s: &str) -> Option<u64> {
+    let lower = s.to_ascii_lowercase();
+    let digits = lower.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let unit = &lower[digits.len()..];
+    let mul: u64 = match unit {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1024,
+        "m" => 1000 * 1000,
+        "mb" => 1024 * 1024,
+        "g" => 1000 * 1000 * 1000,
+        "gb" => 1024 * 1024 * 1024,
+        _ => return None,
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse::<u64>().ok()?.checked_mul(mul)
+}
+
+fn number(s: &str, lo: u64, hi: u64) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(v) if (lo..=hi).contains(&v) => Ok(v),
+        _ => Err(format!("argument must be between {lo} and {hi} inclusive")),
+    }
+}
+
+fn memory(s: &str, lo: u64) -> Result<u64, String> {
+    match parse_memory(s) {
+        Some(v) if v >= lo => Ok(v),
+        Some(_) => Err(format!("argument must be at least {lo} bytes")),
+        None => Err("argument must be a memory value".into()),
+    }
+}
+
+impl Config {
+    /// The configuration from the program's arguments (without the program name):
+    /// an optional config file first, then `--directive args...` groups.
+    pub fn from_args(args: &[String]) -> Result<Config, ConfigError> {
+        let mut cfg = Config::default();
+        let mut lines: Vec<String> = Vec::new();
+        let mut rest = args;
+        if let Some(first) = args.first().filter(|a| !a.starts_with("--")) {
+            let path = Path::new(first);
+            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                path: path.to_path_buf(),
+                source,
+            })?;
+            cfg.file = Some(path.to_path_buf());
+            lines.extend(text.lines().map(str::to_string));
+            rest = &args[1..];
+        }
+        // `--name a b --other c`: each `--name` starts a line; its words are quoted so that
+        // they split back exactly (Redis does the same).
+        let mut cur: Option<String> = None;
+        for a in rest {
+            if let Some(name) = a.strip_prefix("--") {
+                lines.extend(cur.take());
+                cur = Some(name.to_string());
+            } else {
+                let line = cur.get_or_insert_with(String::new);
+                line.push(' ');
+                line.push_str(&quote(a));
+            }
+        }
+        lines.extend(cur);
+        for (i, text) in lines.iter().enumerate() {
+            cfg.apply_line(text).map_err(|reason| ConfigError::Line {
+                line: i + 1,
+                text: text.clone(),
+                reason,
+            })?;
+        }
+        Ok(cfg)
+    }
+
+    /// One line of a config file: a directive and its arguments, a comment or nothing.
+    pub fn apply_line(&mut self, text: &str) -> Result<(), String> {
+        let trimmed = text.trim();
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            return Ok(());
+        }
+        let words =
+            split_args(trimmed.as_bytes()).ok_or("Unbalanced quotes in configuration line")?;
+        let words: Vec<String> = words
+            .into_iter()
+            .map(|w| String::from_utf8_lossy(&w).into_owned())
+            .collect();
+        let Some((name, args)) = words.split_first() else {
+            return Ok(());
+        };
+        self.set(name, args)
+    }
+
+    /// Sets directive `name` (any case) to `args`, checked as at start.
+    pub fn set(&mut self, name: &str, args: &[String]) -> Result<(), String> {
+        let name = name.to_ascii_lowercase();
+        let one = || -> Result<&str, String> {
+            match args {
+                [a] => Ok(a.as_str()),
+                _ => Err("Bad directive or wrong number of arguments".into()),
+            }
+        };
+        match name.as_str() {
+            "port" => self.port = number(one()?, 0, 65535)? as u16,
+            "bind" => {
+                if args.is_empty() {
+                    return Err("Bad directive or wrong number of arguments".into());
+                }
+                self.bind = args.to_vec();
+            }
+            "dir" => self.dir = PathBuf::from(one()?),
+            "requirepass" => {
+                let p = one()?;
+                self.requirepass = (!p.is_empty()).then(|| p.to_string());
+            }
+            "maxclients" => self.maxclients = number(one()?, 1, u64::from(u32::MAX))?,
+            "proto-max-bulk-len" => self.proto_max_bulk_len = memory(one()?, 1 << 20)?,
+            "client-query-buffer-limit" => {
+                self.client_query_buffer_limit = memory(one()?, 1 << 20)?
+            }
+            "databases" => self.databases = number(one()?, 1, i32::MAX as u64)?,
+            "loglevel" => {
+                self.loglevel = LogLevel::parse(one()?).ok_or(
+                    "argument(s) must be one of the following: debug, verbose, notice, warning, nothing",
+                )?
+            }
+            "logfile" => self.logfile = one()?.to_string(),
+            "pmem-size" => self.pmem_size = memory(one()?, 16 << 20)?,
+            "pmem-backend" => {
+                self.pmem_backend = match one()?.to_ascii_lowercase().as_str() {
+                    "auto" => Backend::Auto,
+                    "dax" => Backend::Dax,
+                    "msync" => Backend::Msync,
+                    "emulated" => Backend::Emulated,
+                    _ => {
+                        return Err(
+                            "argument(s) must be one of the following: auto, dax, msync, emulated"
+                                .into(),
+                        )
+                    }
+                }
+            }
+            _ => return Err("Bad directive or wrong number of arguments".into()),
+        }
+        Ok(())
+    }
+
+    /// The value of directive `name` as `CONFIG GET` shows it.
+    pub fn get(&self, name: &str) -> Option<String> {
+        Some(match name.to_ascii_lowercase().as_str() {
+            "port" => self.port.to_string(),
+            "bind" => self.bind.join(" "),
+            "dir" => self.dir.display().to_string(),
+            "requirepass" => self.requirepass.clone().unwrap_or_default(),
+            "maxclients" => self.maxclients.to_string(),
+            "proto-max-bulk-len" => self.proto_max_bulk_len.to_string(),
+            "client-query-buffer-limit" => self.client_query_buffer_limit.to_string(),
+            "databases" => self.databases.to_string(),
+            "loglevel" => self.loglevel.name().to_string(),
+            "logfile" => self.logfile.clone(),
+            "pmem-size" => self.pmem_size.to_string(),
+            "pmem-backend" => self.pmem_backend.to_string(),
+            _ => return None,
+        })
+    }
+}
+
+/// `s` in double quotes with every byte that needs it escaped, so [`split_args`] gives it
+/// back exactly.
+fn quote(s: &str) -> String {
+    let mut q = String::from("\"");
+    for b in s.bytes() {
+        match b {
+            b'"' | b'\\' => {
+                q.push('\\');
+                q.push(b as char);
+            }
+            0x20..=0x7e => q.push(b as char),
+            _ => q.push_str(&format!("\\x{b:02x}")),
+        }
+    }
+    q.push('"');
+    q
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &[&str]) -> Vec<String> {
+        s.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn defaults_without_arguments() {
+        let c = Config::from_args(&[]).unwrap();
+        assert_eq!(c, Config::default());
+        assert_eq!(c.get("port").as_deref(), Some("6379"));
+        assert_eq!(c.get("pmem-backend").as_deref(), Some("auto"));
+        for d in DIRECTIVES {
+            assert!(c.get(d).is_some(), "{d}");
+        }
+    }
+
+    #[test]
+    fn file_then_command_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("nacre.conf");
+        std::fs::write(
+            &f,
+            "# a comment\n\nPORT 7000\nbind 127.0.0.1 ::1\nrequirepass \"s3 cr\\\"et\"\n\
+             proto-max-bulk-len 64mb\nLogLevel warning\npmem-size 2gb\npmem-backend emulated\n",
+        )
+        .unwrap();
+        let c = Config::from_args(&args(&[
+            f.to_str().unwrap(),
+            "--port",
+            "7001",
+            "--dir",
+            "/tmp/with space",
+            "--databases",
+            "4",
+        ]))
+        .unwrap();
+        assert_eq!(c.port, 7001, "the command line comes after the file");
+        assert_eq!(c.bind, vec!["127.0.0.1", "::1"]);
+        assert_eq!(c.requirepass.as_deref(), Some("s3 cr\"et"));
+        assert_eq!(c.proto_max_bulk_len, 64 << 20);
+        assert_eq!(c.loglevel, LogLevel::Warning);
+        assert_eq!(c.pmem_size, 2 << 30);
+        assert_eq!(c.pmem_backend, Backend::Emulated);
+        assert_eq!(c.dir, PathBuf::from("/tmp/with space"));
+        assert_eq!(c.databases, 4);
+        assert_eq!(c.file.as_deref(), Some(f.as_path()));
+    }
+
+    #[test]
+    fn bad_lines_are_refused_with_their_number_and_reason() {
+        for (line, reason) in [
+            ("port 70000", "between 0 and 65535"),
+            ("port", "wrong number of arguments"),
+            ("frobnicate yes", "Bad directive"),
+            ("maxclients 0", "between 1"),
+            ("proto-max-bulk-len 1kb", "at least"),
+            ("proto-max-bulk-len lots", "memory value"),
+            ("loglevel loud", "one of the following"),
+            ("pmem-backend tape", "one of the following"),
+            ("dir \"unbalanced", "Unbalanced quotes"),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let f = dir.path().join("bad.conf");
+            std::fs::write(&f, format!("port 6380\n{line}\n")).unwrap();
+            match Config::from_args(&args(&[f.to_str().unwrap()])) {
+                Err(ConfigError::Line {
+                    line: 2,
+                    text,
+                    reason: r,
+                }) => {
+                    assert_eq!(text, line);
+                    assert!(r.contains(reason), "{line}: {r}");
+                }
+                other => panic!("{line}: {other:?}"),
+            }
+        }
+        assert!(matches!(
+            Config::from_args(&args(&["/no/such/file.conf"])),
+            Err(ConfigError::Read { .. })
+        ));
+    }
+
+    #[test]
+    fn memory_units_as_redis_reads_them() {
+        for (s, v) in [
+            ("100", 100),
+            ("1k", 1000),
+            ("1KB", 1024),
+            ("5m", 5_000_000),
+            ("5mb", 5 << 20),
+            ("1g", 1_000_000_000),
+            ("1Gb", 1 << 30),
+        ] {
+            assert_eq!(parse_memory(s), Some(v), "{s}");
+        }
+        for s in ["", "kb", "-1", "1tb", "1.5gb", "99999999999999999999gb"] {
+            assert_eq!(parse_memory(s), None, "{s}");
+        }
+    }
+
+    #[test]
+    fn command_line_words_with_any_bytes_come_back_exactly() {
+        let odd = "a \"b\" \\ c\t\u{1}é";
+        let c = Config::from_args(&args(&["--requirepass", odd])).unwrap();
+        assert_eq!(c.requirepass.as_deref(), Some(odd));
+    }
+}
