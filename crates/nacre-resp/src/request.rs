@@ -158,6 +158,15 @@ fn hex(b: u8) -> Option<u8> {
     (b as char).to_digit(16).map(|d| d as u8)
 }
 
+/// After a closing quote at `i`: where the next word may start, or `None` when a character
+/// other than whitespace follows the quote.
+fn closed(line: &[u8], i: usize) -> Option<usize> {
+    match line.get(i + 1) {
+        Some(c) if !c.is_ascii_whitespace() => None,
+        _ => Some(i + 1),
+    }
+}
+
 /// Splits an inline command line into words as Redis does: whitespace separates; `"..."`
 /// takes `\n \r \t \b \a \\ \"` and `\xHH` escapes; `'...'` takes `\'`; a closing quote
 /// must be followed by whitespace or the end. `None` for unbalanced quotes.
@@ -198,10 +207,7 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
                     });
                     i += 2;
                 } else if c == b'"' {
-                    if i + 1 < n && !line[i + 1].is_ascii_whitespace() {
-                        return None;
-                    }
-                    i += 1;
+                    i = closed(line, i)?;
                     break;
                 } else {
                     word.push(c);
@@ -216,10 +222,7 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
                     word.push(b'\'');
                     i += 2;
                 } else if c == b'\'' {
-                    if i + 1 < n && !line[i + 1].is_ascii_whitespace() {
-                        return None;
-                    }
-                    i += 1;
+                    i = closed(line, i)?;
                     break;
                 } else {
                     word.push(c);

@@ -30,32 +30,45 @@ fn value(round: u64, n: u64, i: u64) -> Vec<u8> {
         .into_bytes()
 }
 
-/// Not a test on its own: the child process's body, run only when the parent sets
-/// `NACRE_CRASH_CHILD=<pool path>:<round>`.
-#[test]
-fn crash_child_body() {
-    let Ok(spec) = std::env::var(CHILD_ENV) else {
-        return;
-    };
+/// A child's start: the database at the pool path of `env`'s spec, its subtable and round,
+/// with `OPEN` printed; `None` when `env` is not set (the parent's own test run).
+fn child(env: &str) -> Option<(Db, nacre::Subtable, u64)> {
+    let spec = std::env::var(env).ok()?;
     let (path, round) = spec.rsplit_once(':').expect("spec");
     let round: u64 = round.parse().expect("round");
     let db = Db::open(opts(path)).expect("child open");
     let sub = db.subtable("crash").expect("subtable");
+    ack("OPEN");
+    Some((db, sub, round))
+}
+
+/// One line to the parent, flushed.
+fn ack(line: &str) {
+    use std::io::Write;
     let mut out = std::io::stdout().lock();
-    {
-        use std::io::Write;
-        writeln!(out, "OPEN").expect("stdout");
-        out.flush().expect("flush");
+    writeln!(out, "{line}").expect("stdout");
+    out.flush().expect("flush");
+}
+
+/// Batch `n` of round `round`: three keys.
+fn batch(sub: &nacre::Subtable, round: u64, n: u64) -> WriteBatch {
+    let mut b = WriteBatch::new();
+    for i in 0..3 {
+        b.put(sub, key(round, n, i), value(round, n, i));
     }
+    b
+}
+
+/// Not a test on its own: the child process's body, run only when the parent sets
+/// `NACRE_CRASH_CHILD=<pool path>:<round>`.
+#[test]
+fn crash_child_body() {
+    let Some((db, sub, round)) = child(CHILD_ENV) else {
+        return;
+    };
     for n in 0.. {
-        let mut b = WriteBatch::new();
-        for i in 0..3 {
-            b.put(&sub, key(round, n, i), value(round, n, i));
-        }
-        db.write(b).expect("write");
-        use std::io::Write;
-        writeln!(out, "ACK {n}").expect("stdout");
-        out.flush().expect("flush");
+        db.write(batch(&sub, round, n)).expect("write");
+        ack(&format!("ACK {n}"));
     }
 }
 
@@ -67,29 +80,16 @@ const WINDOW: usize = 16;
 /// batch is acknowledged when its future completes (in order).
 #[test]
 fn crash_child_body_async() {
-    let Ok(spec) = std::env::var(ASYNC_ENV) else {
+    let Some((db, sub, round)) = child(ASYNC_ENV) else {
         return;
     };
-    let (path, round) = spec.rsplit_once(':').expect("spec");
-    let round: u64 = round.parse().expect("round");
-    let db = Db::open(opts(path)).expect("child open");
-    let sub = db.subtable("crash").expect("subtable");
-    let mut out = std::io::stdout().lock();
-    use std::io::Write;
-    writeln!(out, "OPEN").expect("stdout");
-    out.flush().expect("flush");
     let mut queued = std::collections::VecDeque::new();
     for n in 0.. {
-        let mut b = WriteBatch::new();
-        for i in 0..3 {
-            b.put(&sub, key(round, n, i), value(round, n, i));
-        }
-        queued.push_back((n, db.write_async(b)));
+        queued.push_back((n, db.write_async(batch(&sub, round, n))));
         if queued.len() >= WINDOW {
             let (m, f) = queued.pop_front().expect("queued");
             f.wait().expect("write");
-            writeln!(out, "ACK {m}").expect("stdout");
-            out.flush().expect("flush");
+            ack(&format!("ACK {m}"));
         }
     }
 }
