@@ -124,8 +124,13 @@ fn base(mutation: Option<RecoveryMutation>) -> (Vec<u8>, State) {
     // The cleaner runs in the background: wait for its first freed zone (on a loaded
     // machine it may not have run yet when the writes end; once it has, it may go on freeing
     // zones, so how many are free depends on timing).
-    let s = common::eventually(&db, "the cleaner freed a zone", |s| s.cleaner_zones_freed > 0);
-    assert!(s.live_bytes > 0 && s.zones_free < s.zones, "the prefix aged the pool: {s:#?}");
+    let s = common::eventually(&db, "the cleaner freed a zone", |s| {
+        s.cleaner_zones_freed > 0
+    });
+    assert!(
+        s.live_bytes > 0 && s.zones_free < s.zones,
+        "the prefix aged the pool: {s:#?}"
+    );
     let image = db.sim().expect("sim").crash(CrashPolicy::KeepNone);
     (image, state)
 }
