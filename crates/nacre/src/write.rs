@@ -235,7 +235,14 @@ impl Engine {
             merged.ops.extend(b.ops);
             dones.push(d);
         }
-        let r = self.write(merged);
+        // A3: a panic below still completes every future of the run.
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.write(merged)))
+            .unwrap_or_else(|p| {
+                Err(Error::Poisoned(format!(
+                    "the commit panicked: {}",
+                    crate::error::panic_message(&*p)
+                )))
+            });
         for d in dones {
             d.finish(r.as_ref().map(|_| ()).map_err(share));
         }

@@ -149,3 +149,38 @@ fn closing_with_batches_queued_completes_every_future() {
         .count();
     assert!(present >= ok, "{ok} acknowledged, {present} present");
 }
+
+#[test]
+fn a_poisoned_database_fails_every_queued_future_promptly() {
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let mut o = Options::new(dir.path().join("db.pool")).backend(Backend::Emulated);
+    o.pool_size = 32 << 20;
+    o.zone_size = 256 << 10;
+    o.memtable_size = 1 << 20;
+    o.inject = Some(nacre::Inject::CommitPanic);
+    let db = Db::open(o).unwrap();
+    let t = db.subtable("t").unwrap();
+    let mut ok = WriteBatch::new();
+    ok.put(&t, "fine", "1");
+    assert!(db.write_async(ok).wait().is_ok());
+    let futs: Vec<_> = (0..50)
+        .map(|i| {
+            let mut b = WriteBatch::new();
+            b.put(
+                &t,
+                if i == 0 {
+                    "panic-now".to_string()
+                } else {
+                    format!("k{i}")
+                },
+                "v",
+            );
+            db.write_async(b)
+        })
+        .collect();
+    let start = std::time::Instant::now();
+    for f in futs {
+        assert!(matches!(f.wait(), Err(Error::Poisoned(_))));
+    }
+    assert!(start.elapsed() < std::time::Duration::from_secs(10));
+}
