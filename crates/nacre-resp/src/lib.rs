@@ -19,7 +19,7 @@ pub mod value;
 #[cfg(test)]
 mod tests;
 
-pub use encode::{encode_command, encode_reply};
+pub use encode::{encode_command, encode_reply, encode_reply_resp2, format_double};
 pub use error::CodecError;
 pub use parse::{parse, parse_with, Limits, Parser};
 pub use request::{parse_request, split_args, RequestError, RequestLimits};

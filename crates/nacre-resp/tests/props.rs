@@ -4,8 +4,8 @@
 //! every value the encoder writes parses back to itself.
 
 use nacre_resp::{
-    encode_command, encode_reply, parse_request, parse_with, CodecError, Limits, Parser, Reply,
-    RequestLimits,
+    encode_command, encode_reply, format_double, parse_request, parse_with, CodecError, Limits,
+    Parser, Reply, RequestLimits,
 };
 use proptest::prelude::*;
 
@@ -165,5 +165,13 @@ proptest! {
         let (got, used) = parse_request(&line, &RequestLimits::default()).unwrap().unwrap();
         prop_assert_eq!(used, line.len());
         prop_assert_eq!(got, words);
+    }
+
+    #[test]
+    fn doubles_written_as_redis_does_parse_back_exactly(bits in any::<u64>()) {
+        let d = f64::from_bits(bits);
+        prop_assume!(d.is_finite());
+        let text = format_double(d);
+        prop_assert_eq!(text.parse::<f64>().unwrap().to_bits(), d.to_bits(), "{}", text);
     }
 }
