@@ -340,10 +340,15 @@ impl SubtablePool {
         u64::from(crc32c::crc32c(&b)) | 1 << 32
     }
 
+    /// Whether `name` can be stored: 1 to [`Self::NAME_MAX`] bytes, no NUL.
+    pub fn valid_name(name: &str) -> bool {
+        !name.is_empty() && name.len() <= Self::NAME_MAX && !name.contains('\0')
+    }
+
     /// Gets a subtable object and persists its id, an empty memlist and its name; commit it
     /// to make it exist.
     pub fn get(&self, id: u64, name: &str) -> Result<ObjId> {
-        if name.is_empty() || name.len() > Self::NAME_MAX || name.contains('\0') {
+        if !Self::valid_name(name) {
             return Err(HallocError::BadName {
                 name: name.to_string(),
                 max: Self::NAME_MAX,

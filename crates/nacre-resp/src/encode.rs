@@ -7,9 +7,7 @@ use crate::Reply;
 /// Appends a command to `out` as a RESP array of bulk strings, the form every Redis
 /// command takes: `*<n>\r\n` then `$<len>\r\n<arg>\r\n` for each argument.
 pub fn encode_command(out: &mut Vec<u8>, args: &[&[u8]]) {
-    out.push(b'*');
-    push_decimal(out, args.len() as u64);
-    out.extend_from_slice(b"\r\n");
+    push_header(out, b'*', args.len() as u64);
     for arg in args {
         push_blob(out, b'$', arg);
     }
@@ -39,18 +37,14 @@ pub fn encode_reply(out: &mut Vec<u8>, reply: &Reply) {
         Reply::Double(d) => push_line(out, b',', format_double(*d).as_bytes()),
         Reply::BigNumber(n) => push_line(out, b'(', n.as_bytes()),
         Reply::Verbatim { format, text } => {
-            out.push(b'=');
-            push_decimal(out, (format.len() + 1 + text.len()) as u64);
-            out.extend_from_slice(b"\r\n");
+            push_header(out, b'=', (format.len() + 1 + text.len()) as u64);
             out.extend_from_slice(format.as_bytes());
             out.push(b':');
             out.extend_from_slice(text);
             out.extend_from_slice(b"\r\n");
         }
         Reply::Map(pairs) => {
-            out.push(b'%');
-            push_decimal(out, pairs.len() as u64);
-            out.extend_from_slice(b"\r\n");
+            push_header(out, b'%', pairs.len() as u64);
             for (k, v) in pairs {
                 encode_reply(out, k);
                 encode_reply(out, v);
@@ -74,18 +68,14 @@ pub fn encode_reply_resp2(out: &mut Vec<u8>, reply: &Reply) {
         Reply::BigNumber(n) => push_blob(out, b'$', n.as_bytes()),
         Reply::Verbatim { text, .. } => push_blob(out, b'$', text),
         Reply::Map(pairs) => {
-            out.push(b'*');
-            push_decimal(out, 2 * pairs.len() as u64);
-            out.extend_from_slice(b"\r\n");
+            push_header(out, b'*', 2 * pairs.len() as u64);
             for (k, v) in pairs {
                 encode_reply_resp2(out, k);
                 encode_reply_resp2(out, v);
             }
         }
         Reply::Array(v) | Reply::Set(v) | Reply::Push(v) => {
-            out.push(b'*');
-            push_decimal(out, v.len() as u64);
-            out.extend_from_slice(b"\r\n");
+            push_header(out, b'*', v.len() as u64);
             for item in v {
                 encode_reply_resp2(out, item);
             }
@@ -163,18 +153,21 @@ fn push_line(out: &mut Vec<u8>, ty: u8, line: &[u8]) {
     out.extend_from_slice(b"\r\n");
 }
 
-fn push_blob(out: &mut Vec<u8>, ty: u8, data: &[u8]) {
+/// `<ty><n>\r\n`: the header of a blob or an aggregate.
+fn push_header(out: &mut Vec<u8>, ty: u8, n: u64) {
     out.push(ty);
-    push_decimal(out, data.len() as u64);
+    push_decimal(out, n);
     out.extend_from_slice(b"\r\n");
+}
+
+fn push_blob(out: &mut Vec<u8>, ty: u8, data: &[u8]) {
+    push_header(out, ty, data.len() as u64);
     out.extend_from_slice(data);
     out.extend_from_slice(b"\r\n");
 }
 
 fn push_aggregate(out: &mut Vec<u8>, ty: u8, items: &[Reply]) {
-    out.push(ty);
-    push_decimal(out, items.len() as u64);
-    out.extend_from_slice(b"\r\n");
+    push_header(out, ty, items.len() as u64);
     for item in items {
         encode_reply(out, item);
     }

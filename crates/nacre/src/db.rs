@@ -217,11 +217,10 @@ impl Db {
         if let Some(s) = self.known_subtable(name) {
             return Ok(s);
         }
-        let max = nacre_halloc::SubtablePool::NAME_MAX;
-        if name.is_empty() || name.len() > max || name.contains('\0') {
+        if !nacre_halloc::SubtablePool::valid_name(name) {
             return Err(Error::BadSubtableName {
                 name: name.into(),
-                max,
+                max: nacre_halloc::SubtablePool::NAME_MAX,
             });
         }
         if let Some(l) = self

@@ -154,6 +154,8 @@ pub(crate) struct TailFacts {
 /// view), so a memtable merged into the Global Index keeps its zones without its index.
 pub(crate) struct Memtable {
     pub obj: ObjId,
+    /// The subtable id its object records.
+    pub subtable: u64,
     pub birth: u64,
     pub role: Role,
     /// Whether items are bound to their place (T5); off only in mutation tests.
@@ -181,6 +183,7 @@ impl Memtable {
         let (_, cur) = store.mems.gidx(obj)?;
         Ok(Memtable {
             obj,
+            subtable: head.subtable,
             birth: head.birth,
             role,
             bind: store.mutation != Some(crate::options::RecoveryMutation::SkipPlaceCheck),
@@ -444,12 +447,12 @@ impl Memtable {
         blob: &mut dyn FnMut(Vec<u8>),
     ) -> (u64, u64, u64) {
         let (mut items, mut records, mut bytes) = (0, 0, 0);
+        let mut kv = Vec::new();
         let walked = self.walk(store, end, |_, at, h| {
             items += 1;
             bytes += u64::from(h.len);
             let body_ok = item_body_matches(&store.pool, at, &h);
             let mut off = ITEM_HEADER;
-            let mut kv = Vec::new();
             let mut record_bad = false;
             for _ in 0..h.count {
                 let rec_at = at.add(off as u64);

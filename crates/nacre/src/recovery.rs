@@ -210,13 +210,12 @@ pub(crate) fn recover(
         cur[i] = facts[k].cur;
     }
     if !settled {
-        let roll: Vec<usize> = decide(&facts, run, rep.commit_id, mutation)?;
-        let facts: Vec<(usize, TailFacts)> = roll.iter().map(|&k| (live[k], facts[k])).collect();
-        let roll: Vec<usize> = facts.iter().map(|(i, _)| *i).collect();
-        for (i, f) in &facts {
-            let i = *i;
-            all[i].roll_back(store, f);
-            cur[i] = f.prev;
+        // `decide` numbers the live memtables; `live` maps them back to `all`.
+        let roll = decide(&facts, run, rep.commit_id, mutation)?;
+        for &k in &roll {
+            let i = live[k];
+            all[i].roll_back(store, &facts[k]);
+            cur[i] = facts[k].prev;
         }
         if !roll.is_empty() {
             store.pool.fence()?;
@@ -469,7 +468,7 @@ fn load_subtable(
         }
         mine.push(m);
         let mt = Arc::new(Memtable::load(store, m)?);
-        if store.mems.head(m)?.subtable != id {
+        if mt.subtable != id {
             return Err(Error::corrupt_at(
                 format!("subtable {name:?} links a memtable of another subtable"),
                 at,
@@ -700,9 +699,7 @@ fn decide(
     let latest = facts
         .iter()
         .filter_map(|f| f.torn_header.map(|h| h.seq))
-        .chain(std::iter::once(newest))
-        .max()
-        .unwrap_or(newest);
+        .fold(newest, u64::max);
     // Likewise a group committed in two fences whose sequence number `commit_id` covers: its
     // records were fenced before `commit_id` was written.
     if mutation != Some(RecoveryMutation::SkipTornCheck) {

@@ -105,11 +105,16 @@ impl Engine {
     }
 
     /// `Db::write`.
-    pub(crate) fn write(&self, mut batch: WriteBatch) -> Result<()> {
+    pub(crate) fn write(&self, batch: WriteBatch) -> Result<()> {
         if batch.is_empty() {
             return Ok(());
         }
         self.check_ops(&batch)?;
+        self.write_checked(batch)
+    }
+
+    /// [`Engine::write`] of a batch that passed [`Engine::check_ops`].
+    fn write_checked(&self, mut batch: WriteBatch) -> Result<()> {
         if !self.has_blobs(&batch) {
             let bytes = self.check_records(&batch)?;
             return self.commit.write_batch(&self.sh, batch, bytes);
@@ -181,9 +186,11 @@ impl Engine {
         }
     }
 
-    /// The longest run at the front of the queue that may merge (A2); batches that fail their
-    /// checks alone are completed here.
-    fn take_run(&self, q: &mut VecDeque<(WriteBatch, Arc<Done>)>) -> Vec<(WriteBatch, Arc<Done>)> {
+    /// The longest run at the front of the queue that may merge (A2), with its records' bytes
+    /// per subtable (`None` for a lone batch with values stored out of line, whose records are
+    /// known only once its values are written); batches that fail their checks alone are
+    /// completed here.
+    fn take_run(&self, q: &mut VecDeque<(WriteBatch, Arc<Done>)>) -> Run {
         let max = self.record_room();
         let mut run: Vec<(WriteBatch, Arc<Done>)> = Vec::new();
         let mut bytes: Vec<(u32, usize)> = Vec::new();
@@ -194,10 +201,9 @@ impl Engine {
             }
             if self.has_blobs(&b) {
                 if run.is_empty() {
-                    run.push((b, d));
-                } else {
-                    q.push_front((b, d));
+                    return (vec![(b, d)], None);
                 }
+                q.push_front((b, d));
                 break;
             }
             let mine = match self.check_records(&b) {
@@ -222,10 +228,11 @@ impl Engine {
             }
             run.push((b, d));
         }
-        run
+        (run, Some(bytes))
     }
 
-    fn commit_run(&self, run: Vec<(WriteBatch, Arc<Done>)>) {
+    /// Commits a run as one batch; its batches were checked in [`Engine::take_run`].
+    fn commit_run(&self, (run, bytes): Run) {
         if run.is_empty() {
             return;
         }
@@ -236,8 +243,13 @@ impl Engine {
             dones.push(d);
         }
         // A3: a panic below still completes every future of the run.
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.write(merged)))
-            .unwrap_or_else(|p| {
+        let commit = || match bytes {
+            _ if merged.is_empty() => Ok(()),
+            Some(bytes) => self.commit.write_batch(&self.sh, merged, bytes),
+            None => self.write_checked(merged),
+        };
+        let r =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(commit)).unwrap_or_else(|p| {
                 Err(Error::Poisoned(format!(
                     "the commit panicked: {}",
                     crate::error::panic_message(&*p)
@@ -248,6 +260,10 @@ impl Engine {
         }
     }
 }
+
+/// Queued batches to commit together, and their records' bytes per subtable (see
+/// [`Engine::take_run`]).
+type Run = (Vec<(WriteBatch, Arc<Done>)>, Option<Vec<(u32, usize)>>);
 
 /// The queue and thread behind `Db::write_async`.
 #[derive(Default)]
