@@ -1,9 +1,25 @@
-//! nacre-server: a Redis-compatible server on the Nacre engine (shared/DESIGN.md §5).
+//! nacre-server: a Redis-compatible, fully durable server on the Nacre engine
+//! (shared/DESIGN.md §5).
 //!
-//! Built so far: [`config`], the configuration as Redis reads it (a redis.conf-style file and
-//! `--directive value` arguments) with Nacre's own directives. The connection layer and the
-//! commands come next; there is no binary yet.
+//! - [`config`]: the configuration as Redis reads it, plus Nacre's directives.
+//! - [`store`]: Redis keys on engine subtables; the locking, pending-entry and ticket rules
+//!   that make each command atomic, isolated and answered only once durable.
+//! - [`cmd`]: the command table and the commands, family by family.
+//! - [`conn`], [`server`]: connections (tokio) and the listener.
 
+pub mod bits;
+pub mod client;
+pub mod cmd;
 pub mod config;
+pub mod config_rewrite;
+pub mod conn;
+pub mod glob;
+pub mod lcs;
+pub mod server;
+pub mod shared;
+pub mod store;
 
 pub use config::{Config, ConfigError, LogLevel};
+
+/// The Redis version whose behaviour the server follows (`INFO`, `HELLO`).
+pub const REDIS_VERSION: &str = "7.0.15";

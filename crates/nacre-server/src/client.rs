@@ -1,0 +1,73 @@
+//! One connection's state: database, protocol, authentication, transaction and watches.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crate::shared::{ClientInfo, Shared};
+
+/// A watched key and what it was when watched.
+pub struct WatchedKey {
+    /// Database.
+    pub db: usize,
+    /// Key.
+    pub key: Vec<u8>,
+    /// Its watch epoch when watched.
+    pub epoch: u64,
+    /// Whether it existed (unexpired) when watched: its expiry since aborts `EXEC`.
+    pub existed: bool,
+}
+
+/// A connection's state.
+pub struct Client {
+    /// What other clients see of it.
+    pub info: Arc<ClientInfo>,
+    /// Selected database.
+    pub db: usize,
+    /// Protocol version (2 or 3).
+    pub resp: u8,
+    /// Whether it has authenticated (or needs not).
+    pub authed: bool,
+    /// Commands queued by `MULTI`.
+    pub multi: Option<Vec<Vec<Vec<u8>>>>,
+    /// A queued command was refused: `EXEC` aborts.
+    pub multi_failed: bool,
+    /// Watched keys.
+    pub watched: Vec<WatchedKey>,
+}
+
+impl Client {
+    /// A new client.
+    pub fn new(info: Arc<ClientInfo>, authed: bool) -> Client {
+        Client {
+            info,
+            db: 0,
+            resp: 2,
+            authed,
+            multi: None,
+            multi_failed: false,
+            watched: Vec::new(),
+        }
+    }
+
+    /// Sets the selected database.
+    pub fn select(&mut self, db: usize) {
+        self.db = db;
+        self.info.db.store(db, Ordering::Relaxed);
+    }
+
+    /// Forgets every watched key.
+    pub fn unwatch_all(&mut self, shared: &Shared) {
+        for w in self.watched.drain(..) {
+            shared.store.unwatch(w.db, &w.key);
+        }
+        self.info.watching.store(0, Ordering::Relaxed);
+    }
+
+    /// Leaves `MULTI` (after `EXEC` or `DISCARD`) and forgets watches.
+    pub fn end_multi(&mut self, shared: &Shared) {
+        self.multi = None;
+        self.multi_failed = false;
+        self.info.multi.store(false, Ordering::Relaxed);
+        self.unwatch_all(shared);
+    }
+}

@@ -1,0 +1,199 @@
+//! Argument parsing as Redis does it: integers, floats, options, expiry times.
+
+use nacre_resp::Reply;
+
+use super::err;
+
+/// Redis's integer error.
+pub fn not_integer() -> Reply {
+    err("value is not an integer or out of range")
+}
+
+/// Redis's float error.
+pub fn not_float() -> Reply {
+    err("value is not a valid float")
+}
+
+/// A 64-bit signed integer written as Redis writes it: optional `-`, no `+`, no leading
+/// zeros, no spaces, at most 20 bytes.
+pub fn parse_i64_strict(b: &[u8]) -> Option<i64> {
+    if b.is_empty() || b.len() > 20 {
+        return None;
+    }
+    if b == b"0" {
+        return Some(0);
+    }
+    let (neg, digits) = match b[0] {
+        b'-' => (true, &b[1..]),
+        _ => (false, b),
+    };
+    if digits.is_empty() || digits[0] == b'0' || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &d in digits {
+        v = v.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+    }
+    if neg {
+        if v > i64::MAX as u64 + 1 {
+            return None;
+        }
+        Some((v as i64).wrapping_neg())
+    } else {
+        i64::try_from(v).ok()
+    }
+}
+
+/// An integer argument, or Redis's integer error.
+pub fn int(b: &[u8]) -> Result<i64, Reply> {
+    parse_i64_strict(b).ok_or_else(not_integer)
+}
+
+/// A float as Redis reads one (`strtold`: decimal or exponent form, `inf`/`-inf`; no
+/// spaces; NaN refused).
+pub fn parse_f64(b: &[u8]) -> Option<f64> {
+    let s = std::str::from_utf8(b).ok()?;
+    if s.is_empty()
+        || s.starts_with(|c: char| c.is_whitespace())
+        || s.ends_with(char::is_whitespace)
+    {
+        return None;
+    }
+    let v: f64 = match s.to_ascii_lowercase().as_str() {
+        "inf" | "+inf" | "infinity" | "+infinity" => f64::INFINITY,
+        "-inf" | "-infinity" => f64::NEG_INFINITY,
+        l if l.contains("nan") || l.contains("inf") => return None,
+        _ => s.parse().ok()?,
+    };
+    (!v.is_nan()).then_some(v)
+}
+
+/// A float argument, or Redis's float error.
+pub fn float(b: &[u8]) -> Result<f64, Reply> {
+    parse_f64(b).ok_or_else(not_float)
+}
+
+/// A float as `INCRBYFLOAT` and `HINCRBYFLOAT` store it: the shortest decimal that reads
+/// back the same, without an exponent.
+pub fn format_human_float(v: f64) -> String {
+    if v == v.trunc() && v.abs() < 1e17 {
+        return format!("{}", v as i64);
+    }
+    format!("{v}")
+}
+
+/// Whether `b` equals the ASCII word `w` ignoring case.
+pub fn is(b: &[u8], w: &str) -> bool {
+    b.eq_ignore_ascii_case(w.as_bytes())
+}
+
+/// An argument as a lowercase string (for option names).
+pub fn lower(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).to_ascii_lowercase()
+}
+
+/// A count or index that must be non-negative (`ERR value is out of range, must be positive`).
+pub fn positive(b: &[u8]) -> Result<i64, Reply> {
+    let v = int(b)?;
+    if v < 0 {
+        return Err(err("value is out of range, must be positive"));
+    }
+    Ok(v)
+}
+
+/// An expiry given as `unit` ms per tick relative to now (`EX`/`PX`) or absolute
+/// (`EXAT`/`PXAT`), turned into a Unix-ms time; Redis's errors for bad values.
+pub fn expire_time(
+    arg: &[u8],
+    unit_ms: i64,
+    absolute: bool,
+    now: u64,
+    cmd: &str,
+) -> Result<u64, Reply> {
+    let v = int(arg)?;
+    let invalid = || err(format!("invalid expire time in '{cmd}' command"));
+    if v <= 0 {
+        return Err(invalid());
+    }
+    let ms = v.checked_mul(unit_ms).ok_or_else(invalid)?;
+    let at = if absolute {
+        ms
+    } else {
+        ms.checked_add(now as i64).ok_or_else(invalid)?
+    };
+    if at <= 0 {
+        return Err(invalid());
+    }
+    Ok(at as u64)
+}
+
+/// A Redis range `start..=end` with negative indexes from the end, clamped to `len`;
+/// `None` when empty.
+pub fn range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
+    let len = len as i64;
+    let mut s = if start < 0 { len + start } else { start };
+    let mut e = if end < 0 { len + end } else { end };
+    if s < 0 {
+        s = 0;
+    }
+    if e >= len {
+        e = len - 1;
+    }
+    if len == 0 || s > e || s >= len || e < 0 {
+        return None;
+    }
+    Some((s as usize, e as usize))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integers_as_redis_reads_them() {
+        assert_eq!(parse_i64_strict(b"0"), Some(0));
+        assert_eq!(parse_i64_strict(b"-9223372036854775808"), Some(i64::MIN));
+        assert_eq!(parse_i64_strict(b"9223372036854775807"), Some(i64::MAX));
+        for bad in [
+            &b"9223372036854775808"[..],
+            b"01",
+            b"+1",
+            b" 1",
+            b"1 ",
+            b"",
+            b"-",
+            b"-0",
+            b"1.0",
+            b"abc",
+        ] {
+            assert_eq!(
+                parse_i64_strict(bad),
+                None,
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    #[test]
+    fn floats_as_redis_reads_them() {
+        assert_eq!(parse_f64(b"1.5"), Some(1.5));
+        assert_eq!(parse_f64(b"5.0e3"), Some(5000.0));
+        assert_eq!(parse_f64(b"-inf"), Some(f64::NEG_INFINITY));
+        for bad in [&b"nan"[..], b" 1", b"1 ", b"", b"abc", b"1e"] {
+            assert_eq!(parse_f64(bad), None);
+        }
+        assert_eq!(format_human_float(10.6), "10.6");
+        assert_eq!(format_human_float(5200.0), "5200");
+        assert_eq!(format_human_float(-0.5), "-0.5");
+    }
+
+    #[test]
+    fn ranges_clamp() {
+        assert_eq!(range(0, -1, 5), Some((0, 4)));
+        assert_eq!(range(-100, 100, 5), Some((0, 4)));
+        assert_eq!(range(3, 1, 5), None);
+        assert_eq!(range(0, -1, 0), None);
+        assert_eq!(range(5, 10, 5), None);
+    }
+}

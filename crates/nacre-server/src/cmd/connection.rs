@@ -1,0 +1,339 @@
+//! Connection commands: PING ECHO HELLO AUTH SELECT QUIT RESET CLIENT.
+
+use std::sync::atomic::Ordering;
+
+use nacre_resp::Reply;
+
+use super::args::{int, is, lower};
+use super::table::unknown_subcommand;
+use super::{arity_error, err, ok, syntax, Outcome};
+use crate::client::Client;
+use crate::shared::Shared;
+use crate::store::txn::Ticket;
+
+fn reply(r: Reply) -> Outcome {
+    Outcome::Reply(r, Ticket(0))
+}
+
+/// `PING [message]`.
+pub fn ping(_: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
+    match args.len() {
+        1 => reply(Reply::Simple("PONG".into())),
+        2 => reply(Reply::Bulk(args[1].clone())),
+        _ => reply(arity_error("ping")),
+    }
+}
+
+/// `ECHO message`.
+pub fn echo(_: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
+    reply(Reply::Bulk(args[1].clone()))
+}
+
+fn check_password(shared: &Shared, user: Option<&[u8]>, pass: &[u8]) -> Result<(), Reply> {
+    let wrong =
+        || Reply::Error("WRONGPASS invalid username-password pair or user is disabled.".into());
+    if let Some(u) = user {
+        if u != b"default" {
+            return Err(wrong());
+        }
+    }
+    match &shared.config.read().requirepass {
+        Some(p) if p.as_bytes() == pass => Ok(()),
+        Some(_) => Err(wrong()),
+        None if user.is_some() => Ok(()),
+        None => Err(err(
+            "AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
+        )),
+    }
+}
+
+/// `AUTH [username] password`.
+pub fn auth(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
+    let r = match args.len() {
+        2 => check_password(shared, None, &args[1]),
+        3 => check_password(shared, Some(&args[1]), &args[2]),
+        _ => return reply(syntax()),
+    };
+    match r {
+        Ok(()) => {
+            client.authed = true;
+            reply(ok())
+        }
+        Err(e) => reply(e),
+    }
+}
+
+/// `HELLO [protover [AUTH username password] [SETNAME clientname]]`.
+pub fn hello(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
+    let mut ver = client.resp;
+    let mut i = 1;
+    if args.len() > 1 {
+        match int(&args[1]) {
+            Ok(v) if v == 2 || v == 3 => ver = v as u8,
+            Ok(_) => return reply(Reply::Error("NOPROTO unsupported protocol version".into())),
+            Err(_) => return reply(err("Protocol version is not an integer or out of range")),
+        }
+        i = 2;
+    }
+    let mut name = None;
+    while i < args.len() {
+        let more = args.len() - i - 1;
+        if is(&args[i], "auth") && more >= 2 {
+            if let Err(e) = check_password(shared, Some(&args[i + 1]), &args[i + 2]) {
+                return reply(e);
+            }
+            client.authed = true;
+            i += 3;
+        } else if is(&args[i], "setname") && more >= 1 {
+            if let Err(e) = valid_name(&args[i + 1]) {
+                return reply(e);
+            }
+            name = Some(String::from_utf8_lossy(&args[i + 1]).into_owned());
+            i += 2;
+        } else {
+            return reply(err(format!(
+                "Syntax error in HELLO option '{}'",
+                String::from_utf8_lossy(&args[i])
+            )));
+        }
+    }
+    if !client.authed {
+        return reply(Reply::Error(
+            "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time".into(),
+        ));
+    }
+    if let Some(n) = name {
+        *client.info.name.lock() = n;
+    }
+    client.resp = ver;
+    client.info.resp.store(ver as usize, Ordering::Relaxed);
+    let s = |x: &str| Reply::Bulk(x.as_bytes().to_vec());
+    reply(Reply::Map(vec![
+        (s("server"), s("redis")),
+        (s("version"), s(crate::REDIS_VERSION)),
+        (s("proto"), Reply::Integer(ver.into())),
+        (s("id"), Reply::Integer(client.info.id as i64)),
+        (s("mode"), s("standalone")),
+        (s("role"), s("master")),
+        (s("modules"), Reply::Array(Vec::new())),
+    ]))
+}
+
+/// `SELECT index`.
+pub fn select(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
+    let Ok(db) = int(&args[1]) else {
+        return reply(err("value is not an integer or out of range"));
+    };
+    if db < 0 || db as usize >= shared.store.databases() {
+        return reply(err("DB index is out of range"));
+    }
+    client.select(db as usize);
+    reply(ok())
+}
+
+/// `QUIT`.
+pub fn quit(_: &Shared, _: &mut Client, _: &[Vec<u8>]) -> Outcome {
+    Outcome::Close(ok())
+}
+
+/// `RESET`.
+pub fn reset(shared: &Shared, client: &mut Client, _: &[Vec<u8>]) -> Outcome {
+    client.end_multi(shared);
+    client.select(0);
+    client.resp = 2;
+    client.info.resp.store(2, Ordering::Relaxed);
+    client.info.name.lock().clear();
+    client.info.no_evict.store(false, Ordering::Relaxed);
+    client.authed = shared.config.read().requirepass.is_none();
+    if client.info.monitor.swap(false, Ordering::Relaxed) {
+        shared.monitors.fetch_sub(1, Ordering::Relaxed);
+    }
+    reply(Reply::Simple("RESET".into()))
+}
+
+fn valid_name(n: &[u8]) -> Result<(), Reply> {
+    if n.iter().any(|&b| !(b'!'..=b'~').contains(&b)) {
+        return Err(err(
+            "Client names cannot contain spaces, newlines or special characters.",
+        ));
+    }
+    Ok(())
+}
+
+/// `CLIENT ID|SETNAME|GETNAME|LIST|INFO|KILL|NO-EVICT|HELP`.
+pub fn client(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
+    let sub = lower(&args[1]);
+    let n = args.len();
+    let wrong = |s: &str| reply(arity_error(&format!("client|{s}")));
+    match sub.as_str() {
+        "id" if n == 2 => reply(Reply::Integer(client.info.id as i64)),
+        "id" => wrong("id"),
+        "setname" if n == 3 => match valid_name(&args[2]) {
+            Ok(()) => {
+                *client.info.name.lock() = String::from_utf8_lossy(&args[2]).into_owned();
+                reply(ok())
+            }
+            Err(e) => reply(e),
+        },
+        "setname" => wrong("setname"),
+        "getname" if n == 2 => {
+            let name = client.info.name.lock().clone();
+            reply(if name.is_empty() {
+                Reply::Nil
+            } else {
+                Reply::Bulk(name.into_bytes())
+            })
+        }
+        "getname" => wrong("getname"),
+        "info" if n == 2 => reply(Reply::Bulk(
+            format!("{}\n", client.info.line()).into_bytes(),
+        )),
+        "info" => wrong("info"),
+        "list" => {
+            let mut ids: Option<Vec<u64>> = None;
+            let mut i = 2;
+            while i < n {
+                if is(&args[i], "type") && i + 1 < n {
+                    let t = lower(&args[i + 1]);
+                    if !matches!(t.as_str(), "normal" | "master" | "replica" | "pubsub") {
+                        return reply(err(format!("Unknown client type '{t}'")));
+                    }
+                    if t != "normal" {
+                        ids = Some(Vec::new());
+                    }
+                    i += 2;
+                } else if is(&args[i], "id") && i + 1 < n {
+                    let mut v = Vec::new();
+                    for a in &args[i + 1..] {
+                        match int(a) {
+                            Ok(x) if x > 0 => v.push(x as u64),
+                            _ => return reply(err("Invalid client ID")),
+                        }
+                    }
+                    ids = Some(v);
+                    i = n;
+                } else {
+                    return reply(syntax());
+                }
+            }
+            let clients = shared.clients.lock();
+            let mut out = String::new();
+            for c in clients.values() {
+                if ids.as_ref().is_some_and(|v| !v.contains(&c.id)) {
+                    continue;
+                }
+                out.push_str(&c.line());
+                out.push('\n');
+            }
+            reply(Reply::Bulk(out.into_bytes()))
+        }
+        "kill" => kill(shared, client, args),
+        "no-evict" if n == 3 => {
+            let on = if is(&args[2], "on") {
+                true
+            } else if is(&args[2], "off") {
+                false
+            } else {
+                return reply(syntax());
+            };
+            client.info.no_evict.store(on, Ordering::Relaxed);
+            reply(ok())
+        }
+        "no-evict" => wrong("no-evict"),
+        "help" => reply(Reply::Array(
+            [
+                "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "ID",
+                "    Return the ID of the current connection.",
+                "INFO",
+                "    Return information about the current client connection.",
+                "KILL <ip:port>",
+                "    Kill connection made from <ip:port>.",
+                "KILL <option> <value> [<option> <value> [...]]",
+                "    Kill connections. Options are: ID, ADDR, LADDR, TYPE, USER, SKIPME.",
+                "LIST [options ...]",
+                "    Return information about client connections.",
+                "GETNAME",
+                "    Return the name of the current connection.",
+                "SETNAME <name>",
+                "    Assign the name <name> to the current connection.",
+                "NO-EVICT (ON|OFF)",
+                "    Protect current client connection from eviction.",
+                "HELP",
+                "    Print this help.",
+            ]
+            .iter()
+            .map(|s| Reply::Simple(s.to_string()))
+            .collect(),
+        )),
+        _ => reply(unknown_subcommand(&args[1], "client")),
+    }
+}
+
+fn kill(shared: &Shared, me: &mut Client, args: &[Vec<u8>]) -> Outcome {
+    let n = args.len();
+    if n == 3 {
+        // Old form: CLIENT KILL addr:port.
+        let addr = String::from_utf8_lossy(&args[2]).into_owned();
+        let clients = shared.clients.lock();
+        return match clients.values().find(|c| c.addr == addr) {
+            Some(c) => {
+                c.killed.store(true, Ordering::Release);
+                c.kill.notify_one();
+                reply(ok())
+            }
+            None => reply(err("No such client")),
+        };
+    }
+    if n < 4 || (n - 2) % 2 != 0 {
+        return reply(syntax());
+    }
+    let mut id = None;
+    let mut addr = None;
+    let mut laddr = None;
+    let mut skipme = true;
+    let mut user = None;
+    let mut kind_ok = true;
+    for pair in args[2..].chunks(2) {
+        let v = String::from_utf8_lossy(&pair[1]).into_owned();
+        match lower(&pair[0]).as_str() {
+            "id" => match int(&pair[1]) {
+                Ok(x) if x > 0 => id = Some(x as u64),
+                _ => return reply(err("client-id should be greater than 0")),
+            },
+            "addr" => addr = Some(v),
+            "laddr" => laddr = Some(v),
+            "user" => user = Some(v),
+            "type" => match v.to_ascii_lowercase().as_str() {
+                "normal" => {}
+                "master" | "replica" | "slave" | "pubsub" => kind_ok = false,
+                _ => return reply(err(format!("Unknown client type '{v}'"))),
+            },
+            "skipme" => {
+                skipme = match v.to_ascii_lowercase().as_str() {
+                    "yes" => true,
+                    "no" => false,
+                    _ => return reply(syntax()),
+                }
+            }
+            _ => return reply(syntax()),
+        }
+    }
+    let mut killed = 0;
+    let clients = shared.clients.lock();
+    for c in clients.values() {
+        if !kind_ok
+            || id.is_some_and(|i| i != c.id)
+            || addr.as_ref().is_some_and(|a| *a != c.addr)
+            || laddr.as_ref().is_some_and(|a| *a != c.laddr)
+            || user.as_ref().is_some_and(|u| u != "default")
+            || (skipme && c.id == me.info.id)
+        {
+            continue;
+        }
+        c.killed.store(true, Ordering::Release);
+        c.kill.notify_one();
+        killed += 1;
+    }
+    reply(Reply::Integer(killed))
+}

@@ -1,0 +1,325 @@
+//! Hash commands. A hash is a metadata record (field count, version) and one `sub` record
+//! per field under its version.
+
+use nacre_resp::Reply;
+
+use super::args::{float, format_human_float, int, is, parse_f64, parse_i64_strict};
+use super::keys::{cursor, scan_opts};
+use super::{arity_error, err, ok, syntax, wrongtype, CmdResult, Ctx};
+use crate::glob::glob_match;
+use crate::store::encoding::{Kind, Meta};
+
+/// The hash at `key` (`None` if missing; WRONGTYPE for another type).
+fn hash(ctx: &mut Ctx, key: &[u8]) -> Result<Option<Meta>, Reply> {
+    match ctx.txn.get(ctx.db, key)? {
+        None => Ok(None),
+        Some(m) if m.kind == Kind::Hash => Ok(Some(m.clone())),
+        Some(_) => Err(wrongtype()),
+    }
+}
+
+/// The hash at `key`, created empty if missing.
+fn hash_or_new(ctx: &mut Ctx, key: &[u8]) -> Result<Meta, Reply> {
+    match hash(ctx, key)? {
+        Some(m) => Ok(m),
+        None => Ok(ctx.txn.create(ctx.db, key, Kind::Hash)?.clone()),
+    }
+}
+
+/// Stores the hash's new size (deleting it when empty).
+fn resize(ctx: &mut Ctx, key: &[u8], size: u64) -> Result<(), Reply> {
+    if size == 0 {
+        ctx.txn.set(ctx.db, key, None)?;
+    } else if let Some(m) = ctx.txn.get_mut(ctx.db, key)? {
+        m.size = size;
+    }
+    Ok(())
+}
+
+fn field(ctx: &mut Ctx, key: &[u8], m: &Meta, f: &[u8]) -> Result<Option<Vec<u8>>, Reply> {
+    Ok(ctx.txn.member(ctx.db, key, m.version, f)?)
+}
+
+fn set_field(
+    ctx: &mut Ctx,
+    key: &[u8],
+    m: &Meta,
+    f: &[u8],
+    v: Option<Vec<u8>>,
+) -> Result<(), Reply> {
+    ctx.txn.set_member(ctx.db, key, m.version, f, v)?;
+    Ok(())
+}
+
+/// `HSET key field value [field value ...]`: fields added.
+pub fn hset(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    if args.len() % 2 != 0 {
+        return Err(arity_error("hset"));
+    }
+    let key = &args[1];
+    let m = hash_or_new(ctx, key)?;
+    let mut size = m.size;
+    let mut added = 0;
+    for fv in args[2..].chunks(2) {
+        if field(ctx, key, &m, &fv[0])?.is_none() {
+            added += 1;
+            size += 1;
+        }
+        set_field(ctx, key, &m, &fv[0], Some(fv[1].clone()))?;
+    }
+    resize(ctx, key, size)?;
+    Ok(Reply::Integer(added))
+}
+
+/// `HMSET key field value [field value ...]`.
+pub fn hmset(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    if args.len() % 2 != 0 {
+        return Err(arity_error("hmset"));
+    }
+    hset(ctx, args)?;
+    Ok(ok())
+}
+
+/// `HSETNX key field value`.
+pub fn hsetnx(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let key = &args[1];
+    if let Some(m) = hash(ctx, key)? {
+        if field(ctx, key, &m, &args[2])?.is_some() {
+            return Ok(Reply::Integer(0));
+        }
+    }
+    hset(ctx, args)
+}
+
+/// `HGET key field`.
+pub fn hget(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let Some(m) = hash(ctx, &args[1])? else {
+        return Ok(Reply::Nil);
+    };
+    Ok(field(ctx, &args[1], &m, &args[2])?.map_or(Reply::Nil, Reply::Bulk))
+}
+
+/// `HMGET key field...`.
+pub fn hmget(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let m = hash(ctx, &args[1])?;
+    let mut out = Vec::with_capacity(args.len() - 2);
+    for f in &args[2..] {
+        out.push(match &m {
+            None => Reply::Nil,
+            Some(m) => field(ctx, &args[1], m, f)?.map_or(Reply::Nil, Reply::Bulk),
+        });
+    }
+    Ok(Reply::Array(out))
+}
+
+/// `HDEL key field...`.
+pub fn hdel(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let key = &args[1];
+    let Some(m) = hash(ctx, key)? else {
+        return Ok(Reply::Integer(0));
+    };
+    let mut size = m.size;
+    let mut n = 0;
+    for f in &args[2..] {
+        if field(ctx, key, &m, f)?.is_some() {
+            set_field(ctx, key, &m, f, None)?;
+            size -= 1;
+            n += 1;
+        }
+    }
+    resize(ctx, key, size)?;
+    Ok(Reply::Integer(n))
+}
+
+/// `HLEN key`.
+pub fn hlen(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    Ok(Reply::Integer(
+        hash(ctx, &args[1])?.map_or(0, |m| m.size as i64),
+    ))
+}
+
+/// `HEXISTS key field`.
+pub fn hexists(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let Some(m) = hash(ctx, &args[1])? else {
+        return Ok(Reply::Integer(0));
+    };
+    Ok(Reply::Integer(
+        field(ctx, &args[1], &m, &args[2])?.is_some().into(),
+    ))
+}
+
+fn all(ctx: &mut Ctx, key: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, Reply> {
+    match hash(ctx, key)? {
+        None => Ok(Vec::new()),
+        Some(m) => Ok(ctx.txn.all_members(ctx.db, key, m.version)?),
+    }
+}
+
+/// `HGETALL key`.
+pub fn hgetall(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    Ok(Reply::Map(
+        all(ctx, &args[1])?
+            .into_iter()
+            .map(|(f, v)| (Reply::Bulk(f), Reply::Bulk(v)))
+            .collect(),
+    ))
+}
+
+/// `HKEYS key`.
+pub fn hkeys(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    Ok(Reply::Array(
+        all(ctx, &args[1])?
+            .into_iter()
+            .map(|(f, _)| Reply::Bulk(f))
+            .collect(),
+    ))
+}
+
+/// `HVALS key`.
+pub fn hvals(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    Ok(Reply::Array(
+        all(ctx, &args[1])?
+            .into_iter()
+            .map(|(_, v)| Reply::Bulk(v))
+            .collect(),
+    ))
+}
+
+/// `HINCRBY key field n`.
+pub fn hincrby(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let by = int(&args[3])?;
+    let key = &args[1];
+    let m = hash_or_new(ctx, key)?;
+    let old = field(ctx, key, &m, &args[2])?;
+    let cur = match &old {
+        None => 0,
+        Some(v) => parse_i64_strict(v).ok_or_else(|| err("hash value is not an integer"))?,
+    };
+    let new = cur
+        .checked_add(by)
+        .ok_or_else(|| err("increment or decrement would overflow"))?;
+    set_field(ctx, key, &m, &args[2], Some(new.to_string().into_bytes()))?;
+    resize(ctx, key, m.size + u64::from(old.is_none()))?;
+    Ok(Reply::Integer(new))
+}
+
+/// `HINCRBYFLOAT key field n`.
+pub fn hincrbyfloat(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let by = float(&args[3])?;
+    let key = &args[1];
+    let m = hash_or_new(ctx, key)?;
+    let old = field(ctx, key, &m, &args[2])?;
+    let cur = match &old {
+        None => 0.0,
+        Some(v) => parse_f64(v).ok_or_else(|| err("hash value is not a float"))?,
+    };
+    let new = cur + by;
+    if !new.is_finite() {
+        return Err(err("increment would produce NaN or Infinity"));
+    }
+    let s = format_human_float(new).into_bytes();
+    set_field(ctx, key, &m, &args[2], Some(s.clone()))?;
+    resize(ctx, key, m.size + u64::from(old.is_none()))?;
+    Ok(Reply::Bulk(s))
+}
+
+/// `HSTRLEN key field`.
+pub fn hstrlen(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let Some(m) = hash(ctx, &args[1])? else {
+        return Ok(Reply::Integer(0));
+    };
+    Ok(Reply::Integer(
+        field(ctx, &args[1], &m, &args[2])?.map_or(0, |v| v.len() as i64),
+    ))
+}
+
+/// `HSCAN key cursor [MATCH pattern] [COUNT count]`.
+pub fn hscan(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let from = cursor(&args[2])?;
+    let o = scan_opts(&args[3..], false)?;
+    let empty = || Reply::Array(vec![Reply::Bulk(b"0".to_vec()), Reply::Array(vec![])]);
+    let Some(m) = hash(ctx, &args[1])? else {
+        return Ok(empty());
+    };
+    if from >= 1 << 63 {
+        return Ok(empty());
+    }
+    let (members, next) = ctx
+        .txn
+        .members(ctx.db, &args[1], m.version, from, o.count)?;
+    let mut out = Vec::new();
+    for (f, v) in members {
+        if o.pattern.as_ref().is_none_or(|p| glob_match(p, &f, false)) {
+            out.push(Reply::Bulk(f));
+            out.push(Reply::Bulk(v));
+        }
+    }
+    Ok(Reply::Array(vec![
+        Reply::Bulk(next.to_string().into_bytes()),
+        Reply::Array(out),
+    ]))
+}
+
+/// `HRANDFIELD key [count [WITHVALUES]]`.
+pub fn hrandfield(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let count = match args.len() {
+        2 => None,
+        3 | 4 => Some(int(&args[2])?),
+        _ => return Err(syntax()),
+    };
+    let withvalues = match args.get(3) {
+        None => false,
+        Some(a) if is(a, "withvalues") => true,
+        Some(_) => return Err(syntax()),
+    };
+    if let Some(c) = count {
+        if c.checked_mul(2).is_none() || c == i64::MIN {
+            return Err(err("value is out of range"));
+        }
+    }
+    let all = all(ctx, &args[1])?;
+    let pick = |n: usize| (crate::shared::random_u64() % n as u64) as usize;
+    let Some(c) = count else {
+        return Ok(if all.is_empty() {
+            Reply::Nil
+        } else {
+            Reply::Bulk(all[pick(all.len())].0.clone())
+        });
+    };
+    if all.is_empty() || c == 0 {
+        return Ok(Reply::Array(vec![]));
+    }
+    let chosen: Vec<&(Vec<u8>, Vec<u8>)> = if c < 0 {
+        (0..c.unsigned_abs())
+            .map(|_| &all[pick(all.len())])
+            .collect()
+    } else if c as usize >= all.len() {
+        all.iter().collect()
+    } else {
+        // A partial Fisher-Yates shuffle: distinct fields.
+        let mut idx: Vec<usize> = (0..all.len()).collect();
+        for i in 0..c as usize {
+            let j = i + pick(all.len() - i);
+            idx.swap(i, j);
+        }
+        idx[..c as usize].iter().map(|&i| &all[i]).collect()
+    };
+    Ok(Reply::Array(if withvalues {
+        if ctx.resp == 3 {
+            chosen
+                .into_iter()
+                .map(|(f, v)| Reply::Array(vec![Reply::Bulk(f.clone()), Reply::Bulk(v.clone())]))
+                .collect()
+        } else {
+            chosen
+                .into_iter()
+                .flat_map(|(f, v)| [Reply::Bulk(f.clone()), Reply::Bulk(v.clone())])
+                .collect()
+        }
+    } else {
+        chosen
+            .into_iter()
+            .map(|(f, _)| Reply::Bulk(f.clone()))
+            .collect()
+    }))
+}

@@ -1,0 +1,618 @@
+//! Generic key commands: DEL EXISTS TYPE EXPIRE… TTL… PERSIST RENAME KEYS SCAN RANDOMKEY
+//! COPY MOVE OBJECT, and the whole-database DBSIZE FLUSHDB FLUSHALL SWAPDB.
+
+use std::sync::atomic::Ordering;
+
+use nacre::IterOptions;
+use nacre_resp::Reply;
+
+use super::args::{int, is, lower};
+use super::table::unknown_subcommand;
+use super::{arity_error, err, ok, syntax, CmdResult, Ctx};
+use crate::glob::glob_match;
+use crate::store::encoding::{self, Kind, Meta};
+
+/// `DEL key...` (and `UNLINK`: deleting a collection is O(1) either way, its members are
+/// the cleaner's).
+pub fn del(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let mut n = 0;
+    for key in &args[1..] {
+        if ctx.txn.get(ctx.db, key)?.is_some() {
+            n += 1;
+        }
+        ctx.txn.set(ctx.db, key, None)?;
+    }
+    Ok(Reply::Integer(n))
+}
+
+/// `EXISTS key...` (and `TOUCH`).
+pub fn exists(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let mut n = 0;
+    for key in &args[1..] {
+        if ctx.txn.get(ctx.db, key)?.is_some() {
+            n += 1;
+        }
+    }
+    Ok(Reply::Integer(n))
+}
+
+/// `TYPE key`.
+pub fn type_(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let t = ctx
+        .txn
+        .get(ctx.db, &args[1])?
+        .map_or("none", |m| m.kind.name());
+    Ok(Reply::Simple(t.into()))
+}
+
+fn expire_generic(
+    ctx: &mut Ctx,
+    args: &[Vec<u8>],
+    unit: i64,
+    absolute: bool,
+    name: &str,
+) -> CmdResult {
+    let v = int(&args[2])?;
+    let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
+    for a in &args[3..] {
+        match lower(a).as_str() {
+            "nx" => nx = true,
+            "xx" => xx = true,
+            "gt" => gt = true,
+            "lt" => lt = true,
+            _ => {
+                return Err(err(format!(
+                    "Unsupported option {}",
+                    String::from_utf8_lossy(a)
+                )))
+            }
+        }
+    }
+    if nx && (xx || gt || lt) {
+        return Err(err(
+            "NX and XX, GT or LT options at the same time are not compatible",
+        ));
+    }
+    if gt && lt {
+        return Err(err("GT and LT options at the same time are not compatible"));
+    }
+    let now = ctx.txn.now() as i64;
+    let invalid = || err(format!("invalid expire time in '{name}' command"));
+    let ms = v.checked_mul(unit).ok_or_else(invalid)?;
+    let at = if absolute {
+        ms
+    } else {
+        ms.checked_add(now).ok_or_else(invalid)?
+    };
+    let db = ctx.db;
+    let Some(m) = ctx.txn.get(db, &args[1])? else {
+        return Ok(Reply::Integer(0));
+    };
+    let cur = m.expire_at;
+    if (nx && cur != 0) || (xx && cur == 0) {
+        return Ok(Reply::Integer(0));
+    }
+    if gt && (cur == 0 || at <= cur as i64) {
+        return Ok(Reply::Integer(0));
+    }
+    if lt && cur != 0 && at >= cur as i64 {
+        return Ok(Reply::Integer(0));
+    }
+    if at <= now {
+        ctx.txn.set(db, &args[1], None)?;
+        return Ok(Reply::Integer(1));
+    }
+    if let Some(m) = ctx.txn.get_mut(db, &args[1])? {
+        m.expire_at = at as u64;
+    }
+    Ok(Reply::Integer(1))
+}
+
+/// `EXPIRE key seconds [NX|XX|GT|LT]`.
+pub fn expire(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    expire_generic(ctx, args, 1000, false, "expire")
+}
+
+/// `PEXPIRE key ms [NX|XX|GT|LT]`.
+pub fn pexpire(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    expire_generic(ctx, args, 1, false, "pexpire")
+}
+
+/// `EXPIREAT key unix-seconds [NX|XX|GT|LT]`.
+pub fn expireat(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    expire_generic(ctx, args, 1000, true, "expireat")
+}
+
+/// `PEXPIREAT key unix-ms [NX|XX|GT|LT]`.
+pub fn pexpireat(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    expire_generic(ctx, args, 1, true, "pexpireat")
+}
+
+fn ttl_generic(ctx: &mut Ctx, args: &[Vec<u8>], ms: bool, absolute: bool) -> CmdResult {
+    let now = ctx.txn.now();
+    Ok(Reply::Integer(match ctx.txn.get(ctx.db, &args[1])? {
+        None => -2,
+        Some(m) if m.expire_at == 0 => -1,
+        Some(m) if absolute => {
+            if ms {
+                m.expire_at as i64
+            } else {
+                (m.expire_at / 1000) as i64
+            }
+        }
+        Some(m) => {
+            let left = m.expire_at.saturating_sub(now) as i64;
+            if ms {
+                left
+            } else {
+                (left + 500) / 1000
+            }
+        }
+    }))
+}
+
+/// `TTL key`.
+pub fn ttl(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    ttl_generic(ctx, args, false, false)
+}
+
+/// `PTTL key`.
+pub fn pttl(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    ttl_generic(ctx, args, true, false)
+}
+
+/// `EXPIRETIME key`.
+pub fn expiretime(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    ttl_generic(ctx, args, false, true)
+}
+
+/// `PEXPIRETIME key`.
+pub fn pexpiretime(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    ttl_generic(ctx, args, true, true)
+}
+
+/// `PERSIST key`.
+pub fn persist(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    match ctx.txn.get_mut(ctx.db, &args[1])? {
+        Some(m) if m.expire_at != 0 => {
+            m.expire_at = 0;
+            Ok(Reply::Integer(1))
+        }
+        _ => Ok(Reply::Integer(0)),
+    }
+}
+
+fn rename_generic(ctx: &mut Ctx, args: &[Vec<u8>], nx: bool) -> CmdResult {
+    let db = ctx.db;
+    let Some(m) = ctx.txn.get(db, &args[1])?.cloned() else {
+        return Err(err("no such key"));
+    };
+    if args[1] == args[2] {
+        return Ok(if nx { Reply::Integer(0) } else { ok() });
+    }
+    if nx && ctx.txn.get(db, &args[2])?.is_some() {
+        return Ok(Reply::Integer(0));
+    }
+    // The collection moves with its version: no member is copied.
+    ctx.txn.set(db, &args[1], None)?;
+    ctx.txn.set(db, &args[2], Some(m))?;
+    Ok(if nx { Reply::Integer(1) } else { ok() })
+}
+
+/// `RENAME key newkey`.
+pub fn rename(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    rename_generic(ctx, args, false)
+}
+
+/// `RENAMENX key newkey`.
+pub fn renamenx(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    rename_generic(ctx, args, true)
+}
+
+/// Keys of `COPY source destination [DB n] [REPLACE]`.
+pub fn copy_keys(db: usize, args: &[Vec<u8>], dbs: usize) -> Result<Vec<(usize, Vec<u8>)>, Reply> {
+    let mut dst_db = db;
+    let mut i = 3;
+    while i < args.len() {
+        if is(&args[i], "db") && i + 1 < args.len() {
+            let d = int(&args[i + 1])?;
+            if d < 0 || d as usize >= dbs {
+                return Err(err("DB index is out of range"));
+            }
+            dst_db = d as usize;
+            i += 2;
+        } else if is(&args[i], "replace") {
+            i += 1;
+        } else {
+            return Err(syntax());
+        }
+    }
+    Ok(vec![(db, args[1].clone()), (dst_db, args[2].clone())])
+}
+
+/// `COPY source destination [DB n] [REPLACE]`.
+pub fn copy(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let keys = copy_keys(ctx.db, args, ctx.shared.store.databases())?;
+    let replace = args[3..].iter().any(|a| is(a, "replace"));
+    let (sdb, ddb) = (keys[0].0, keys[1].0);
+    if sdb == ddb && args[1] == args[2] {
+        return Err(err("source and destination objects are the same"));
+    }
+    let Some(src) = ctx.txn.get(sdb, &args[1])?.cloned() else {
+        return Ok(Reply::Integer(0));
+    };
+    if ctx.txn.get(ddb, &args[2])?.is_some() && !replace {
+        return Ok(Reply::Integer(0));
+    }
+    if src.kind.is_collection() {
+        let members = ctx.txn.all_members(sdb, &args[1], src.version)?;
+        let m = ctx.txn.create(ddb, &args[2], src.kind)?;
+        m.size = src.size;
+        m.expire_at = src.expire_at;
+        m.payload = src.payload.clone();
+        let v = m.version;
+        for (f, val) in members {
+            ctx.txn.set_member(ddb, &args[2], v, &f, Some(val))?;
+        }
+    } else {
+        ctx.txn.set(ddb, &args[2], Some(src))?;
+    }
+    Ok(Reply::Integer(1))
+}
+
+/// Keys of `MOVE key db`.
+pub fn move_keys(db: usize, args: &[Vec<u8>], dbs: usize) -> Result<Vec<(usize, Vec<u8>)>, Reply> {
+    let d = int(&args[2]).map_err(|_| err("value is not an integer or out of range"))?;
+    if d < 0 || d as usize >= dbs {
+        return Err(err("DB index is out of range"));
+    }
+    Ok(vec![(db, args[1].clone()), (d as usize, args[1].clone())])
+}
+
+/// `MOVE key db`.
+pub fn move_(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let keys = move_keys(ctx.db, args, ctx.shared.store.databases())?;
+    let dst = keys[1].0;
+    if dst == ctx.db {
+        return Err(err("source and destination objects are the same"));
+    }
+    let Some(m) = ctx.txn.get(ctx.db, &args[1])?.cloned() else {
+        return Ok(Reply::Integer(0));
+    };
+    if ctx.txn.get(dst, &args[1])?.is_some() {
+        return Ok(Reply::Integer(0));
+    }
+    ctx.txn.set(ctx.db, &args[1], None)?;
+    ctx.txn.set(dst, &args[1], Some(m))?;
+    Ok(Reply::Integer(1))
+}
+
+/// Keys of `OBJECT subcommand [key]`.
+pub fn object_keys(db: usize, args: &[Vec<u8>], _: usize) -> Result<Vec<(usize, Vec<u8>)>, Reply> {
+    Ok(args
+        .get(2)
+        .map(|k| vec![(db, k.clone())])
+        .unwrap_or_default())
+}
+
+/// The encoding Redis would report for `m`.
+pub fn encoding_of(m: &Meta) -> &'static str {
+    match m.kind {
+        Kind::String => {
+            if m.payload.len() <= 20 && super::args::parse_i64_strict(&m.payload).is_some() {
+                "int"
+            } else if m.payload.len() <= 44 {
+                "embstr"
+            } else {
+                "raw"
+            }
+        }
+        Kind::Hash => {
+            if m.size <= 128 {
+                "listpack"
+            } else {
+                "hashtable"
+            }
+        }
+        Kind::List => "quicklist",
+        Kind::Set => {
+            if m.size <= 128 {
+                "listpack"
+            } else {
+                "hashtable"
+            }
+        }
+        Kind::ZSet => {
+            if m.size <= 128 {
+                "listpack"
+            } else {
+                "skiplist"
+            }
+        }
+    }
+}
+
+/// `OBJECT ENCODING|REFCOUNT|IDLETIME|FREQ|HELP`.
+pub fn object(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let sub = lower(&args[1]);
+    if sub == "help" {
+        return Ok(Reply::Array(
+            [
+                "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "ENCODING <key>",
+                "    Return the kind of internal representation used in order to store the value",
+                "    associated with a <key>.",
+                "FREQ <key>",
+                "    Return the access frequency index of the <key>.",
+                "IDLETIME <key>",
+                "    Return the idle time of the <key>.",
+                "REFCOUNT <key>",
+                "    Return the number of references of the value associated with the specified",
+                "    <key>.",
+                "HELP",
+                "    Print this help.",
+            ]
+            .iter()
+            .map(|s| Reply::Simple(s.to_string()))
+            .collect(),
+        ));
+    }
+    if !matches!(sub.as_str(), "encoding" | "refcount" | "idletime" | "freq") {
+        return Err(unknown_subcommand(&args[1], "object"));
+    }
+    if args.len() != 3 {
+        return Err(arity_error(&format!("object|{sub}")));
+    }
+    let Some(m) = ctx.txn.get(ctx.db, &args[2])? else {
+        return Ok(Reply::Nil);
+    };
+    Ok(match sub.as_str() {
+        "encoding" => Reply::Bulk(encoding_of(m).as_bytes().to_vec()),
+        "refcount" => Reply::Integer(1),
+        "idletime" => Reply::Integer(0),
+        _ => {
+            return Err(err(
+                "An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.",
+            ))
+        }
+    })
+}
+
+/// `DBSIZE`.
+pub fn dbsize(ctx: &mut Ctx, _: &[Vec<u8>]) -> CmdResult {
+    ctx.txn.wait_all();
+    Ok(Reply::Integer(ctx.shared.store.dbsize(ctx.db)))
+}
+
+fn flush_check(args: &[Vec<u8>]) -> Result<(), Reply> {
+    match args.len() {
+        1 => Ok(()),
+        2 if is(&args[1], "sync") || is(&args[1], "async") => Ok(()),
+        _ => Err(syntax()),
+    }
+}
+
+fn flush_db(ctx: &mut Ctx, db: usize) -> Result<(), Reply> {
+    let store = ctx.shared.store.clone();
+    let ns = ctx
+        .txn
+        .namespaces_mut()
+        .ok_or_else(|| err("flush outside an exclusive transaction"))?;
+    let old = ns.gens[db];
+    ns.gens[db] = ns.next;
+    ns.next = ns
+        .next
+        .checked_add(1)
+        .ok_or_else(|| err("namespaces exhausted"))?;
+    let enc = ns.encode();
+    let batch = ctx.txn.raw_batch();
+    batch.put(&store.subs.sys, crate::store::open::NAMESPACES, enc);
+    batch.put(&store.subs.gc, encoding::ns_prefix(old), []);
+    let n = store.counts[db].load(Ordering::Relaxed);
+    ctx.txn.add_count(db, -n);
+    store.bump_watchers_of_db(db);
+    Ok(())
+}
+
+/// `FLUSHDB [ASYNC|SYNC]`: the database gets a new, empty namespace; the old one's records
+/// are the cleaner's. O(1) for the client either way.
+pub fn flushdb(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    flush_check(args)?;
+    flush_db(ctx, ctx.db)?;
+    Ok(ok())
+}
+
+/// `FLUSHALL [ASYNC|SYNC]`.
+pub fn flushall(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    flush_check(args)?;
+    for db in 0..ctx.shared.store.databases() {
+        flush_db(ctx, db)?;
+    }
+    Ok(ok())
+}
+
+/// `SWAPDB index1 index2`.
+pub fn swapdb(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let dbs = ctx.shared.store.databases() as i64;
+    let a = int(&args[1]).map_err(|_| err("invalid first DB index"))?;
+    let b = int(&args[2]).map_err(|_| err("invalid second DB index"))?;
+    if a < 0 || a >= dbs || b < 0 || b >= dbs {
+        return Err(err("DB index is out of range"));
+    }
+    let (a, b) = (a as usize, b as usize);
+    let store = ctx.shared.store.clone();
+    let ns = ctx
+        .txn
+        .namespaces_mut()
+        .ok_or_else(|| err("swap outside an exclusive transaction"))?;
+    ns.gens.swap(a, b);
+    let enc = ns.encode();
+    ctx.txn
+        .raw_batch()
+        .put(&store.subs.sys, crate::store::open::NAMESPACES, enc);
+    let (na, nb) = (
+        store.counts[a].load(Ordering::Relaxed),
+        store.counts[b].load(Ordering::Relaxed),
+    );
+    ctx.txn.add_count(a, nb - na);
+    ctx.txn.add_count(b, na - nb);
+    store.bump_watchers_of_db(a);
+    store.bump_watchers_of_db(b);
+    Ok(ok())
+}
+
+/// Walks database `db`'s keys from hash `from`: calls `f` with each key and its metadata
+/// until it returns false; the hash to go on from (0 when done).
+fn walk(
+    ctx: &mut Ctx,
+    from: u64,
+    mut f: impl FnMut(u64, &[u8], &Meta) -> bool,
+) -> Result<u64, Reply> {
+    let gen = ctx.txn.gen(ctx.db);
+    let store = &ctx.shared.store;
+    let it = store
+        .db
+        .iter(
+            &store.subs.meta,
+            IterOptions {
+                lower: Some(encoding::meta_seek(gen, from)),
+                prefix: Some(encoding::ns_prefix(gen).to_vec()),
+                ..Default::default()
+            },
+        )
+        .map_err(crate::store::StoreError::from)?;
+    for r in it {
+        let (k, v) = r.map_err(crate::store::StoreError::from)?;
+        let (_, h, key) =
+            encoding::split_meta_key(&k).ok_or_else(|| err("corrupt record: key metadata key"))?;
+        let m = Meta::decode(&v)?;
+        if !f(h, key, &m) {
+            return Ok(h);
+        }
+    }
+    Ok(0)
+}
+
+/// `KEYS pattern`.
+pub fn keys(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let now = ctx.txn.now();
+    let pat = args[1].clone();
+    let all = pat == b"*";
+    let mut out = Vec::new();
+    walk(ctx, 0, |_, k, m| {
+        if !m.expired(now) && (all || glob_match(&pat, k, false)) {
+            out.push(Reply::Bulk(k.to_vec()));
+        }
+        true
+    })?;
+    Ok(Reply::Array(out))
+}
+
+/// Parses a SCAN-family cursor (Redis: `ERR invalid cursor`).
+pub fn cursor(b: &[u8]) -> Result<u64, Reply> {
+    std::str::from_utf8(b)
+        .ok()
+        .filter(|s| !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit()))
+        .and_then(|s| s.parse::<u64>().ok())
+        .ok_or_else(|| err("invalid cursor"))
+}
+
+/// SCAN options: MATCH, COUNT, TYPE (when allowed).
+pub struct ScanOpts {
+    /// Pattern.
+    pub pattern: Option<Vec<u8>>,
+    /// Work per call.
+    pub count: usize,
+    /// Type filter.
+    pub kind: Option<String>,
+    /// NOVALUES (HSCAN, 7.4) is not in 7.0: unused.
+    pub novalues: bool,
+}
+
+/// Parses SCAN-family options from `args`.
+pub fn scan_opts(args: &[Vec<u8>], allow_type: bool) -> Result<ScanOpts, Reply> {
+    let mut o = ScanOpts {
+        pattern: None,
+        count: 10,
+        kind: None,
+        novalues: false,
+    };
+    let mut i = 0;
+    while i < args.len() {
+        let more = i + 1 < args.len();
+        if is(&args[i], "match") && more {
+            o.pattern = Some(args[i + 1].clone()).filter(|p| p != b"*");
+            i += 2;
+        } else if is(&args[i], "count") && more {
+            let c = int(&args[i + 1])?;
+            if c < 1 {
+                return Err(syntax());
+            }
+            o.count = c as usize;
+            i += 2;
+        } else if is(&args[i], "type") && more && allow_type {
+            o.kind = Some(lower(&args[i + 1]));
+            i += 2;
+        } else {
+            return Err(syntax());
+        }
+    }
+    Ok(o)
+}
+
+/// `SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]`: the cursor is a position in
+/// hash order, so a key present for the whole iteration is returned, and returned once.
+pub fn scan(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let from = cursor(&args[1])?;
+    let o = scan_opts(&args[2..], true)?;
+    if from >= 1 << 63 {
+        return Ok(Reply::Array(vec![
+            Reply::Bulk(b"0".to_vec()),
+            Reply::Array(vec![]),
+        ]));
+    }
+    let now = ctx.txn.now();
+    let mut out = Vec::new();
+    let mut seen = 0usize;
+    let mut last = None;
+    let next = walk(ctx, from, |h, k, m| {
+        if seen >= o.count && last != Some(h) {
+            return false;
+        }
+        seen += 1;
+        last = Some(h);
+        if !m.expired(now)
+            && o.pattern.as_ref().is_none_or(|p| glob_match(p, k, false))
+            && o.kind.as_ref().is_none_or(|t| t == m.kind.name())
+        {
+            out.push(Reply::Bulk(k.to_vec()));
+        }
+        true
+    })?;
+    Ok(Reply::Array(vec![
+        Reply::Bulk(next.to_string().into_bytes()),
+        Reply::Array(out),
+    ]))
+}
+
+/// `RANDOMKEY`.
+pub fn randomkey(ctx: &mut Ctx, _: &[Vec<u8>]) -> CmdResult {
+    let now = ctx.txn.now();
+    let start = crate::shared::random_u64() >> 1;
+    let mut found = None;
+    let mut scanned = 0u64;
+    for from in [start, 0] {
+        walk(ctx, from, |_, k, m| {
+            scanned += 1;
+            if !m.expired(now) {
+                found = Some(k.to_vec());
+                return false;
+            }
+            scanned < 1_000_000
+        })?;
+        if found.is_some() {
+            break;
+        }
+    }
+    Ok(found.map_or(Reply::Nil, Reply::Bulk))
+}

@@ -1,0 +1,269 @@
+//! Commands: the table ([`table`]), how one runs ([`execute`]) and the helpers their
+//! handlers share. Each family lives in a file of its own.
+
+pub mod args;
+pub mod connection;
+pub mod hashes;
+pub mod keys;
+pub mod multi;
+pub mod server;
+pub mod strings;
+pub mod table;
+
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use nacre_resp::Reply;
+
+use crate::client::Client;
+use crate::shared::{now_ms, Shared};
+use crate::store::txn::{Ticket, Txn};
+use crate::store::StoreError;
+pub use table::{lookup, Command, Run, COMMANDS};
+
+/// A handler's outcome: a reply, or an error reply.
+pub type CmdResult = Result<Reply, Reply>;
+
+/// A keyspace command's context: its transaction and the client's database.
+pub struct Ctx<'a, 's> {
+    /// The transaction holding the command's keys.
+    pub txn: &'a mut Txn<'s>,
+    /// Selected database.
+    pub db: usize,
+    /// The server.
+    pub shared: &'a Shared,
+    /// The client's protocol version.
+    pub resp: u8,
+}
+
+/// What the connection does after a command.
+pub enum Outcome {
+    /// Send this once `Ticket` is durable.
+    Reply(Reply, Ticket),
+    /// Send this, then close the connection.
+    Close(Reply),
+    /// Sleep, then reply `+OK` (`DEBUG SLEEP`).
+    Sleep(std::time::Duration),
+    /// Run on a blocking thread, then reply (`SAVE`, `DEBUG RELOAD`).
+    Blocking(Box<dyn FnOnce() -> Reply + Send>),
+    /// Wait until this ticket is durable, then run the request again (commands that read
+    /// whole databases from the engine, which shows only durable writes).
+    After(Ticket, Vec<Vec<u8>>),
+    /// Enter monitor mode.
+    Monitor,
+    /// Shut the server down (reply only on failure).
+    Shutdown,
+    /// Nothing (an empty request).
+    Nothing,
+}
+
+impl From<StoreError> for Reply {
+    fn from(e: StoreError) -> Reply {
+        Reply::Error(format!("ERR {e}"))
+    }
+}
+
+/// An error reply with Redis's `ERR ` prefix.
+pub fn err(msg: impl AsRef<str>) -> Reply {
+    Reply::Error(format!("ERR {}", msg.as_ref()))
+}
+
+/// Redis's wrong-type error.
+pub fn wrongtype() -> Reply {
+    Reply::Error("WRONGTYPE Operation against a key holding the wrong kind of value".into())
+}
+
+/// Redis's syntax error.
+pub fn syntax() -> Reply {
+    err("syntax error")
+}
+
+/// `+OK`.
+pub fn ok() -> Reply {
+    Reply::Simple("OK".into())
+}
+
+/// The wrong-arity error for `name`.
+pub fn arity_error(name: &str) -> Reply {
+    err(format!("wrong number of arguments for '{name}' command"))
+}
+
+fn unknown_command(args: &[Vec<u8>]) -> Reply {
+    let name = String::from_utf8_lossy(&args[0]);
+    let mut msg = format!(
+        "unknown command '{}', with args beginning with: ",
+        name.chars().take(128).collect::<String>()
+    );
+    for a in args[1..].iter() {
+        let a = String::from_utf8_lossy(a);
+        msg.push_str(&format!("'{}' ", a.chars().take(128).collect::<String>()));
+        if msg.len() > 1024 {
+            break;
+        }
+    }
+    err(msg)
+}
+
+/// Checks a command's arity (positive: exact; negative: at least).
+pub fn arity_ok(arity: i32, n: usize) -> bool {
+    if arity >= 0 {
+        n == arity as usize
+    } else {
+        n >= arity.unsigned_abs() as usize
+    }
+}
+
+/// Runs one request of `client`.
+pub fn execute(shared: &Shared, client: &mut Client, args: Vec<Vec<u8>>) -> Outcome {
+    if args.is_empty() {
+        return Outcome::Nothing;
+    }
+    let started = Instant::now();
+    shared.counters.commands.fetch_add(1, Ordering::Relaxed);
+    let out = dispatch(shared, client, &args);
+    let micros = started.elapsed().as_micros() as u64;
+    shared.slowlog_add(micros, &args, &client.info);
+    if shared.monitors.load(Ordering::Relaxed) > 0 && !client.info.monitor.load(Ordering::Relaxed) {
+        feed_monitor(shared, client, &args);
+    }
+    if let Outcome::Reply(Reply::Error(_), _) = &out {
+        shared.counters.errors.fetch_add(1, Ordering::Relaxed);
+    }
+    out
+}
+
+fn feed_monitor(shared: &Shared, client: &Client, args: &[Vec<u8>]) {
+    let now = crate::shared::now_ms();
+    let mut line = format!(
+        "+{}.{:06} [{} {}]",
+        now / 1000,
+        (now % 1000) * 1000,
+        client.db,
+        client.info.addr
+    );
+    for a in args {
+        line.push_str(" \"");
+        for &b in a {
+            match b {
+                b'"' => line.push_str("\\\""),
+                b'\\' => line.push_str("\\\\"),
+                b'\n' => line.push_str("\\n"),
+                b'\r' => line.push_str("\\r"),
+                b'\t' => line.push_str("\\t"),
+                0x20..=0x7e => line.push(b as char),
+                _ => line.push_str(&format!("\\x{b:02x}")),
+            }
+        }
+        line.push('"');
+    }
+    line.push_str("\r\n");
+    let _ = shared.monitor.send(std::sync::Arc::new(line.into_bytes()));
+}
+
+fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
+    let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
+    *client.info.last_cmd.lock() = name.clone();
+    *client.info.last.lock() = Instant::now();
+    let Some(cmd) = lookup(&name) else {
+        if client.multi.is_some() {
+            client.multi_failed = true;
+        }
+        return Outcome::Reply(unknown_command(args), Ticket(0));
+    };
+    if !client.authed && !cmd.flags.contains(&"no-auth") {
+        if client.multi.is_some() {
+            client.multi_failed = true;
+        }
+        return Outcome::Reply(
+            Reply::Error("NOAUTH Authentication required.".into()),
+            Ticket(0),
+        );
+    }
+    if !arity_ok(cmd.arity, args.len()) {
+        if client.multi.is_some() {
+            client.multi_failed = true;
+        }
+        return Outcome::Reply(arity_error(cmd.name), Ticket(0));
+    }
+    if client.multi.is_some()
+        && !matches!(
+            cmd.name,
+            "exec" | "discard" | "multi" | "watch" | "quit" | "reset"
+        )
+    {
+        if cmd.flags.contains(&"no-multi") {
+            client.multi_failed = true;
+            return Outcome::Reply(
+                err(format!("Command not allowed inside a transaction")),
+                Ticket(0),
+            );
+        }
+        if let Some(q) = client.multi.as_mut() {
+            q.push(args.to_vec());
+        }
+        return Outcome::Reply(Reply::Simple("QUEUED".into()), Ticket(0));
+    }
+    match cmd.run {
+        Run::Conn(f) => f(shared, client, args),
+        Run::Key(_) => {
+            if cmd.flags.contains(&"write") {
+                if let Some(why) = shared.store.commits.refusing() {
+                    return Outcome::Reply(
+                        Reply::Error(format!(
+                            "MISCONF a commit failed ({why}); writes are refused until the commits queued before it are resolved"
+                        )),
+                        Ticket(0),
+                    );
+                }
+            }
+            if cmd.flags.contains(&"whole") {
+                let last = shared.store.commits.last();
+                if !shared.store.commits.is_done(last) {
+                    return Outcome::After(Ticket(last), args.to_vec());
+                }
+            }
+            let keys = match table::keys_of(cmd, client.db, args, shared.store.databases()) {
+                Ok(k) => k,
+                Err(e) => return Outcome::Reply(e, Ticket(0)),
+            };
+            let refs: Vec<(usize, &[u8])> = keys.iter().map(|(d, k)| (*d, k.as_slice())).collect();
+            let mut txn = if cmd.flags.contains(&"exclusive") {
+                Txn::exclusive(&shared.store, &refs, now_ms())
+            } else {
+                shared.store.txn(&refs, now_ms())
+            };
+            let reply = run_key(cmd, &mut txn, client, shared, args);
+            let ticket = txn.commit();
+            Outcome::Reply(reply, ticket)
+        }
+    }
+}
+
+/// Runs a keyspace command inside `txn`.
+pub fn run_key(
+    cmd: &Command,
+    txn: &mut Txn<'_>,
+    client: &Client,
+    shared: &Shared,
+    args: &[Vec<u8>],
+) -> Reply {
+    let Run::Key(f) = cmd.run else {
+        return err("not a keyspace command");
+    };
+    let mut ctx = Ctx {
+        txn,
+        db: client.db,
+        shared,
+        resp: client.resp,
+    };
+    let r = f(&mut ctx, args).unwrap_or_else(|e| e);
+    if let Reply::Nil = r {
+        // Hit and miss counts follow the reply of read commands.
+        if cmd.flags.contains(&"readonly") {
+            shared.counters.misses.fetch_add(1, Ordering::Relaxed);
+        }
+    } else if cmd.flags.contains(&"readonly") {
+        shared.counters.hits.fetch_add(1, Ordering::Relaxed);
+    }
+    r
+}

@@ -1,0 +1,167 @@
+//! Transactions: MULTI EXEC DISCARD WATCH UNWATCH. `EXEC` runs every queued command in one
+//! transaction over the union of their keys and the watched keys, and queues one batch: it
+//! is atomic, isolated and one group commit.
+
+use std::sync::atomic::Ordering;
+
+use nacre_resp::Reply;
+
+use super::table::{keys_of, lookup, Run};
+use super::{err, ok, run_key, Outcome};
+use crate::client::{Client, WatchedKey};
+use crate::shared::{now_ms, Shared};
+use crate::store::txn::{Ticket, Txn};
+
+fn reply(r: Reply) -> Outcome {
+    Outcome::Reply(r, Ticket(0))
+}
+
+/// `MULTI`.
+pub fn multi(_: &Shared, client: &mut Client, _: &[Vec<u8>]) -> Outcome {
+    if client.multi.is_some() {
+        return reply(err("MULTI calls can not be nested"));
+    }
+    client.multi = Some(Vec::new());
+    client.multi_failed = false;
+    client.info.multi.store(true, Ordering::Relaxed);
+    reply(ok())
+}
+
+/// `DISCARD`.
+pub fn discard(shared: &Shared, client: &mut Client, _: &[Vec<u8>]) -> Outcome {
+    if client.multi.is_none() {
+        return reply(err("DISCARD without MULTI"));
+    }
+    client.end_multi(shared);
+    reply(ok())
+}
+
+/// `WATCH key [key ...]`.
+pub fn watch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
+    if client.multi.is_some() {
+        return reply(err("WATCH inside MULTI is not allowed"));
+    }
+    for key in &args[1..] {
+        if client
+            .watched
+            .iter()
+            .any(|w| w.db == client.db && w.key == *key)
+        {
+            continue;
+        }
+        let mut txn = shared.store.txn(&[(client.db, key)], now_ms());
+        let existed = match txn.get(client.db, key) {
+            Ok(m) => m.is_some(),
+            Err(e) => return reply(e.into()),
+        };
+        let epoch = txn.watch(client.db, key);
+        drop(txn);
+        client.watched.push(WatchedKey {
+            db: client.db,
+            key: key.clone(),
+            epoch,
+            existed,
+        });
+    }
+    client
+        .info
+        .watching
+        .store(client.watched.len(), Ordering::Relaxed);
+    reply(ok())
+}
+
+/// `UNWATCH`.
+pub fn unwatch(shared: &Shared, client: &mut Client, _: &[Vec<u8>]) -> Outcome {
+    client.unwatch_all(shared);
+    reply(ok())
+}
+
+/// `EXEC`.
+pub fn exec(shared: &Shared, client: &mut Client, _: &[Vec<u8>]) -> Outcome {
+    let Some(queue) = client.multi.take() else {
+        return reply(err("EXEC without MULTI"));
+    };
+    if client.multi_failed {
+        client.end_multi(shared);
+        return reply(Reply::Error(
+            "EXECABORT Transaction discarded because of previous errors.".into(),
+        ));
+    }
+    // Every key the queued commands name (following SELECTs), and the watched ones.
+    let mut db = client.db;
+    let mut keys: Vec<(usize, Vec<u8>)> = Vec::new();
+    let mut exclusive = false;
+    let mut writes = false;
+    let mut key_errors: Vec<Option<Reply>> = Vec::with_capacity(queue.len());
+    for args in &queue {
+        let Some(cmd) = lookup(&super::args::lower(&args[0])) else {
+            key_errors.push(None);
+            continue;
+        };
+        if cmd.name == "select" {
+            if let Ok(d) = super::args::int(&args[1]) {
+                if d >= 0 && (d as usize) < shared.store.databases() {
+                    db = d as usize;
+                }
+            }
+        }
+        exclusive |= cmd.flags.contains(&"exclusive");
+        writes |= cmd.flags.contains(&"write");
+        match keys_of(cmd, db, args, shared.store.databases()) {
+            Ok(k) => {
+                keys.extend(k);
+                key_errors.push(None);
+            }
+            Err(e) => key_errors.push(Some(e)),
+        }
+    }
+    keys.extend(client.watched.iter().map(|w| (w.db, w.key.clone())));
+    if writes {
+        if let Some(why) = shared.store.commits.refusing() {
+            client.end_multi(shared);
+            return reply(Reply::Error(format!(
+                "MISCONF a commit failed ({why}); writes are refused until the commits queued before it are resolved"
+            )));
+        }
+    }
+    let refs: Vec<(usize, &[u8])> = keys.iter().map(|(d, k)| (*d, k.as_slice())).collect();
+    let now = now_ms();
+    let mut txn = if exclusive {
+        Txn::exclusive(&shared.store, &refs, now)
+    } else {
+        shared.store.txn(&refs, now)
+    };
+    for w in &client.watched {
+        let changed = txn.watch_epoch(w.db, &w.key) != Some(w.epoch);
+        let expired = w.existed && txn.expired(w.db, &w.key).unwrap_or(true);
+        if changed || expired {
+            let t = txn.read_ticket();
+            drop(txn);
+            client.end_multi(shared);
+            return Outcome::Reply(Reply::Nil, t);
+        }
+    }
+    let mut replies = Vec::with_capacity(queue.len());
+    for (args, kerr) in queue.iter().zip(key_errors) {
+        if let Some(e) = kerr {
+            replies.push(e);
+            continue;
+        }
+        let Some(cmd) = lookup(&super::args::lower(&args[0])) else {
+            replies.push(err("unknown command"));
+            continue;
+        };
+        let r = match cmd.run {
+            Run::Key(_) => run_key(cmd, &mut txn, client, shared, args),
+            Run::Conn(f) => match f(shared, client, args) {
+                Outcome::Reply(r, _) | Outcome::Close(r) => r,
+                Outcome::After(..) => err("cannot run inside MULTI"),
+                _ => ok(),
+            },
+        };
+        replies.push(r);
+    }
+    let ticket = txn.commit();
+    client.end_multi(shared);
+    Outcome::Reply(Reply::Array(replies), ticket)
+}

@@ -1,0 +1,622 @@
+//! Server commands: COMMAND INFO CONFIG TIME LASTSAVE SAVE BGSAVE SHUTDOWN DEBUG MONITOR
+//! SLOWLOG.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use nacre_resp::Reply;
+
+use super::args::{float, int, is, lower};
+use super::table::{unknown_subcommand, COMMANDS};
+use super::{arity_error, err, ok, syntax, Command, Outcome};
+use crate::client::Client;
+use crate::glob::glob_match;
+use crate::shared::{now_ms, Shared};
+use crate::store::txn::Ticket;
+
+fn reply(r: Reply) -> Outcome {
+    Outcome::Reply(r, Ticket(0))
+}
+
+fn bulk(s: impl Into<String>) -> Reply {
+    Reply::Bulk(s.into().into_bytes())
+}
+
+fn help(lines: &[&str]) -> Outcome {
+    reply(Reply::Array(
+        lines.iter().map(|s| Reply::Simple(s.to_string())).collect(),
+    ))
+}
+
+fn command_info(c: &Command) -> Reply {
+    let (first, last, step) = c.key_spec();
+    let flags: Vec<Reply> = c
+        .flags
+        .iter()
+        .filter(|f| !matches!(**f, "exclusive" | "whole"))
+        .map(|f| Reply::Simple(f.to_string()))
+        .collect();
+    let acl = format!("@{}", c.group);
+    Reply::Array(vec![
+        bulk(c.name),
+        Reply::Integer(c.arity.into()),
+        Reply::Set(flags),
+        Reply::Integer(first),
+        Reply::Integer(last),
+        Reply::Integer(step),
+        Reply::Set(vec![Reply::Simple(acl)]),
+        Reply::Set(vec![]),
+        Reply::Array(vec![]),
+        Reply::Array(vec![]),
+    ])
+}
+
+fn command_docs(c: &Command) -> (Reply, Reply) {
+    (
+        bulk(c.name),
+        Reply::Map(vec![
+            (bulk("summary"), bulk(c.summary)),
+            (bulk("since"), bulk(c.since)),
+            (bulk("group"), bulk(c.group)),
+        ]),
+    )
+}
+
+/// `COMMAND [COUNT|INFO|DOCS|LIST|GETKEYS|HELP]`.
+pub fn command(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
+    if args.len() == 1 {
+        return reply(Reply::Array(COMMANDS.iter().map(command_info).collect()));
+    }
+    let find = |n: &[u8]| super::lookup(&lower(n));
+    match lower(&args[1]).as_str() {
+        "count" if args.len() == 2 => reply(Reply::Integer(COMMANDS.len() as i64)),
+        "info" => reply(Reply::Array(if args.len() == 2 {
+            COMMANDS.iter().map(command_info).collect()
+        } else {
+            args[2..]
+                .iter()
+                .map(|n| find(n).map_or(Reply::Nil, command_info))
+                .collect()
+        })),
+        "docs" => reply(Reply::Map(if args.len() == 2 {
+            COMMANDS.iter().map(command_docs).collect()
+        } else {
+            args[2..]
+                .iter()
+                .filter_map(|n| find(n))
+                .map(command_docs)
+                .collect()
+        })),
+        "list" => {
+            let pattern = match args.len() {
+                2 => None,
+                5 if is(&args[2], "filterby") && is(&args[3], "pattern") => Some(args[4].clone()),
+                5 if is(&args[2], "filterby") && is(&args[3], "aclcat") => {
+                    let cat = lower(&args[4]);
+                    return reply(Reply::Array(
+                        COMMANDS
+                            .iter()
+                            .filter(|c| c.group == cat)
+                            .map(|c| bulk(c.name))
+                            .collect(),
+                    ));
+                }
+                5 if is(&args[2], "filterby") && is(&args[3], "module") => {
+                    return reply(Reply::Array(vec![]))
+                }
+                _ => return reply(syntax()),
+            };
+            reply(Reply::Array(
+                COMMANDS
+                    .iter()
+                    .filter(|c| {
+                        pattern
+                            .as_ref()
+                            .is_none_or(|p| glob_match(p, c.name.as_bytes(), true))
+                    })
+                    .map(|c| bulk(c.name))
+                    .collect(),
+            ))
+        }
+        "getkeys" if args.len() >= 3 => {
+            let Some(c) = find(&args[2]) else {
+                return reply(err("Invalid command specified"));
+            };
+            if !super::arity_ok(c.arity, args.len() - 2) {
+                return reply(err("Invalid number of arguments specified for command"));
+            }
+            match super::table::keys_of(c, client.db, &args[2..], shared.store.databases()) {
+                Ok(k) if k.is_empty() => reply(err("The command has no key arguments")),
+                Ok(k) => reply(Reply::Array(
+                    k.into_iter().map(|(_, k)| Reply::Bulk(k)).collect(),
+                )),
+                Err(e) => reply(e),
+            }
+        }
+        "help" => help(&[
+            "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "(no subcommand)",
+            "    Return details about all commands.",
+            "COUNT",
+            "    Return the total number of commands in this server.",
+            "LIST",
+            "    Return a list of all commands in this server.",
+            "INFO [<command-name> ...]",
+            "    Return details about multiple commands.",
+            "DOCS [<command-name> ...]",
+            "    Return documentation details about multiple commands.",
+            "GETKEYS <full-command>",
+            "    Return the keys from a full command.",
+            "HELP",
+            "    Print this help.",
+        ]),
+        "count" | "getkeys" => reply(arity_error(&format!("command|{}", lower(&args[1])))),
+        _ => reply(unknown_subcommand(&args[1], "command")),
+    }
+}
+
+/// The text of `INFO` for `sections` (empty: the default ones).
+pub fn info_text(shared: &Shared, sections: &[String]) -> String {
+    let all = sections.iter().any(|s| s == "all" || s == "everything");
+    let want = |s: &str| {
+        sections.is_empty() && s != "commandstats"
+            || all
+            || sections
+                .iter()
+                .any(|x| x == s || (x == "default" && s != "commandstats"))
+    };
+    let store = &shared.store;
+    let cfg = shared.config.read().clone();
+    let mut out = String::new();
+    let uptime = shared.started.elapsed().as_secs();
+    if want("server") {
+        out.push_str(&format!(
+            "# Server\r\nredis_version:{}\r\nnacre_version:{}\r\nredis_mode:standalone\r\nos:{}\r\narch_bits:64\r\nmultiplexing_api:epoll\r\nprocess_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\nexecutable:{}\r\nconfig_file:{}\r\n\r\n",
+            crate::REDIS_VERSION,
+            env!("CARGO_PKG_VERSION"),
+            std::env::consts::OS,
+            std::process::id(),
+            cfg.port,
+            uptime,
+            uptime / 86400,
+            std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default(),
+            cfg.file.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
+        ));
+    }
+    if want("clients") {
+        let clients = shared.clients.lock();
+        let watching = clients
+            .values()
+            .filter(|c| c.watching.load(Ordering::Relaxed) > 0)
+            .count();
+        out.push_str(&format!(
+            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:0\r\nwatching_clients:{}\r\n\r\n",
+            clients.len(),
+            cfg.maxclients,
+            watching
+        ));
+    }
+    let stats = store.db.stats();
+    if want("memory") {
+        let used = stats.live_bytes;
+        let total = stats.zones * stats.zone_size;
+        out.push_str(&format!(
+            "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nmaxmemory:{total}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:noeviction\r\n\r\n",
+            human(used),
+            human(total)
+        ));
+    }
+    if want("persistence") {
+        out.push_str(&format!(
+            "# Persistence\r\nloading:0\r\nasync_loading:0\r\nrdb_changes_since_last_save:0\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\nnacre_durability:every acknowledged write\r\nnacre_last_start_clean:{}\r\nnacre_last_recovery_ms:{}\r\nnacre_last_key_count_ms:{}\r\n\r\n",
+            u8::from(shared.saving.load(Ordering::Relaxed)),
+            shared.lastsave.load(Ordering::Relaxed),
+            if shared.last_save_ok.load(Ordering::Relaxed) { "ok" } else { "err" },
+            u8::from(shared.start.clean),
+            shared.start.recovery.as_millis(),
+            shared.start.counting.as_millis(),
+        ));
+    }
+    if want("stats") {
+        let c = &shared.counters;
+        out.push_str(&format!(
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\ntotal_error_replies:{}\r\n\r\n",
+            c.connections.load(Ordering::Relaxed),
+            c.commands.load(Ordering::Relaxed),
+            c.net_in.load(Ordering::Relaxed),
+            c.net_out.load(Ordering::Relaxed),
+            c.rejected.load(Ordering::Relaxed),
+            store.expired_keys.load(Ordering::Relaxed),
+            c.hits.load(Ordering::Relaxed),
+            c.misses.load(Ordering::Relaxed),
+            c.errors.load(Ordering::Relaxed),
+        ));
+    }
+    if want("replication") {
+        out.push_str("# Replication\r\nrole:master\r\nconnected_slaves:0\r\n\r\n");
+    }
+    if want("nacre") {
+        let pm_total = stats.zones * stats.zone_size;
+        out.push_str(&format!(
+            "# Nacre\r\nbackend:{}\r\nwrite_survives:{}\r\npm_total_bytes:{}\r\npm_used_bytes:{}\r\npm_free_bytes:{}\r\nzones:{}\r\nzones_free:{}\r\nzone_size:{}\r\ncommit_groups:{}\r\ncommits_queued:{}\r\npm_bytes_written:{}\r\nuser_bytes_written:{}\r\ncleaner_zones_freed:{}\r\ncleaner_moved_bytes:{}\r\nstalls:{}\r\ndamaged_zones:{}\r\nold_version_records_deleted:{}\r\n\r\n",
+            shared.start.backend,
+            shared.start.survives,
+            pm_total,
+            stats.live_bytes,
+            stats.zones_free * stats.zone_size,
+            stats.zones,
+            stats.zones_free,
+            stats.zone_size,
+            stats.commit_groups,
+            store.commits.last(),
+            stats.pm_bytes_written,
+            stats.user_bytes_written,
+            stats.cleaner_zones_freed,
+            stats.cleaner_moved_bytes,
+            stats.stalls,
+            stats.damaged_zones,
+            store.gc_records.load(Ordering::Relaxed),
+        ));
+    }
+    if want("keyspace") {
+        out.push_str("# Keyspace\r\n");
+        for db in 0..store.databases() {
+            let n = store.dbsize(db);
+            if n > 0 {
+                out.push_str(&format!("db{db}:keys={n},expires=0,avg_ttl=0\r\n"));
+            }
+        }
+        out.push_str("\r\n");
+    }
+    while out.ends_with("\r\n\r\n") {
+        out.truncate(out.len() - 2);
+    }
+    out
+}
+
+fn human(b: u64) -> String {
+    let f = b as f64;
+    if f >= (1u64 << 30) as f64 {
+        format!("{:.2}G", f / (1u64 << 30) as f64)
+    } else if f >= (1u64 << 20) as f64 {
+        format!("{:.2}M", f / (1u64 << 20) as f64)
+    } else if f >= 1024.0 {
+        format!("{:.2}K", f / 1024.0)
+    } else {
+        format!("{b}B")
+    }
+}
+
+/// `INFO [section ...]`.
+pub fn info(shared: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
+    let sections: Vec<String> = args[1..].iter().map(|a| lower(a)).collect();
+    reply(Reply::Bulk(info_text(shared, &sections).into_bytes()))
+}
+
+/// Runtime parameters `CONFIG GET` lists besides the file directives.
+const RUNTIME: [&str; 3] = ["slowlog-log-slower-than", "slowlog-max-len", "save"];
+
+fn config_get(shared: &Shared, pat: &[u8]) -> Vec<(String, String)> {
+    let cfg = shared.config.read();
+    let mut out = Vec::new();
+    for name in crate::config::DIRECTIVES.iter().chain(RUNTIME.iter()) {
+        if !glob_match(pat, name.as_bytes(), true) {
+            continue;
+        }
+        let v = match *name {
+            "slowlog-log-slower-than" => shared
+                .slowlog_slower_than
+                .load(Ordering::Relaxed)
+                .to_string(),
+            "slowlog-max-len" => shared.slowlog_max_len.load(Ordering::Relaxed).to_string(),
+            "save" => String::new(),
+            n => cfg.get(n).unwrap_or_default(),
+        };
+        out.push((name.to_string(), v));
+    }
+    out
+}
+
+/// `CONFIG GET|SET|RESETSTAT|REWRITE|HELP`.
+pub fn config(shared: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
+    match lower(&args[1]).as_str() {
+        "get" if args.len() >= 3 => {
+            let mut seen = std::collections::BTreeMap::new();
+            for p in &args[2..] {
+                for (k, v) in config_get(shared, p) {
+                    seen.insert(k, v);
+                }
+            }
+            reply(Reply::Map(
+                seen.into_iter().map(|(k, v)| (bulk(k), bulk(v))).collect(),
+            ))
+        }
+        "set" if args.len() >= 4 && args.len() % 2 == 0 => {
+            let mut cfg = shared.config.read().clone();
+            for pair in args[2..].chunks(2) {
+                let name = lower(&pair[0]);
+                let val = String::from_utf8_lossy(&pair[1]).into_owned();
+                let r = match name.as_str() {
+                    "slowlog-log-slower-than" => match int(&pair[1]) {
+                        Ok(v) => {
+                            shared.slowlog_slower_than.store(v, Ordering::Relaxed);
+                            Ok(())
+                        }
+                        Err(_) => Err("argument couldn't be parsed into an integer".to_string()),
+                    },
+                    "slowlog-max-len" => match int(&pair[1]) {
+                        Ok(v) if v >= 0 => {
+                            shared.slowlog_max_len.store(v as usize, Ordering::Relaxed);
+                            Ok(())
+                        }
+                        _ => Err("argument couldn't be parsed into an integer".to_string()),
+                    },
+                    "save" => Ok(()),
+                    "port" | "bind" | "dir" | "databases" | "pmem-size" | "pmem-backend"
+                    | "logfile" => Err("can't set immutable config".to_string()),
+                    n if crate::config::DIRECTIVES.contains(&n) => {
+                        let words = nacre_resp::split_args(&pair[1]).unwrap_or_default();
+                        let words: Vec<String> = if name == "requirepass" {
+                            vec![val.clone()]
+                        } else {
+                            words
+                                .iter()
+                                .map(|w| String::from_utf8_lossy(w).into_owned())
+                                .collect()
+                        };
+                        cfg.set(n, &words)
+                    }
+                    _ => Err("Unknown option or number of arguments for CONFIG SET".to_string()),
+                };
+                if let Err(why) = r {
+                    return reply(err(format!(
+                        "CONFIG SET failed (possibly related to argument '{name}') - {why}"
+                    )));
+                }
+            }
+            *shared.config.write() = cfg;
+            reply(ok())
+        }
+        "resetstat" if args.len() == 2 => {
+            let c = &shared.counters;
+            for a in [
+                &c.commands,
+                &c.hits,
+                &c.misses,
+                &c.net_in,
+                &c.net_out,
+                &c.errors,
+                &c.rejected,
+                &c.connections,
+            ] {
+                a.store(0, Ordering::Relaxed);
+            }
+            shared.store.expired_keys.store(0, Ordering::Relaxed);
+            reply(ok())
+        }
+        "rewrite" if args.len() == 2 => {
+            let cfg = shared.config.read().clone();
+            match crate::config_rewrite::rewrite(&cfg) {
+                Ok(()) => reply(ok()),
+                Err(e) => reply(err(e)),
+            }
+        }
+        "help" => help(&[
+            "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "GET <pattern>",
+            "    Return parameters matching the glob-like <pattern> and their values.",
+            "SET <directive> <value>",
+            "    Set the configuration <directive> to <value>.",
+            "RESETSTAT",
+            "    Reset statistics reported by the INFO command.",
+            "REWRITE",
+            "    Rewrite the configuration file.",
+            "HELP",
+            "    Print this help.",
+        ]),
+        s @ ("get" | "set" | "resetstat" | "rewrite") => reply(arity_error(&format!("config|{s}"))),
+        _ => reply(unknown_subcommand(&args[1], "config")),
+    }
+}
+
+/// `TIME`.
+pub fn time(_: &Shared, _: &mut Client, _: &[Vec<u8>]) -> Outcome {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    reply(Reply::Array(vec![
+        bulk(d.as_secs().to_string()),
+        bulk(d.subsec_micros().to_string()),
+    ]))
+}
+
+/// `LASTSAVE`.
+pub fn lastsave(shared: &Shared, _: &mut Client, _: &[Vec<u8>]) -> Outcome {
+    reply(Reply::Integer(
+        shared.lastsave.load(Ordering::Relaxed) as i64
+    ))
+}
+
+/// Writes a checkpoint now (on the calling thread).
+pub fn checkpoint(shared: &Shared) -> Result<(), String> {
+    let (dir, opts) = {
+        let cfg = shared.config.read();
+        let mut o = nacre::Options::new(cfg.dir.join(crate::store::open::POOL_FILE))
+            .backend(cfg.pmem_backend);
+        o.pool_size = cfg.pmem_size;
+        (cfg.dir.clone(), o)
+    };
+    let t = std::time::Instant::now();
+    let r = crate::store::checkpoint::save(&shared.store, &dir, &opts);
+    shared.saving.store(false, Ordering::Release);
+    match r {
+        Ok(s) => {
+            shared.lastsave.store(now_ms() / 1000, Ordering::Relaxed);
+            shared.last_save_ok.store(true, Ordering::Relaxed);
+            tracing::info!(dir = %s.dir.display(), keys = s.keys, records = s.records, ms = t.elapsed().as_millis() as u64, "checkpoint saved");
+            Ok(())
+        }
+        Err(e) => {
+            shared.last_save_ok.store(false, Ordering::Relaxed);
+            tracing::error!(error = %e, "checkpoint failed");
+            Err(e.to_string())
+        }
+    }
+}
+
+/// `SAVE`.
+pub fn save(shared: &Shared, _: &mut Client, _: &[Vec<u8>]) -> Outcome {
+    if shared.saving.swap(true, Ordering::AcqRel) {
+        return reply(err("Background save already in progress"));
+    }
+    let shared = shared.handle();
+    Outcome::Blocking(Box::new(move || match checkpoint(&shared) {
+        Ok(()) => ok(),
+        Err(e) => err(e),
+    }))
+}
+
+/// `BGSAVE [SCHEDULE]`.
+pub fn bgsave(shared: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
+    if args.len() > 2 || (args.len() == 2 && !is(&args[1], "schedule")) {
+        return reply(syntax());
+    }
+    if shared.saving.swap(true, Ordering::AcqRel) {
+        return reply(err("Background save already in progress"));
+    }
+    let handle = shared.handle();
+    std::thread::spawn(move || {
+        let _ = checkpoint(&handle);
+    });
+    reply(Reply::Simple("Background saving started".into()))
+}
+
+/// `SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]`.
+pub fn shutdown(shared: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
+    let mut save = false;
+    for a in &args[1..] {
+        match lower(a).as_str() {
+            "save" => save = true,
+            "nosave" | "now" | "force" => {}
+            "abort" => return reply(err("No shutdown in progress.")),
+            _ => return reply(syntax()),
+        }
+    }
+    if save {
+        if shared.saving.swap(true, Ordering::AcqRel) {
+            return reply(err("Errors trying to SHUTDOWN. Check logs."));
+        }
+        if let Err(e) = checkpoint(shared) {
+            tracing::error!(error = %e, "SHUTDOWN SAVE: the checkpoint failed, not shutting down");
+            return reply(err("Errors trying to SHUTDOWN. Check logs."));
+        }
+    }
+    Outcome::Shutdown
+}
+
+/// `DEBUG SLEEP|RELOAD|OBJECT|HELP`.
+pub fn debug(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
+    match lower(&args[1]).as_str() {
+        "sleep" if args.len() == 3 => match float(&args[2]) {
+            Ok(s) if s >= 0.0 => Outcome::Sleep(Duration::from_secs_f64(s.min(1e6))),
+            _ => reply(err("value is not a valid float")),
+        },
+        "reload" => {
+            // The engine needs no reload: every acknowledged write is already in the pool.
+            // Like Redis, the reply comes once what was written is durable.
+            reply_after_all(shared)
+        }
+        "object" if args.len() == 3 => {
+            let mut txn = shared.store.txn(&[(client.db, &args[2])], now_ms());
+            match txn.get(client.db, &args[2]) {
+                Ok(Some(m)) => {
+                    let s = format!(
+                        "Value at:0x0 refcount:1 encoding:{} serializedlength:{} lru:0 lru_seconds_idle:0",
+                        super::keys::encoding_of(m),
+                        if m.kind.is_collection() { m.size as usize } else { m.payload.len() }
+                    );
+                    let t = txn.read_ticket();
+                    drop(txn);
+                    Outcome::Reply(Reply::Simple(s), t)
+                }
+                Ok(None) => reply(err("no such key")),
+                Err(e) => reply(e.into()),
+            }
+        }
+        "help" => help(&[
+            "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "OBJECT <key>",
+            "    Show low-level info about the key and associated value.",
+            "RELOAD",
+            "    Wait until every acknowledged write is durable (they always are).",
+            "SLEEP <seconds>",
+            "    Stop the server for <seconds>. Decimals allowed.",
+            "HELP",
+            "    Print this help.",
+        ]),
+        _ => reply(unknown_subcommand(&args[1], "debug")),
+    }
+}
+
+fn reply_after_all(shared: &Shared) -> Outcome {
+    Outcome::Reply(ok(), Ticket(shared.store.commits.last()))
+}
+
+/// `MONITOR`.
+pub fn monitor(shared: &Shared, client: &mut Client, _: &[Vec<u8>]) -> Outcome {
+    if !client.info.monitor.swap(true, Ordering::AcqRel) {
+        shared.monitors.fetch_add(1, Ordering::Relaxed);
+    }
+    Outcome::Monitor
+}
+
+/// `SLOWLOG GET [count]|LEN|RESET|HELP`.
+pub fn slowlog(shared: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
+    match lower(&args[1]).as_str() {
+        "get" if args.len() <= 3 => {
+            let count = match args.get(2).map(|a| int(a)) {
+                None => 10,
+                Some(Ok(-1)) => usize::MAX,
+                Some(Ok(n)) if n >= 0 => n as usize,
+                _ => return reply(err("count should be greater than or equal to -1")),
+            };
+            let log = shared.slowlog.lock();
+            reply(Reply::Array(
+                log.iter()
+                    .take(count)
+                    .map(|e| {
+                        Reply::Array(vec![
+                            Reply::Integer(e.id as i64),
+                            Reply::Integer(e.at as i64),
+                            Reply::Integer(e.micros as i64),
+                            Reply::Array(e.args.iter().map(|a| Reply::Bulk(a.clone())).collect()),
+                            bulk(e.addr.clone()),
+                            bulk(e.name.clone()),
+                        ])
+                    })
+                    .collect(),
+            ))
+        }
+        "len" if args.len() == 2 => reply(Reply::Integer(shared.slowlog.lock().len() as i64)),
+        "reset" if args.len() == 2 => {
+            shared.slowlog.lock().clear();
+            reply(ok())
+        }
+        "help" => help(&[
+            "SLOWLOG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "GET [<count>]",
+            "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
+            "    Entries are made of:",
+            "    id, timestamp, time in microseconds, arguments array, client IP and port,",
+            "    client name",
+            "LEN",
+            "    Return the length of the slowlog.",
+            "RESET",
+            "    Reset the slowlog.",
+            "HELP",
+            "    Print this help.",
+        ]),
+        s @ ("get" | "len" | "reset") => reply(arity_error(&format!("slowlog|{s}"))),
+        _ => reply(unknown_subcommand(&args[1], "slowlog")),
+    }
+}

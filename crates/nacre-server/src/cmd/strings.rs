@@ -1,0 +1,564 @@
+//! String and bitmap commands.
+
+use nacre_resp::Reply;
+
+use super::args::{float, format_human_float, int, is, lower, not_integer, parse_i64_strict};
+use super::{err, ok, syntax, wrongtype, CmdResult, Ctx};
+use crate::bits::{self, BitOp, Overflow};
+use crate::store::encoding::{Kind, Meta};
+
+/// Longest string (Redis: 512 MiB).
+pub const MAX_STRING: usize = 512 << 20;
+
+fn too_big() -> Reply {
+    err("string exceeds maximum allowed size (proto-max-bulk-len)")
+}
+
+/// The string at `key`: `None` if missing, WRONGTYPE if another type.
+fn string(ctx: &mut Ctx, key: &[u8]) -> Result<Option<Vec<u8>>, Reply> {
+    let db = ctx.db;
+    match ctx.txn.get(db, key)? {
+        None => Ok(None),
+        Some(m) if m.kind == Kind::String => Ok(Some(m.payload.clone())),
+        Some(_) => Err(wrongtype()),
+    }
+}
+
+/// Stores `v` at `key` keeping its expiry when `keep_ttl`.
+fn put(ctx: &mut Ctx, key: &[u8], v: Vec<u8>, expire_at: Option<u64>) -> Result<(), Reply> {
+    let db = ctx.db;
+    let keep = match expire_at {
+        Some(at) => at,
+        None => ctx.txn.get(db, key)?.map_or(0, |m| m.expire_at),
+    };
+    let mut m = Meta::string(v);
+    m.expire_at = keep;
+    ctx.txn.set(db, key, Some(m))?;
+    Ok(())
+}
+
+/// `GET key`.
+pub fn get(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    Ok(string(ctx, &args[1])?.map_or(Reply::Nil, Reply::Bulk))
+}
+
+/// Parses `EX|PX|EXAT|PXAT value` at `args[i]`: the expiry time, if the word is one of them.
+fn expiry_option(args: &[Vec<u8>], i: usize, now: u64, cmd: &str) -> Result<Option<u64>, Reply> {
+    let (unit, abs) = match lower(&args[i]).as_str() {
+        "ex" => (1000, false),
+        "px" => (1, false),
+        "exat" => (1000, true),
+        "pxat" => (1, true),
+        _ => return Ok(None),
+    };
+    let Some(v) = args.get(i + 1) else {
+        return Err(syntax());
+    };
+    super::args::expire_time(v, unit, abs, now, cmd).map(Some)
+}
+
+/// `SET key value [NX|XX] [GET] [EX s|PX ms|EXAT t|PXAT t|KEEPTTL]`.
+pub fn set(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let now = ctx.txn.now();
+    let (mut nx, mut xx, mut get, mut keepttl) = (false, false, false, false);
+    let mut exp: Option<u64> = None;
+    let mut i = 3;
+    while i < args.len() {
+        let a = lower(&args[i]);
+        match a.as_str() {
+            "nx" if !xx => nx = true,
+            "xx" if !nx => xx = true,
+            "get" => get = true,
+            "keepttl" if exp.is_none() => keepttl = true,
+            "ex" | "px" | "exat" | "pxat" if exp.is_none() && !keepttl && i + 1 < args.len() => {
+                exp = expiry_option(args, i, now, "set")?;
+                i += 1;
+            }
+            _ => return Err(syntax()),
+        }
+        i += 1;
+    }
+    let db = ctx.db;
+    let key = &args[1];
+    let old = match ctx.txn.get(db, key)? {
+        Some(m) if m.kind == Kind::String => Some(m.payload.clone()),
+        Some(_) if get => return Err(wrongtype()),
+        Some(_) => Some(Vec::new()),
+        None => None,
+    };
+    let exists = old.is_some();
+    let reply_old = || -> Reply {
+        if get {
+            old.clone().map_or(Reply::Nil, Reply::Bulk)
+        } else {
+            Reply::Nil
+        }
+    };
+    if (nx && exists) || (xx && !exists) {
+        return Ok(reply_old());
+    }
+    let expire_at = if keepttl {
+        None
+    } else {
+        Some(exp.unwrap_or(0))
+    };
+    put(ctx, key, args[2].clone(), expire_at)?;
+    Ok(if get { reply_old() } else { ok() })
+}
+
+/// `SETNX key value`.
+pub fn setnx(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    if ctx.txn.get(ctx.db, &args[1])?.is_some() {
+        return Ok(Reply::Integer(0));
+    }
+    put(ctx, &args[1], args[2].clone(), Some(0))?;
+    Ok(Reply::Integer(1))
+}
+
+fn setex_generic(ctx: &mut Ctx, args: &[Vec<u8>], unit: i64, name: &str) -> CmdResult {
+    let at = super::args::expire_time(&args[2], unit, false, ctx.txn.now(), name)?;
+    put(ctx, &args[1], args[3].clone(), Some(at))?;
+    Ok(ok())
+}
+
+/// `SETEX key seconds value`.
+pub fn setex(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    setex_generic(ctx, args, 1000, "setex")
+}
+
+/// `PSETEX key ms value`.
+pub fn psetex(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    setex_generic(ctx, args, 1, "psetex")
+}
+
+/// `MGET key...`.
+pub fn mget(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let db = ctx.db;
+    let mut out = Vec::with_capacity(args.len() - 1);
+    for k in &args[1..] {
+        out.push(match ctx.txn.get(db, k)? {
+            Some(m) if m.kind == Kind::String => Reply::Bulk(m.payload.clone()),
+            _ => Reply::Nil,
+        });
+    }
+    Ok(Reply::Array(out))
+}
+
+/// `MSET key value [key value ...]`.
+pub fn mset(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    for kv in args[1..].chunks(2) {
+        put(ctx, &kv[0], kv[1].clone(), Some(0))?;
+    }
+    Ok(ok())
+}
+
+/// `MSETNX key value [key value ...]`.
+pub fn msetnx(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    for kv in args[1..].chunks(2) {
+        if ctx.txn.get(ctx.db, &kv[0])?.is_some() {
+            return Ok(Reply::Integer(0));
+        }
+    }
+    mset(ctx, args)?;
+    Ok(Reply::Integer(1))
+}
+
+/// `GETSET key value`.
+pub fn getset(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let old = string(ctx, &args[1])?;
+    put(ctx, &args[1], args[2].clone(), Some(0))?;
+    Ok(old.map_or(Reply::Nil, Reply::Bulk))
+}
+
+/// `GETDEL key`.
+pub fn getdel(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let old = string(ctx, &args[1])?;
+    if old.is_some() {
+        ctx.txn.set(ctx.db, &args[1], None)?;
+    }
+    Ok(old.map_or(Reply::Nil, Reply::Bulk))
+}
+
+/// `GETEX key [EX s|PX ms|EXAT t|PXAT t|PERSIST]`.
+pub fn getex(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let now = ctx.txn.now();
+    let mut change: Option<u64> = None;
+    let mut i = 2;
+    while i < args.len() {
+        if is(&args[i], "persist") && change.is_none() {
+            change = Some(0);
+            i += 1;
+        } else if change.is_none() && i + 1 < args.len() {
+            match expiry_option(args, i, now, "getex")? {
+                Some(at) => change = Some(at),
+                None => return Err(syntax()),
+            }
+            i += 2;
+        } else {
+            return Err(syntax());
+        }
+    }
+    let Some(v) = string(ctx, &args[1])? else {
+        return Ok(Reply::Nil);
+    };
+    if let Some(at) = change {
+        if let Some(m) = ctx.txn.get_mut(ctx.db, &args[1])? {
+            m.expire_at = at;
+        }
+    }
+    Ok(Reply::Bulk(v))
+}
+
+fn incr_generic(ctx: &mut Ctx, key: &[u8], by: i64) -> CmdResult {
+    let cur = match string(ctx, key)? {
+        None => 0,
+        Some(v) => parse_i64_strict(&v).ok_or_else(not_integer)?,
+    };
+    let new = cur
+        .checked_add(by)
+        .ok_or_else(|| err("increment or decrement would overflow"))?;
+    put(ctx, key, new.to_string().into_bytes(), None)?;
+    Ok(Reply::Integer(new))
+}
+
+/// `INCR key`.
+pub fn incr(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    incr_generic(ctx, &args[1], 1)
+}
+
+/// `DECR key`.
+pub fn decr(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    incr_generic(ctx, &args[1], -1)
+}
+
+/// `INCRBY key n`.
+pub fn incrby(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let by = int(&args[2])?;
+    incr_generic(ctx, &args[1], by)
+}
+
+/// `DECRBY key n`.
+pub fn decrby(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let by = int(&args[2])?;
+    let neg = by
+        .checked_neg()
+        .ok_or_else(|| err("decrement would overflow"))?;
+    incr_generic(ctx, &args[1], neg)
+}
+
+/// `INCRBYFLOAT key n`.
+pub fn incrbyfloat(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let by = float(&args[2])?;
+    let cur = match string(ctx, &args[1])? {
+        None => 0.0,
+        Some(v) => super::args::parse_f64(&v).ok_or_else(super::args::not_float)?,
+    };
+    let new = cur + by;
+    if !new.is_finite() {
+        return Err(err("increment would produce NaN or Infinity"));
+    }
+    let s = format_human_float(new).into_bytes();
+    put(ctx, &args[1], s.clone(), None)?;
+    Ok(Reply::Bulk(s))
+}
+
+/// `APPEND key value`.
+pub fn append(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let mut v = string(ctx, &args[1])?.unwrap_or_default();
+    if v.len() + args[2].len() > MAX_STRING {
+        return Err(too_big());
+    }
+    v.extend_from_slice(&args[2]);
+    let n = v.len();
+    put(ctx, &args[1], v, None)?;
+    Ok(Reply::Integer(n as i64))
+}
+
+/// `STRLEN key`.
+pub fn strlen(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    Ok(Reply::Integer(
+        string(ctx, &args[1])?.map_or(0, |v| v.len() as i64),
+    ))
+}
+
+/// `GETRANGE key start end` (and `SUBSTR`).
+pub fn getrange(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let start = int(&args[2])?;
+    let end = int(&args[3])?;
+    let v = string(ctx, &args[1])?.unwrap_or_default();
+    if start < 0 && end < 0 && start > end {
+        return Ok(Reply::Bulk(Vec::new()));
+    }
+    Ok(Reply::Bulk(
+        super::args::range(start, end, v.len()).map_or_else(Vec::new, |(s, e)| v[s..=e].to_vec()),
+    ))
+}
+
+/// `SETRANGE key offset value`.
+pub fn setrange(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let off = int(&args[2])?;
+    if off < 0 {
+        return Err(err("offset is out of range"));
+    }
+    let cur = string(ctx, &args[1])?;
+    let val = &args[3];
+    if val.is_empty() {
+        return Ok(Reply::Integer(cur.map_or(0, |v| v.len() as i64)));
+    }
+    let off = off as usize;
+    if off.saturating_add(val.len()) > MAX_STRING {
+        return Err(too_big());
+    }
+    let mut v = cur.unwrap_or_default();
+    if v.len() < off + val.len() {
+        v.resize(off + val.len(), 0);
+    }
+    v[off..off + val.len()].copy_from_slice(val);
+    let n = v.len();
+    put(ctx, &args[1], v, None)?;
+    Ok(Reply::Integer(n as i64))
+}
+
+/// `LCS key1 key2 [LEN] [IDX] [MINMATCHLEN n] [WITHMATCHLEN]`.
+pub fn lcs(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let (mut len, mut idx, mut withlen, mut minlen) = (false, false, false, 0i64);
+    let mut i = 3;
+    while i < args.len() {
+        match lower(&args[i]).as_str() {
+            "len" => len = true,
+            "idx" => idx = true,
+            "withmatchlen" => withlen = true,
+            "minmatchlen" if i + 1 < args.len() => {
+                minlen = int(&args[i + 1])?.max(0);
+                i += 1;
+            }
+            _ => return Err(syntax()),
+        }
+        i += 1;
+    }
+    let db = ctx.db;
+    let mut get = |k: &[u8]| -> Result<Vec<u8>, Reply> {
+        match ctx.txn.get(db, k)? {
+            None => Ok(Vec::new()),
+            Some(m) if m.kind == Kind::String => Ok(m.payload.clone()),
+            Some(_) => Err(err("The specified keys must contain string values")),
+        }
+    };
+    let a = get(&args[1])?;
+    let b = get(&args[2])?;
+    if len && idx {
+        return Err(err(
+            "If you want both the length and indexes, please just use IDX.",
+        ));
+    }
+    if crate::lcs::lcs_table_too_big(a.len(), b.len()) {
+        return Err(err(
+            "Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len",
+        ));
+    }
+    let r = crate::lcs::lcs(&a, &b);
+    if len {
+        return Ok(Reply::Integer(r.string.len() as i64));
+    }
+    if !idx {
+        return Ok(Reply::Bulk(r.string));
+    }
+    let pair = |(s, e): (usize, usize)| {
+        Reply::Array(vec![Reply::Integer(s as i64), Reply::Integer(e as i64)])
+    };
+    let matches: Vec<Reply> = r
+        .matches
+        .iter()
+        .filter(|m| m.len as i64 >= minlen)
+        .map(|m| {
+            let mut v = vec![pair(m.a), pair(m.b)];
+            if withlen {
+                v.push(Reply::Integer(m.len as i64));
+            }
+            Reply::Array(v)
+        })
+        .collect();
+    let s = |x: &str| Reply::Bulk(x.as_bytes().to_vec());
+    Ok(Reply::Map(vec![
+        (s("matches"), Reply::Array(matches)),
+        (s("len"), Reply::Integer(r.string.len() as i64)),
+    ]))
+}
+
+fn bit_error(e: bits::BitError) -> Reply {
+    Reply::Error(e.0.to_string())
+}
+
+/// `SETBIT key offset value`.
+pub fn setbit(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let off = bits::parse_bit_offset(&args[2], false, 0).map_err(bit_error)?;
+    let bit = match args[3].as_slice() {
+        b"0" => false,
+        b"1" => true,
+        _ => return Err(err("bit is not an integer or out of range")),
+    };
+    let mut v = string(ctx, &args[1])?.unwrap_or_default();
+    let old = bits::setbit(&mut v, off, bit);
+    put(ctx, &args[1], v, None)?;
+    Ok(Reply::Integer(old.into()))
+}
+
+/// `GETBIT key offset`.
+pub fn getbit(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let off = bits::parse_bit_offset(&args[2], false, 0).map_err(bit_error)?;
+    let v = string(ctx, &args[1])?.unwrap_or_default();
+    Ok(Reply::Integer(bits::getbit(&v, off).into()))
+}
+
+fn unit(args: &[Vec<u8>], i: usize) -> Result<bool, Reply> {
+    match args.get(i) {
+        None => Ok(false),
+        Some(a) if is(a, "byte") => Ok(false),
+        Some(a) if is(a, "bit") => Ok(true),
+        Some(_) => Err(syntax()),
+    }
+}
+
+/// `BITCOUNT key [start end [BYTE|BIT]]`.
+pub fn bitcount(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let range = match args.len() {
+        2 => None,
+        4 | 5 => Some((int(&args[2])?, int(&args[3])?, unit(args, 4)?)),
+        _ => return Err(syntax()),
+    };
+    let v = string(ctx, &args[1])?.unwrap_or_default();
+    Ok(Reply::Integer(bits::bitcount(&v, range) as i64))
+}
+
+/// `BITPOS key bit [start [end [BYTE|BIT]]]`.
+pub fn bitpos(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let bit = match args[2].as_slice() {
+        b"0" => false,
+        b"1" => true,
+        _ => return Err(err("The bit argument must be 1 or 0.")),
+    };
+    if args.len() > 6 {
+        return Err(syntax());
+    }
+    let start = args.get(3).map(|a| int(a)).transpose()?;
+    let end = args.get(4).map(|a| int(a)).transpose()?;
+    let is_bit = unit(args, 5)?;
+    let Some(v) = string(ctx, &args[1])? else {
+        return Ok(Reply::Integer(if bit { -1 } else { 0 }));
+    };
+    Ok(Reply::Integer(bits::bitpos(&v, bit, start, end, is_bit)))
+}
+
+/// `BITOP AND|OR|XOR|NOT destkey key...`.
+pub fn bitop(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let op = match lower(&args[1]).as_str() {
+        "and" => BitOp::And,
+        "or" => BitOp::Or,
+        "xor" => BitOp::Xor,
+        "not" => BitOp::Not,
+        _ => return Err(syntax()),
+    };
+    if matches!(op, BitOp::Not) && args.len() != 4 {
+        return Err(err("BITOP NOT must be called with a single source key."));
+    }
+    let mut srcs = Vec::new();
+    for k in &args[3..] {
+        srcs.push(string(ctx, k)?.unwrap_or_default());
+    }
+    let refs: Vec<&[u8]> = srcs.iter().map(Vec::as_slice).collect();
+    let out = bits::bitop(op, &refs);
+    let n = out.len();
+    if n == 0 {
+        ctx.txn.set(ctx.db, &args[2], None)?;
+    } else {
+        put(ctx, &args[2], out, Some(0))?;
+    }
+    Ok(Reply::Integer(n as i64))
+}
+
+fn bitfield_generic(ctx: &mut Ctx, args: &[Vec<u8>], readonly: bool) -> CmdResult {
+    enum Op {
+        Get(bits::FieldType, u64),
+        Set(bits::FieldType, u64, i64, Overflow),
+        Incr(bits::FieldType, u64, i64, Overflow),
+    }
+    let mut ops = Vec::new();
+    let mut ov = Overflow::Wrap;
+    let mut i = 2;
+    let mut writes = false;
+    while i < args.len() {
+        let left = args.len() - i - 1;
+        let w = lower(&args[i]);
+        match w.as_str() {
+            "get" if left >= 2 => {
+                let t = bits::parse_field_type(&args[i + 1]).map_err(bit_error)?;
+                let off = bits::parse_bit_offset(&args[i + 2], true, t.bits).map_err(bit_error)?;
+                ops.push(Op::Get(t, off));
+                i += 3;
+            }
+            "set" | "incrby" if left >= 3 => {
+                let t = bits::parse_field_type(&args[i + 1]).map_err(bit_error)?;
+                let off = bits::parse_bit_offset(&args[i + 2], true, t.bits).map_err(bit_error)?;
+                let v = int(&args[i + 3])?;
+                ops.push(if w == "set" {
+                    Op::Set(t, off, v, ov)
+                } else {
+                    Op::Incr(t, off, v, ov)
+                });
+                writes = true;
+                i += 4;
+            }
+            "overflow" if left >= 1 => {
+                ov = match lower(&args[i + 1]).as_str() {
+                    "wrap" => Overflow::Wrap,
+                    "sat" => Overflow::Sat,
+                    "fail" => Overflow::Fail,
+                    _ => return Err(err("Invalid OVERFLOW type specified")),
+                };
+                i += 2;
+            }
+            _ => return Err(syntax()),
+        }
+    }
+    if readonly && writes {
+        return Err(err("BITFIELD_RO only supports the GET subcommand"));
+    }
+    let existing = string(ctx, &args[1])?;
+    let had = existing.is_some();
+    let mut v = existing.unwrap_or_default();
+    let mut out = Vec::new();
+    let mut changed = false;
+    for op in ops {
+        out.push(match op {
+            Op::Get(t, off) => Reply::Integer(bits::get_field(&v, off, t)),
+            Op::Set(t, off, val, ov) => match bits::set_field_checked(&mut v, off, t, val, ov) {
+                Some((old, _)) => {
+                    changed = true;
+                    Reply::Integer(old)
+                }
+                None => Reply::Nil,
+            },
+            Op::Incr(t, off, by, ov) => match bits::incr_field(&mut v, off, t, by, ov) {
+                Some(new) => {
+                    changed = true;
+                    Reply::Integer(new)
+                }
+                None => Reply::Nil,
+            },
+        });
+    }
+    if changed || (writes && !had && !v.is_empty()) {
+        put(ctx, &args[1], v, None)?;
+    }
+    Ok(Reply::Array(out))
+}
+
+/// `BITFIELD key [GET t o] [SET t o v] [INCRBY t o n] [OVERFLOW WRAP|SAT|FAIL]...`.
+pub fn bitfield(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    bitfield_generic(ctx, args, false)
+}
+
+/// `BITFIELD_RO key [GET t o]...`.
+pub fn bitfield_ro(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    bitfield_generic(ctx, args, true)
+}

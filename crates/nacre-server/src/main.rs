@@ -1,0 +1,78 @@
+//! `nacre-server [config-file] [--directive value ...]`: a Redis-compatible server whose
+//! every acknowledged write is durable. With no arguments it keeps its data under
+//! `./nacre-data` and listens on 127.0.0.1:6379.
+
+use std::process::ExitCode;
+
+use nacre_server::{Config, LogLevel};
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        println!(
+            "Usage: nacre-server [/path/to/nacre.conf] [--port 6379] [--bind 127.0.0.1] [--dir ./nacre-data]\n       [--pmem-size 1gb] [--pmem-backend auto|dax|msync|emulated] [--requirepass pass] [--directive value ...]"
+        );
+        return ExitCode::SUCCESS;
+    }
+    if args.iter().any(|a| a == "--version" || a == "-v") {
+        println!(
+            "nacre-server v={} (Redis {} compatible)",
+            env!("CARGO_PKG_VERSION"),
+            nacre_server::REDIS_VERSION
+        );
+        return ExitCode::SUCCESS;
+    }
+    let cfg = match Config::from_args(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let level = match cfg.loglevel {
+        LogLevel::Debug => "debug",
+        LogLevel::Verbose => "debug",
+        LogLevel::Notice => "info",
+        LogLevel::Warning => "warn",
+        LogLevel::Nothing => "off",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    let sub = tracing_subscriber::fmt().with_env_filter(filter);
+    if cfg.logfile.is_empty() {
+        sub.init();
+    } else {
+        match std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&cfg.logfile)
+        {
+            Ok(f) => sub
+                .with_ansi(false)
+                .with_writer(std::sync::Mutex::new(f))
+                .init(),
+            Err(e) => {
+                eprintln!("Can't open the log file: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(nacre_server::server::run(cfg, None)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e}");
+            eprintln!("nacre-server: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,238 @@
+//! The server: opens the keyspace, listens, accepts clients up to `maxclients`, runs the
+//! background work, and on `SHUTDOWN` (or SIGTERM/SIGINT) closes everything cleanly.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpListener;
+
+use crate::config::Config;
+use crate::shared::{ClientInfo, Shared};
+use crate::store::{self, Commits};
+
+/// Why the server could not start or stop cleanly.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// The keyspace could not be opened or closed.
+    #[error("{0}")]
+    Store(#[from] store::StoreError),
+    /// A listener could not be set up.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Something else.
+    #[error("{0}")]
+    Other(String),
+}
+
+fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Runs the server until it is shut down. `ready` gets the bound addresses once it serves.
+pub async fn run(
+    cfg: Config,
+    ready: Option<tokio::sync::oneshot::Sender<Vec<std::net::SocketAddr>>>,
+) -> Result<(), ServerError> {
+    let t0 = Instant::now();
+    let open_cfg = cfg.clone();
+    let (store, report) = tokio::task::spawn_blocking(move || store::open::open(&open_cfg))
+        .await
+        .map_err(|e| ServerError::Other(e.to_string()))??;
+    let store = Arc::new(store);
+    tracing::info!(
+        backend = %report.backend,
+        "backend {}: an acknowledged write survives {}",
+        report.backend,
+        report.survives
+    );
+    tracing::info!(
+        "recovered in {} ms; {} keys ({})",
+        report.recovery.as_millis(),
+        thousands(report.keys),
+        if report.clean {
+            "clean shutdown: key counts read from its record".to_string()
+        } else {
+            format!("counted in {} ms", report.counting.as_millis())
+        }
+    );
+    let shared = Shared::new(store.clone(), cfg.clone(), report).into_arc();
+    let completer = tokio::spawn(Commits::run_completer(store.clone()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let bg = {
+        let (s, st) = (store.clone(), stop.clone());
+        std::thread::Builder::new()
+            .name("nacre-background".into())
+            .spawn(move || store::background::run(s, st))
+            .map_err(|e| ServerError::Other(e.to_string()))?
+    };
+    let mut listeners = Vec::new();
+    let mut addrs = Vec::new();
+    if cfg.port != 0 || ready.is_some() {
+        for b in &cfg.bind {
+            let host = b.trim_start_matches('-');
+            let addr = format!("{host}:{}", cfg.port);
+            let l = TcpListener::bind(&addr)
+                .await
+                .map_err(|source| ServerError::Listen {
+                    addr: addr.clone(),
+                    source,
+                })?;
+            if let Ok(a) = l.local_addr() {
+                addrs.push(a);
+            }
+            listeners.push(l);
+        }
+    }
+    tracing::info!(
+        "ready to accept connections on {} (started in {} ms)",
+        addrs
+            .iter()
+            .map(|a| a.to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        t0.elapsed().as_millis()
+    );
+    if let Some(r) = ready {
+        let _ = r.send(addrs.clone());
+    }
+    let tasks: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>> = Arc::new(Mutex::new(Vec::new()));
+    let mut accepters = Vec::new();
+    for l in listeners {
+        let sh = shared.clone();
+        let tasks = tasks.clone();
+        accepters.push(tokio::spawn(async move {
+            loop {
+                let Ok((stream, peer)) = l.accept().await else {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                };
+                accept(&sh, stream, peer, &tasks).await;
+            }
+        }));
+    }
+    wait_for_shutdown(&shared).await;
+    tracing::info!("shutting down: closing clients, finishing commits");
+    for a in &accepters {
+        a.abort();
+    }
+    for c in shared.clients.lock().values() {
+        c.killed.store(true, Ordering::Release);
+        c.kill.notify_one();
+    }
+    let handles: Vec<_> = tasks.lock().drain(..).collect();
+    for h in handles {
+        let _ = tokio::time::timeout(Duration::from_secs(5), h).await;
+    }
+    stop.store(true, Ordering::Release);
+    let _ = tokio::task::spawn_blocking(move || bg.join()).await;
+    // Close on a blocking thread while the completer still runs on this runtime.
+    let sh = shared.clone();
+    let closed = tokio::task::spawn_blocking(move || sh.store.close_ref()).await;
+    completer.abort();
+    let _ = completer.await;
+    for a in accepters {
+        let _ = a.await;
+    }
+    drop(shared);
+    match closed {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return Err(e.into()),
+        Err(e) => return Err(ServerError::Other(e.to_string())),
+    }
+    match Arc::try_unwrap(store) {
+        Ok(s) => s.close_engine()?,
+        Err(_) => {
+            tracing::warn!("the keyspace is still referenced; the engine closes when it is dropped")
+        }
+    }
+    tracing::info!("closed cleanly; the next start skips counting keys");
+    Ok(())
+}
+
+async fn wait_for_shutdown(shared: &Shared) {
+    let sig = async {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            match (
+                signal(SignalKind::terminate()),
+                signal(SignalKind::interrupt()),
+            ) {
+                (Ok(mut t), Ok(mut i)) => {
+                    tokio::select! {
+                        _ = t.recv() => {}
+                        _ = i.recv() => {}
+                    }
+                }
+                _ => std::future::pending::<()>().await,
+            }
+        }
+        #[cfg(not(unix))]
+        std::future::pending::<()>().await
+    };
+    tokio::select! {
+        _ = shared.shutdown.notified() => {}
+        _ = sig => tracing::info!("received a signal to stop"),
+    }
+}
+
+async fn accept(
+    shared: &Arc<Shared>,
+    mut stream: tokio::net::TcpStream,
+    peer: std::net::SocketAddr,
+    tasks: &Mutex<Vec<tokio::task::JoinHandle<()>>>,
+) {
+    let max = shared.config.read().maxclients as usize;
+    let full = shared.clients.lock().len() >= max;
+    if full {
+        shared.counters.rejected.fetch_add(1, Ordering::Relaxed);
+        let _ = stream
+            .write_all(b"-ERR max number of clients reached\r\n")
+            .await;
+        return;
+    }
+    shared.counters.connections.fetch_add(1, Ordering::Relaxed);
+    let id = shared.next_client.fetch_add(1, Ordering::Relaxed);
+    let now = Instant::now();
+    let info = Arc::new(ClientInfo {
+        id,
+        addr: peer.to_string(),
+        laddr: stream
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default(),
+        name: Mutex::new(String::new()),
+        db: Default::default(),
+        since: now,
+        last: Mutex::new(now),
+        last_cmd: Mutex::new("NULL".into()),
+        killed: AtomicBool::new(false),
+        kill: tokio::sync::Notify::new(),
+        resp: 2.into(),
+        monitor: AtomicBool::new(false),
+        multi: AtomicBool::new(false),
+        watching: Default::default(),
+        no_evict: AtomicBool::new(false),
+    });
+    shared.clients.lock().insert(id, info.clone());
+    let h = tokio::spawn(crate::conn::serve(shared.clone(), stream, info));
+    let mut t = tasks.lock();
+    t.retain(|h| !h.is_finished());
+    t.push(h);
+}

@@ -1,0 +1,266 @@
+//! What every connection shares: the keyspace, the configuration, the client registry and
+//! the server's counters.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use parking_lot::{Mutex, RwLock};
+use tokio::sync::{broadcast, Notify};
+
+use crate::config::Config;
+use crate::store::open::StartReport;
+use crate::store::Store;
+
+/// Unix time in milliseconds.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// A small fast random source (xorshift), for sampling keys and members.
+pub fn random_u64() -> u64 {
+    use std::cell::Cell;
+    static SEEDS: AtomicU64 = AtomicU64::new(0);
+    thread_local! {
+        static STATE: Cell<u64> = Cell::new(
+            (SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
+                ^ SEEDS.fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed))
+                | 1,
+        );
+    }
+    STATE.with(|s| {
+        let mut x = s.get();
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        s.set(x);
+        x
+    })
+}
+
+/// One connected client, as `CLIENT LIST` and `CLIENT KILL` see it.
+pub struct ClientInfo {
+    /// `CLIENT ID`.
+    pub id: u64,
+    /// Peer address.
+    pub addr: String,
+    /// Local address.
+    pub laddr: String,
+    /// `CLIENT SETNAME`.
+    pub name: Mutex<String>,
+    /// Selected database.
+    pub db: AtomicUsize,
+    /// When it connected.
+    pub since: Instant,
+    /// When it last ran a command.
+    pub last: Mutex<Instant>,
+    /// The last command's name.
+    pub last_cmd: Mutex<String>,
+    /// Set by `CLIENT KILL`; the connection closes.
+    pub killed: AtomicBool,
+    /// Wakes the connection when killed.
+    pub kill: Notify,
+    /// RESP version.
+    pub resp: AtomicUsize,
+    /// `MONITOR` mode.
+    pub monitor: AtomicBool,
+    /// In `MULTI`.
+    pub multi: AtomicBool,
+    /// Keys watched.
+    pub watching: AtomicUsize,
+    /// `CLIENT NO-EVICT`.
+    pub no_evict: AtomicBool,
+}
+
+impl ClientInfo {
+    /// The `CLIENT LIST` / `CLIENT INFO` line.
+    pub fn line(&self) -> String {
+        let now = Instant::now();
+        let mut flags = String::new();
+        if self.monitor.load(Ordering::Relaxed) {
+            flags.push('O');
+        }
+        if self.multi.load(Ordering::Relaxed) {
+            flags.push('x');
+        }
+        if self.no_evict.load(Ordering::Relaxed) {
+            flags.push('e');
+        }
+        if flags.is_empty() {
+            flags.push('N');
+        }
+        format!(
+            "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
+            self.id,
+            self.addr,
+            self.laddr,
+            self.name.lock(),
+            now.duration_since(self.since).as_secs(),
+            now.duration_since(*self.last.lock()).as_secs(),
+            flags,
+            self.db.load(Ordering::Relaxed),
+            if self.multi.load(Ordering::Relaxed) { 0 } else { -1 },
+            self.last_cmd.lock(),
+            self.resp.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// A `SLOWLOG` entry.
+pub struct SlowEntry {
+    /// Entry id.
+    pub id: u64,
+    /// Unix seconds.
+    pub at: u64,
+    /// Duration in microseconds.
+    pub micros: u64,
+    /// The command (arguments shortened as Redis does).
+    pub args: Vec<Vec<u8>>,
+    /// Client address.
+    pub addr: String,
+    /// Client name.
+    pub name: String,
+}
+
+/// Counters for `INFO stats`.
+#[derive(Default)]
+pub struct Counters {
+    /// Connections accepted.
+    pub connections: AtomicU64,
+    /// Connections refused (maxclients).
+    pub rejected: AtomicU64,
+    /// Commands run.
+    pub commands: AtomicU64,
+    /// Keyspace hits and misses.
+    pub hits: AtomicU64,
+    /// Keyspace misses.
+    pub misses: AtomicU64,
+    /// Bytes read from clients.
+    pub net_in: AtomicU64,
+    /// Bytes written to clients.
+    pub net_out: AtomicU64,
+    /// Error replies.
+    pub errors: AtomicU64,
+}
+
+/// The server's shared state.
+pub struct Shared {
+    /// The keyspace.
+    pub store: Arc<Store>,
+    /// Configuration (CONFIG SET changes it).
+    pub config: RwLock<Config>,
+    /// What the start found.
+    pub start: StartReport,
+    /// When the server started.
+    pub started: Instant,
+    /// Connected clients by id.
+    pub clients: Mutex<BTreeMap<u64, Arc<ClientInfo>>>,
+    /// Next client id.
+    pub next_client: AtomicU64,
+    /// Counters.
+    pub counters: Counters,
+    /// `SLOWLOG`.
+    pub slowlog: Mutex<VecDeque<SlowEntry>>,
+    /// Next slowlog id.
+    pub slowlog_next: AtomicU64,
+    /// `MONITOR` feed.
+    pub monitor: broadcast::Sender<Arc<Vec<u8>>>,
+    /// Monitors connected.
+    pub monitors: AtomicUsize,
+    /// Set by `SHUTDOWN`.
+    pub shutdown: Notify,
+    /// Whether `SHUTDOWN` was asked for (and how: true to save a checkpoint).
+    pub shutting_down: AtomicBool,
+    /// Unix seconds of the last successful checkpoint.
+    pub lastsave: AtomicU64,
+    /// A checkpoint is being written.
+    pub saving: AtomicBool,
+    /// Outcome of the last checkpoint.
+    pub last_save_ok: AtomicBool,
+    /// `slowlog-log-slower-than` (µs; negative disables).
+    pub slowlog_slower_than: std::sync::atomic::AtomicI64,
+    /// `slowlog-max-len`.
+    pub slowlog_max_len: AtomicUsize,
+    /// Itself, for work handed to other threads.
+    pub me: std::sync::OnceLock<std::sync::Weak<Shared>>,
+}
+
+impl Shared {
+    /// Builds the shared state.
+    pub fn new(store: Arc<Store>, config: Config, start: StartReport) -> Shared {
+        let (monitor, _) = broadcast::channel(4096);
+        Shared {
+            store,
+            config: RwLock::new(config),
+            start,
+            started: Instant::now(),
+            clients: Mutex::new(BTreeMap::new()),
+            next_client: AtomicU64::new(1),
+            counters: Counters::default(),
+            slowlog: Mutex::new(VecDeque::new()),
+            slowlog_next: AtomicU64::new(0),
+            monitor,
+            monitors: AtomicUsize::new(0),
+            shutdown: Notify::new(),
+            shutting_down: AtomicBool::new(false),
+            lastsave: AtomicU64::new(now_ms() / 1000),
+            saving: AtomicBool::new(false),
+            last_save_ok: AtomicBool::new(true),
+            slowlog_slower_than: std::sync::atomic::AtomicI64::new(10_000),
+            slowlog_max_len: AtomicUsize::new(128),
+            me: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Shared state in an `Arc`, knowing itself.
+    pub fn into_arc(self) -> Arc<Shared> {
+        let a = Arc::new(self);
+        let _ = a.me.set(Arc::downgrade(&a));
+        a
+    }
+
+    /// An owning handle (the server holds the last one until it stops).
+    pub fn handle(&self) -> Arc<Shared> {
+        self.me
+            .get()
+            .and_then(std::sync::Weak::upgrade)
+            .unwrap_or_else(|| unreachable!("Shared is built with into_arc"))
+    }
+
+    /// Records a command in the slow log if it took long enough.
+    pub fn slowlog_add(&self, micros: u64, args: &[Vec<u8>], client: &ClientInfo) {
+        let limit = self.slowlog_slower_than.load(Ordering::Relaxed);
+        if limit < 0 || (micros as i64) < limit {
+            return;
+        }
+        // As Redis: at most 32 arguments, each at most 128 bytes.
+        let mut kept: Vec<Vec<u8>> = Vec::new();
+        for (i, a) in args.iter().enumerate() {
+            if i == 31 && args.len() > 32 {
+                kept.push(format!("... ({} more arguments)", args.len() - 31).into_bytes());
+                break;
+            }
+            if a.len() > 128 {
+                let mut s = a[..128].to_vec();
+                s.extend_from_slice(format!("... ({} more bytes)", a.len() - 128).as_bytes());
+                kept.push(s);
+            } else {
+                kept.push(a.clone());
+            }
+        }
+        let mut log = self.slowlog.lock();
+        log.push_front(SlowEntry {
+            id: self.slowlog_next.fetch_add(1, Ordering::Relaxed),
+            at: now_ms() / 1000,
+            micros,
+            args: kept,
+            addr: client.addr.clone(),
+            name: client.name.lock().clone(),
+        });
+        let max = self.slowlog_max_len.load(Ordering::Relaxed);
+        log.truncate(max);
+    }
+}

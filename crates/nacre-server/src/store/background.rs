@@ -1,0 +1,207 @@
+//! Background work: the active expire cycle (keys whose time has come are deleted even if
+//! nobody reads them) and the cleaner (records of dropped collection versions and flushed
+//! namespaces are deleted).
+//!
+//! Invariants:
+//! - B1: an expired key is deleted through a [`super::Txn`] like any command's delete, so it
+//!   takes the key's lock, bumps its watchers and commits in order with the key's writes.
+//! - B2: the cleaner deletes only records no command can reach: a version named in `gc` is
+//!   never used again (K5) and a dropped namespace is never handed out again; it reads `gc`
+//!   through the engine, which shows only durable records, so every write to a dropped
+//!   version was queued before the drop and is durable before the cleaner looks.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use nacre::{IterOptions, WriteBatch};
+
+use super::encoding::{self, Meta};
+use super::{Result, Store};
+use crate::shared::now_ms;
+
+/// Keys looked at per expire step.
+const EXPIRE_STEP: usize = 256;
+/// Records deleted per cleaner batch.
+const GC_BATCH: usize = 512;
+
+/// Runs the background loop until `stop` is set.
+pub fn run(store: Arc<Store>, stop: Arc<AtomicBool>) {
+    let mut last_gc = Instant::now();
+    while !stop.load(Ordering::Acquire) {
+        std::thread::sleep(Duration::from_millis(100));
+        let t = Instant::now();
+        loop {
+            match expire_step(&store) {
+                Ok(n) if n >= EXPIRE_STEP && t.elapsed() < Duration::from_millis(25) => continue,
+                Ok(_) => break,
+                Err(e) => {
+                    tracing::warn!(error = %e, "active expire cycle failed");
+                    break;
+                }
+            }
+        }
+        if last_gc.elapsed() >= Duration::from_millis(500) {
+            last_gc = Instant::now();
+            if let Err(e) = gc_pass(&store, &stop, Duration::from_millis(200)) {
+                tracing::warn!(error = %e, "cleaning old versions failed");
+            }
+        }
+    }
+}
+
+/// Deletes up to [`EXPIRE_STEP`] keys whose expiry time has passed; how many entries it
+/// looked at.
+pub fn expire_step(store: &Store) -> Result<usize> {
+    let now = now_ms();
+    let it = store.db.iter(
+        &store.subs.expire,
+        IterOptions {
+            upper: Some((now + 1).to_be_bytes().to_vec()),
+            ..Default::default()
+        },
+    )?;
+    let mut due = Vec::new();
+    for r in it.take(EXPIRE_STEP) {
+        let (k, _) = r?;
+        due.push(k);
+    }
+    let n = due.len();
+    let mut stale = WriteBatch::new();
+    for k in due {
+        let Some((at, gen, key)) = encoding::split_expire_key(&k) else {
+            stale.delete(&store.subs.expire, &k);
+            continue;
+        };
+        let db = store.ns.read().gens.iter().position(|&g| g == gen);
+        let Some(db) = db else {
+            // A flushed namespace: the cleaner drops its keys.
+            stale.delete(&store.subs.expire, &k);
+            continue;
+        };
+        let mut txn = store.txn(&[(db, key)], now);
+        let meta = txn.get(db, key)?.map(|m| m.expire_at);
+        let expired = txn.expired(db, key)?;
+        if expired {
+            txn.set(db, key, None)?;
+            store.expired_keys.fetch_add(1, Ordering::Relaxed);
+            txn.commit();
+        } else if meta != Some(at) {
+            // Left over from a change whose batch deleted another entry.
+            drop(txn);
+            stale.delete(&store.subs.expire, &k);
+        }
+    }
+    if !stale.is_empty() {
+        store.db.write(stale)?;
+    }
+    Ok(n)
+}
+
+/// Deletes records of dropped versions and namespaces for at most `budget`.
+pub fn gc_pass(store: &Store, stop: &AtomicBool, budget: Duration) -> Result<()> {
+    let t = Instant::now();
+    let entries: Vec<Vec<u8>> = store
+        .db
+        .iter(&store.subs.gc, IterOptions::default())?
+        .take(64)
+        .map(|r| r.map(|(k, _)| k))
+        .collect::<nacre::Result<_>>()?;
+    for e in entries {
+        if stop.load(Ordering::Acquire) || t.elapsed() > budget {
+            return Ok(());
+        }
+        let done = match e.len() {
+            8 => drop_prefix(store, &store.subs.sub, &e, t, budget)?,
+            4 => drop_namespace(store, &e, t, budget)?,
+            _ => true,
+        };
+        if done {
+            store.db.delete(&store.subs.gc, &e)?;
+        }
+    }
+    Ok(())
+}
+
+/// Deletes `sub`'s records under `prefix`; true once none is left.
+fn drop_prefix(
+    store: &Store,
+    sub: &nacre::Subtable,
+    prefix: &[u8],
+    t: Instant,
+    budget: Duration,
+) -> Result<bool> {
+    loop {
+        let keys: Vec<Vec<u8>> = store
+            .db
+            .iter(
+                sub,
+                IterOptions {
+                    prefix: Some(prefix.to_vec()),
+                    ..Default::default()
+                },
+            )?
+            .take(GC_BATCH)
+            .map(|r| r.map(|(k, _)| k))
+            .collect::<nacre::Result<_>>()?;
+        if keys.is_empty() {
+            return Ok(true);
+        }
+        let mut b = WriteBatch::new();
+        for k in &keys {
+            b.delete(sub, k);
+        }
+        store.db.write(b)?;
+        store
+            .gc_records
+            .fetch_add(keys.len() as u64, Ordering::Relaxed);
+        if t.elapsed() > budget {
+            return Ok(false);
+        }
+    }
+}
+
+/// Deletes a dropped namespace's keys with their members and expiry entries.
+fn drop_namespace(store: &Store, ns: &[u8], t: Instant, budget: Duration) -> Result<bool> {
+    let gen = u32::from_be_bytes(ns.try_into().unwrap_or([0; 4]));
+    loop {
+        let metas: Vec<(Vec<u8>, Vec<u8>)> = store
+            .db
+            .iter(
+                &store.subs.meta,
+                IterOptions {
+                    prefix: Some(ns.to_vec()),
+                    ..Default::default()
+                },
+            )?
+            .take(GC_BATCH)
+            .collect::<nacre::Result<_>>()?;
+        if metas.is_empty() {
+            return Ok(true);
+        }
+        let mut b = WriteBatch::new();
+        for (k, v) in &metas {
+            if let Ok(m) = Meta::decode(v) {
+                if m.kind.is_collection() {
+                    b.put(&store.subs.gc, encoding::sub_prefix(m.version), []);
+                }
+                if m.expire_at != 0 {
+                    if let Some((_, _, key)) = encoding::split_meta_key(k) {
+                        b.delete(
+                            &store.subs.expire,
+                            encoding::expire_key(m.expire_at, gen, key),
+                        );
+                    }
+                }
+            }
+            b.delete(&store.subs.meta, k);
+        }
+        store.db.write(b)?;
+        store
+            .gc_records
+            .fetch_add(metas.len() as u64, Ordering::Relaxed);
+        if t.elapsed() > budget {
+            return Ok(false);
+        }
+    }
+}

@@ -1,0 +1,191 @@
+//! Tickets for queued commits and the task that learns when they are durable (K2, K4, K5 in
+//! the parent module).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use nacre::{Subtable, WriteBatch, WriteFuture};
+use parking_lot::Mutex;
+use tokio::sync::{mpsc, watch};
+
+use super::{Store, StoreError};
+
+/// The `sys` key of the version high-water mark.
+pub const VERSION_MARK: &[u8] = b"version-mark";
+/// Versions handed out between two marks.
+pub const VERSION_STEP: u64 = 1 << 20;
+
+/// A queued commit on its way to being durable.
+pub struct InFlight {
+    ticket: u64,
+    fut: WriteFuture,
+    /// (stripe, meta key) of every key it wrote: their pending entries go once it is durable.
+    keys: Vec<(usize, Vec<u8>)>,
+}
+
+struct Queue {
+    next: u64,
+    /// Versions below this are covered by a queued mark (K5).
+    version_mark: u64,
+    tx: Option<mpsc::UnboundedSender<InFlight>>,
+}
+
+/// Queued commits.
+pub struct Commits {
+    queue: Mutex<Queue>,
+    rx: Mutex<Option<mpsc::UnboundedReceiver<InFlight>>>,
+    durable: watch::Sender<u64>,
+    failures: Mutex<HashMap<u64, String>>,
+    /// Writes are refused until this ticket is resolved (after a failed commit).
+    refuse_until: std::sync::atomic::AtomicU64,
+}
+
+impl Commits {
+    /// Commit tracking starting after ticket 0, with versions below `version_mark` covered.
+    pub fn new(version_mark: u64) -> Commits {
+        let (tx, rx) = mpsc::unbounded_channel();
+        Commits {
+            queue: Mutex::new(Queue {
+                next: 1,
+                version_mark,
+                tx: Some(tx),
+            }),
+            rx: Mutex::new(Some(rx)),
+            durable: watch::Sender::new(0),
+            failures: Mutex::new(HashMap::new()),
+            refuse_until: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// Queues `batch` (K2); a batch using versions up to `max_version` carries a new mark
+    /// when it reaches the old one (K5). Returns its ticket.
+    pub fn submit(
+        &self,
+        store: &Store,
+        sys: &Subtable,
+        mut batch: WriteBatch,
+        max_version: u64,
+        keys: Vec<(usize, Vec<u8>)>,
+    ) -> u64 {
+        let mut q = self.queue.lock();
+        if max_version >= q.version_mark {
+            q.version_mark = max_version + VERSION_STEP;
+            batch.put(sys, VERSION_MARK, q.version_mark.to_le_bytes());
+        }
+        let ticket = q.next;
+        q.next += 1;
+        let fut = store.db.write_async(batch);
+        match &q.tx {
+            Some(tx) => {
+                if let Err(e) = tx.send(InFlight { ticket, fut, keys }) {
+                    // The completer is gone (shutdown): wait here, which still completes.
+                    let f = e.0;
+                    drop(q);
+                    self.complete(store, f.ticket, f.fut.wait(), &f.keys);
+                }
+            }
+            None => {
+                drop(q);
+                self.complete(store, ticket, fut.wait(), &keys);
+            }
+        }
+        ticket
+    }
+
+    /// Whether `ticket` is resolved (durable or failed).
+    pub fn is_done(&self, ticket: u64) -> bool {
+        *self.durable.borrow() >= ticket
+    }
+
+    /// The last ticket handed out.
+    pub fn last(&self) -> u64 {
+        self.queue.lock().next - 1
+    }
+
+    /// Whether writes are refused after a failed commit (`Some` with the reason).
+    pub fn refusing(&self) -> Option<String> {
+        let until = self.refuse_until.load(std::sync::atomic::Ordering::Acquire);
+        if until == 0 || *self.durable.borrow() >= until {
+            return None;
+        }
+        Some(
+            self.failures
+                .lock()
+                .values()
+                .next()
+                .cloned()
+                .unwrap_or_default(),
+        )
+    }
+
+    /// Waits until `ticket` is durable: `Err` with the reason if its commit failed.
+    pub async fn wait(&self, ticket: u64) -> std::result::Result<(), String> {
+        if ticket == 0 {
+            return Ok(());
+        }
+        if *self.durable.borrow() < ticket {
+            let mut rx = self.durable.subscribe();
+            // The sender lives as long as `self`.
+            let _ = rx.wait_for(|d| *d >= ticket).await;
+        }
+        match self.failures.lock().get(&ticket) {
+            Some(why) => Err(why.clone()),
+            None => Ok(()),
+        }
+    }
+
+    /// Blocking [`Commits::wait`], for threads outside the runtime.
+    pub fn wait_blocking(&self, ticket: u64) -> std::result::Result<(), String> {
+        let mut rx = self.durable.subscribe();
+        while *rx.borrow_and_update() < ticket {
+            if self.durable.is_closed() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(100));
+        }
+        match self.failures.lock().get(&ticket) {
+            Some(why) => Err(why.clone()),
+            None => Ok(()),
+        }
+    }
+
+    fn complete(
+        &self,
+        store: &Store,
+        ticket: u64,
+        r: nacre::Result<()>,
+        keys: &[(usize, Vec<u8>)],
+    ) {
+        if let Err(e) = r {
+            let why = StoreError::Engine(e).to_string();
+            tracing::error!(ticket, error = %why, "a commit failed; writes are refused until the queue drains");
+            self.failures.lock().insert(ticket, why);
+            let last = self.last();
+            self.refuse_until
+                .fetch_max(last, std::sync::atomic::Ordering::AcqRel);
+        }
+        for (stripe, mkey) in keys {
+            let mut s = store.stripes[*stripe].lock();
+            if s.pending.get(mkey).is_some_and(|p| p.ticket == ticket) {
+                s.pending.remove(mkey);
+            }
+        }
+        self.durable.send_modify(|d| *d = (*d).max(ticket));
+    }
+
+    /// The task that awaits queued commits in order and publishes each one durable.
+    pub async fn run_completer(store: Arc<Store>) {
+        let Some(mut rx) = store.commits.rx.lock().take() else {
+            return;
+        };
+        while let Some(f) = rx.recv().await {
+            let r = f.fut.await;
+            store.commits.complete(&store, f.ticket, r, &f.keys);
+        }
+    }
+
+    /// Stops queueing through the completer; later commits complete in the caller.
+    pub fn close(&self) {
+        self.queue.lock().tx = None;
+    }
+}

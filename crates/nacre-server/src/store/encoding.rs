@@ -1,0 +1,328 @@
+//! How Redis keys are laid out in the engine's subtables (shared/DESIGN.md §5).
+//!
+//! - `meta`: one record per key. Key: namespace (4 bytes, big-endian; one per logical
+//!   database incarnation, so `FLUSHDB` is one new namespace) ++ the key's 63-bit hash
+//!   (8 bytes, big-endian: `SCAN` cursors are positions in hash order) ++ the key. Value: a
+//!   [`Meta`].
+//! - `sub`: the members of collections. Key: the owning key's version (8 bytes, big-endian,
+//!   unique for every collection ever created, never reused) ++ the member's 63-bit hash ++
+//!   the member. A key deleted or overwritten leaves its old version's members unreachable;
+//!   a `gc` record names the version and the background cleaner deletes them.
+//! - `expire`: the expiry index. Key: expiry time (ms, big-endian) ++ namespace ++ key.
+//! - `gc`: what the cleaner still has to delete: a version (8 bytes) or a whole dropped
+//!   namespace (4 bytes).
+//! - `sys`: the server's own records (namespace table, version high-water mark, clean
+//!   shutdown counts).
+//!
+//! Meta record: byte 0 = the type (low nibble) and flags (high nibble: `HAS_EXPIRE`,
+//! `HAS_VERSION`); then the expiry time (u64 LE) if flagged; then version and size (u64 LE
+//! each) if flagged (collections); then the payload: a string's bytes, or type-specific
+//! fields that later types (lists) append. Part 2's types fit without a format change.
+
+use crate::store::StoreError;
+
+/// The type of a key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A string.
+    String = 0,
+    /// A hash.
+    Hash = 1,
+    /// A list.
+    List = 2,
+    /// A set.
+    Set = 3,
+    /// A sorted set.
+    ZSet = 4,
+}
+
+impl Kind {
+    fn from_nibble(n: u8) -> Option<Kind> {
+        Some(match n {
+            0 => Kind::String,
+            1 => Kind::Hash,
+            2 => Kind::List,
+            3 => Kind::Set,
+            4 => Kind::ZSet,
+            _ => return None,
+        })
+    }
+
+    /// The name `TYPE` replies with.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::String => "string",
+            Kind::Hash => "hash",
+            Kind::List => "list",
+            Kind::Set => "set",
+            Kind::ZSet => "zset",
+        }
+    }
+
+    /// Whether the key's contents live in `sub` records under a version.
+    pub fn is_collection(self) -> bool {
+        self != Kind::String
+    }
+}
+
+const HAS_EXPIRE: u8 = 0x10;
+const HAS_VERSION: u8 = 0x20;
+const KNOWN_FLAGS: u8 = HAS_EXPIRE | HAS_VERSION;
+
+/// A key's metadata record, decoded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Meta {
+    /// The type.
+    pub kind: Kind,
+    /// Expiry time in Unix milliseconds (0: none).
+    pub expire_at: u64,
+    /// Collections: the version naming their `sub` records (0 for strings).
+    pub version: u64,
+    /// Collections: members held.
+    pub size: u64,
+    /// A string's value; a collection's type-specific fields.
+    pub payload: Vec<u8>,
+}
+
+impl Meta {
+    /// A string key holding `v`.
+    pub fn string(v: Vec<u8>) -> Meta {
+        Meta {
+            kind: Kind::String,
+            expire_at: 0,
+            version: 0,
+            size: 0,
+            payload: v,
+        }
+    }
+
+    /// An empty collection of `kind` under `version`.
+    pub fn collection(kind: Kind, version: u64) -> Meta {
+        Meta {
+            kind,
+            expire_at: 0,
+            version,
+            size: 0,
+            payload: Vec::new(),
+        }
+    }
+
+    /// Whether the key has expired at `now_ms`.
+    pub fn expired(&self, now_ms: u64) -> bool {
+        self.expire_at != 0 && self.expire_at <= now_ms
+    }
+
+    /// The record's bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(1 + 24 + self.payload.len());
+        let mut b0 = self.kind as u8;
+        if self.expire_at != 0 {
+            b0 |= HAS_EXPIRE;
+        }
+        if self.kind.is_collection() {
+            b0 |= HAS_VERSION;
+        }
+        out.push(b0);
+        if self.expire_at != 0 {
+            out.extend_from_slice(&self.expire_at.to_le_bytes());
+        }
+        if self.kind.is_collection() {
+            out.extend_from_slice(&self.version.to_le_bytes());
+            out.extend_from_slice(&self.size.to_le_bytes());
+        }
+        out.extend_from_slice(&self.payload);
+        out
+    }
+
+    /// Decodes a record; anything malformed is corruption, never a value.
+    pub fn decode(mut b: &[u8]) -> Result<Meta, StoreError> {
+        let bad = |why: &str| StoreError::Corrupt(format!("key metadata record: {why}"));
+        let (&b0, rest) = b.split_first().ok_or_else(|| bad("empty"))?;
+        b = rest;
+        if b0 & 0xF0 & !KNOWN_FLAGS != 0 {
+            return Err(bad("unknown flags"));
+        }
+        let kind = Kind::from_nibble(b0 & 0x0F).ok_or_else(|| bad("unknown type"))?;
+        if kind.is_collection() != (b0 & HAS_VERSION != 0) {
+            return Err(bad("version flag does not match the type"));
+        }
+        let take = |b: &mut &[u8]| -> Result<u64, StoreError> {
+            if b.len() < 8 {
+                return Err(bad("truncated"));
+            }
+            let (n, rest) = b.split_at(8);
+            *b = rest;
+            Ok(u64::from_le_bytes(n.try_into().unwrap_or([0; 8])))
+        };
+        let expire_at = if b0 & HAS_EXPIRE != 0 {
+            let e = take(&mut b)?;
+            if e == 0 {
+                return Err(bad("zero expiry time flagged"));
+            }
+            e
+        } else {
+            0
+        };
+        let (version, size) = if kind.is_collection() {
+            (take(&mut b)?, take(&mut b)?)
+        } else {
+            (0, 0)
+        };
+        Ok(Meta {
+            kind,
+            expire_at,
+            version,
+            size,
+            payload: b.to_vec(),
+        })
+    }
+}
+
+/// The stable 63-bit hash that orders keys and members (FNV-1a with a 64-bit finalizer; it
+/// is part of the format: changing it reorders every subtable).
+pub fn hash63(b: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &x in b {
+        h ^= u64::from(x);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^= h >> 33;
+    h >> 1
+}
+
+/// A namespace's prefix of `meta` keys.
+pub fn ns_prefix(ns: u32) -> [u8; 4] {
+    ns.to_be_bytes()
+}
+
+/// The `meta` key of `key` in namespace `ns`.
+pub fn meta_key(ns: u32, key: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(12 + key.len());
+    k.extend_from_slice(&ns.to_be_bytes());
+    k.extend_from_slice(&hash63(key).to_be_bytes());
+    k.extend_from_slice(key);
+    k
+}
+
+/// The `meta` key where namespace `ns`'s keys of hash `h` and above start.
+pub fn meta_seek(ns: u32, h: u64) -> Vec<u8> {
+    let mut k = Vec::with_capacity(12);
+    k.extend_from_slice(&ns.to_be_bytes());
+    k.extend_from_slice(&h.to_be_bytes());
+    k
+}
+
+/// A `meta` key's namespace, hash and user key.
+pub fn split_meta_key(k: &[u8]) -> Option<(u32, u64, &[u8])> {
+    if k.len() < 12 {
+        return None;
+    }
+    let ns = u32::from_be_bytes(k[..4].try_into().ok()?);
+    let h = u64::from_be_bytes(k[4..12].try_into().ok()?);
+    Some((ns, h, &k[12..]))
+}
+
+/// The prefix of every `sub` record of collection `version`.
+pub fn sub_prefix(version: u64) -> [u8; 8] {
+    version.to_be_bytes()
+}
+
+/// The `sub` key of `member` in collection `version`.
+pub fn sub_key(version: u64, member: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(16 + member.len());
+    k.extend_from_slice(&version.to_be_bytes());
+    k.extend_from_slice(&hash63(member).to_be_bytes());
+    k.extend_from_slice(member);
+    k
+}
+
+/// Where collection `version`'s members of hash `h` and above start.
+pub fn sub_seek(version: u64, h: u64) -> Vec<u8> {
+    let mut k = Vec::with_capacity(16);
+    k.extend_from_slice(&version.to_be_bytes());
+    k.extend_from_slice(&h.to_be_bytes());
+    k
+}
+
+/// A `sub` key's member hash and member.
+pub fn split_sub_key(k: &[u8]) -> Option<(u64, &[u8])> {
+    if k.len() < 16 {
+        return None;
+    }
+    let h = u64::from_be_bytes(k[8..16].try_into().ok()?);
+    Some((h, &k[16..]))
+}
+
+/// The `expire` key of `key` in namespace `ns`, expiring at `at` ms.
+pub fn expire_key(at: u64, ns: u32, key: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(12 + key.len());
+    k.extend_from_slice(&at.to_be_bytes());
+    k.extend_from_slice(&ns.to_be_bytes());
+    k.extend_from_slice(key);
+    k
+}
+
+/// An `expire` key's time, namespace and user key.
+pub fn split_expire_key(k: &[u8]) -> Option<(u64, u32, &[u8])> {
+    if k.len() < 12 {
+        return None;
+    }
+    let at = u64::from_be_bytes(k[..8].try_into().ok()?);
+    let ns = u32::from_be_bytes(k[8..12].try_into().ok()?);
+    Some((at, ns, &k[12..]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn meta_round_trips_every_shape() {
+        let mut metas = vec![Meta::string(b"hello".to_vec()), Meta::string(Vec::new())];
+        let mut h = Meta::collection(Kind::Hash, 7);
+        h.size = 3;
+        metas.push(h.clone());
+        h.expire_at = 1_700_000_000_000;
+        metas.push(h);
+        let mut s = Meta::string(vec![0, 255, 13, 10]);
+        s.expire_at = 5;
+        metas.push(s);
+        for m in metas {
+            assert_eq!(Meta::decode(&m.encode()).unwrap(), m);
+        }
+    }
+
+    #[test]
+    fn malformed_meta_is_corruption() {
+        for bad in [
+            &[][..],
+            &[0x0F],
+            &[0x40],
+            &[0x01],
+            &[0x21, 1, 2, 3],
+            &[0x10, 1, 2],
+            &[0x10, 0, 0, 0, 0, 0, 0, 0, 0],
+            &[0x20],
+        ] {
+            assert!(Meta::decode(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn keys_split_back() {
+        let k = meta_key(3, b"user:1");
+        let (ns, h, key) = split_meta_key(&k).unwrap();
+        assert_eq!((ns, h, key), (3, hash63(b"user:1"), &b"user:1"[..]));
+        assert!(k.starts_with(&meta_seek(3, h)));
+        let s = sub_key(9, b"f");
+        assert_eq!(split_sub_key(&s).unwrap(), (hash63(b"f"), &b"f"[..]));
+        assert!(s.starts_with(&sub_prefix(9)));
+        let e = expire_key(10, 2, b"k");
+        assert_eq!(split_expire_key(&e).unwrap(), (10, 2, &b"k"[..]));
+        assert!(hash63(b"anything") < 1 << 63);
+    }
+}

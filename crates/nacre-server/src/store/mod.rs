@@ -1,0 +1,225 @@
+//! The keyspace: Redis keys on the engine (layout in [`encoding`]), with the rules that make
+//! every command atomic, isolated and durable before it is answered.
+//!
+//! Invariants:
+//! - K1 (isolation): a command locks the stripes of every key it names, in stripe order,
+//!   and holds them from its first read until its batch is queued; commands that touch a
+//!   whole database (`FLUSHDB`, `SWAPDB`) hold the namespace table exclusively.
+//! - K2 (order): a command's batch is queued with `Db::write_async` while its locks are held,
+//!   so two commands on one key commit in the order they ran.
+//! - K3 (read what is queued): until a queued batch is durable, its records stay in its keys'
+//!   stripes as *pending* entries, and commands read them before the engine (which shows only
+//!   durable writes).
+//! - K4 (answer only what is durable): a command that read a pending entry, or wrote, gets
+//!   the ticket it must wait for; its reply is sent only once that ticket is durable. Tickets
+//!   are handed out in queue order, and batches commit in queue order, so "durable up to t"
+//!   is one number.
+//! - K5 (versions are never reused): a batch that uses a collection version at or above the
+//!   recorded high-water mark carries a new mark, and batches are queued in ticket order, so
+//!   the mark that survives a crash is above every version that did.
+
+pub mod background;
+pub mod checkpoint;
+pub mod commits;
+pub mod encoding;
+pub mod open;
+pub mod txn;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+
+use nacre::{Db, Subtable};
+use parking_lot::{Mutex, RwLock};
+
+pub use commits::Commits;
+pub use encoding::{Kind, Meta};
+pub use txn::Txn;
+
+/// What can go wrong in the keyspace.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The engine failed.
+    #[error("{0}")]
+    Engine(#[from] nacre::Error),
+    /// A record is malformed: damaged media or a bug, never returned as data.
+    #[error("corrupt record: {0}")]
+    Corrupt(String),
+    /// A queued commit failed.
+    #[error("{0}")]
+    Commit(String),
+}
+
+/// Shorthand.
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+/// Stripes of key locks.
+pub const STRIPES: usize = 1024;
+
+/// The subtables the keyspace uses.
+pub struct Subtables {
+    /// One record per key.
+    pub meta: Subtable,
+    /// Members of collections.
+    pub sub: Subtable,
+    /// The expiry index.
+    pub expire: Subtable,
+    /// Versions and namespaces left for the cleaner.
+    pub gc: Subtable,
+    /// The server's own records.
+    pub sys: Subtable,
+}
+
+/// The namespace of each logical database.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Namespaces {
+    /// Namespace of database i.
+    pub gens: Vec<u32>,
+    /// The next namespace to hand out.
+    pub next: u32,
+    /// Ticket of the last whole-database change: every command waits for it (K4).
+    pub barrier: u64,
+}
+
+impl Namespaces {
+    /// The `sys` record.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(8 + 4 * self.gens.len());
+        v.extend_from_slice(&self.next.to_le_bytes());
+        v.extend_from_slice(&(self.gens.len() as u32).to_le_bytes());
+        for g in &self.gens {
+            v.extend_from_slice(&g.to_le_bytes());
+        }
+        v
+    }
+
+    /// Decodes the `sys` record.
+    pub fn decode(b: &[u8]) -> Result<Namespaces> {
+        let bad = || StoreError::Corrupt("namespace table".into());
+        let word = |i: usize| -> Result<u32> {
+            let s = b.get(i * 4..i * 4 + 4).ok_or_else(bad)?;
+            Ok(u32::from_le_bytes(s.try_into().map_err(|_| bad())?))
+        };
+        let next = word(0)?;
+        let n = word(1)? as usize;
+        if b.len() != 8 + 4 * n {
+            return Err(bad());
+        }
+        let gens = (0..n).map(|i| word(2 + i)).collect::<Result<Vec<_>>>()?;
+        if gens.iter().any(|&g| g == 0 || g >= next) {
+            return Err(bad());
+        }
+        Ok(Namespaces {
+            gens,
+            next,
+            barrier: 0,
+        })
+    }
+}
+
+/// Records queued but not yet durable, for one key (K3).
+#[derive(Default)]
+pub struct Pending {
+    /// The key's metadata record as queued (`Some(None)`: deleted), if a queued batch wrote it.
+    pub meta: Option<Option<Vec<u8>>>,
+    /// `sub` records queued (`None`: deleted).
+    pub subs: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    /// The newest ticket that wrote any of it.
+    pub ticket: u64,
+}
+
+/// A watched key's state.
+pub struct Watch {
+    /// Clients watching it.
+    pub refs: u32,
+    /// Bumped by every change.
+    pub epoch: u64,
+}
+
+/// The state guarded by one stripe lock.
+#[derive(Default)]
+pub struct Stripe {
+    /// Pending entries by `meta` key.
+    pub pending: HashMap<Vec<u8>, Pending>,
+    /// Watched keys by (database, key).
+    pub watched: HashMap<(usize, Vec<u8>), Watch>,
+}
+
+/// The keyspace.
+pub struct Store {
+    /// The engine.
+    pub db: Db,
+    /// Its subtables.
+    pub subs: Subtables,
+    /// Database → namespace (K1: exclusive for whole-database commands).
+    pub ns: RwLock<Namespaces>,
+    /// Keys per database (including expired keys not yet deleted, as Redis counts them).
+    pub counts: Vec<AtomicI64>,
+    /// Next collection version.
+    pub versions: AtomicU64,
+    /// Key locks and pending entries.
+    pub stripes: Box<[Mutex<Stripe>]>,
+    /// Queued commits and their tickets.
+    pub commits: Commits,
+    /// Expired keys deleted (for INFO).
+    pub expired_keys: AtomicU64,
+    /// Keys deleted by the cleaner's passes over old versions (for INFO).
+    pub gc_records: AtomicU64,
+}
+
+impl Store {
+    /// Logical databases.
+    pub fn databases(&self) -> usize {
+        self.counts.len()
+    }
+
+    /// The stripe of `key` in database `db`.
+    pub fn stripe_of(db: usize, key: &[u8]) -> usize {
+        (encoding::hash63(key) ^ (db as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)) as usize % STRIPES
+    }
+
+    /// Keys in database `db`.
+    pub fn dbsize(&self, db: usize) -> i64 {
+        self.counts[db].load(Ordering::Relaxed).max(0)
+    }
+
+    /// Starts a command on `keys` (K1).
+    pub fn txn<'s>(&'s self, keys: &[(usize, &[u8])], now_ms: u64) -> Txn<'s> {
+        Txn::new(self, keys, now_ms)
+    }
+
+    /// A change to a key that no command is running on: bumps its watchers (expiry by the
+    /// background cycle goes through a `Txn` and needs not this).
+    pub fn bump_watchers_of_db(&self, db: usize) {
+        for s in self.stripes.iter() {
+            let mut s = s.lock();
+            for ((d, _), w) in s.watched.iter_mut() {
+                if *d == db {
+                    w.epoch += 1;
+                }
+            }
+        }
+    }
+
+    /// Starts watching `key`; its epoch now.
+    pub fn watch(&self, db: usize, key: &[u8]) -> u64 {
+        let mut s = self.stripes[Self::stripe_of(db, key)].lock();
+        let w = s
+            .watched
+            .entry((db, key.to_vec()))
+            .or_insert(Watch { refs: 0, epoch: 0 });
+        w.refs += 1;
+        w.epoch
+    }
+
+    /// Stops watching `key`.
+    pub fn unwatch(&self, db: usize, key: &[u8]) {
+        let mut s = self.stripes[Self::stripe_of(db, key)].lock();
+        let k = (db, key.to_vec());
+        if let Some(w) = s.watched.get_mut(&k) {
+            w.refs -= 1;
+            if w.refs == 0 {
+                s.watched.remove(&k);
+            }
+        }
+    }
+}

@@ -1,0 +1,205 @@
+//! Opening the keyspace at start and closing it at `SHUTDOWN`.
+//!
+//! A clean close leaves a `clean` record in `sys` with every database's key count and the
+//! next collection version; the next start reads it (and deletes it, durably, before serving)
+//! instead of counting keys. After a crash there is no such record and the start counts each
+//! database's keys (one pass over the `meta` subtable).
+
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use nacre::{Db, IterOptions, Options, WriteBatch};
+
+use super::commits::{Commits, VERSION_MARK};
+use super::encoding;
+use super::{Namespaces, Result, Store, StoreError, Subtables, STRIPES};
+use crate::config::Config;
+
+pub const NAMESPACES: &[u8] = b"namespaces";
+const CLEAN: &[u8] = b"clean";
+
+/// The pool file inside the data directory.
+pub const POOL_FILE: &str = "nacre.pool";
+
+/// What the start found, for its log lines and `INFO`.
+#[derive(Clone, Debug)]
+pub struct StartReport {
+    /// The engine's open, recovery included.
+    pub recovery: Duration,
+    /// Counting keys (zero after a clean shutdown).
+    pub counting: Duration,
+    /// Whether the previous run shut down cleanly.
+    pub clean: bool,
+    /// Keys in all databases.
+    pub keys: u64,
+    /// The backend in use.
+    pub backend: String,
+    /// What an acknowledged write survives.
+    pub survives: String,
+}
+
+fn le_u64(b: &[u8], at: usize) -> Result<u64> {
+    b.get(at..at + 8)
+        .and_then(|s| s.try_into().ok())
+        .map(u64::from_le_bytes)
+        .ok_or_else(|| StoreError::Corrupt("server record too short".into()))
+}
+
+/// Opens (or creates) the keyspace under `cfg.dir`.
+pub fn open(cfg: &Config) -> Result<(Store, StartReport)> {
+    std::fs::create_dir_all(&cfg.dir)
+        .map_err(|e| StoreError::Corrupt(format!("cannot create {}: {e}", cfg.dir.display())))?;
+    let mut opts = Options::new(cfg.dir.join(POOL_FILE)).backend(cfg.pmem_backend);
+    opts.pool_size = cfg.pmem_size;
+    open_with(opts, cfg.databases as usize)
+}
+
+/// Opens the keyspace on engine options `opts` with `databases` logical databases.
+pub fn open_with(opts: Options, databases: usize) -> Result<(Store, StartReport)> {
+    let t0 = Instant::now();
+    let db = Db::open(opts)?;
+    let recovery = t0.elapsed();
+    let subs = Subtables {
+        meta: db.subtable("meta")?,
+        sub: db.subtable("sub")?,
+        expire: db.subtable("expire")?,
+        gc: db.subtable("gc")?,
+        sys: db.subtable("sys")?,
+    };
+    let mut first = WriteBatch::new();
+    let mut ns = match db.get(&subs.sys, NAMESPACES)? {
+        Some(b) => Namespaces::decode(&b)?,
+        None => Namespaces {
+            gens: Vec::new(),
+            next: 1,
+            barrier: 0,
+        },
+    };
+    if ns.gens.len() < databases {
+        while ns.gens.len() < databases {
+            ns.gens.push(ns.next);
+            ns.next += 1;
+        }
+        first.put(&subs.sys, NAMESPACES, ns.encode());
+    }
+    let mark = match db.get(&subs.sys, VERSION_MARK)? {
+        Some(b) => le_u64(&b, 0)?,
+        None => 1,
+    };
+    let t1 = Instant::now();
+    let clean = db.get(&subs.sys, CLEAN)?;
+    let (counts, next_version, was_clean) = match clean.map(|c| decode_clean(&c, &ns)) {
+        Some(Ok(Some((counts, next)))) => (counts, next, true),
+        Some(Err(e)) => return Err(e),
+        _ => {
+            let mut counts = Vec::with_capacity(ns.gens.len());
+            for &g in &ns.gens {
+                counts.push(count_keys(&db, &subs, g)?);
+            }
+            (counts, mark, false)
+        }
+    };
+    if was_clean {
+        first.delete(&subs.sys, CLEAN);
+    }
+    let counting = t1.elapsed();
+    if !first.is_empty() {
+        db.write(first)?;
+    }
+    let keys = counts.iter().sum::<i64>().max(0) as u64;
+    let backend = db.backend_report();
+    let report = StartReport {
+        recovery,
+        counting,
+        clean: was_clean,
+        keys,
+        backend: backend.active.to_string(),
+        survives: backend.survives().to_string(),
+    };
+    let store = Store {
+        counts: counts.into_iter().map(AtomicI64::new).collect(),
+        ns: parking_lot::RwLock::new(ns),
+        versions: AtomicU64::new(next_version.max(1)),
+        stripes: (0..STRIPES).map(|_| Default::default()).collect(),
+        commits: Commits::new(mark),
+        expired_keys: AtomicU64::new(0),
+        gc_records: AtomicU64::new(0),
+        db,
+        subs,
+    };
+    Ok((store, report))
+}
+
+fn count_keys(db: &Db, subs: &Subtables, gen: u32) -> Result<i64> {
+    let mut n = 0;
+    let it = db.iter(
+        &subs.meta,
+        IterOptions {
+            prefix: Some(encoding::ns_prefix(gen).to_vec()),
+            ..Default::default()
+        },
+    )?;
+    for r in it {
+        r?;
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// The `clean` record: per database its namespace and key count, then the next version.
+fn encode_clean(store: &Store) -> Vec<u8> {
+    let ns = store.ns.read();
+    let mut v = Vec::new();
+    v.extend_from_slice(&(ns.gens.len() as u32).to_le_bytes());
+    for (i, g) in ns.gens.iter().enumerate() {
+        v.extend_from_slice(&g.to_le_bytes());
+        v.extend_from_slice(&store.counts[i].load(Ordering::Relaxed).to_le_bytes());
+    }
+    v.extend_from_slice(&store.versions.load(Ordering::Relaxed).to_le_bytes());
+    v
+}
+
+/// Counts and next version from a `clean` record; `None` if it does not match `ns`.
+fn decode_clean(b: &[u8], ns: &Namespaces) -> Result<Option<(Vec<i64>, u64)>> {
+    let bad = || StoreError::Corrupt("clean shutdown record".into());
+    let n = u32::from_le_bytes(b.get(..4).ok_or_else(bad)?.try_into().map_err(|_| bad())?) as usize;
+    if b.len() != 4 + n * 12 + 8 {
+        return Err(bad());
+    }
+    if n != ns.gens.len() {
+        return Ok(None);
+    }
+    let mut counts = Vec::with_capacity(n);
+    for (i, &gen) in ns.gens.iter().enumerate() {
+        let at = 4 + i * 12;
+        let g = u32::from_le_bytes(b[at..at + 4].try_into().map_err(|_| bad())?);
+        if g != gen {
+            return Ok(None);
+        }
+        counts.push(le_u64(b, at + 4)? as i64);
+    }
+    Ok(Some((counts, le_u64(b, 4 + n * 12)?)))
+}
+
+impl Store {
+    /// Writes the `clean` record once every queued commit is done; nothing may write after
+    /// it (the counts it holds would go stale).
+    pub fn close_ref(&self) -> Result<()> {
+        self.commits.close();
+        let last = self.commits.last();
+        let _ = self.commits.wait_blocking(last);
+        let mut b = WriteBatch::new();
+        b.put(&self.subs.sys, CLEAN, encode_clean(self));
+        let next = self.versions.load(Ordering::Relaxed);
+        b.put(&self.subs.sys, VERSION_MARK, next.to_le_bytes());
+        self.db.write(b)?;
+        Ok(())
+    }
+
+    /// Closes the engine (after [`Store::close_ref`]).
+    pub fn close_engine(self) -> Result<()> {
+        drop(self.subs);
+        self.db.close()?;
+        Ok(())
+    }
+}

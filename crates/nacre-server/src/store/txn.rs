@@ -1,0 +1,550 @@
+//! One command's (or one `EXEC`'s) view of the keyspace: the locks of its keys (K1), what it
+//! read and wrote, and the batch it queues (K2, K3, K4).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+
+use nacre::{IterOptions, WriteBatch};
+use parking_lot::{MutexGuard, RwLockReadGuard, RwLockWriteGuard};
+
+use super::encoding::{self, Kind, Meta};
+use super::{Namespaces, Result, Store, StoreError, Stripe};
+
+enum NsGuard<'s> {
+    Shared(RwLockReadGuard<'s, Namespaces>),
+    Exclusive(RwLockWriteGuard<'s, Namespaces>),
+}
+
+impl NsGuard<'_> {
+    fn get(&self) -> &Namespaces {
+        match self {
+            NsGuard::Shared(g) => g,
+            NsGuard::Exclusive(g) => g,
+        }
+    }
+}
+
+/// What a command knows of one key.
+struct KeyState {
+    db: usize,
+    key: Vec<u8>,
+    mkey: Vec<u8>,
+    stripe: usize,
+    loaded: bool,
+    /// As stored (or pending) when first read: expired keys included.
+    orig: Option<Meta>,
+    /// As this command leaves it.
+    cur: Option<Meta>,
+    /// `sub` records this command wrote.
+    subs: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+}
+
+/// A running command's hold on the keyspace. Dropping it without [`Txn::commit`] discards
+/// its writes.
+pub struct Txn<'s> {
+    store: &'s Store,
+    ns: NsGuard<'s>,
+    locks: Vec<(usize, MutexGuard<'s, Stripe>)>,
+    keys: Vec<KeyState>,
+    now: u64,
+    wait: u64,
+    max_version: u64,
+    /// Whole-database changes made under the exclusive namespace lock.
+    extra: WriteBatch,
+    count_delta: Vec<(usize, i64)>,
+}
+
+/// What a committed command waits for before it answers (K4).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Ticket(pub u64);
+
+impl<'s> Txn<'s> {
+    pub(super) fn new(store: &'s Store, keys: &[(usize, &[u8])], now: u64) -> Txn<'s> {
+        let ns = NsGuard::Shared(store.ns.read());
+        Self::with_ns(store, ns, keys, now)
+    }
+
+    /// A command over whole databases: holds the namespace table exclusively (K1).
+    pub fn exclusive(store: &'s Store, keys: &[(usize, &[u8])], now: u64) -> Txn<'s> {
+        let ns = NsGuard::Exclusive(store.ns.write());
+        Self::with_ns(store, ns, keys, now)
+    }
+
+    fn with_ns(store: &'s Store, ns: NsGuard<'s>, keys: &[(usize, &[u8])], now: u64) -> Txn<'s> {
+        let mut states: Vec<KeyState> = Vec::with_capacity(keys.len());
+        for &(db, key) in keys {
+            if states.iter().any(|k| k.db == db && k.key == key) {
+                continue;
+            }
+            let gen = ns.get().gens[db];
+            states.push(KeyState {
+                db,
+                key: key.to_vec(),
+                mkey: encoding::meta_key(gen, key),
+                stripe: Store::stripe_of(db, key),
+                loaded: false,
+                orig: None,
+                cur: None,
+                subs: BTreeMap::new(),
+            });
+        }
+        let mut stripes: Vec<usize> = states.iter().map(|k| k.stripe).collect();
+        stripes.sort_unstable();
+        stripes.dedup();
+        let locks = stripes
+            .into_iter()
+            .map(|s| (s, store.stripes[s].lock()))
+            .collect();
+        let wait = ns.get().barrier;
+        Txn {
+            store,
+            ns,
+            locks,
+            keys: states,
+            now,
+            wait,
+            max_version: 0,
+            extra: WriteBatch::new(),
+            count_delta: Vec::new(),
+        }
+    }
+
+    /// The store.
+    pub fn store(&self) -> &'s Store {
+        self.store
+    }
+
+    /// The command's clock (Unix ms), fixed for its whole run.
+    pub fn now(&self) -> u64 {
+        self.now
+    }
+
+    /// Namespace of database `db`.
+    pub fn gen(&self, db: usize) -> u32 {
+        self.ns.get().gens[db]
+    }
+
+    fn index(&self, db: usize, key: &[u8]) -> Result<usize> {
+        self.keys
+            .iter()
+            .position(|k| k.db == db && k.key == key)
+            .ok_or_else(|| StoreError::Corrupt("a command used a key it did not lock".into()))
+    }
+
+    fn stripe(&mut self, stripe: usize) -> &mut Stripe {
+        let i = self
+            .locks
+            .binary_search_by_key(&stripe, |(s, _)| *s)
+            .unwrap_or_else(|_| unreachable!("key stripes are locked when the txn starts"));
+        &mut self.locks[i].1
+    }
+
+    fn load(&mut self, i: usize) -> Result<()> {
+        if self.keys[i].loaded {
+            return Ok(());
+        }
+        let (stripe, mkey) = (self.keys[i].stripe, self.keys[i].mkey.clone());
+        let pending = self
+            .stripe(stripe)
+            .pending
+            .get(&mkey)
+            .map(|p| (p.ticket, p.meta.clone()));
+        let raw = match pending {
+            Some((t, Some(m))) => {
+                self.wait = self.wait.max(t);
+                m
+            }
+            other => {
+                if let Some((t, None)) = other {
+                    self.wait = self.wait.max(t);
+                }
+                self.store.db.get(&self.store.subs.meta, &mkey)?
+            }
+        };
+        let meta = raw.map(|r| Meta::decode(&r)).transpose()?;
+        let k = &mut self.keys[i];
+        k.orig = meta.clone();
+        k.cur = meta;
+        k.loaded = true;
+        Ok(())
+    }
+
+    /// The key's metadata if it exists and has not expired. A write command then sees an
+    /// expired key as deleted (and deletes it when it commits).
+    pub fn get(&mut self, db: usize, key: &[u8]) -> Result<Option<&Meta>> {
+        let i = self.index(db, key)?;
+        self.load(i)?;
+        let now = self.now;
+        let k = &mut self.keys[i];
+        if k.cur.as_ref().is_some_and(|m| m.expired(now)) {
+            return Ok(None);
+        }
+        Ok(k.cur.as_ref())
+    }
+
+    /// Like [`Txn::get`], for changing the record in place (expired keys are `None`, and
+    /// become deleted).
+    pub fn get_mut(&mut self, db: usize, key: &[u8]) -> Result<Option<&mut Meta>> {
+        let i = self.index(db, key)?;
+        self.load(i)?;
+        let now = self.now;
+        let k = &mut self.keys[i];
+        if k.cur.as_ref().is_some_and(|m| m.expired(now)) {
+            k.cur = None;
+        }
+        Ok(k.cur.as_mut())
+    }
+
+    /// Whether the key is stored but expired (for `WATCH`).
+    pub fn expired(&mut self, db: usize, key: &[u8]) -> Result<bool> {
+        let i = self.index(db, key)?;
+        self.load(i)?;
+        let now = self.now;
+        Ok(self.keys[i].cur.as_ref().is_some_and(|m| m.expired(now)))
+    }
+
+    /// Sets (or with `None` deletes) the key.
+    pub fn set(&mut self, db: usize, key: &[u8], meta: Option<Meta>) -> Result<()> {
+        let i = self.index(db, key)?;
+        self.load(i)?;
+        self.keys[i].cur = meta;
+        Ok(())
+    }
+
+    /// A new collection version.
+    pub fn new_version(&mut self) -> u64 {
+        let v = self.store.versions.fetch_add(1, Ordering::Relaxed);
+        self.max_version = self.max_version.max(v);
+        v
+    }
+
+    /// A new, empty collection for `key` (replacing whatever it held).
+    pub fn create(&mut self, db: usize, key: &[u8], kind: Kind) -> Result<&mut Meta> {
+        let v = self.new_version();
+        let i = self.index(db, key)?;
+        self.load(i)?;
+        Ok(self.keys[i].cur.insert(Meta::collection(kind, v)))
+    }
+
+    /// Member `member` of collection `version` of `key`.
+    pub fn member(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        version: u64,
+        member: &[u8],
+    ) -> Result<Option<Vec<u8>>> {
+        let i = self.index(db, key)?;
+        self.load(i)?;
+        let sk = encoding::sub_key(version, member);
+        if let Some(v) = self.keys[i].subs.get(&sk) {
+            return Ok(v.clone());
+        }
+        let (stripe, mkey) = (self.keys[i].stripe, self.keys[i].mkey.clone());
+        let pending = self
+            .stripe(stripe)
+            .pending
+            .get(&mkey)
+            .map(|p| (p.ticket, p.subs.get(&sk).cloned()));
+        if let Some((t, hit)) = pending {
+            self.wait = self.wait.max(t);
+            if let Some(v) = hit {
+                return Ok(v);
+            }
+        }
+        Ok(self.store.db.get(&self.store.subs.sub, &sk)?)
+    }
+
+    /// Sets (or with `None` deletes) member `member` of collection `version` of `key`.
+    pub fn set_member(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        version: u64,
+        member: &[u8],
+        value: Option<Vec<u8>>,
+    ) -> Result<()> {
+        let i = self.index(db, key)?;
+        self.keys[i]
+            .subs
+            .insert(encoding::sub_key(version, member), value);
+        Ok(())
+    }
+
+    /// Members of collection `version` of `key` whose hash is at least `from`, in hash order:
+    /// at least `count` of them (all of a hash's members together), and the hash to go on
+    /// from (0 when done).
+    pub fn members(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        version: u64,
+        from: u64,
+        count: usize,
+    ) -> Result<(Vec<(Vec<u8>, Vec<u8>)>, u64)> {
+        let i = self.index(db, key)?;
+        self.load(i)?;
+        let prefix = encoding::sub_prefix(version).to_vec();
+        let lower = encoding::sub_seek(version, from);
+        let (stripe, mkey) = (self.keys[i].stripe, self.keys[i].mkey.clone());
+        // Overlays, newest last: pending, then this command's own.
+        let mut overlay: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
+        if let Some(p) = self.stripe(stripe).pending.get(&mkey) {
+            let t = p.ticket;
+            overlay.extend(
+                p.subs
+                    .range(lower.clone()..)
+                    .take_while(|(k, _)| k.starts_with(&prefix))
+                    .map(|(k, v)| (k.clone(), v.clone())),
+            );
+            self.wait = self.wait.max(t);
+        }
+        overlay.extend(
+            self.keys[i]
+                .subs
+                .range(lower.clone()..)
+                .take_while(|(k, _)| k.starts_with(&prefix))
+                .map(|(k, v)| (k.clone(), v.clone())),
+        );
+        let mut it = self
+            .store
+            .db
+            .iter(
+                &self.store.subs.sub,
+                IterOptions {
+                    lower: Some(lower),
+                    prefix: Some(prefix),
+                    ..Default::default()
+                },
+            )?
+            .peekable();
+        let mut ov = overlay.into_iter().peekable();
+        let mut out = Vec::new();
+        let mut last_hash: Option<u64> = None;
+        loop {
+            // The smaller of the engine's next key and the overlay's next key; the overlay
+            // wins ties.
+            let take_overlay = match (it.peek(), ov.peek()) {
+                (None, None) => break,
+                (Some(Err(_)), _) => {
+                    return Err(it.next().and_then(|r| r.err()).map_or_else(
+                        || StoreError::Corrupt("iterator".into()),
+                        StoreError::Engine,
+                    ))
+                }
+                (None, Some(_)) => true,
+                (Some(_), None) => false,
+                (Some(Ok((ek, _))), Some((ok, _))) => {
+                    if ek == ok {
+                        it.next();
+                        true
+                    } else {
+                        ok < ek
+                    }
+                }
+            };
+            let (k, v) = if take_overlay {
+                match ov.next() {
+                    Some((k, Some(v))) => (k, v),
+                    Some((_, None)) | None => continue,
+                }
+            } else {
+                match it.next() {
+                    Some(Ok(kv)) => kv,
+                    _ => continue,
+                }
+            };
+            let (h, m) = encoding::split_sub_key(&k)
+                .ok_or_else(|| StoreError::Corrupt("member key".into()))?;
+            if out.len() >= count && last_hash != Some(h) {
+                return Ok((out, h));
+            }
+            last_hash = Some(h);
+            out.push((m.to_vec(), v));
+        }
+        Ok((out, 0))
+    }
+
+    /// Every member of collection `version` of `key`.
+    pub fn all_members(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        version: u64,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        Ok(self.members(db, key, version, 0, usize::MAX)?.0)
+    }
+
+    /// The watch epoch of `key`, if watched.
+    pub fn watch_epoch(&mut self, db: usize, key: &[u8]) -> Option<u64> {
+        let stripe = Store::stripe_of(db, key);
+        let k = (db, key.to_vec());
+        let i = self.locks.binary_search_by_key(&stripe, |(s, _)| *s).ok()?;
+        self.locks[i].1.watched.get(&k).map(|w| w.epoch)
+    }
+
+    /// Registers a watch on `key` (whose stripe this txn holds); its epoch now.
+    pub fn watch(&mut self, db: usize, key: &[u8]) -> u64 {
+        let stripe = Store::stripe_of(db, key);
+        let w = self
+            .stripe(stripe)
+            .watched
+            .entry((db, key.to_vec()))
+            .or_insert(super::Watch { refs: 0, epoch: 0 });
+        w.refs += 1;
+        w.epoch
+    }
+
+    /// Exclusive txns: adds a raw write to the batch.
+    pub fn raw_batch(&mut self) -> &mut WriteBatch {
+        &mut self.extra
+    }
+
+    /// Exclusive txns: the namespace table, to change.
+    pub fn namespaces_mut(&mut self) -> Option<&mut Namespaces> {
+        match &mut self.ns {
+            NsGuard::Exclusive(g) => Some(g),
+            NsGuard::Shared(_) => None,
+        }
+    }
+
+    /// Exclusive txns: a change to the key count of database `db`, applied at commit.
+    pub fn add_count(&mut self, db: usize, delta: i64) {
+        self.count_delta.push((db, delta));
+    }
+
+    /// Makes the command wait for every commit queued so far (for replies computed from
+    /// whole-database state, such as key counts).
+    pub fn wait_all(&mut self) {
+        self.wait = self.wait.max(self.store.commits.last());
+    }
+
+    /// The ticket a read-only end waits for (what it read from pending entries).
+    pub fn read_ticket(&self) -> Ticket {
+        Ticket(self.wait)
+    }
+
+    /// Queues what the command changed and releases its locks; the ticket to wait for.
+    pub fn commit(mut self) -> Ticket {
+        let store = self.store;
+        let subs = &store.subs;
+        let mut batch = std::mem::take(&mut self.extra);
+        let mut written: Vec<(usize, Vec<u8>)> = Vec::new();
+        let mut pendings: Vec<(
+            usize,
+            Vec<u8>,
+            Option<Option<Vec<u8>>>,
+            BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+        )> = Vec::new();
+        let mut deltas = std::mem::take(&mut self.count_delta);
+        let mut changed: Vec<(usize, Vec<u8>, usize)> = Vec::new();
+        // Member writes belong to the key whose collection holds their version now (a
+        // RENAME inside EXEC moves a collection with its version).
+        let owners: Vec<(u64, usize)> = self
+            .keys
+            .iter()
+            .enumerate()
+            .filter_map(|(i, k)| {
+                k.cur
+                    .as_ref()
+                    .filter(|m| m.kind.is_collection())
+                    .map(|m| (m.version, i))
+            })
+            .collect();
+        for i in 0..self.keys.len() {
+            let subs = std::mem::take(&mut self.keys[i].subs);
+            for (sk, v) in subs {
+                let ver = u64::from_be_bytes(sk[..8].try_into().unwrap_or([0; 8]));
+                if let Some(&(_, o)) = owners.iter().find(|(v2, _)| *v2 == ver) {
+                    self.keys[o].subs.insert(sk, v);
+                }
+            }
+        }
+        for k in &mut self.keys {
+            if !k.loaded {
+                continue;
+            }
+            let gen = self.ns.get().gens[k.db];
+            let meta_changed = k.orig != k.cur;
+            let live_version = k
+                .cur
+                .as_ref()
+                .filter(|m| m.kind.is_collection())
+                .map(|m| m.version);
+            let mut subs_out: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
+            for (sk, v) in std::mem::take(&mut k.subs) {
+                // Members of a version this command dropped are the cleaner's.
+                let ver = u64::from_be_bytes(sk[..8].try_into().unwrap_or([0; 8]));
+                if Some(ver) == live_version {
+                    match &v {
+                        Some(v) => batch.put(&subs.sub, &sk, v),
+                        None => batch.delete(&subs.sub, &sk),
+                    };
+                    subs_out.insert(sk, v);
+                }
+            }
+            if !meta_changed && subs_out.is_empty() {
+                continue;
+            }
+            let mut meta_out = None;
+            if meta_changed {
+                let enc = k.cur.as_ref().map(Meta::encode);
+                match &enc {
+                    Some(e) => batch.put(&subs.meta, &k.mkey, e),
+                    None => batch.delete(&subs.meta, &k.mkey),
+                };
+                meta_out = Some(enc);
+                let old_exp = k.orig.as_ref().map_or(0, |m| m.expire_at);
+                let new_exp = k.cur.as_ref().map_or(0, |m| m.expire_at);
+                if old_exp != new_exp {
+                    if old_exp != 0 {
+                        batch.delete(&subs.expire, encoding::expire_key(old_exp, gen, &k.key));
+                    }
+                    if new_exp != 0 {
+                        batch.put(&subs.expire, encoding::expire_key(new_exp, gen, &k.key), []);
+                    }
+                }
+                if let Some(o) = k.orig.as_ref().filter(|m| m.kind.is_collection()) {
+                    if !owners.iter().any(|(v, _)| *v == o.version) {
+                        batch.put(&subs.gc, encoding::sub_prefix(o.version), []);
+                    }
+                }
+                let delta = i64::from(k.cur.is_some()) - i64::from(k.orig.is_some());
+                if delta != 0 {
+                    deltas.push((k.db, delta));
+                }
+            }
+            written.push((k.stripe, k.mkey.clone()));
+            changed.push((k.db, k.key.clone(), k.stripe));
+            pendings.push((k.stripe, k.mkey.clone(), meta_out, subs_out));
+        }
+        if batch.is_empty() {
+            return Ticket(self.wait);
+        }
+        let ticket = store
+            .commits
+            .submit(store, &subs.sys, batch, self.max_version, written);
+        if let NsGuard::Exclusive(g) = &mut self.ns {
+            g.barrier = ticket;
+        }
+        for (stripe, mkey, meta, subs) in pendings {
+            let s = self.stripe(stripe);
+            let p = s.pending.entry(mkey).or_default();
+            p.ticket = ticket;
+            if meta.is_some() {
+                p.meta = meta;
+            }
+            p.subs.extend(subs);
+        }
+        // Watchers of every changed key.
+        for (db, key, stripe) in changed {
+            if let Some(w) = self.stripe(stripe).watched.get_mut(&(db, key)) {
+                w.epoch += 1;
+            }
+        }
+        for (db, d) in deltas {
+            store.counts[db].fetch_add(d, Ordering::Relaxed);
+        }
+        Ticket(ticket.max(self.wait))
+    }
+}
