@@ -1,0 +1,243 @@
+//! Starting the real `nacre-server` binary (and, where installed, `redis-server`) for
+//! integration tests.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A free TCP port on 127.0.0.1.
+pub fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr").port()
+}
+
+/// A running server process.
+pub struct Server {
+    /// Its port.
+    pub port: u16,
+    /// Its data directory.
+    pub dir: PathBuf,
+    child: Option<Child>,
+    _tmp: Option<tempfile::TempDir>,
+    args: Vec<String>,
+}
+
+impl Server {
+    /// Starts nacre-server on a fresh directory (emulated backend, 256 MiB pool) with extra
+    /// `--directive value` arguments.
+    pub fn start(extra: &[&str]) -> Server {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().to_path_buf();
+        let mut s = Server {
+            port: free_port(),
+            dir,
+            child: None,
+            _tmp: Some(tmp),
+            args: extra.iter().map(|s| s.to_string()).collect(),
+        };
+        s.spawn();
+        s
+    }
+
+    /// Starts nacre-server on `dir` (kept by the caller).
+    pub fn start_in(dir: &Path, extra: &[&str]) -> Server {
+        let mut s = Server {
+            port: free_port(),
+            dir: dir.to_path_buf(),
+            child: None,
+            _tmp: None,
+            args: extra.iter().map(|s| s.to_string()).collect(),
+        };
+        s.spawn();
+        s
+    }
+
+    fn spawn(&mut self) {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_nacre-server"));
+        cmd.arg("--port")
+            .arg(self.port.to_string())
+            .arg("--dir")
+            .arg(&self.dir)
+            .arg("--pmem-size")
+            .arg("256mb")
+            .arg("--pmem-backend")
+            .arg("emulated")
+            .arg("--loglevel")
+            .arg("warning")
+            .args(&self.args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
+        self.child = Some(cmd.spawn().expect("start nacre-server"));
+        wait_ready(self.port);
+    }
+
+    /// `redis://` URL.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// A `redis` crate connection.
+    pub fn conn(&self) -> redis::Connection {
+        redis::Client::open(self.url())
+            .expect("client")
+            .get_connection()
+            .expect("connect")
+    }
+
+    /// A raw TCP connection.
+    pub fn raw(&self) -> TcpStream {
+        let s = TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(10))).ok();
+        s
+    }
+
+    /// Kills the process with SIGKILL and waits for it.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Waits for the process to exit (after SHUTDOWN); its exit status.
+    pub fn wait_exit(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let t = Instant::now();
+        let c = self.child.as_mut()?;
+        while t.elapsed() < within {
+            if let Ok(Some(s)) = c.try_wait() {
+                self.child = None;
+                return Some(s);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
+    /// Starts the process again on the same directory and port.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+
+    /// Whether the process is still running.
+    pub fn alive(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Waits until a server answers PING on `port`.
+pub fn wait_ready(port: u16) {
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(30) {
+        if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
+            s.set_read_timeout(Some(Duration::from_secs(2))).ok();
+            if s.write_all(b"PING\r\n").is_ok() {
+                let mut line = String::new();
+                if BufReader::new(&mut s).read_line(&mut line).is_ok()
+                    && (line.starts_with("+PONG") || line.starts_with("-NOAUTH"))
+                {
+                    return;
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("server on port {port} did not come up");
+}
+
+/// A running redis-server 7 (no persistence) if one is installed.
+pub struct RedisServer {
+    /// Its port.
+    pub port: u16,
+    child: Child,
+    _tmp: tempfile::TempDir,
+}
+
+impl RedisServer {
+    /// Starts redis-server if the binary exists.
+    pub fn start() -> Option<RedisServer> {
+        let tmp = tempfile::tempdir().ok()?;
+        let port = free_port();
+        let child = Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .arg("--dir")
+            .arg(tmp.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        wait_ready(port);
+        Some(RedisServer {
+            port,
+            child,
+            _tmp: tmp,
+        })
+    }
+
+    /// A `redis` crate connection.
+    pub fn conn(&self) -> redis::Connection {
+        redis::Client::open(format!("redis://127.0.0.1:{}/", self.port))
+            .expect("client")
+            .get_connection()
+            .expect("connect")
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Sends raw bytes and reads what comes back until the server closes or `wait` passes.
+pub fn raw_exchange(s: &mut TcpStream, bytes: &[u8], wait: Duration) -> Vec<u8> {
+    s.write_all(bytes).expect("write");
+    s.set_read_timeout(Some(wait)).ok();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 65536];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(_) => break,
+        }
+    }
+    out
+}
+
+/// Runs a command, returning its reply or its error as a string `ERR:<message>`.
+pub fn run(con: &mut redis::Connection, args: &[&[u8]]) -> redis::Value {
+    let mut c = redis::cmd(std::str::from_utf8(args[0]).unwrap_or("?"));
+    for a in &args[1..] {
+        c.arg(*a);
+    }
+    match c.query::<redis::Value>(con) {
+        Ok(v) => v,
+        Err(e) => redis::Value::SimpleString(format!(
+            "ERR:{}",
+            e.detail().map_or_else(
+                || e.to_string(),
+                |d| format!("{} {d}", e.code().unwrap_or(""))
+            )
+        )),
+    }
+}
