@@ -1,0 +1,271 @@
+//! Server-level behaviour: checkpoints, expiry across restarts, the active expire cycle,
+//! lazy cleanup of deleted collections, CONFIG, CLIENT, MONITOR, SLOWLOG, COMMAND, HELLO,
+//! INFO, maxclients, and the stock redis-cli and redis-benchmark.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::time::{Duration, Instant};
+
+use common::{raw_exchange, Server};
+use redis::Value;
+
+fn info(c: &mut redis::Connection, section: &str, field: &str) -> String {
+    let text: String = redis::cmd("INFO").arg(section).query(c).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or_else(|| panic!("no {field} in INFO {section}:\n{text}"))
+        .trim()
+        .to_string()
+}
+
+#[test]
+fn save_writes_a_checkpoint_that_opens_as_a_data_directory() {
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    for i in 0..200 {
+        let _: () = redis::cmd("SET").arg(format!("k{i}")).arg(i).query(&mut c).unwrap();
+    }
+    let _: () = redis::cmd("HSET").arg("h").arg("a").arg(1).arg("b").arg(2).query(&mut c).unwrap();
+    let _: () = redis::cmd("SET").arg("ttl").arg("x").arg("EX").arg(1000).query(&mut c).unwrap();
+    let before: i64 = redis::cmd("LASTSAVE").query(&mut c).unwrap();
+    let _: () = redis::cmd("SAVE").query(&mut c).unwrap();
+    // Writes after the checkpoint are not in it.
+    let _: () = redis::cmd("SET").arg("after").arg(1).query(&mut c).unwrap();
+    let after: i64 = redis::cmd("LASTSAVE").query(&mut c).unwrap();
+    assert!(after >= before);
+    let cp = s.dir.join("checkpoint");
+    let copy = tempfile::tempdir().unwrap();
+    for e in std::fs::read_dir(&cp).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), copy.path().join(e.file_name())).unwrap();
+    }
+    let s2 = Server::start_in(copy.path(), &[]);
+    let mut c2 = s2.conn();
+    let n: i64 = redis::cmd("DBSIZE").query(&mut c2).unwrap();
+    assert_eq!(n, 202);
+    let v: i64 = redis::cmd("GET").arg("k77").query(&mut c2).unwrap();
+    assert_eq!(v, 77);
+    let h: i64 = redis::cmd("HGET").arg("h").arg("b").query(&mut c2).unwrap();
+    assert_eq!(h, 2);
+    let t: i64 = redis::cmd("TTL").arg("ttl").query(&mut c2).unwrap();
+    assert!(t > 900, "{t}");
+    let a: Option<i64> = redis::cmd("GET").arg("after").query(&mut c2).unwrap();
+    assert_eq!(a, None);
+    // BGSAVE answers at once and finishes in the background.
+    let r: String = redis::cmd("BGSAVE").query(&mut c).unwrap();
+    assert_eq!(r, "Background saving started");
+    let t = Instant::now();
+    while info(&mut c, "persistence", "rdb_bgsave_in_progress") == "1" {
+        assert!(t.elapsed() < Duration::from_secs(30));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(info(&mut c, "persistence", "rdb_last_bgsave_status"), "ok");
+}
+
+#[test]
+fn expiry_survives_restart_and_the_active_cycle_deletes_unread_keys() {
+    let mut s = Server::start(&[]);
+    let mut c = s.conn();
+    let _: () = redis::cmd("SET").arg("long").arg("x").arg("EX").arg(1000).query(&mut c).unwrap();
+    let _: () = redis::cmd("SET").arg("soon").arg("x").arg("PX").arg(300).query(&mut c).unwrap();
+    let _: () = redis::cmd("HSET").arg("hsoon").arg("f").arg("v").query(&mut c).unwrap();
+    let _: i64 = redis::cmd("PEXPIRE").arg("hsoon").arg(300).query(&mut c).unwrap();
+    for i in 0..50 {
+        let _: () = redis::cmd("SET").arg(format!("e{i}")).arg("x").arg("PX").arg(100).query(&mut c).unwrap();
+    }
+    s.restart();
+    let mut c = s.conn();
+    let t: i64 = redis::cmd("TTL").arg("long").query(&mut c).unwrap();
+    assert!(t > 990, "{t}");
+    let pt: i64 = redis::cmd("PTTL").arg("soon").query(&mut c).unwrap();
+    assert!(pt <= 300, "{pt}");
+    std::thread::sleep(Duration::from_millis(400));
+    // Never read: the active cycle deletes them.
+    let t = Instant::now();
+    loop {
+        let n: i64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
+        if n == 1 {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "DBSIZE still {n}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let expired: i64 = info(&mut c, "stats", "expired_keys").parse().unwrap();
+    assert!(expired >= 52, "{expired}");
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut c).unwrap();
+    assert_eq!(keys, vec!["long".to_string()]);
+}
+
+#[test]
+fn deleting_a_large_hash_is_constant_time_and_its_fields_are_cleaned_later() {
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    let fields = 20_000;
+    for chunk in (0..fields).collect::<Vec<_>>().chunks(1000) {
+        let mut cmd = redis::cmd("HSET");
+        cmd.arg("big");
+        for f in chunk {
+            cmd.arg(format!("field{f}")).arg("value");
+        }
+        let _: i64 = cmd.query(&mut c).unwrap();
+    }
+    let n: i64 = redis::cmd("HLEN").arg("big").query(&mut c).unwrap();
+    assert_eq!(n, fields);
+    let t = Instant::now();
+    let d: i64 = redis::cmd("DEL").arg("big").query(&mut c).unwrap();
+    let del_time = t.elapsed();
+    assert_eq!(d, 1);
+    assert!(del_time < Duration::from_millis(100), "DEL took {del_time:?}");
+    let _: () = redis::cmd("HSET").arg("big").arg("new").arg("1").query(&mut c).unwrap();
+    let all: Vec<String> = redis::cmd("HKEYS").arg("big").query(&mut c).unwrap();
+    assert_eq!(all, vec!["new".to_string()]);
+    let t = Instant::now();
+    loop {
+        let cleaned: i64 = info(&mut c, "nacre", "old_version_records_deleted").parse().unwrap();
+        if cleaned >= fields {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(20), "cleaned {cleaned}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let all: Vec<String> = redis::cmd("HKEYS").arg("big").query(&mut c).unwrap();
+    assert_eq!(all, vec!["new".to_string()]);
+}
+
+#[test]
+fn config_get_set_and_rewrite() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("nacre.conf");
+    std::fs::write(&conf, "# a comment\nmaxclients 100\n").unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let s = Server::start_in(data.path(), &[]);
+    drop(s);
+    let port = common::free_port();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_nacre-server"))
+        .arg(&conf)
+        .args(["--port", &port.to_string(), "--pmem-backend", "emulated", "--pmem-size", "64mb", "--loglevel", "warning", "--dir"])
+        .arg(data.path())
+        .spawn()
+        .unwrap();
+    common::wait_ready(port);
+    let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap();
+    let v: Vec<String> = redis::cmd("CONFIG").arg("GET").arg("maxclients").query(&mut c).unwrap();
+    assert_eq!(v, vec!["maxclients", "100"]);
+    let v: Vec<String> = redis::cmd("CONFIG").arg("GET").arg("slowlog-*").query(&mut c).unwrap();
+    assert_eq!(v.len(), 4);
+    let _: () = redis::cmd("CONFIG").arg("SET").arg("maxclients").arg("50").query(&mut c).unwrap();
+    let e: redis::RedisResult<()> = redis::cmd("CONFIG").arg("SET").arg("port").arg("1").query(&mut c);
+    assert!(e.unwrap_err().to_string().contains("can't set immutable config"));
+    let e: redis::RedisResult<()> = redis::cmd("CONFIG").arg("SET").arg("maxclients").arg("abc").query(&mut c);
+    assert!(e.is_err());
+    let e: redis::RedisResult<()> = redis::cmd("CONFIG").arg("SET").arg("nosuch").arg("1").query(&mut c);
+    assert!(e.unwrap_err().to_string().contains("Unknown option"));
+    let _: () = redis::cmd("CONFIG").arg("REWRITE").query(&mut c).unwrap();
+    let text = std::fs::read_to_string(&conf).unwrap();
+    assert!(text.contains("# a comment") && text.contains("maxclients 50"), "{text}");
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[test]
+fn clients_are_listed_named_and_killed() {
+    let s = Server::start(&[]);
+    let mut a = s.conn();
+    let mut b = s.conn();
+    let _: () = redis::cmd("CLIENT").arg("SETNAME").arg("alpha").query(&mut a).unwrap();
+    let name: String = redis::cmd("CLIENT").arg("GETNAME").query(&mut a).unwrap();
+    assert_eq!(name, "alpha");
+    let e: redis::RedisResult<()> = redis::cmd("CLIENT").arg("SETNAME").arg("a b").query(&mut a);
+    assert!(e.is_err());
+    let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut b).unwrap();
+    assert!(list.contains("name=alpha"), "{list}");
+    let id: i64 = redis::cmd("CLIENT").arg("ID").query(&mut a).unwrap();
+    let killed: i64 = redis::cmd("CLIENT").arg("KILL").arg("ID").arg(id).query(&mut b).unwrap();
+    assert_eq!(killed, 1);
+    std::thread::sleep(Duration::from_millis(100));
+    let r: redis::RedisResult<String> = redis::cmd("PING").query(&mut a);
+    assert!(r.is_err(), "a killed client is disconnected");
+    let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut b).unwrap();
+    assert!(!list.contains("name=alpha"), "{list}");
+}
+
+#[test]
+fn maxclients_refuses_the_extra_client() {
+    let s = Server::start(&["--maxclients", "2"]);
+    let _a = s.raw();
+    let _b = s.raw();
+    std::thread::sleep(Duration::from_millis(100));
+    let mut c = s.raw();
+    let got = raw_exchange(&mut c, b"PING\r\n", Duration::from_millis(500));
+    assert_eq!(String::from_utf8_lossy(&got), "-ERR max number of clients reached\r\n");
+}
+
+#[test]
+fn monitor_slowlog_command_hello_info() {
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    // MONITOR streams other clients' commands.
+    let mut m = s.raw();
+    m.write_all(b"MONITOR\r\n").unwrap();
+    let mut r = BufReader::new(m.try_clone().unwrap());
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    assert_eq!(line, "+OK\r\n");
+    let _: () = redis::cmd("SET").arg("mon").arg("itor").query(&mut c).unwrap();
+    line.clear();
+    r.read_line(&mut line).unwrap();
+    assert!(line.contains("\"SET\" \"mon\" \"itor\""), "{line}");
+    // SLOWLOG records commands slower than the threshold.
+    let _: () = redis::cmd("CONFIG").arg("SET").arg("slowlog-log-slower-than").arg("0").query(&mut c).unwrap();
+    let _: () = redis::cmd("SET").arg("slow").arg("1").query(&mut c).unwrap();
+    let n: i64 = redis::cmd("SLOWLOG").arg("LEN").query(&mut c).unwrap();
+    assert!(n >= 1);
+    let entries: Vec<Value> = redis::cmd("SLOWLOG").arg("GET").arg(1).query(&mut c).unwrap();
+    assert_eq!(entries.len(), 1);
+    let _: () = redis::cmd("SLOWLOG").arg("RESET").query(&mut c).unwrap();
+    // COMMAND.
+    let count: i64 = redis::cmd("COMMAND").arg("COUNT").query(&mut c).unwrap();
+    assert!(count > 90, "{count}");
+    let keys: Vec<String> = redis::cmd("COMMAND").arg("GETKEYS").arg("MSET").arg("a").arg("1").arg("b").arg("2").query(&mut c).unwrap();
+    assert_eq!(keys, vec!["a", "b"]);
+    let info: Vec<Value> = redis::cmd("COMMAND").arg("INFO").arg("get").query(&mut c).unwrap();
+    assert_eq!(info.len(), 1);
+    // HELLO 3 switches to RESP3 and answers with a map.
+    let mut raw = s.raw();
+    let got = raw_exchange(&mut raw, b"HELLO 3\r\nHGETALL nosuch\r\nGET nosuch\r\n", Duration::from_millis(300));
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.starts_with("%7\r\n"), "{text}");
+    assert!(text.ends_with("%0\r\n_\r\n"), "{text}");
+    // INFO has the nacre section with the backend and what a write survives.
+    let text: String = redis::cmd("INFO").arg("nacre").query(&mut c).unwrap();
+    assert!(text.contains("backend:emulated") && text.contains("write_survives:"), "{text}");
+}
+
+#[test]
+fn redis_cli_and_redis_benchmark_drive_the_server() {
+    let have = |b: &str| std::process::Command::new(b).arg("--version").output().is_ok();
+    if !have("redis-cli") || !have("redis-benchmark") {
+        eprintln!("redis-cli or redis-benchmark not installed: skipped");
+        return;
+    }
+    let s = Server::start(&[]);
+    let p = s.port.to_string();
+    let out = std::process::Command::new("redis-cli").args(["-p", &p, "SET", "cli", "works"]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "OK");
+    let out = std::process::Command::new("redis-cli").args(["-p", &p, "GET", "cli"]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "works");
+    let out = std::process::Command::new("redis-benchmark")
+        .args(["-p", &p, "-t", "set,get,incr,hset,mset", "-n", "2000", "-c", "10", "-q"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    for t in ["SET", "GET", "INCR", "HSET", "MSET"] {
+        assert!(
+            text.lines().any(|l| l.contains(t) && l.contains("requests per second")),
+            "{t} missing: {text}"
+        );
+    }
+    let n: i64 = redis::cmd("GET").arg("counter:__rand_int__").query(&mut s.conn()).unwrap();
+    assert_eq!(n, 2000);
+}
