@@ -42,6 +42,7 @@ pub mod resp;
 pub mod results;
 #[cfg(feature = "rocksdb")]
 pub mod rocksdb;
+pub mod server;
 pub mod suite;
 pub mod ycsb;
 

@@ -54,6 +54,9 @@ enum Command {
     /// Every anchor in one command: raw clwb+sfence and fdatasync loops, db_bench
     /// fillrandom --sync=0/1, redis-benchmark SET/GET with appendfsync always/everysec/no.
     Anchors(nacre_bench::anchors::AnchorsConfig),
+    /// redis-benchmark against nacre-server and redis-server with AOF (always, everysec,
+    /// no), and restart after SIGKILL against Redis loading its AOF.
+    Server(nacre_bench::server::ServerBenchConfig),
     /// Markdown tables and SVG charts from the JSON lines of `ycsb` and `recovery` runs.
     Report(nacre_bench::publish::ReportConfig),
     /// (internal) One measurement of `memtable`, printed as `MEMTABLE <insert> <lookup>`.
@@ -225,6 +228,7 @@ fn run(cli: Cli) -> Result<(), Box<dyn Error>> {
         Command::Recovery(c) => recovery::main(&c)?,
         Command::Verify(c) => verify::main(&c)?,
         Command::Async(c) => async_writes::main(&c)?,
+        Command::Server(c) => nacre_bench::server::main(&c)?,
         Command::Ycsb(c) => nacre_bench::ycsb::bench::main(&c)?,
         Command::Anchors(c) => nacre_bench::anchors::main(&c)?,
         Command::Report(c) => nacre_bench::publish::main(&c)?,

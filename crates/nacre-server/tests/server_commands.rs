@@ -24,10 +24,27 @@ fn save_writes_a_checkpoint_that_opens_as_a_data_directory() {
     let s = Server::start(&[]);
     let mut c = s.conn();
     for i in 0..200 {
-        let _: () = redis::cmd("SET").arg(format!("k{i}")).arg(i).query(&mut c).unwrap();
+        let _: () = redis::cmd("SET")
+            .arg(format!("k{i}"))
+            .arg(i)
+            .query(&mut c)
+            .unwrap();
     }
-    let _: () = redis::cmd("HSET").arg("h").arg("a").arg(1).arg("b").arg(2).query(&mut c).unwrap();
-    let _: () = redis::cmd("SET").arg("ttl").arg("x").arg("EX").arg(1000).query(&mut c).unwrap();
+    let _: () = redis::cmd("HSET")
+        .arg("h")
+        .arg("a")
+        .arg(1)
+        .arg("b")
+        .arg(2)
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("ttl")
+        .arg("x")
+        .arg("EX")
+        .arg(1000)
+        .query(&mut c)
+        .unwrap();
     let before: i64 = redis::cmd("LASTSAVE").query(&mut c).unwrap();
     let _: () = redis::cmd("SAVE").query(&mut c).unwrap();
     // Writes after the checkpoint are not in it.
@@ -67,12 +84,39 @@ fn save_writes_a_checkpoint_that_opens_as_a_data_directory() {
 fn expiry_survives_restart_and_the_active_cycle_deletes_unread_keys() {
     let mut s = Server::start(&[]);
     let mut c = s.conn();
-    let _: () = redis::cmd("SET").arg("long").arg("x").arg("EX").arg(1000).query(&mut c).unwrap();
-    let _: () = redis::cmd("SET").arg("soon").arg("x").arg("PX").arg(300).query(&mut c).unwrap();
-    let _: () = redis::cmd("HSET").arg("hsoon").arg("f").arg("v").query(&mut c).unwrap();
-    let _: i64 = redis::cmd("PEXPIRE").arg("hsoon").arg(300).query(&mut c).unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("long")
+        .arg("x")
+        .arg("EX")
+        .arg(1000)
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("soon")
+        .arg("x")
+        .arg("PX")
+        .arg(300)
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("HSET")
+        .arg("hsoon")
+        .arg("f")
+        .arg("v")
+        .query(&mut c)
+        .unwrap();
+    let _: i64 = redis::cmd("PEXPIRE")
+        .arg("hsoon")
+        .arg(300)
+        .query(&mut c)
+        .unwrap();
     for i in 0..50 {
-        let _: () = redis::cmd("SET").arg(format!("e{i}")).arg("x").arg("PX").arg(100).query(&mut c).unwrap();
+        let _: () = redis::cmd("SET")
+            .arg(format!("e{i}"))
+            .arg("x")
+            .arg("PX")
+            .arg(100)
+            .query(&mut c)
+            .unwrap();
     }
     s.restart();
     let mut c = s.conn();
@@ -116,13 +160,23 @@ fn deleting_a_large_hash_is_constant_time_and_its_fields_are_cleaned_later() {
     let d: i64 = redis::cmd("DEL").arg("big").query(&mut c).unwrap();
     let del_time = t.elapsed();
     assert_eq!(d, 1);
-    assert!(del_time < Duration::from_millis(100), "DEL took {del_time:?}");
-    let _: () = redis::cmd("HSET").arg("big").arg("new").arg("1").query(&mut c).unwrap();
+    assert!(
+        del_time < Duration::from_millis(100),
+        "DEL took {del_time:?}"
+    );
+    let _: () = redis::cmd("HSET")
+        .arg("big")
+        .arg("new")
+        .arg("1")
+        .query(&mut c)
+        .unwrap();
     let all: Vec<String> = redis::cmd("HKEYS").arg("big").query(&mut c).unwrap();
     assert_eq!(all, vec!["new".to_string()]);
     let t = Instant::now();
     loop {
-        let cleaned: i64 = info(&mut c, "nacre", "old_version_records_deleted").parse().unwrap();
+        let cleaned: i64 = info(&mut c, "nacre", "old_version_records_deleted")
+            .parse()
+            .unwrap();
         if cleaned >= fields {
             break;
         }
@@ -144,26 +198,70 @@ fn config_get_set_and_rewrite() {
     let port = common::free_port();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_nacre-server"))
         .arg(&conf)
-        .args(["--port", &port.to_string(), "--pmem-backend", "emulated", "--pmem-size", "64mb", "--loglevel", "warning", "--dir"])
+        .args([
+            "--port",
+            &port.to_string(),
+            "--pmem-backend",
+            "emulated",
+            "--pmem-size",
+            "64mb",
+            "--loglevel",
+            "warning",
+            "--dir",
+        ])
         .arg(data.path())
         .spawn()
         .unwrap();
     common::wait_ready(port);
-    let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap();
-    let v: Vec<String> = redis::cmd("CONFIG").arg("GET").arg("maxclients").query(&mut c).unwrap();
+    let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let v: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("maxclients")
+        .query(&mut c)
+        .unwrap();
     assert_eq!(v, vec!["maxclients", "100"]);
-    let v: Vec<String> = redis::cmd("CONFIG").arg("GET").arg("slowlog-*").query(&mut c).unwrap();
+    let v: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("slowlog-*")
+        .query(&mut c)
+        .unwrap();
     assert_eq!(v.len(), 4);
-    let _: () = redis::cmd("CONFIG").arg("SET").arg("maxclients").arg("50").query(&mut c).unwrap();
-    let e: redis::RedisResult<()> = redis::cmd("CONFIG").arg("SET").arg("port").arg("1").query(&mut c);
-    assert!(e.unwrap_err().to_string().contains("can't set immutable config"));
-    let e: redis::RedisResult<()> = redis::cmd("CONFIG").arg("SET").arg("maxclients").arg("abc").query(&mut c);
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxclients")
+        .arg("50")
+        .query(&mut c)
+        .unwrap();
+    let e: redis::RedisResult<()> = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("port")
+        .arg("1")
+        .query(&mut c);
+    assert!(e
+        .unwrap_err()
+        .to_string()
+        .contains("can't set immutable config"));
+    let e: redis::RedisResult<()> = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxclients")
+        .arg("abc")
+        .query(&mut c);
     assert!(e.is_err());
-    let e: redis::RedisResult<()> = redis::cmd("CONFIG").arg("SET").arg("nosuch").arg("1").query(&mut c);
+    let e: redis::RedisResult<()> = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("nosuch")
+        .arg("1")
+        .query(&mut c);
     assert!(e.unwrap_err().to_string().contains("Unknown option"));
     let _: () = redis::cmd("CONFIG").arg("REWRITE").query(&mut c).unwrap();
     let text = std::fs::read_to_string(&conf).unwrap();
-    assert!(text.contains("# a comment") && text.contains("maxclients 50"), "{text}");
+    assert!(
+        text.contains("# a comment") && text.contains("maxclients 50"),
+        "{text}"
+    );
     let _ = child.kill();
     let _ = child.wait();
 }
@@ -173,7 +271,11 @@ fn clients_are_listed_named_and_killed() {
     let s = Server::start(&[]);
     let mut a = s.conn();
     let mut b = s.conn();
-    let _: () = redis::cmd("CLIENT").arg("SETNAME").arg("alpha").query(&mut a).unwrap();
+    let _: () = redis::cmd("CLIENT")
+        .arg("SETNAME")
+        .arg("alpha")
+        .query(&mut a)
+        .unwrap();
     let name: String = redis::cmd("CLIENT").arg("GETNAME").query(&mut a).unwrap();
     assert_eq!(name, "alpha");
     let e: redis::RedisResult<()> = redis::cmd("CLIENT").arg("SETNAME").arg("a b").query(&mut a);
@@ -181,7 +283,12 @@ fn clients_are_listed_named_and_killed() {
     let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut b).unwrap();
     assert!(list.contains("name=alpha"), "{list}");
     let id: i64 = redis::cmd("CLIENT").arg("ID").query(&mut a).unwrap();
-    let killed: i64 = redis::cmd("CLIENT").arg("KILL").arg("ID").arg(id).query(&mut b).unwrap();
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("ID")
+        .arg(id)
+        .query(&mut b)
+        .unwrap();
     assert_eq!(killed, 1);
     std::thread::sleep(Duration::from_millis(100));
     let r: redis::RedisResult<String> = redis::cmd("PING").query(&mut a);
@@ -198,7 +305,10 @@ fn maxclients_refuses_the_extra_client() {
     std::thread::sleep(Duration::from_millis(100));
     let mut c = s.raw();
     let got = raw_exchange(&mut c, b"PING\r\n", Duration::from_millis(500));
-    assert_eq!(String::from_utf8_lossy(&got), "-ERR max number of clients reached\r\n");
+    assert_eq!(
+        String::from_utf8_lossy(&got),
+        "-ERR max number of clients reached\r\n"
+    );
 }
 
 #[test]
@@ -212,60 +322,121 @@ fn monitor_slowlog_command_hello_info() {
     let mut line = String::new();
     r.read_line(&mut line).unwrap();
     assert_eq!(line, "+OK\r\n");
-    let _: () = redis::cmd("SET").arg("mon").arg("itor").query(&mut c).unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("mon")
+        .arg("itor")
+        .query(&mut c)
+        .unwrap();
     line.clear();
     r.read_line(&mut line).unwrap();
     assert!(line.contains("\"SET\" \"mon\" \"itor\""), "{line}");
     // SLOWLOG records commands slower than the threshold.
-    let _: () = redis::cmd("CONFIG").arg("SET").arg("slowlog-log-slower-than").arg("0").query(&mut c).unwrap();
-    let _: () = redis::cmd("SET").arg("slow").arg("1").query(&mut c).unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-log-slower-than")
+        .arg("0")
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("slow")
+        .arg("1")
+        .query(&mut c)
+        .unwrap();
     let n: i64 = redis::cmd("SLOWLOG").arg("LEN").query(&mut c).unwrap();
     assert!(n >= 1);
-    let entries: Vec<Value> = redis::cmd("SLOWLOG").arg("GET").arg(1).query(&mut c).unwrap();
+    let entries: Vec<Value> = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(1)
+        .query(&mut c)
+        .unwrap();
     assert_eq!(entries.len(), 1);
     let _: () = redis::cmd("SLOWLOG").arg("RESET").query(&mut c).unwrap();
     // COMMAND.
     let count: i64 = redis::cmd("COMMAND").arg("COUNT").query(&mut c).unwrap();
     assert!(count > 90, "{count}");
-    let keys: Vec<String> = redis::cmd("COMMAND").arg("GETKEYS").arg("MSET").arg("a").arg("1").arg("b").arg("2").query(&mut c).unwrap();
+    let keys: Vec<String> = redis::cmd("COMMAND")
+        .arg("GETKEYS")
+        .arg("MSET")
+        .arg("a")
+        .arg("1")
+        .arg("b")
+        .arg("2")
+        .query(&mut c)
+        .unwrap();
     assert_eq!(keys, vec!["a", "b"]);
-    let info: Vec<Value> = redis::cmd("COMMAND").arg("INFO").arg("get").query(&mut c).unwrap();
+    let info: Vec<Value> = redis::cmd("COMMAND")
+        .arg("INFO")
+        .arg("get")
+        .query(&mut c)
+        .unwrap();
     assert_eq!(info.len(), 1);
     // HELLO 3 switches to RESP3 and answers with a map.
     let mut raw = s.raw();
-    let got = raw_exchange(&mut raw, b"HELLO 3\r\nHGETALL nosuch\r\nGET nosuch\r\n", Duration::from_millis(300));
+    let got = raw_exchange(
+        &mut raw,
+        b"HELLO 3\r\nHGETALL nosuch\r\nGET nosuch\r\n",
+        Duration::from_millis(300),
+    );
     let text = String::from_utf8_lossy(&got);
     assert!(text.starts_with("%7\r\n"), "{text}");
     assert!(text.ends_with("%0\r\n_\r\n"), "{text}");
     // INFO has the nacre section with the backend and what a write survives.
     let text: String = redis::cmd("INFO").arg("nacre").query(&mut c).unwrap();
-    assert!(text.contains("backend:emulated") && text.contains("write_survives:"), "{text}");
+    assert!(
+        text.contains("backend:emulated") && text.contains("write_survives:"),
+        "{text}"
+    );
 }
 
 #[test]
 fn redis_cli_and_redis_benchmark_drive_the_server() {
-    let have = |b: &str| std::process::Command::new(b).arg("--version").output().is_ok();
+    let have = |b: &str| {
+        std::process::Command::new(b)
+            .arg("--version")
+            .output()
+            .is_ok()
+    };
     if !have("redis-cli") || !have("redis-benchmark") {
         eprintln!("redis-cli or redis-benchmark not installed: skipped");
         return;
     }
     let s = Server::start(&[]);
     let p = s.port.to_string();
-    let out = std::process::Command::new("redis-cli").args(["-p", &p, "SET", "cli", "works"]).output().unwrap();
+    let out = std::process::Command::new("redis-cli")
+        .args(["-p", &p, "SET", "cli", "works"])
+        .output()
+        .unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "OK");
-    let out = std::process::Command::new("redis-cli").args(["-p", &p, "GET", "cli"]).output().unwrap();
+    let out = std::process::Command::new("redis-cli")
+        .args(["-p", &p, "GET", "cli"])
+        .output()
+        .unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "works");
     let out = std::process::Command::new("redis-benchmark")
-        .args(["-p", &p, "-t", "set,get,incr,hset,mset", "-n", "2000", "-c", "10", "-q"])
+        .args([
+            "-p",
+            &p,
+            "-t",
+            "set,get,incr,hset,mset",
+            "-n",
+            "2000",
+            "-c",
+            "10",
+            "-q",
+        ])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     for t in ["SET", "GET", "INCR", "HSET", "MSET"] {
         assert!(
-            text.lines().any(|l| l.contains(t) && l.contains("requests per second")),
+            text.lines()
+                .any(|l| l.contains(t) && l.contains("requests per second")),
             "{t} missing: {text}"
         );
     }
-    let n: i64 = redis::cmd("GET").arg("counter:__rand_int__").query(&mut s.conn()).unwrap();
+    let n: i64 = redis::cmd("GET")
+        .arg("counter:__rand_int__")
+        .query(&mut s.conn())
+        .unwrap();
     assert_eq!(n, 2000);
 }

@@ -1,0 +1,289 @@
+//! `nacre-bench server`: redis-benchmark against nacre-server and redis-server 7 with AOF on
+//! (`appendfsync always`, `everysec`, `no`), same machine, same run, fresh data directory
+//! each; and the restart time after SIGKILL with a data set of a given size against Redis
+//! loading its AOF.
+//!
+//! Pairings (DESIGN §7): nacre-server on `msync` (a reply means the write is on the device,
+//! like `always`) against Redis `always`; on `emulated` (survives a process crash, like
+//! `appendfsync no`) against Redis `no`.
+
+pub mod parse;
+pub mod restart;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use clap::Args;
+
+use crate::error::{io_err, BenchError, Result};
+use crate::resp::free_port;
+pub use parse::{parse_benchmark, TestResult};
+
+/// Options of `nacre-bench server`.
+#[derive(Args, Debug, Clone)]
+pub struct ServerBenchConfig {
+    /// The nacre-server binary.
+    #[arg(long, default_value = "target/release/nacre-server")]
+    pub nacre_server: PathBuf,
+    /// The redis-server binary.
+    #[arg(long, default_value = "/usr/bin/redis-server")]
+    pub redis_server: PathBuf,
+    /// The redis-benchmark binary.
+    #[arg(long, default_value = "/usr/bin/redis-benchmark")]
+    pub redis_benchmark: PathBuf,
+    /// Where data directories are made (on the disk to measure: not tmpfs for msync).
+    #[arg(long, default_value = "target/server-bench")]
+    pub dir: PathBuf,
+    /// redis-benchmark tests (-t).
+    #[arg(long, default_value = "set,get,incr,hset,mset")]
+    pub tests: String,
+    /// Requests per test (-n).
+    #[arg(long, default_value_t = 200_000)]
+    pub requests: u64,
+    /// Requests per test against Redis `always` and Nacre `msync` with `-P 1` (slow: fewer).
+    #[arg(long, default_value_t = 50_000)]
+    pub requests_sync: u64,
+    /// Clients (-c).
+    #[arg(long, default_value_t = 50)]
+    pub clients: u64,
+    /// Value bytes (-d).
+    #[arg(long, default_value_t = 128)]
+    pub data_size: u64,
+    /// Key space (-r).
+    #[arg(long, default_value_t = 100_000)]
+    pub keyspace: u64,
+    /// Pipeline depths (-P), comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = [1u64, 16])]
+    pub pipelines: Vec<u64>,
+    /// Servers to run, comma-separated: nacre-msync, nacre-emulated, redis-always,
+    /// redis-everysec, redis-no.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_values_t = ["nacre-msync".to_string(), "nacre-emulated".to_string(), "redis-always".to_string(), "redis-everysec".to_string(), "redis-no".to_string()]
+    )]
+    pub servers: Vec<String>,
+    /// nacre-server pool size.
+    #[arg(long, default_value = "2gb")]
+    pub pmem_size: String,
+    /// Also measure restart after SIGKILL with this many GiB of data (0: skip).
+    #[arg(long, default_value_t = 0.0)]
+    pub restart_gib: f64,
+    /// Threads of redis-benchmark (--threads; 0: its default of one).
+    #[arg(long, default_value_t = 0)]
+    pub bench_threads: u64,
+}
+
+/// A running server under test.
+pub struct Running {
+    child: Child,
+    /// Its port.
+    pub port: u16,
+    /// Its data directory.
+    pub dir: PathBuf,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn wait_port(port: u16, limit: Duration) -> Result<Duration> {
+    let t = Instant::now();
+    loop {
+        if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            use std::io::{BufRead, BufReader, Write};
+            s.set_read_timeout(Some(Duration::from_secs(5))).ok();
+            if s.write_all(b"PING\r\n").is_ok() {
+                let mut l = String::new();
+                if BufReader::new(&mut s).read_line(&mut l).is_ok() && l.starts_with("+PONG") {
+                    return Ok(t.elapsed());
+                }
+            }
+        }
+        if t.elapsed() > limit {
+            return Err(BenchError::Process {
+                what: "server".into(),
+                why: format!("port {port} did not answer PING within {limit:?}"),
+            });
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Starts server `kind` on `dir` (emptied first when `fresh`) and waits for PING.
+pub fn start(cfg: &ServerBenchConfig, kind: &str, dir: &Path, fresh: bool) -> Result<Running> {
+    if fresh {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    let r = start_nowait(cfg, kind, dir)?;
+    wait_port(r.port, Duration::from_secs(60))?;
+    Ok(r)
+}
+
+/// Starts server `kind` on `dir` as it is, without waiting.
+pub fn start_nowait(cfg: &ServerBenchConfig, kind: &str, dir: &Path) -> Result<Running> {
+    std::fs::create_dir_all(dir).map_err(io_err("create", dir))?;
+    let port = free_port().map_err(|e| BenchError::Process {
+        what: "port".into(),
+        why: e.to_string(),
+    })?;
+    let mut cmd = if let Some(backend) = kind.strip_prefix("nacre-") {
+        let mut c = Command::new(&cfg.nacre_server);
+        c.args(["--port", &port.to_string(), "--pmem-backend", backend])
+            .args(["--pmem-size", &cfg.pmem_size, "--loglevel", "warning"])
+            .arg("--dir")
+            .arg(dir);
+        c
+    } else if let Some(mode) = kind.strip_prefix("redis-") {
+        let mut c = Command::new(&cfg.redis_server);
+        c.args([
+            "--port",
+            &port.to_string(),
+            "--save",
+            "",
+            "--appendonly",
+            "yes",
+        ])
+        .args([
+            "--appendfsync",
+            mode,
+            "--daemonize",
+            "no",
+            "--loglevel",
+            "warning",
+        ])
+        .arg("--dir")
+        .arg(dir);
+        c
+    } else {
+        return Err(BenchError::Process {
+            what: "server".into(),
+            why: format!("unknown server {kind:?}"),
+        });
+    };
+    let child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| BenchError::Process {
+            what: kind.into(),
+            why: e.to_string(),
+        })?;
+    Ok(Running {
+        child,
+        port,
+        dir: dir.to_path_buf(),
+    })
+}
+
+/// Runs redis-benchmark against `port`; its results per test.
+pub fn bench(
+    cfg: &ServerBenchConfig,
+    port: u16,
+    pipeline: u64,
+    requests: u64,
+) -> Result<Vec<TestResult>> {
+    let mut c = Command::new(&cfg.redis_benchmark);
+    c.args(["-p", &port.to_string(), "-t", &cfg.tests])
+        .args(["-n", &requests.to_string(), "-c", &cfg.clients.to_string()])
+        .args([
+            "-d",
+            &cfg.data_size.to_string(),
+            "-r",
+            &cfg.keyspace.to_string(),
+        ])
+        .args(["-P", &pipeline.to_string()]);
+    if cfg.bench_threads > 0 {
+        c.args(["--threads", &cfg.bench_threads.to_string()]);
+    }
+    let out = c.output().map_err(|e| BenchError::Process {
+        what: "redis-benchmark".into(),
+        why: e.to_string(),
+    })?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let r = parse_benchmark(&text);
+    if r.is_empty() {
+        return Err(BenchError::Process {
+            what: "redis-benchmark".into(),
+            why: format!("no results: {}", String::from_utf8_lossy(&out.stderr)),
+        });
+    }
+    Ok(r)
+}
+
+/// One measured row.
+#[derive(Clone, Debug)]
+pub struct Row {
+    /// Server and mode.
+    pub server: String,
+    /// Pipeline depth.
+    pub pipeline: u64,
+    /// The test's result.
+    pub r: TestResult,
+}
+
+/// Runs every server and pipeline; prints a table with ratios.
+pub fn main(cfg: &ServerBenchConfig) -> Result<()> {
+    let mut rows: Vec<Row> = Vec::new();
+    for kind in &cfg.servers {
+        for &p in &cfg.pipelines {
+            let dir = cfg.dir.join(kind);
+            let s = start(cfg, kind, &dir, true)?;
+            let slow = p == 1 && (kind == "redis-always" || kind == "nacre-msync");
+            let n = if slow {
+                cfg.requests_sync
+            } else {
+                cfg.requests
+            };
+            eprintln!("{kind} -P {p}: {n} requests per test");
+            for r in bench(cfg, s.port, p, n)? {
+                rows.push(Row {
+                    server: kind.clone(),
+                    pipeline: p,
+                    r,
+                });
+            }
+            drop(s);
+        }
+    }
+    println!("{}", table(&rows));
+    if cfg.restart_gib > 0.0 {
+        let r = restart::measure(cfg)?;
+        println!("{}", restart::table(&r));
+    }
+    Ok(())
+}
+
+fn anchor_of(server: &str) -> Option<&'static str> {
+    match server {
+        "nacre-msync" => Some("redis-always"),
+        "nacre-emulated" => Some("redis-no"),
+        _ => None,
+    }
+}
+
+/// Markdown rows: one per server, pipeline and test, with the ratio to its anchor.
+pub fn table(rows: &[Row]) -> String {
+    let mut s = String::from(
+        "| server | -P | test | ops/s | p50 ms | p99 ms | p99.9 ms | max ms | vs anchor |\n|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for r in rows {
+        let ratio = anchor_of(&r.server)
+            .and_then(|a| {
+                rows.iter()
+                    .find(|x| x.server == a && x.pipeline == r.pipeline && x.r.test == r.r.test)
+            })
+            .map_or(String::new(), |a| {
+                format!("{:.2}x {}", r.r.rps / a.r.rps, a.server)
+            });
+        s.push_str(&format!(
+            "| {} | {} | {} | {:.0} | {:.3} | {:.3} | {:.3} | {:.3} | {} |\n",
+            r.server, r.pipeline, r.r.test, r.r.rps, r.r.p50, r.r.p99, r.r.p999, r.r.max, ratio
+        ));
+    }
+    s
+}
