@@ -206,6 +206,9 @@ pub fn hincrby(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
 /// `HINCRBYFLOAT key field n`.
 pub fn hincrbyfloat(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     let by = float(&args[3])?;
+    if by.is_infinite() {
+        return Err(err("value is NaN or Infinity"));
+    }
     let key = &args[1];
     let m = hash_or_new(ctx, key)?;
     let old = field(ctx, key, &m, &args[2])?;
@@ -264,7 +267,13 @@ pub fn hscan(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
 pub fn hrandfield(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     let count = match args.len() {
         2 => None,
-        3 | 4 => Some(int(&args[2])?),
+        3 | 4 => Some(int(&args[2]).and_then(|c| {
+            if c == i64::MIN {
+                Err(err("value is out of range, value must between -9223372036854775807 and 9223372036854775807"))
+            } else {
+                Ok(c)
+            }
+        })?),
         _ => return Err(syntax()),
     };
     let withvalues = match args.get(3) {
@@ -273,7 +282,7 @@ pub fn hrandfield(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
         Some(_) => return Err(syntax()),
     };
     if let Some(c) = count {
-        if c.checked_mul(2).is_none() || c == i64::MIN {
+        if withvalues && (c < -(i64::MAX / 2) || c > i64::MAX / 2) {
             return Err(err("value is out of range"));
         }
     }

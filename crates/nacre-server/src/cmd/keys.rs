@@ -10,7 +10,7 @@ use super::args::{int, is, lower};
 use super::table::unknown_subcommand;
 use super::{arity_error, err, ok, syntax, CmdResult, Ctx};
 use crate::glob::glob_match;
-use crate::store::encoding::{self, Kind, Meta};
+use crate::store::encoding::{self, Hint, Kind, Meta};
 
 /// `DEL key...` (and `UNLINK`: deleting a collection is O(1) either way, its members are
 /// the cleaner's).
@@ -298,6 +298,14 @@ pub fn object_keys(db: usize, args: &[Vec<u8>], _: usize) -> Result<Vec<(usize, 
 /// The encoding Redis would report for `m`.
 pub fn encoding_of(m: &Meta) -> &'static str {
     match m.kind {
+        Kind::String if m.hint == Hint::Raw => "raw",
+        Kind::String if m.hint == Hint::Emb => {
+            if m.payload.len() <= 44 {
+                "embstr"
+            } else {
+                "raw"
+            }
+        }
         Kind::String => {
             if m.payload.len() <= 20 && super::args::parse_i64_strict(&m.payload).is_some() {
                 "int"

@@ -94,13 +94,19 @@ fn unknown_command(args: &[Vec<u8>]) -> Reply {
         "unknown command '{}', with args beginning with: ",
         name.chars().take(128).collect::<String>()
     );
+    // As Redis: arguments are quoted while the list is under 128 bytes, each cut to what
+    // is left of them.
+    let mut list = String::new();
     for a in args[1..].iter() {
-        let a = String::from_utf8_lossy(a);
-        msg.push_str(&format!("'{}' ", a.chars().take(128).collect::<String>()));
-        if msg.len() > 1024 {
+        if list.len() >= 128 {
             break;
         }
+        let room = 128 - list.len();
+        let a = String::from_utf8_lossy(a);
+        let cut: String = a.chars().take(room).collect();
+        list.push_str(&format!("'{cut}' "));
     }
+    msg.push_str(&list);
     err(msg)
 }
 
@@ -180,6 +186,16 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
         );
     }
     if !arity_ok(cmd.arity, args.len()) {
+        if cmd.name == "exec" {
+            // As Redis: a refused EXEC discards the transaction, in MULTI or not.
+            client.end_multi(shared);
+            return Outcome::Reply(
+                Reply::Error(
+                    "EXECABORT Transaction discarded because of: wrong number of arguments for 'exec' command".into(),
+                ),
+                Ticket(0),
+            );
+        }
         if client.multi.is_some() {
             client.multi_failed = true;
         }

@@ -5,7 +5,7 @@ use nacre_resp::Reply;
 use super::args::{float, format_human_float, int, is, lower, not_integer, parse_i64_strict};
 use super::{err, ok, syntax, wrongtype, CmdResult, Ctx};
 use crate::bits::{self, BitOp, Overflow};
-use crate::store::encoding::{Kind, Meta};
+use crate::store::encoding::{Hint, Kind, Meta};
 
 /// Longest string (Redis: 512 MiB).
 pub const MAX_STRING: usize = 512 << 20;
@@ -37,6 +37,20 @@ fn put(ctx: &mut Ctx, key: &[u8], v: Vec<u8>, expire_at: Option<u64>) -> Result<
     Ok(())
 }
 
+/// Stores `v` at `key` as a string changed in place (`OBJECT ENCODING` says `raw`), keeping
+/// its expiry.
+fn put_raw(ctx: &mut Ctx, key: &[u8], v: Vec<u8>) -> Result<(), Reply> {
+    put_hinted(ctx, key, v, None, Hint::Raw)
+}
+
+fn put_hinted(ctx: &mut Ctx, key: &[u8], v: Vec<u8>, expire_at: Option<u64>, hint: Hint) -> Result<(), Reply> {
+    put(ctx, key, v, expire_at)?;
+    if let Some(m) = ctx.txn.get_mut(ctx.db, key)? {
+        m.hint = hint;
+    }
+    Ok(())
+}
+
 /// `GET key`.
 pub fn get(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     Ok(string(ctx, &args[1])?.map_or(Reply::Nil, Reply::Bulk))
@@ -62,6 +76,8 @@ pub fn set(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     let now = ctx.txn.now();
     let (mut nx, mut xx, mut get, mut keepttl) = (false, false, false, false);
     let mut exp: Option<u64> = None;
+    // Redis lets an option repeat, but not two expiry kinds together.
+    let mut exp_kind: Option<String> = None;
     let mut i = 3;
     while i < args.len() {
         let a = lower(&args[i]);
@@ -69,9 +85,12 @@ pub fn set(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
             "nx" if !xx => nx = true,
             "xx" if !nx => xx = true,
             "get" => get = true,
-            "keepttl" if exp.is_none() => keepttl = true,
-            "ex" | "px" | "exat" | "pxat" if exp.is_none() && !keepttl && i + 1 < args.len() => {
+            "keepttl" if exp_kind.is_none() => keepttl = true,
+            "ex" | "px" | "exat" | "pxat"
+                if exp_kind.as_deref().is_none_or(|k| k == a) && !keepttl && i + 1 < args.len() =>
+            {
                 exp = expiry_option(args, i, now, "set")?;
+                exp_kind = Some(a);
                 i += 1;
             }
             _ => return Err(syntax()),
@@ -258,19 +277,25 @@ pub fn incrbyfloat(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
         return Err(err("increment would produce NaN or Infinity"));
     }
     let s = format_human_float(new).into_bytes();
-    put(ctx, &args[1], s.clone(), None)?;
+    put_hinted(ctx, &args[1], s.clone(), None, Hint::Emb)?;
     Ok(Reply::Bulk(s))
 }
 
 /// `APPEND key value`.
 pub fn append(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
-    let mut v = string(ctx, &args[1])?.unwrap_or_default();
+    let old = string(ctx, &args[1])?;
+    let existed = old.is_some();
+    let mut v = old.unwrap_or_default();
     if v.len() + args[2].len() > MAX_STRING {
         return Err(too_big());
     }
     v.extend_from_slice(&args[2]);
     let n = v.len();
-    put(ctx, &args[1], v, None)?;
+    if existed {
+        put_raw(ctx, &args[1], v)?;
+    } else {
+        put(ctx, &args[1], v, None)?;
+    }
     Ok(Reply::Integer(n as i64))
 }
 
@@ -289,9 +314,18 @@ pub fn getrange(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     if start < 0 && end < 0 && start > end {
         return Ok(Reply::Bulk(Vec::new()));
     }
-    Ok(Reply::Bulk(
-        super::args::range(start, end, v.len()).map_or_else(Vec::new, |(s, e)| v[s..=e].to_vec()),
-    ))
+    // As Redis: negative indexes from the end, then both clamped at 0, the end at the last
+    // byte.
+    let len = v.len() as i64;
+    let s = if start < 0 { (len + start).max(0) } else { start };
+    let mut e = if end < 0 { (len + end).max(0) } else { end };
+    if e >= len {
+        e = len - 1;
+    }
+    if s > e || len == 0 {
+        return Ok(Reply::Bulk(Vec::new()));
+    }
+    Ok(Reply::Bulk(v[s as usize..=e as usize].to_vec()))
 }
 
 /// `SETRANGE key offset value`.
@@ -315,7 +349,7 @@ pub fn setrange(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     }
     v[off..off + val.len()].copy_from_slice(val);
     let n = v.len();
-    put(ctx, &args[1], v, None)?;
+    put_raw(ctx, &args[1], v)?;
     Ok(Reply::Integer(n as i64))
 }
 
@@ -399,7 +433,7 @@ pub fn setbit(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     };
     let mut v = string(ctx, &args[1])?.unwrap_or_default();
     let old = bits::setbit(&mut v, off, bit);
-    put(ctx, &args[1], v, None)?;
+    put_raw(ctx, &args[1], v)?;
     Ok(Reply::Integer(old.into()))
 }
 
@@ -421,20 +455,23 @@ fn unit(args: &[Vec<u8>], i: usize) -> Result<bool, Reply> {
 
 /// `BITCOUNT key [start end [BYTE|BIT]]`.
 pub fn bitcount(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    // As Redis: a missing key is 0 whatever the other arguments.
+    let Some(v) = string(ctx, &args[1])? else {
+        return Ok(Reply::Integer(0));
+    };
     let range = match args.len() {
         2 => None,
         4 | 5 => Some((int(&args[2])?, int(&args[3])?, unit(args, 4)?)),
         _ => return Err(syntax()),
     };
-    let v = string(ctx, &args[1])?.unwrap_or_default();
     Ok(Reply::Integer(bits::bitcount(&v, range) as i64))
 }
 
 /// `BITPOS key bit [start [end [BYTE|BIT]]]`.
 pub fn bitpos(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
-    let bit = match args[2].as_slice() {
-        b"0" => false,
-        b"1" => true,
+    let bit = match int(&args[2])? {
+        0 => false,
+        1 => true,
         _ => return Err(err("The bit argument must be 1 or 0.")),
     };
     if args.len() > 6 {
@@ -471,7 +508,7 @@ pub fn bitop(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     if n == 0 {
         ctx.txn.set(ctx.db, &args[2], None)?;
     } else {
-        put(ctx, &args[2], out, Some(0))?;
+        put_hinted(ctx, &args[2], out, Some(0), Hint::Raw)?;
     }
     Ok(Reply::Integer(n as i64))
 }
@@ -524,31 +561,28 @@ fn bitfield_generic(ctx: &mut Ctx, args: &[Vec<u8>], readonly: bool) -> CmdResul
         return Err(err("BITFIELD_RO only supports the GET subcommand"));
     }
     let existing = string(ctx, &args[1])?;
-    let had = existing.is_some();
     let mut v = existing.unwrap_or_default();
+    if writes {
+        // As Redis: the key is created and grown to every written field first.
+        for op in &ops {
+            if let Op::Set(t, off, ..) | Op::Incr(t, off, ..) = op {
+                bits::ensure_bits(&mut v, *off, t.bits);
+            }
+        }
+    }
     let mut out = Vec::new();
-    let mut changed = false;
     for op in ops {
         out.push(match op {
             Op::Get(t, off) => Reply::Integer(bits::get_field(&v, off, t)),
-            Op::Set(t, off, val, ov) => match bits::set_field_checked(&mut v, off, t, val, ov) {
-                Some((old, _)) => {
-                    changed = true;
-                    Reply::Integer(old)
-                }
-                None => Reply::Nil,
-            },
-            Op::Incr(t, off, by, ov) => match bits::incr_field(&mut v, off, t, by, ov) {
-                Some(new) => {
-                    changed = true;
-                    Reply::Integer(new)
-                }
-                None => Reply::Nil,
-            },
+            Op::Set(t, off, val, ov) => bits::set_field_checked(&mut v, off, t, val, ov)
+                .map_or(Reply::Nil, |(old, _)| Reply::Integer(old)),
+            Op::Incr(t, off, by, ov) => {
+                bits::incr_field(&mut v, off, t, by, ov).map_or(Reply::Nil, Reply::Integer)
+            }
         });
     }
-    if changed || (writes && !had && !v.is_empty()) {
-        put(ctx, &args[1], v, None)?;
+    if writes {
+        put_raw(ctx, &args[1], v)?;
     }
     Ok(Reply::Array(out))
 }

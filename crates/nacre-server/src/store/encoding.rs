@@ -67,7 +67,22 @@ impl Kind {
 
 const HAS_EXPIRE: u8 = 0x10;
 const HAS_VERSION: u8 = 0x20;
-const KNOWN_FLAGS: u8 = HAS_EXPIRE | HAS_VERSION;
+const HINT_RAW: u8 = 0x40;
+const HINT_EMB: u8 = 0x80;
+const KNOWN_FLAGS: u8 = HAS_EXPIRE | HAS_VERSION | HINT_RAW | HINT_EMB;
+
+/// How a string was last written, for `OBJECT ENCODING` (Redis reports a string's
+/// encoding from how it was made, not only from its bytes).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Hint {
+    /// Set whole (SET, MSET, INCR…): `int`, `embstr` or `raw` from its bytes.
+    #[default]
+    Auto,
+    /// Changed in place (APPEND, SETRANGE, SETBIT, BITOP, BITFIELD): `raw`.
+    Raw,
+    /// Made from a formatted number (INCRBYFLOAT): `embstr` when short.
+    Emb,
+}
 
 /// A key's metadata record, decoded.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -82,6 +97,8 @@ pub struct Meta {
     pub size: u64,
     /// A string's value; a collection's type-specific fields.
     pub payload: Vec<u8>,
+    /// Strings: how the value was written.
+    pub hint: Hint,
 }
 
 impl Meta {
@@ -93,6 +110,7 @@ impl Meta {
             version: 0,
             size: 0,
             payload: v,
+            hint: Hint::Auto,
         }
     }
 
@@ -104,6 +122,7 @@ impl Meta {
             version,
             size: 0,
             payload: Vec::new(),
+            hint: Hint::Auto,
         }
     }
 
@@ -121,6 +140,11 @@ impl Meta {
         }
         if self.kind.is_collection() {
             b0 |= HAS_VERSION;
+        }
+        match self.hint {
+            Hint::Auto => {}
+            Hint::Raw => b0 |= HINT_RAW,
+            Hint::Emb => b0 |= HINT_EMB,
         }
         out.push(b0);
         if self.expire_at != 0 {
@@ -146,6 +170,12 @@ impl Meta {
         if kind.is_collection() != (b0 & HAS_VERSION != 0) {
             return Err(bad("version flag does not match the type"));
         }
+        let hint = match (b0 & HINT_RAW != 0, b0 & HINT_EMB != 0) {
+            (false, false) => Hint::Auto,
+            (true, false) if kind == Kind::String => Hint::Raw,
+            (false, true) if kind == Kind::String => Hint::Emb,
+            _ => return Err(bad("string hint on a collection, or two hints")),
+        };
         let take = |b: &mut &[u8]| -> Result<u64, StoreError> {
             if b.len() < 8 {
                 return Err(bad("truncated"));
@@ -174,6 +204,7 @@ impl Meta {
             version,
             size,
             payload: b.to_vec(),
+            hint,
         })
     }
 }
@@ -290,6 +321,10 @@ mod tests {
         metas.push(h);
         let mut s = Meta::string(vec![0, 255, 13, 10]);
         s.expire_at = 5;
+        metas.push(s.clone());
+        s.hint = Hint::Raw;
+        metas.push(s.clone());
+        s.hint = Hint::Emb;
         metas.push(s);
         for m in metas {
             assert_eq!(Meta::decode(&m.encode()).unwrap(), m);
@@ -307,6 +342,8 @@ mod tests {
             &[0x10, 1, 2],
             &[0x10, 0, 0, 0, 0, 0, 0, 0, 0],
             &[0x20],
+            &[0xC0],
+            &[0x61, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
         ] {
             assert!(Meta::decode(bad).is_err(), "{bad:?}");
         }
