@@ -15,6 +15,7 @@ pub mod config_rewrite;
 pub mod conn;
 pub mod glob;
 pub mod lcs;
+pub mod longdouble;
 pub mod server;
 pub mod shared;
 pub mod store;

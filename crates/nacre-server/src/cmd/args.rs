@@ -73,6 +73,32 @@ pub fn float(b: &[u8]) -> Result<f64, Reply> {
     parse_f64(b).ok_or_else(not_float)
 }
 
+/// A number as Redis reads one for `INCRBYFLOAT`/`HINCRBYFLOAT` (C `long double`): no
+/// spaces around it, nothing after it, under 5120 bytes, not NaN, and not a value too large
+/// or too small for the format (a literal `inf` is accepted).
+pub fn long_double(b: &[u8]) -> Option<crate::longdouble::LongDouble> {
+    if b.is_empty() || b.len() >= 5120 || b[0].is_ascii_whitespace() {
+        return None;
+    }
+    let v = crate::longdouble::LongDouble::parse(b)?;
+    if v.is_nan() {
+        return None;
+    }
+    let lower = b.to_ascii_lowercase();
+    if v.is_infinite() && !lower.windows(3).any(|w| w == b"inf") {
+        return None;
+    }
+    let mantissa_digits = lower
+        .iter()
+        .take_while(|c| !matches!(c, b'e' | b'p'))
+        .skip(usize::from(lower.starts_with(b"0x")) * 2)
+        .any(|c| c.is_ascii_hexdigit() && *c != b'0');
+    if v == crate::longdouble::LongDouble::ZERO && mantissa_digits {
+        return None;
+    }
+    Some(v)
+}
+
 /// A float as `INCRBYFLOAT` and `HINCRBYFLOAT` store it: the shortest decimal that reads
 /// back the same, without an exponent.
 pub fn format_human_float(v: f64) -> String {

@@ -3,7 +3,7 @@
 
 use nacre_resp::Reply;
 
-use super::args::{float, format_human_float, int, is, parse_f64, parse_i64_strict};
+use super::args::{int, is, long_double, parse_i64_strict};
 use super::keys::{cursor, scan_opts};
 use super::{arity_error, err, ok, syntax, wrongtype, CmdResult, Ctx};
 use crate::glob::glob_match;
@@ -203,9 +203,9 @@ pub fn hincrby(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     Ok(Reply::Integer(new))
 }
 
-/// `HINCRBYFLOAT key field n`.
+/// `HINCRBYFLOAT key field n`: in C `long double` arithmetic, as Redis.
 pub fn hincrbyfloat(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
-    let by = float(&args[3])?;
+    let by = long_double(&args[3]).ok_or_else(super::args::not_float)?;
     if by.is_infinite() {
         return Err(err("value is NaN or Infinity"));
     }
@@ -213,14 +213,14 @@ pub fn hincrbyfloat(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     let m = hash_or_new(ctx, key)?;
     let old = field(ctx, key, &m, &args[2])?;
     let cur = match &old {
-        None => 0.0,
-        Some(v) => parse_f64(v).ok_or_else(|| err("hash value is not a float"))?,
+        None => crate::longdouble::LongDouble::ZERO,
+        Some(v) => long_double(v).ok_or_else(|| err("hash value is not a float"))?,
     };
-    let new = cur + by;
-    if !new.is_finite() {
+    let new = cur.add(by);
+    if new.is_nan() || new.is_infinite() {
         return Err(err("increment would produce NaN or Infinity"));
     }
-    let s = format_human_float(new).into_bytes();
+    let s = new.to_human().into_bytes();
     set_field(ctx, key, &m, &args[2], Some(s.clone()))?;
     resize(ctx, key, m.size + u64::from(old.is_none()))?;
     Ok(Reply::Bulk(s))

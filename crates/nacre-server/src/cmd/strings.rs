@@ -2,7 +2,7 @@
 
 use nacre_resp::Reply;
 
-use super::args::{float, format_human_float, int, is, lower, not_integer, parse_i64_strict};
+use super::args::{int, is, lower, not_integer, parse_i64_strict};
 use super::{err, ok, syntax, wrongtype, CmdResult, Ctx};
 use crate::bits::{self, BitOp, Overflow};
 use crate::store::encoding::{Hint, Kind, Meta};
@@ -43,7 +43,13 @@ fn put_raw(ctx: &mut Ctx, key: &[u8], v: Vec<u8>) -> Result<(), Reply> {
     put_hinted(ctx, key, v, None, Hint::Raw)
 }
 
-fn put_hinted(ctx: &mut Ctx, key: &[u8], v: Vec<u8>, expire_at: Option<u64>, hint: Hint) -> Result<(), Reply> {
+fn put_hinted(
+    ctx: &mut Ctx,
+    key: &[u8],
+    v: Vec<u8>,
+    expire_at: Option<u64>,
+    hint: Hint,
+) -> Result<(), Reply> {
     put(ctx, key, v, expire_at)?;
     if let Some(m) = ctx.txn.get_mut(ctx.db, key)? {
         m.hint = hint;
@@ -265,18 +271,18 @@ pub fn decrby(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     incr_generic(ctx, &args[1], neg)
 }
 
-/// `INCRBYFLOAT key n`.
+/// `INCRBYFLOAT key n`: in C `long double` arithmetic, printed as Redis prints it.
 pub fn incrbyfloat(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
-    let by = float(&args[2])?;
+    let by = super::args::long_double(&args[2]).ok_or_else(super::args::not_float)?;
     let cur = match string(ctx, &args[1])? {
-        None => 0.0,
-        Some(v) => super::args::parse_f64(&v).ok_or_else(super::args::not_float)?,
+        None => crate::longdouble::LongDouble::ZERO,
+        Some(v) => super::args::long_double(&v).ok_or_else(super::args::not_float)?,
     };
-    let new = cur + by;
-    if !new.is_finite() {
+    let new = cur.add(by);
+    if new.is_nan() || new.is_infinite() {
         return Err(err("increment would produce NaN or Infinity"));
     }
-    let s = format_human_float(new).into_bytes();
+    let s = new.to_human().into_bytes();
     put_hinted(ctx, &args[1], s.clone(), None, Hint::Emb)?;
     Ok(Reply::Bulk(s))
 }
@@ -317,7 +323,11 @@ pub fn getrange(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     // As Redis: negative indexes from the end, then both clamped at 0, the end at the last
     // byte.
     let len = v.len() as i64;
-    let s = if start < 0 { (len + start).max(0) } else { start };
+    let s = if start < 0 {
+        (len + start).max(0)
+    } else {
+        start
+    };
     let mut e = if end < 0 { (len + end).max(0) } else { end };
     if e >= len {
         e = len - 1;
