@@ -1,5 +1,6 @@
 //! One connection's state: database, protocol, authentication, transaction and watches.
 
+use std::cell::Cell;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -33,6 +34,9 @@ pub struct Client {
     pub multi_failed: bool,
     /// Watched keys.
     pub watched: Vec<WatchedKey>,
+    /// Counts not yet added to the server's (commands, hits, misses, errors): added once per
+    /// batch of requests rather than per command.
+    pub counts: Cell<[u64; 4]>,
 }
 
 impl Client {
@@ -46,7 +50,30 @@ impl Client {
             multi: None,
             multi_failed: false,
             watched: Vec::new(),
+            counts: Cell::new([0; 4]),
         }
+    }
+
+    /// Counts one more of counter `i` (0 commands, 1 hits, 2 misses, 3 errors).
+    pub fn count(&self, i: usize) {
+        let mut c = self.counts.get();
+        c[i] += 1;
+        self.counts.set(c);
+    }
+
+    /// Adds the counts to the server's.
+    pub fn flush_counters(&self, shared: &Shared) {
+        let c = self.counts.replace([0; 4]);
+        let s = &shared.counters;
+        for (i, a) in [&s.commands, &s.hits, &s.misses, &s.errors]
+            .into_iter()
+            .enumerate()
+        {
+            if c[i] > 0 {
+                a.fetch_add(c[i], Ordering::Relaxed);
+            }
+        }
+        *self.info.last.lock() = std::time::Instant::now();
     }
 
     /// Sets the selected database.

@@ -1,66 +1,137 @@
-//! One client connection: a reader that parses requests and runs them in order, and a
-//! writer that sends each reply once the commit it depends on is durable (K4), in order.
-//! The channel between them is bounded, so a client that does not read its replies stops
-//! being read: its output does not grow without bound.
+//! One client connection, served by one task: it parses what the client sent, runs each
+//! request in order, and sends each reply once the commit it depends on is durable (K4),
+//! keeping the replies in order. While replies wait for a commit the task goes on reading
+//! and running the client's pipelined requests (so they share the group commit), up to
+//! [`MAX_QUEUED`] replies: a client that does not read its replies stops being read, and
+//! its output does not grow without bound.
 
+use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use nacre_resp::{encode_reply, encode_reply_resp2, parse_request, Reply, RequestLimits};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
-use tokio::sync::mpsc;
 
 use crate::client::Client;
 use crate::cmd::{execute, Outcome};
 use crate::shared::{ClientInfo, Shared};
 
-/// Replies queued per connection before its reader waits.
-const QUEUE: usize = 1024;
-/// Bytes gathered before a write.
-const FLUSH_AT: usize = 64 << 10;
+/// Replies held (waiting for their commit) before the connection stops reading.
+const MAX_QUEUED: usize = 1024;
+/// Reply bytes held before the connection stops reading.
+const MAX_QUEUED_BYTES: usize = 16 << 20;
 
-enum Out {
-    /// An encoded reply, sent once `ticket` is durable.
-    Reply {
-        bytes: Vec<u8>,
-        ticket: u64,
-        resp: u8,
-    },
-    /// Bytes to send as they are (monitor lines).
-    Raw(Arc<Vec<u8>>),
-    /// Send what is queued, then close.
-    Close,
+fn encode(out: &mut Vec<u8>, r: &Reply, resp: u8) {
+    if resp >= 3 {
+        encode_reply(out, r);
+    } else {
+        encode_reply_resp2(out, r);
+    }
 }
 
-fn encode(r: &Reply, resp: u8) -> Vec<u8> {
-    let mut b = Vec::with_capacity(32);
-    if resp >= 3 {
-        encode_reply(&mut b, r);
-    } else {
-        encode_reply_resp2(&mut b, r);
+/// Replies not yet sent: each one's end in `bytes` and the ticket it waits for.
+#[derive(Default)]
+struct Queue {
+    bytes: Vec<u8>,
+    /// (end offset in `bytes`, ticket, protocol) per reply, in order.
+    marks: VecDeque<(usize, u64, u8)>,
+    /// Offset where the first unsent reply starts.
+    sent: usize,
+}
+
+impl Queue {
+    fn push(&mut self, r: &Reply, ticket: u64, resp: u8) {
+        encode(&mut self.bytes, r, resp);
+        self.marks.push_back((self.bytes.len(), ticket, resp));
     }
-    b
+
+    fn push_raw(&mut self, b: &[u8]) {
+        self.bytes.extend_from_slice(b);
+        self.marks.push_back((self.bytes.len(), 0, 2));
+    }
+
+    /// The end of the replies that may go now (their commits are durable); a failed commit
+    /// turns its reply into an error.
+    fn ready(&mut self, shared: &Shared) -> usize {
+        let commits = &shared.store.commits;
+        let mut end = self.sent;
+        while let Some(&(e, t, resp)) = self.marks.front() {
+            if !commits.is_done(t) {
+                break;
+            }
+            if let Some(why) = commits.failed(t) {
+                // Replace this reply's bytes with the error.
+                let start = end;
+                let mut err = Vec::new();
+                encode(
+                    &mut err,
+                    &Reply::Error(format!("ERR the write was not committed: {why}")),
+                    resp,
+                );
+                let tail = self.bytes.split_off(e);
+                self.bytes.truncate(start);
+                self.bytes.extend_from_slice(&err);
+                let shift = self.bytes.len() as isize - e as isize;
+                self.bytes.extend_from_slice(&tail);
+                self.marks.pop_front();
+                for m in self.marks.iter_mut() {
+                    m.0 = (m.0 as isize + shift) as usize;
+                }
+                end = start + err.len();
+                continue;
+            }
+            end = e;
+            self.marks.pop_front();
+        }
+        end
+    }
+
+    /// The ticket the first held reply waits for.
+    fn waiting(&self) -> Option<u64> {
+        self.marks.front().map(|m| m.1)
+    }
+
+    fn full(&self) -> bool {
+        self.marks.len() >= MAX_QUEUED || self.bytes.len() - self.sent >= MAX_QUEUED_BYTES
+    }
+
+    /// Forgets the first `end` bytes once written.
+    fn consume(&mut self, end: usize) {
+        self.sent = end;
+        if self.marks.is_empty() {
+            self.bytes.clear();
+            self.sent = 0;
+            if self.bytes.capacity() > 1 << 20 {
+                self.bytes.shrink_to(64 << 10);
+            }
+        } else if self.sent > 1 << 20 {
+            self.bytes.drain(..self.sent);
+            for m in self.marks.iter_mut() {
+                m.0 -= self.sent;
+            }
+            self.sent = 0;
+        }
+    }
 }
 
 /// Serves one connection until it closes, is killed or the server stops.
-pub async fn serve(shared: Arc<Shared>, stream: TcpStream, info: Arc<ClientInfo>) {
+pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, info: Arc<ClientInfo>) {
     let _ = stream.set_nodelay(true);
-    let (mut rd, wr) = stream.into_split();
-    let (tx, rx) = mpsc::channel::<Out>(QUEUE);
-    let writer = tokio::spawn(write_loop(shared.clone(), wr, rx));
     let authed = shared.config.read().requirepass.is_none();
     let mut client = Client::new(info.clone(), authed);
     let mut buf: Vec<u8> = Vec::with_capacity(16 << 10);
-    let mut monitor_task: Option<tokio::task::JoinHandle<()>> = None;
+    let mut q = Queue::default();
+    let mut monitor: Option<tokio::sync::broadcast::Receiver<Arc<Vec<u8>>>> = None;
+    let mut closing = false;
     'conn: loop {
+        // Run every whole request buffered, while there is room for replies.
         let mut start = 0;
-        loop {
-            let (max_bulk, qlimit) = {
-                let c = shared.config.read();
-                (c.proto_max_bulk_len as i64, c.client_query_buffer_limit)
-            };
+        let (max_bulk, qlimit) = {
+            let c = shared.config.read();
+            (c.proto_max_bulk_len as i64, c.client_query_buffer_limit)
+        };
+        while !closing && !q.full() {
             let limits = RequestLimits {
                 max_bulk,
                 authenticated: client.authed,
@@ -78,21 +149,10 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, info: Arc<ClientInfo>
                     break;
                 }
                 Err(e) => {
-                    let _ = tx
-                        .send(Out::Reply {
-                            bytes: encode(&Reply::Error(format!("ERR {e}")), client.resp),
-                            ticket: 0,
-                            resp: client.resp,
-                        })
-                        .await;
-                    break 'conn;
+                    q.push(&Reply::Error(format!("ERR {e}")), 0, client.resp);
+                    closing = true;
+                    break;
                 }
-            };
-            let resp = client.resp;
-            let send = |r: Reply, ticket: u64| Out::Reply {
-                bytes: encode(&r, resp),
-                ticket,
-                resp,
             };
             let mut outcome = execute(&shared, &mut client, args);
             while let Outcome::After(t, args) = outcome {
@@ -100,45 +160,25 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, info: Arc<ClientInfo>
                 outcome = execute(&shared, &mut client, args);
             }
             match outcome {
-                Outcome::Reply(r, t) => {
-                    // HELLO changes the protocol of its own reply.
-                    let r = send_as(&r, client.resp, t.0);
-                    if tx.send(r).await.is_err() {
-                        break 'conn;
-                    }
-                }
+                Outcome::Reply(r, t) => q.push(&r, t.0, client.resp),
                 Outcome::Close(r) => {
-                    let _ = tx.send(send(r, 0)).await;
-                    break 'conn;
+                    q.push(&r, 0, client.resp);
+                    closing = true;
                 }
                 Outcome::Sleep(d) => {
                     tokio::time::sleep(d).await;
-                    if tx.send(send(crate::cmd::ok(), 0)).await.is_err() {
-                        break 'conn;
-                    }
+                    q.push(&crate::cmd::ok(), 0, client.resp);
                 }
                 Outcome::Blocking(f) => {
                     let r = tokio::task::spawn_blocking(f)
                         .await
                         .unwrap_or_else(|_| crate::cmd::err("the command panicked"));
-                    if tx.send(send(r, 0)).await.is_err() {
-                        break 'conn;
-                    }
+                    q.push(&r, 0, client.resp);
                 }
                 Outcome::Monitor => {
-                    if tx.send(send(crate::cmd::ok(), 0)).await.is_err() {
-                        break 'conn;
-                    }
-                    if monitor_task.is_none() {
-                        let mut feed = shared.monitor.subscribe();
-                        let tx2 = tx.clone();
-                        monitor_task = Some(tokio::spawn(async move {
-                            while let Ok(line) = feed.recv().await {
-                                if tx2.send(Out::Raw(line)).await.is_err() {
-                                    break;
-                                }
-                            }
-                        }));
+                    q.push(&crate::cmd::ok(), 0, client.resp);
+                    if monitor.is_none() {
+                        monitor = Some(shared.monitor.subscribe());
                     }
                 }
                 Outcome::Shutdown => {
@@ -150,102 +190,57 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, info: Arc<ClientInfo>
             }
         }
         buf.drain(..start);
+        client.flush_counters(&shared);
+        // Send what is ready.
+        let end = q.ready(&shared);
+        if end > q.sent {
+            if stream.write_all(&q.bytes[q.sent..end]).await.is_err() {
+                break;
+            }
+            shared
+                .counters
+                .net_out
+                .fetch_add((end - q.sent) as u64, Ordering::Relaxed);
+            q.consume(end);
+        }
+        if closing && q.waiting().is_none() {
+            break;
+        }
         if info.killed.load(Ordering::Acquire) {
             break;
         }
+        // Wait for more input, the next commit, a monitor line or a kill.
+        let waiting = q.waiting();
+        let can_read = !closing && !q.full();
         tokio::select! {
-            r = rd.read_buf(&mut buf) => match r {
+            r = stream.read_buf(&mut buf), if can_read => match r {
                 Ok(0) | Err(_) => break,
                 Ok(n) => {
                     shared.counters.net_in.fetch_add(n as u64, Ordering::Relaxed);
                 }
             },
+            _ = shared.store.commits.wait(waiting.unwrap_or(0)), if waiting.is_some() => {}
+            line = async {
+                match monitor.as_mut() {
+                    Some(m) => m.recv().await.ok(),
+                    None => std::future::pending().await,
+                }
+            }, if monitor.is_some() => {
+                if let Some(l) = line {
+                    q.push_raw(&l);
+                }
+            }
             _ = info.kill.notified() => break,
         }
         if buf.capacity() > 1 << 20 && buf.len() < 16 << 10 {
             buf.shrink_to(64 << 10);
         }
     }
-    if let Some(m) = monitor_task {
-        m.abort();
-    }
-    let _ = tx.send(Out::Close).await;
-    drop(tx);
-    let _ = writer.await;
+    let _ = stream.shutdown().await;
+    client.flush_counters(&shared);
     client.unwatch_all(&shared);
     if client.info.monitor.load(Ordering::Relaxed) {
         shared.monitors.fetch_sub(1, Ordering::Relaxed);
     }
     shared.clients.lock().remove(&info.id);
-}
-
-fn send_as(r: &Reply, resp: u8, ticket: u64) -> Out {
-    Out::Reply {
-        bytes: encode(r, resp),
-        ticket,
-        resp,
-    }
-}
-
-async fn write_loop(shared: Arc<Shared>, mut wr: OwnedWriteHalf, mut rx: mpsc::Receiver<Out>) {
-    let commits = &shared.store.commits;
-    let mut out: Vec<u8> = Vec::with_capacity(FLUSH_AT);
-    'outer: while let Some(first) = rx.recv().await {
-        let mut item = Some(first);
-        while let Some(o) = item.take() {
-            match o {
-                Out::Reply {
-                    mut bytes,
-                    ticket,
-                    resp,
-                } => {
-                    if !commits.is_done(ticket) {
-                        // Send what is ready before waiting on a commit.
-                        if flush(&shared, &mut wr, &mut out).await.is_err() {
-                            break 'outer;
-                        }
-                    }
-                    if let Err(why) = commits.wait(ticket).await {
-                        bytes = encode(
-                            &Reply::Error(format!("ERR the write was not committed: {why}")),
-                            resp,
-                        );
-                    }
-                    out.extend_from_slice(&bytes);
-                }
-                Out::Raw(b) => out.extend_from_slice(&b),
-                Out::Close => {
-                    let _ = flush(&shared, &mut wr, &mut out).await;
-                    let _ = wr.shutdown().await;
-                    return;
-                }
-            }
-            if out.len() >= FLUSH_AT && flush(&shared, &mut wr, &mut out).await.is_err() {
-                break 'outer;
-            }
-            item = rx.try_recv().ok();
-        }
-        if flush(&shared, &mut wr, &mut out).await.is_err() {
-            break;
-        }
-    }
-    // The client is gone: drain so the reader is not stuck on a full queue.
-    rx.close();
-    while rx.recv().await.is_some() {}
-}
-
-async fn flush(shared: &Shared, wr: &mut OwnedWriteHalf, out: &mut Vec<u8>) -> std::io::Result<()> {
-    if out.is_empty() {
-        return Ok(());
-    }
-    wr.write_all(out).await?;
-    shared
-        .counters
-        .net_out
-        .fetch_add(out.len() as u64, Ordering::Relaxed);
-    out.clear();
-    if out.capacity() > 4 * FLUSH_AT {
-        out.shrink_to(FLUSH_AT);
-    }
-    Ok(())
 }

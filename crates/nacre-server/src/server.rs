@@ -221,7 +221,7 @@ async fn accept(
         db: Default::default(),
         since: now,
         last: Mutex::new(now),
-        last_cmd: Mutex::new("NULL".into()),
+        last_cmd: Mutex::new("NULL"),
         killed: AtomicBool::new(false),
         kill: tokio::sync::Notify::new(),
         resp: 2.into(),

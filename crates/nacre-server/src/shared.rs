@@ -58,7 +58,7 @@ pub struct ClientInfo {
     /// When it last ran a command.
     pub last: Mutex<Instant>,
     /// The last command's name.
-    pub last_cmd: Mutex<String>,
+    pub last_cmd: Mutex<&'static str>,
     /// Set by `CLIENT KILL`; the connection closes.
     pub killed: AtomicBool,
     /// Wakes the connection when killed.

@@ -99,15 +99,6 @@ pub fn long_double(b: &[u8]) -> Option<crate::longdouble::LongDouble> {
     Some(v)
 }
 
-/// A float as `INCRBYFLOAT` and `HINCRBYFLOAT` store it: the shortest decimal that reads
-/// back the same, without an exponent.
-pub fn format_human_float(v: f64) -> String {
-    if v == v.trunc() && v.abs() < 1e17 {
-        return format!("{}", v as i64);
-    }
-    format!("{v}")
-}
-
 /// Whether `b` equals the ASCII word `w` ignoring case.
 pub fn is(b: &[u8], w: &str) -> bool {
     b.eq_ignore_ascii_case(w.as_bytes())
@@ -209,9 +200,6 @@ mod tests {
         for bad in [&b"nan"[..], b" 1", b"1 ", b"", b"abc", b"1e"] {
             assert_eq!(parse_f64(bad), None);
         }
-        assert_eq!(format_human_float(10.6), "10.6");
-        assert_eq!(format_human_float(5200.0), "5200");
-        assert_eq!(format_human_float(-0.5), "-0.5");
     }
 
     #[test]

@@ -19,7 +19,7 @@ use crate::client::Client;
 use crate::shared::{now_ms, Shared};
 use crate::store::txn::{Ticket, Txn};
 use crate::store::StoreError;
-pub use table::{lookup, Command, Run, COMMANDS};
+pub use table::{lookup, lookup_bytes, Command, Run, COMMANDS};
 
 /// A handler's outcome: a reply, or an error reply.
 pub type CmdResult = Result<Reply, Reply>;
@@ -125,7 +125,7 @@ pub fn execute(shared: &Shared, client: &mut Client, args: Vec<Vec<u8>>) -> Outc
         return Outcome::Nothing;
     }
     let started = Instant::now();
-    shared.counters.commands.fetch_add(1, Ordering::Relaxed);
+    client.count(0);
     let out = dispatch(shared, client, &args);
     let micros = started.elapsed().as_micros() as u64;
     shared.slowlog_add(micros, &args, &client.info);
@@ -133,7 +133,7 @@ pub fn execute(shared: &Shared, client: &mut Client, args: Vec<Vec<u8>>) -> Outc
         feed_monitor(shared, client, &args);
     }
     if let Outcome::Reply(Reply::Error(_), _) = &out {
-        shared.counters.errors.fetch_add(1, Ordering::Relaxed);
+        client.count(3);
     }
     out
 }
@@ -167,15 +167,13 @@ fn feed_monitor(shared: &Shared, client: &Client, args: &[Vec<u8>]) {
 }
 
 fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
-    let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
-    *client.info.last_cmd.lock() = name.clone();
-    *client.info.last.lock() = Instant::now();
-    let Some(cmd) = lookup(&name) else {
+    let Some(cmd) = lookup_bytes(&args[0]) else {
         if client.multi.is_some() {
             client.multi_failed = true;
         }
         return Outcome::Reply(unknown_command(args), Ticket(0));
     };
+    *client.info.last_cmd.lock() = cmd.name;
     if !client.authed && !cmd.flags.contains(&"no-auth") {
         if client.multi.is_some() {
             client.multi_failed = true;
@@ -273,13 +271,9 @@ pub fn run_key(
         resp: client.resp,
     };
     let r = f(&mut ctx, args).unwrap_or_else(|e| e);
-    if let Reply::Nil = r {
-        // Hit and miss counts follow the reply of read commands.
-        if cmd.flags.contains(&"readonly") {
-            shared.counters.misses.fetch_add(1, Ordering::Relaxed);
-        }
-    } else if cmd.flags.contains(&"readonly") {
-        shared.counters.hits.fetch_add(1, Ordering::Relaxed);
+    // Hit and miss counts follow the reply of read commands.
+    if cmd.flags.contains(&"readonly") {
+        client.count(if matches!(r, Reply::Nil) { 2 } else { 1 });
     }
     r
 }

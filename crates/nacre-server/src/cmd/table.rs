@@ -206,6 +206,18 @@ pub fn lookup(name: &str) -> Option<&'static Command> {
         .copied()
 }
 
+/// The command named `name` in any case, without allocating.
+pub fn lookup_bytes(name: &[u8]) -> Option<&'static Command> {
+    let mut buf = [0u8; 32];
+    if name.len() > buf.len() {
+        return None;
+    }
+    for (d, s) in buf.iter_mut().zip(name) {
+        *d = s.to_ascii_lowercase();
+    }
+    lookup(std::str::from_utf8(&buf[..name.len()]).ok()?)
+}
+
 /// The keys `cmd` names in `args`, with their databases.
 pub fn keys_of(
     cmd: &Command,

@@ -2,6 +2,7 @@
 //! the parent module).
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::Arc;
 
 use nacre::{Subtable, WriteBatch, WriteFuture};
@@ -9,6 +10,15 @@ use parking_lot::Mutex;
 use tokio::sync::{mpsc, watch};
 
 use super::{Store, StoreError};
+
+/// The outcome of `fut` if it is already complete.
+async fn poll_once(fut: &mut WriteFuture) -> Option<nacre::Result<()>> {
+    std::future::poll_fn(|cx| match std::pin::Pin::new(&mut *fut).poll(cx) {
+        std::task::Poll::Ready(r) => std::task::Poll::Ready(Some(r)),
+        std::task::Poll::Pending => std::task::Poll::Ready(None),
+    })
+    .await
+}
 
 /// The `sys` key of the version high-water mark.
 pub const VERSION_MARK: &[u8] = b"version-mark";
@@ -97,6 +107,18 @@ impl Commits {
         *self.durable.borrow() >= ticket
     }
 
+    /// Why `ticket`'s commit failed, if it did.
+    pub fn failed(&self, ticket: u64) -> Option<String> {
+        if ticket == 0 {
+            return None;
+        }
+        let f = self.failures.lock();
+        if f.is_empty() {
+            return None;
+        }
+        f.get(&ticket).cloned()
+    }
+
     /// The last ticket handed out.
     pub fn last(&self) -> u64 {
         self.queue.lock().next - 1
@@ -156,6 +178,17 @@ impl Commits {
         r: nacre::Result<()>,
         keys: &[(usize, Vec<u8>)],
     ) {
+        self.resolve(store, ticket, r, keys);
+        self.publish(ticket);
+    }
+
+    /// Makes everything up to `ticket` durable for waiters.
+    fn publish(&self, ticket: u64) {
+        self.durable.send_modify(|d| *d = (*d).max(ticket));
+    }
+
+    /// Records `ticket`'s outcome and drops its pending entries (not yet published).
+    fn resolve(&self, store: &Store, ticket: u64, r: nacre::Result<()>, keys: &[(usize, Vec<u8>)]) {
         if let Err(e) = r {
             let why = StoreError::Engine(e).to_string();
             tracing::error!(ticket, error = %why, "a commit failed; writes are refused until the queue drains");
@@ -170,7 +203,6 @@ impl Commits {
                 s.pending.remove(mkey);
             }
         }
-        self.durable.send_modify(|d| *d = (*d).max(ticket));
     }
 
     /// The task that awaits queued commits in order and publishes each one durable.
@@ -178,9 +210,27 @@ impl Commits {
         let Some(mut rx) = store.commits.rx.lock().take() else {
             return;
         };
-        while let Some(f) = rx.recv().await {
-            let r = f.fut.await;
-            store.commits.complete(&store, f.ticket, r, &f.keys);
+        // Commits of one group complete together: resolve every one already done before
+        // waking waiters once, rather than once per commit.
+        let mut batch = Vec::with_capacity(256);
+        while rx.recv_many(&mut batch, 256).await > 0 {
+            let mut done = None;
+            for mut f in batch.drain(..) {
+                let r = match poll_once(&mut f.fut).await {
+                    Some(r) => r,
+                    None => {
+                        if let Some(t) = done.take() {
+                            store.commits.publish(t);
+                        }
+                        (&mut f.fut).await
+                    }
+                };
+                store.commits.resolve(&store, f.ticket, r, &f.keys);
+                done = Some(f.ticket);
+            }
+            if let Some(t) = done {
+                store.commits.publish(t);
+            }
         }
     }
 
