@@ -247,8 +247,8 @@ fn kill_loop(rounds: usize, workers: usize) {
     let models: Vec<Arc<Mutex<Model>>> = (0..workers)
         .map(|_| Arc::new(Mutex::new(Model::default())))
         .collect();
-    for w in 0..workers {
-        let mut m = models[w].lock().unwrap();
+    for (w, m) in models.iter().enumerate() {
+        let mut m = m.lock().unwrap();
         m.acked
             .insert(K::S(format!("w{w}:acct:a")), Some(TOTAL.to_string()));
         m.acked

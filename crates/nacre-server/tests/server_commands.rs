@@ -300,15 +300,29 @@ fn clients_are_listed_named_and_killed() {
 #[test]
 fn maxclients_refuses_the_extra_client() {
     let s = Server::start(&["--maxclients", "2"]);
-    let _a = s.raw();
-    let _b = s.raw();
-    std::thread::sleep(Duration::from_millis(100));
+    // The connections that checked the server was up may take a moment to go.
+    let (mut a, mut b) = loop {
+        let (mut a, mut b) = (s.raw(), s.raw());
+        let pa = raw_exchange(&mut a, b"PING\r\n", Duration::from_millis(200));
+        let pb = raw_exchange(&mut b, b"PING\r\n", Duration::from_millis(200));
+        if pa == b"+PONG\r\n" && pb == b"+PONG\r\n" {
+            break (a, b);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
     let mut c = s.raw();
     let got = raw_exchange(&mut c, b"PING\r\n", Duration::from_millis(500));
     assert_eq!(
         String::from_utf8_lossy(&got),
         "-ERR max number of clients reached\r\n"
     );
+    // The first two are still served.
+    for x in [&mut a, &mut b] {
+        assert_eq!(
+            raw_exchange(x, b"PING\r\n", Duration::from_millis(200)),
+            b"+PONG\r\n"
+        );
+    }
 }
 
 #[test]

@@ -8,6 +8,7 @@ use super::keys::{cursor, scan_opts};
 use super::{arity_error, err, ok, syntax, wrongtype, CmdResult, Ctx};
 use crate::glob::glob_match;
 use crate::store::encoding::{Kind, Meta};
+use crate::store::txn::Members;
 
 /// The hash at `key` (`None` if missing; WRONGTYPE for another type).
 fn hash(ctx: &mut Ctx, key: &[u8]) -> Result<Option<Meta>, Reply> {
@@ -148,7 +149,7 @@ pub fn hexists(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     ))
 }
 
-fn all(ctx: &mut Ctx, key: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, Reply> {
+fn all(ctx: &mut Ctx, key: &[u8]) -> Result<Members, Reply> {
     match hash(ctx, key)? {
         None => Ok(Vec::new()),
         Some(m) => Ok(ctx.txn.all_members(ctx.db, key, m.version)?),
@@ -282,7 +283,7 @@ pub fn hrandfield(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
         Some(_) => return Err(syntax()),
     };
     if let Some(c) = count {
-        if withvalues && (c < -(i64::MAX / 2) || c > i64::MAX / 2) {
+        if withvalues && !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&c) {
             return Err(err("value is out of range"));
         }
     }

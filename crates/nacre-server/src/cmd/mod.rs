@@ -207,10 +207,7 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
     {
         if cmd.flags.contains(&"no-multi") {
             client.multi_failed = true;
-            return Outcome::Reply(
-                err(format!("Command not allowed inside a transaction")),
-                Ticket(0),
-            );
+            return Outcome::Reply(err("Command not allowed inside a transaction"), Ticket(0));
         }
         if let Some(q) = client.multi.as_mut() {
             q.push(args.to_vec());

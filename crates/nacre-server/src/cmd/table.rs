@@ -20,6 +20,12 @@ pub enum Run {
     Conn(fn(&Shared, &mut Client, &[Vec<u8>]) -> Outcome),
 }
 
+/// Keys with their databases.
+pub type KeyList = Vec<(usize, Vec<u8>)>;
+
+/// Finds a command's keys from its database, arguments and the number of databases.
+pub type KeysFn = fn(usize, &[Vec<u8>], usize) -> Result<KeyList, Reply>;
+
 /// Where a command's keys are.
 #[derive(Clone, Copy)]
 pub enum Keys {
@@ -28,7 +34,7 @@ pub enum Keys {
     /// `first`, `last` (negative: from the end), `step`.
     Range(i32, i32, i32),
     /// Computed from the arguments (keys in other databases).
-    Custom(fn(usize, &[Vec<u8>], usize) -> Result<Vec<(usize, Vec<u8>)>, Reply>),
+    Custom(KeysFn),
 }
 
 /// One command.

@@ -54,6 +54,17 @@ pub struct Txn<'s> {
     count_delta: Vec<(usize, i64)>,
 }
 
+/// Members of a collection: (member, value) pairs.
+pub type Members = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// Records of one key queued by a commit: (stripe, meta key, metadata written, members).
+type PendingWrite = (
+    usize,
+    Vec<u8>,
+    Option<Option<Vec<u8>>>,
+    BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+);
+
 /// What a committed command waits for before it answers (K4).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Ticket(pub u64);
@@ -281,7 +292,7 @@ impl<'s> Txn<'s> {
         version: u64,
         from: u64,
         count: usize,
-    ) -> Result<(Vec<(Vec<u8>, Vec<u8>)>, u64)> {
+    ) -> Result<(Members, u64)> {
         let i = self.index(db, key)?;
         self.load(i)?;
         let prefix = encoding::sub_prefix(version).to_vec();
@@ -366,12 +377,7 @@ impl<'s> Txn<'s> {
     }
 
     /// Every member of collection `version` of `key`.
-    pub fn all_members(
-        &mut self,
-        db: usize,
-        key: &[u8],
-        version: u64,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    pub fn all_members(&mut self, db: usize, key: &[u8], version: u64) -> Result<Members> {
         Ok(self.members(db, key, version, 0, usize::MAX)?.0)
     }
 
@@ -430,12 +436,7 @@ impl<'s> Txn<'s> {
         let subs = &store.subs;
         let mut batch = std::mem::take(&mut self.extra);
         let mut written: Vec<(usize, Vec<u8>)> = Vec::new();
-        let mut pendings: Vec<(
-            usize,
-            Vec<u8>,
-            Option<Option<Vec<u8>>>,
-            BTreeMap<Vec<u8>, Option<Vec<u8>>>,
-        )> = Vec::new();
+        let mut pendings: Vec<PendingWrite> = Vec::new();
         let mut deltas = std::mem::take(&mut self.count_delta);
         let mut changed: Vec<(usize, Vec<u8>, usize)> = Vec::new();
         // Member writes belong to the key whose collection holds their version now (a

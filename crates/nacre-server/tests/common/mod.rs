@@ -55,7 +55,51 @@ impl Server {
         s
     }
 
+    /// Starts the process; another test's server may have taken the port in the meantime,
+    /// so the one answering must report our process id.
     fn spawn(&mut self) {
+        for _ in 0..10 {
+            self.spawn_once();
+            if self.answering_pid() == self.child.as_ref().map(|c| c.id()) {
+                return;
+            }
+            self.kill();
+            self.port = free_port();
+        }
+        panic!("could not start nacre-server on a port of its own");
+    }
+
+    fn answering_pid(&self) -> Option<u32> {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(5))).ok();
+        let mut pre = Vec::new();
+        for (k, v) in self
+            .args
+            .chunks(2)
+            .filter_map(|c| Some((c.first()?, c.get(1)?)))
+        {
+            if k == "--requirepass" {
+                pre.extend_from_slice(format!("AUTH {v}\r\n").as_bytes());
+            }
+        }
+        pre.extend_from_slice(b"INFO server\r\n");
+        s.write_all(&pre).ok()?;
+        let t = Instant::now();
+        let mut text = String::new();
+        let mut buf = [0u8; 4096];
+        while t.elapsed() < Duration::from_secs(5) && !text.contains("tcp_port") {
+            let n = s.read(&mut buf).ok()?;
+            if n == 0 {
+                break;
+            }
+            text.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+        text.lines()
+            .find_map(|l| l.strip_prefix("process_id:"))
+            .and_then(|p| p.trim().parse().ok())
+    }
+
+    fn spawn_once(&mut self) {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_nacre-server"));
         cmd.arg("--port")
             .arg(self.port.to_string())
