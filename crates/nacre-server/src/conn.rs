@@ -155,10 +155,19 @@ pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, info: Arc<ClientI
                 }
             };
             let mut outcome = execute(&shared, &mut client, args);
-            while let Outcome::After(t, args) = outcome {
-                let _ = shared.store.commits.wait(t.0).await;
-                outcome = execute(&shared, &mut client, args);
-            }
+            let outcome = loop {
+                outcome = match outcome {
+                    Outcome::After(t, args) => {
+                        let _ = shared.store.commits.wait(t.0).await;
+                        execute(&shared, &mut client, args)
+                    }
+                    Outcome::AfterCount(args) => {
+                        shared.store.wait_counted().await;
+                        execute(&shared, &mut client, args)
+                    }
+                    o => break o,
+                };
+            };
             match outcome {
                 Outcome::Reply(r, t) => q.push(&r, t.0, client.resp),
                 Outcome::Close(r) => {
@@ -186,7 +195,7 @@ pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, info: Arc<ClientI
                     shared.shutdown.notify_one();
                     break 'conn;
                 }
-                Outcome::Nothing | Outcome::After(..) => {}
+                Outcome::Nothing | Outcome::After(..) | Outcome::AfterCount(..) => {}
             }
         }
         buf.drain(..start);

@@ -51,26 +51,46 @@ pub async fn run(
 ) -> Result<(), ServerError> {
     let t0 = Instant::now();
     let open_cfg = cfg.clone();
-    let (store, report) = tokio::task::spawn_blocking(move || store::open::open(&open_cfg))
-        .await
-        .map_err(|e| ServerError::Other(e.to_string()))??;
+    let (store, report, snapshot) =
+        tokio::task::spawn_blocking(move || store::open::open(&open_cfg))
+            .await
+            .map_err(|e| ServerError::Other(e.to_string()))??;
     let store = Arc::new(store);
+    if let Some(snap) = snapshot {
+        let s = store.clone();
+        std::thread::Builder::new()
+            .name("nacre-count".into())
+            .spawn(move || {
+                let t = Instant::now();
+                match s.count_keys(snap) {
+                    Ok(n) => tracing::info!(
+                        "counted {} keys in {} ms (in the background, while serving)",
+                        thousands(n),
+                        t.elapsed().as_millis()
+                    ),
+                    Err(e) => tracing::error!(error = %e, "counting keys failed; DBSIZE will wait"),
+                }
+            })
+            .map_err(|e| ServerError::Other(e.to_string()))?;
+    }
     tracing::info!(
         backend = %report.backend,
         "backend {}: an acknowledged write survives {}",
         report.backend,
         report.survives
     );
-    tracing::info!(
-        "recovered in {} ms; {} keys ({})",
-        report.recovery.as_millis(),
-        thousands(report.keys),
-        if report.clean {
-            "clean shutdown: key counts read from its record".to_string()
-        } else {
-            format!("counted in {} ms", report.counting.as_millis())
-        }
-    );
+    if report.clean {
+        tracing::info!(
+            "recovered in {} ms; {} keys (clean shutdown: key counts read from its record)",
+            report.recovery.as_millis(),
+            thousands(report.keys)
+        );
+    } else {
+        tracing::info!(
+            "recovered in {} ms (no clean shutdown: keys are counted in the background)",
+            report.recovery.as_millis()
+        );
+    }
     let shared = Shared::new(store.clone(), cfg.clone(), report).into_arc();
     let completer = tokio::spawn(Commits::run_completer(store.clone()));
     let stop = Arc::new(AtomicBool::new(false));

@@ -454,3 +454,58 @@ fn redis_cli_and_redis_benchmark_drive_the_server() {
         .unwrap();
     assert_eq!(n, 2000);
 }
+
+#[test]
+fn key_counts_after_a_crash_include_writes_made_while_counting() {
+    let mut s = Server::start(&[]);
+    let mut c = s.conn();
+    for chunk in (0..30_000).collect::<Vec<i32>>().chunks(1000) {
+        let mut cmd = redis::cmd("MSET");
+        for i in chunk {
+            cmd.arg(format!("k{i}")).arg(i);
+        }
+        let _: () = cmd.query(&mut c).unwrap();
+    }
+    let _: () = redis::cmd("SET")
+        .arg("db1key")
+        .arg(1)
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("MOVE")
+        .arg("db1key")
+        .arg(1)
+        .query(&mut c)
+        .unwrap();
+    s.restart();
+    let mut c = s.conn();
+    // Right after the start, while keys may still be counted: 10 new keys, 5 deleted.
+    for i in 0..10 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("new{i}"))
+            .arg(i)
+            .query(&mut c)
+            .unwrap();
+    }
+    let d: i64 = redis::cmd("DEL")
+        .arg("k1")
+        .arg("k2")
+        .arg("k3")
+        .arg("k4")
+        .arg("k5")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(d, 5);
+    let n: i64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
+    assert_eq!(n, 30_000 + 10 - 5);
+    let _: () = redis::cmd("SELECT").arg(1).query(&mut c).unwrap();
+    let n: i64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
+    assert_eq!(n, 1);
+    // A clean shutdown records the counts; the next start reads them.
+    let _: redis::RedisResult<()> = redis::cmd("SHUTDOWN").query(&mut c);
+    s.wait_exit(Duration::from_secs(20)).expect("exits");
+    s.restart();
+    let mut c = s.conn();
+    assert_eq!(info(&mut c, "persistence", "nacre_last_start_clean"), "1");
+    let n: i64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
+    assert_eq!(n, 30_005);
+}

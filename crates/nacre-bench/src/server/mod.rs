@@ -70,6 +70,9 @@ pub struct ServerBenchConfig {
     /// Also measure restart after SIGKILL with this many GiB of data (0: skip).
     #[arg(long, default_value_t = 0.0)]
     pub restart_gib: f64,
+    /// Skip the redis-benchmark runs (measure only the restart).
+    #[arg(long)]
+    pub only_restart: bool,
     /// Threads of redis-benchmark (--threads; 0: its default of one).
     #[arg(long, default_value_t = 0)]
     pub bench_threads: u64,
@@ -229,7 +232,8 @@ pub struct Row {
 /// Runs every server and pipeline; prints a table with ratios.
 pub fn main(cfg: &ServerBenchConfig) -> Result<()> {
     let mut rows: Vec<Row> = Vec::new();
-    for kind in &cfg.servers {
+    let servers: &[String] = if cfg.only_restart { &[] } else { &cfg.servers };
+    for kind in servers {
         for &p in &cfg.pipelines {
             let dir = cfg.dir.join(kind);
             let s = start(cfg, kind, &dir, true)?;
@@ -250,7 +254,9 @@ pub fn main(cfg: &ServerBenchConfig) -> Result<()> {
             drop(s);
         }
     }
-    println!("{}", table(&rows));
+    if !rows.is_empty() {
+        println!("{}", table(&rows));
+    }
     if cfg.restart_gib > 0.0 {
         let r = restart::measure(cfg)?;
         println!("{}", restart::table(&r));

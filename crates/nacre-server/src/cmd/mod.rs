@@ -49,6 +49,9 @@ pub enum Outcome {
     /// Wait until this ticket is durable, then run the request again (commands that read
     /// whole databases from the engine, which shows only durable writes).
     After(Ticket, Vec<Vec<u8>>),
+    /// Wait until key counts are whole (after a crash, while they are counted in the
+    /// background), then run the request again.
+    AfterCount(Vec<Vec<u8>>),
     /// Enter monitor mode.
     Monitor,
     /// Shut the server down (reply only on failure).
@@ -213,6 +216,9 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
             q.push(args.to_vec());
         }
         return Outcome::Reply(Reply::Simple("QUEUED".into()), Ticket(0));
+    }
+    if cmd.flags.contains(&"counts") && !shared.store.is_counted() {
+        return Outcome::AfterCount(args.to_vec());
     }
     match cmd.run {
         Run::Conn(f) => f(shared, client, args),

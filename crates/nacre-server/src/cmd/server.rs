@@ -33,7 +33,7 @@ fn command_info(c: &Command) -> Reply {
     let flags: Vec<Reply> = c
         .flags
         .iter()
-        .filter(|f| !matches!(**f, "exclusive" | "whole"))
+        .filter(|f| !matches!(**f, "exclusive" | "whole" | "counts"))
         .map(|f| Reply::Simple(f.to_string()))
         .collect();
     let acl = format!("@{}", c.group);

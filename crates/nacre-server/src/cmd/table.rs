@@ -112,7 +112,7 @@ pub static COMMANDS: &[Command] = &[
     cmd!("client", -2, &["admin", "noscript", "loading", "stale"], NK, "connection", "2.4.0", "A container for client connection commands.", Conn(c::client)),
     // server
     cmd!("command", -1, &["loading", "stale"], NK, "server", "2.8.13", "Returns detailed information about all commands.", Conn(s::command)),
-    cmd!("info", -1, &["loading", "stale"], NK, "server", "1.0.0", "Returns information and statistics about the server.", Conn(s::info)),
+    cmd!("info", -1, &["loading", "stale", "counts"], NK, "server", "1.0.0", "Returns information and statistics about the server.", Conn(s::info)),
     cmd!("config", -2, A, NK, "server", "2.0.0", "A container for server configuration commands.", Conn(s::config)),
     cmd!("time", 1, &["loading", "stale", "fast"], NK, "server", "2.6.0", "Returns the server time.", Conn(s::time)),
     cmd!("lastsave", 1, &["loading", "stale", "fast"], NK, "server", "1.0.0", "Returns the Unix timestamp of the last successful save.", Conn(s::lastsave)),
@@ -122,7 +122,7 @@ pub static COMMANDS: &[Command] = &[
     cmd!("debug", -2, A, NK, "server", "1.0.0", "A container for debugging commands.", Conn(s::debug)),
     cmd!("monitor", 1, AN, NK, "server", "1.0.0", "Listens for all requests received by the server in real time.", Conn(s::monitor)),
     cmd!("slowlog", -2, &["admin", "loading", "stale"], NK, "server", "2.2.12", "A container for slow log commands.", Conn(s::slowlog)),
-    cmd!("dbsize", 1, RF, NK, "server", "1.0.0", "Returns the number of keys in the database.", Key(k::dbsize)),
+    cmd!("dbsize", 1, &["readonly", "fast", "counts"], NK, "server", "1.0.0", "Returns the number of keys in the database.", Key(k::dbsize)),
     cmd!("flushdb", -1, X, NK, "server", "1.0.0", "Removes all keys from the current database.", Key(k::flushdb)),
     cmd!("flushall", -1, X, NK, "server", "1.0.0", "Removes all keys from all databases.", Key(k::flushall)),
     cmd!("swapdb", 3, &["write", "fast", "exclusive"], NK, "server", "4.0.0", "Swaps two Redis databases.", Key(k::swapdb)),

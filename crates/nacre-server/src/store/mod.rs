@@ -153,7 +153,12 @@ pub struct Store {
     /// Database → namespace (K1: exclusive for whole-database commands).
     pub ns: RwLock<Namespaces>,
     /// Keys per database (including expired keys not yet deleted, as Redis counts them).
+    /// After a crash the start does not count keys: these hold the changes since, and the
+    /// count of what was there is added once a background pass over a snapshot finishes
+    /// ([`Store::counted`]).
     pub counts: Vec<AtomicI64>,
+    /// Whether `counts` are whole (false while the background count runs).
+    pub counted: tokio::sync::watch::Sender<bool>,
     /// Next collection version.
     pub versions: AtomicU64,
     /// Key locks and pending entries.
@@ -175,6 +180,17 @@ impl Store {
     /// The stripe of `key` in database `db`.
     pub fn stripe_of(db: usize, key: &[u8]) -> usize {
         (encoding::hash63(key) ^ (db as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)) as usize % STRIPES
+    }
+
+    /// Whether key counts are whole.
+    pub fn is_counted(&self) -> bool {
+        *self.counted.borrow()
+    }
+
+    /// Waits until key counts are whole.
+    pub async fn wait_counted(&self) {
+        let mut rx = self.counted.subscribe();
+        let _ = rx.wait_for(|c| *c).await;
     }
 
     /// Keys in database `db`.

@@ -26,7 +26,8 @@ pub const POOL_FILE: &str = "nacre.pool";
 pub struct StartReport {
     /// The engine's open, recovery included.
     pub recovery: Duration,
-    /// Counting keys (zero after a clean shutdown).
+    /// Counting keys before serving (zero: after a clean shutdown the counts are read from
+    /// its record; after a crash they are counted in the background while serving).
     pub counting: Duration,
     /// Whether the previous run shut down cleanly.
     pub clean: bool,
@@ -46,7 +47,7 @@ fn le_u64(b: &[u8], at: usize) -> Result<u64> {
 }
 
 /// Opens (or creates) the keyspace under `cfg.dir`.
-pub fn open(cfg: &Config) -> Result<(Store, StartReport)> {
+pub fn open(cfg: &Config) -> Result<Opened> {
     std::fs::create_dir_all(&cfg.dir)
         .map_err(|e| StoreError::Corrupt(format!("cannot create {}: {e}", cfg.dir.display())))?;
     let mut opts = Options::new(cfg.dir.join(POOL_FILE)).backend(cfg.pmem_backend);
@@ -55,7 +56,7 @@ pub fn open(cfg: &Config) -> Result<(Store, StartReport)> {
 }
 
 /// Opens the keyspace on engine options `opts` with `databases` logical databases.
-pub fn open_with(opts: Options, databases: usize) -> Result<(Store, StartReport)> {
+pub fn open_with(opts: Options, databases: usize) -> Result<Opened> {
     let t0 = Instant::now();
     let db = Db::open(opts)?;
     let recovery = t0.elapsed();
@@ -91,13 +92,8 @@ pub fn open_with(opts: Options, databases: usize) -> Result<(Store, StartReport)
     let (counts, next_version, was_clean) = match clean.map(|c| decode_clean(&c, &ns)) {
         Some(Ok(Some((counts, next)))) => (counts, next, true),
         Some(Err(e)) => return Err(e),
-        _ => {
-            let mut counts = Vec::with_capacity(ns.gens.len());
-            for &g in &ns.gens {
-                counts.push(count_keys(&db, &subs, g)?);
-            }
-            (counts, mark, false)
-        }
+        // Counted in the background (see `Store::count_keys`).
+        _ => (vec![0; ns.gens.len()], mark, false),
     };
     if was_clean {
         first.delete(&subs.sys, CLEAN);
@@ -107,6 +103,9 @@ pub fn open_with(opts: Options, databases: usize) -> Result<(Store, StartReport)
         db.write(first)?;
     }
     let keys = counts.iter().sum::<i64>().max(0) as u64;
+    // Taken before anything is written: the background count reads this snapshot, and every
+    // later change is in `counts` as a delta.
+    let snapshot = (!was_clean).then(|| db.snapshot());
     let backend = db.backend_report();
     let report = StartReport {
         recovery,
@@ -118,6 +117,7 @@ pub fn open_with(opts: Options, databases: usize) -> Result<(Store, StartReport)
     };
     let store = Store {
         counts: counts.into_iter().map(AtomicI64::new).collect(),
+        counted: tokio::sync::watch::Sender::new(was_clean),
         ns: parking_lot::RwLock::new(ns),
         versions: AtomicU64::new(next_version.max(1)),
         stripes: (0..STRIPES).map(|_| Default::default()).collect(),
@@ -127,23 +127,51 @@ pub fn open_with(opts: Options, databases: usize) -> Result<(Store, StartReport)
         db,
         subs,
     };
-    Ok((store, report))
+    Ok((store, report, snapshot))
 }
 
-fn count_keys(db: &Db, subs: &Subtables, gen: u32) -> Result<i64> {
-    let mut n = 0;
-    let it = db.iter(
-        &subs.meta,
-        IterOptions {
-            prefix: Some(encoding::ns_prefix(gen).to_vec()),
-            ..Default::default()
-        },
-    )?;
-    for r in it {
-        r?;
-        n += 1;
+/// What [`open`] returns: the keyspace, the start's report, and the snapshot to count keys
+/// in when the counts were not recorded (see [`Store::count_keys`]).
+pub type Opened = (Store, StartReport, Option<nacre::Snapshot>);
+
+impl Store {
+    /// Counts every database's keys in `snap` (taken at open, before any write) and adds
+    /// them to the counts, which hold the changes made since; then marks them whole.
+    pub fn count_keys(&self, snap: nacre::Snapshot) -> Result<u64> {
+        let gens = self.ns.read().gens.clone();
+        let mut total = 0u64;
+        let mut base = Vec::with_capacity(gens.len());
+        for g in gens {
+            let it = self.db.iter(
+                &self.subs.meta,
+                IterOptions {
+                    snapshot: Some(&snap),
+                    prefix: Some(encoding::ns_prefix(g).to_vec()),
+                    ..Default::default()
+                },
+            )?;
+            let mut n = 0i64;
+            for r in it {
+                r?;
+                n += 1;
+            }
+            base.push((g, n));
+            total += n as u64;
+        }
+        // A FLUSHDB or SWAPDB while counting changed the namespace table; they hold it
+        // exclusively, so hold it shared while the counts become whole.
+        // The count of a namespace goes to the database that has it now (SWAPDB moves
+        // namespaces; a flushed one is gone, its database restarted from zero).
+        let ns = self.ns.read();
+        for (g, n) in base {
+            if let Some(i) = ns.gens.iter().position(|&x| x == g) {
+                self.counts[i].fetch_add(n, Ordering::Relaxed);
+            }
+        }
+        drop(ns);
+        self.counted.send_replace(true);
+        Ok(total)
     }
-    Ok(n)
 }
 
 /// The `clean` record: per database its namespace and key count, then the next version.
@@ -185,11 +213,15 @@ impl Store {
     /// Writes the `clean` record once every queued commit is done; nothing may write after
     /// it (the counts it holds would go stale).
     pub fn close_ref(&self) -> Result<()> {
+        // Counts still being counted are not recorded: the next start counts again.
+        let counted = self.is_counted();
         self.commits.close();
         let last = self.commits.last();
         let _ = self.commits.wait_blocking(last);
         let mut b = WriteBatch::new();
-        b.put(&self.subs.sys, CLEAN, encode_clean(self));
+        if counted {
+            b.put(&self.subs.sys, CLEAN, encode_clean(self));
+        }
         let next = self.versions.load(Ordering::Relaxed);
         b.put(&self.subs.sys, VERSION_MARK, next.to_le_bytes());
         self.db.write(b)?;
