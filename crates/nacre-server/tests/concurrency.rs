@@ -186,6 +186,47 @@ fn watch_aborts_on_expiry_and_flush() {
         .query(&mut c)
         .unwrap();
     assert_eq!(r, None);
+    // Setting a watched key to the value it already holds is a change, as in Redis.
+    let _: () = redis::cmd("SET")
+        .arg("same")
+        .arg("v")
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("WATCH").arg("same").query(&mut c).unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("same")
+        .arg("v")
+        .query(&mut other)
+        .unwrap();
+    let r: Option<(String,)> = redis::pipe()
+        .atomic()
+        .cmd("SET")
+        .arg("x")
+        .arg(1)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(r, None);
+    // Deleting a missing key or persisting a key without expiry is not.
+    let _: () = redis::cmd("WATCH")
+        .arg("missing")
+        .arg("same")
+        .query(&mut c)
+        .unwrap();
+    let _: i64 = redis::cmd("DEL").arg("missing").query(&mut other).unwrap();
+    let _: i64 = redis::cmd("PERSIST").arg("same").query(&mut other).unwrap();
+    let _: i64 = redis::cmd("HDEL")
+        .arg("missing")
+        .arg("f")
+        .query(&mut other)
+        .unwrap();
+    let r: Option<(String,)> = redis::pipe()
+        .atomic()
+        .cmd("SET")
+        .arg("x")
+        .arg(1)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(r, Some(("OK".to_string(),)));
     // A change to another key does not.
     let _: () = redis::cmd("WATCH").arg("g").query(&mut c).unwrap();
     let _: () = redis::cmd("SET")

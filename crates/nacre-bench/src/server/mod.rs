@@ -245,11 +245,20 @@ pub fn main(cfg: &ServerBenchConfig) -> Result<()> {
             };
             eprintln!("{kind} -P {p}: {n} requests per test");
             for r in bench(cfg, s.port, p, n)? {
-                rows.push(Row {
+                let row = Row {
                     server: kind.clone(),
                     pipeline: p,
                     r,
-                });
+                };
+                // Each row as it is measured, so a cut-short run still reports.
+                eprintln!(
+                    "{}",
+                    table(std::slice::from_ref(&row))
+                        .lines()
+                        .last()
+                        .unwrap_or("")
+                );
+                rows.push(row);
             }
             drop(s);
         }

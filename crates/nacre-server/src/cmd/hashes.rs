@@ -128,7 +128,9 @@ pub fn hdel(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
             n += 1;
         }
     }
-    resize(ctx, key, size)?;
+    if n > 0 {
+        resize(ctx, key, size)?;
+    }
     Ok(Reply::Integer(n))
 }
 

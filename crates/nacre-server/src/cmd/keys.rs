@@ -19,8 +19,8 @@ pub fn del(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     for key in &args[1..] {
         if ctx.txn.get(ctx.db, key)?.is_some() {
             n += 1;
+            ctx.txn.set(ctx.db, key, None)?;
         }
-        ctx.txn.set(ctx.db, key, None)?;
     }
     Ok(Reply::Integer(n))
 }
@@ -173,6 +173,13 @@ pub fn pexpiretime(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
 
 /// `PERSIST key`.
 pub fn persist(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    if ctx
+        .txn
+        .get(ctx.db, &args[1])?
+        .is_none_or(|m| m.expire_at == 0)
+    {
+        return Ok(Reply::Integer(0));
+    }
     match ctx.txn.get_mut(ctx.db, &args[1])? {
         Some(m) if m.expire_at != 0 => {
             m.expire_at = 0;

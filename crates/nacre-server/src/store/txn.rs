@@ -31,6 +31,9 @@ struct KeyState {
     mkey: Vec<u8>,
     stripe: usize,
     loaded: bool,
+    /// Written by the command (Redis "modifies" a key even when the value stays the same: a
+    /// SET of the same value still aborts its watchers and is still written).
+    touched: bool,
     /// As stored (or pending) when first read: expired keys included.
     orig: Option<Meta>,
     /// As this command leaves it.
@@ -94,6 +97,7 @@ impl<'s> Txn<'s> {
                 mkey: encoding::meta_key(gen, key),
                 stripe: Store::stripe_of(db, key),
                 loaded: false,
+                touched: false,
                 orig: None,
                 cur: None,
                 subs: BTreeMap::new(),
@@ -203,6 +207,7 @@ impl<'s> Txn<'s> {
         if k.cur.as_ref().is_some_and(|m| m.expired(now)) {
             k.cur = None;
         }
+        k.touched |= k.cur.is_some();
         Ok(k.cur.as_mut())
     }
 
@@ -218,7 +223,9 @@ impl<'s> Txn<'s> {
     pub fn set(&mut self, db: usize, key: &[u8], meta: Option<Meta>) -> Result<()> {
         let i = self.index(db, key)?;
         self.load(i)?;
-        self.keys[i].cur = meta;
+        let k = &mut self.keys[i];
+        k.touched |= meta.is_some() || k.cur.is_some();
+        k.cur = meta;
         Ok(())
     }
 
@@ -234,6 +241,7 @@ impl<'s> Txn<'s> {
         let v = self.new_version();
         let i = self.index(db, key)?;
         self.load(i)?;
+        self.keys[i].touched = true;
         Ok(self.keys[i].cur.insert(Meta::collection(kind, v)))
     }
 
@@ -276,6 +284,7 @@ impl<'s> Txn<'s> {
         value: Option<Vec<u8>>,
     ) -> Result<()> {
         let i = self.index(db, key)?;
+        self.keys[i].touched = true;
         self.keys[i]
             .subs
             .insert(encoding::sub_key(version, member), value);
@@ -466,7 +475,9 @@ impl<'s> Txn<'s> {
                 continue;
             }
             let gen = self.ns.get().gens[k.db];
-            let meta_changed = k.orig != k.cur;
+            // A key rewritten with the same record is written again (as Redis appends it to
+            // its log): only a collection whose members changed keeps its record as it is.
+            let meta_changed = k.orig != k.cur || (k.touched && k.subs.is_empty());
             let live_version = k
                 .cur
                 .as_ref()
@@ -484,7 +495,7 @@ impl<'s> Txn<'s> {
                     subs_out.insert(sk, v);
                 }
             }
-            if !meta_changed && subs_out.is_empty() {
+            if !meta_changed && subs_out.is_empty() && !k.touched {
                 continue;
             }
             let mut meta_out = None;
