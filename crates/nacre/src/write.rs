@@ -2,8 +2,11 @@
 //! `Db::write_async`, whose batches one committer thread drains in submission order.
 //!
 //! Invariants of the async queue:
-//! - A1: batches commit in the order they were queued: one thread takes them from the front
-//!   of the queue and commits each run of them before taking more.
+//! - A1: batches commit in the order they were queued: committer threads take runs from the
+//!   front of the queue, numbering them as they take them, and a run enters the Reorder Ring
+//!   only once the run before it was granted space there (the `Turnstile`); the ring commits
+//!   groups in grant order. Runs of successive turns write their records in parallel (one
+//!   committer thread when the backend does not pipeline groups, as on `msync`).
 //! - A2: a run merges only batches that each passed the checks alone, hold no value stored out
 //!   of line, and whose records for each subtable fit one zone together; a batch that fails its
 //!   checks fails alone. A merged run commits as one batch: all of it or none of it survives a
@@ -14,7 +17,7 @@
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 
@@ -146,16 +149,30 @@ impl Engine {
         }
         w.wake.notify_one();
         let mut t = lock(&w.thread);
-        if t.is_none() && !w.stopped.load(Ordering::Acquire) {
-            let engine = me.clone();
-            match std::thread::Builder::new()
-                .name("nacre-committer".into())
-                .spawn(move || engine.run_committer())
-            {
-                Ok(h) => *t = Some(h),
-                Err(e) => {
-                    drop(t);
-                    w.fail_all(&format!("cannot start the committer thread: {e}"));
+        if t.is_empty() && !w.stopped.load(Ordering::Acquire) {
+            let n = if self.commit.pipelined() {
+                std::thread::available_parallelism()
+                    .map_or(1, |n| n.get())
+                    .clamp(1, COMMITTERS)
+            } else {
+                1
+            };
+            for i in 0..n {
+                let engine = me.clone();
+                match std::thread::Builder::new()
+                    .name(format!("nacre-committer-{i}"))
+                    .spawn(move || engine.run_committer())
+                {
+                    Ok(h) => t.push(h),
+                    Err(e) if t.is_empty() => {
+                        drop(t);
+                        w.fail_all(&format!("cannot start the committer thread: {e}"));
+                        break;
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "fewer committer threads than wanted");
+                        break;
+                    }
                 }
             }
         }
@@ -172,7 +189,7 @@ impl Engine {
             while w.is_idle() && spin.elapsed() < SPIN {
                 std::thread::yield_now();
             }
-            let run = {
+            let (run, turn) = {
                 let mut q = lock(&w.queue);
                 while q.is_empty() && !w.stopped.load(Ordering::Acquire) {
                     q = w.wake.wait(q).unwrap_or_else(|e| e.into_inner());
@@ -180,9 +197,16 @@ impl Engine {
                 if q.is_empty() {
                     return;
                 }
-                self.take_run(&mut q)
+                let run = self.take_run(&mut q);
+                // Numbered under the queue lock: turns follow queue order (A1).
+                let turn = w.next_turn.fetch_add(1, Ordering::AcqRel);
+                (run, turn)
             };
-            self.commit_run(run);
+            if !lock(&w.queue).is_empty() {
+                // Another committer may take the next run meanwhile.
+                w.wake.notify_one();
+            }
+            self.commit_run(run, turn);
         }
     }
 
@@ -231,9 +255,17 @@ impl Engine {
         (run, Some(bytes))
     }
 
-    /// Commits a run as one batch; its batches were checked in [`Engine::take_run`].
-    fn commit_run(&self, (run, bytes): Run) {
+    /// Commits a run as one batch in its turn; its batches were checked in
+    /// [`Engine::take_run`].
+    fn commit_run(&self, (run, bytes): Run, turn: u64) {
+        // Passes the turn on however this ends (A1, A3).
+        let turn = TurnGuard {
+            gate: &self.writes.gate,
+            mine: turn,
+            passed: std::cell::Cell::new(false),
+        };
         if run.is_empty() {
+            turn.wait();
             return;
         }
         let mut merged = WriteBatch::new();
@@ -244,9 +276,16 @@ impl Engine {
         }
         // A3: a panic below still completes every future of the run.
         let commit = || match bytes {
-            _ if merged.is_empty() => Ok(()),
-            Some(bytes) => self.commit.write_batch(&self.sh, merged, bytes),
-            None => self.write_checked(merged),
+            _ if merged.is_empty() => {
+                turn.wait();
+                Ok(())
+            }
+            Some(bytes) => self.commit.write_in_turn(&self.sh, merged, bytes, &turn),
+            // Values out of line: the whole write in turn (rare; no overlap).
+            None => {
+                turn.wait();
+                self.write_checked(merged)
+            }
         };
         let r =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(commit)).unwrap_or_else(|p| {
@@ -265,13 +304,70 @@ impl Engine {
 /// [`Engine::take_run`]).
 type Run = (Vec<(WriteBatch, Arc<Done>)>, Option<Vec<(u32, usize)>>);
 
-/// The queue and thread behind `Db::write_async`.
+/// Most committer threads.
+const COMMITTERS: usize = 4;
+
+/// The queue and threads behind `Db::write_async`.
 #[derive(Default)]
 pub(crate) struct Committer {
     queue: Mutex<VecDeque<(WriteBatch, Arc<Done>)>>,
     wake: Condvar,
     stopped: AtomicBool,
-    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    thread: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    /// The next run's turn.
+    next_turn: AtomicU64,
+    /// Whose turn it is to enter the ring.
+    gate: Turnstile,
+}
+
+/// The turn allowed to enter the ring (A1).
+#[derive(Default)]
+struct Turnstile {
+    now: Mutex<u64>,
+    cv: Condvar,
+}
+
+/// One run's turn; passed on when granted, or when dropped (failure or panic).
+struct TurnGuard<'a> {
+    gate: &'a Turnstile,
+    mine: u64,
+    passed: std::cell::Cell<bool>,
+}
+
+impl crate::commit::Turn for TurnGuard<'_> {
+    fn wait(&self) {
+        let spin = std::time::Instant::now();
+        while *lock(&self.gate.now) != self.mine && spin.elapsed() < SPIN {
+            std::thread::yield_now();
+        }
+        let mut now = lock(&self.gate.now);
+        while *now != self.mine {
+            now = self.gate.cv.wait(now).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    fn granted(&self) {
+        if !self.passed.replace(true) {
+            *lock(&self.gate.now) = self.mine + 1;
+            self.gate.cv.notify_all();
+        }
+    }
+}
+
+impl TurnGuard<'_> {
+    fn wait(&self) {
+        crate::commit::Turn::wait(self);
+    }
+}
+
+impl Drop for TurnGuard<'_> {
+    fn drop(&mut self) {
+        if !self.passed.get() {
+            // Earlier turns go first, even now.
+            crate::commit::Turn::wait(self);
+            crate::commit::Turn::granted(self);
+        }
+    }
 }
 
 /// How long the committer looks for more work before it sleeps.
@@ -286,7 +382,8 @@ impl Committer {
     pub fn stop(&self) {
         self.stopped.store(true, Ordering::Release);
         self.wake.notify_all();
-        if let Some(h) = lock(&self.thread).take() {
+        let threads: Vec<_> = lock(&self.thread).drain(..).collect();
+        for h in threads {
             if h.join().is_err() {
                 tracing::error!("committer thread panicked");
                 self.fail_all("the committer thread panicked");
