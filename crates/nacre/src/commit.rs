@@ -42,14 +42,6 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock()
 }
 
-/// The order in which callers of [`CommitPath::write_in_turn`] enter the ring.
-pub(crate) trait Turn {
-    /// Returns once it is this caller's turn to be granted.
-    fn wait(&self);
-    /// This caller's group was granted for good: the next turn may go.
-    fn granted(&self);
-}
-
 /// Why a group failed; cloned to every writer in it.
 #[derive(Clone, Debug)]
 pub(crate) enum GroupError {
@@ -374,7 +366,7 @@ impl CommitPath {
             }
             group
         };
-        let r = self.commit_group(sh, &group, None);
+        let r = self.commit_group(sh, &group);
         if !self.pipelined {
             pass_leadership(&mut lock(&bucket.q));
         }
@@ -605,12 +597,7 @@ impl CommitPath {
         }
     }
 
-    fn commit_group(
-        &self,
-        sh: &Shared,
-        group: &[Arc<Waiter>],
-        turn: Option<&dyn Turn>,
-    ) -> Result<(), GroupError> {
+    fn commit_group(&self, sh: &Shared, group: &[Arc<Waiter>]) -> Result<(), GroupError> {
         let (parts, n) = layout(group);
         let deletes_only = group.iter().all(|w| {
             w.batch
@@ -624,46 +611,7 @@ impl CommitPath {
         } else {
             sh.space.keep
         };
-        self.run_group(sh, group, parts, n, keep, turn).map(|_| ())
-    }
-
-    /// Commits `batch` as a group of its own once `turn` allows it to enter the ring, and
-    /// passes the turn on as soon as the group is granted (its place in commit order is then
-    /// fixed) unless it must wait for room and be granted again: groups of successive turns
-    /// commit in turn order while their records are written in parallel.
-    pub(crate) fn write_in_turn(
-        &self,
-        sh: &Shared,
-        batch: WriteBatch,
-        bytes: Vec<(u32, usize)>,
-        turn: &dyn Turn,
-    ) -> Result<()> {
-        sh.space.throttle(sh.store.zones.free_zones());
-        let mut w = Arc::new(Waiter {
-            batch,
-            bytes,
-            wake: OneShot::new(),
-        });
-        let mut verdicts = 0;
-        loop {
-            turn.wait();
-            match self.commit_group(sh, std::slice::from_ref(&w), Some(turn)) {
-                Err(GroupError::NoSpace { free, .. }) => {
-                    sh.wait_for_room(free, &mut verdicts)?;
-                    w = Arc::new(Waiter {
-                        batch: w.batch.clone(),
-                        bytes: w.bytes.clone(),
-                        wake: OneShot::new(),
-                    });
-                }
-                r => return r.map_err(Error::from),
-            }
-        }
-    }
-
-    /// Whether groups may be in the ring together (see `Pipelining`).
-    pub(crate) fn pipelined(&self) -> bool {
-        self.pipelined
+        self.run_group(sh, group, parts, n, keep).map(|_| ())
     }
 
     /// Writes `records` (moved by the cleaner, with their own sequence numbers) into
@@ -684,7 +632,7 @@ impl CommitPath {
             len: ITEM_HEADER + sizes.iter().sum::<usize>(),
             records: Records::Moved(records),
         };
-        let at = self.run_group(sh, &[], vec![part], 1, 0, None)?;
+        let at = self.run_group(sh, &[], vec![part], 1, 0)?;
         let mut out = Vec::with_capacity(sizes.len());
         let mut off = at.add(ITEM_HEADER as u64);
         for n in sizes {
@@ -732,7 +680,6 @@ impl CommitPath {
         parts: Vec<Part>,
         n: u64,
         keep: u64,
-        turn: Option<&dyn Turn>,
     ) -> Result<nacre_pmem::PmOffset, GroupError> {
         let g = Arc::new(Group {
             plan: Mutex::new(Plan::default()),
@@ -744,11 +691,6 @@ impl CommitPath {
             self.guard(sh, "stage 2", || self.stage2(sh, parts, n, keep, &g))
                 .unwrap_or_else(|why| Err(GroupError::Poisoned(why)))
         });
-        if let Some(t) = turn {
-            if !matches!(planned, Err(GroupError::NoSpace { .. })) {
-                t.granted();
-            }
-        }
         match &planned {
             Ok(()) => {
                 // A failure here is caught by stage 4, which sees the poison.

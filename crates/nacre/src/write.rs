@@ -2,11 +2,8 @@
 //! `Db::write_async`, whose batches one committer thread drains in submission order.
 //!
 //! Invariants of the async queue:
-//! - A1: batches commit in the order they were queued: committer threads take runs from the
-//!   front of the queue, numbering them as they take them, and a run enters the Reorder Ring
-//!   only once the run before it was granted space there (the `Turnstile`); the ring commits
-//!   groups in grant order. Runs of successive turns write their records in parallel (one
-//!   committer thread when the backend does not pipeline groups, as on `msync`).
+//! - A1: batches commit in the order they were queued: one thread takes them from the front
+//!   of the queue and commits each run of them before taking more.
 //! - A2: a run merges only batches that each passed the checks alone, hold no value stored out
 //!   of line, and whose records for each subtable fit one zone together; a batch that fails its
 //!   checks fails alone. A merged run commits as one batch: all of it or none of it survives a
@@ -17,7 +14,7 @@
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 
@@ -149,30 +146,16 @@ impl Engine {
         }
         w.wake.notify_one();
         let mut t = lock(&w.thread);
-        if t.is_empty() && !w.stopped.load(Ordering::Acquire) {
-            let n = if self.commit.pipelined() {
-                std::thread::available_parallelism()
-                    .map_or(1, |n| n.get())
-                    .clamp(1, COMMITTERS)
-            } else {
-                1
-            };
-            for i in 0..n {
-                let engine = me.clone();
-                match std::thread::Builder::new()
-                    .name(format!("nacre-committer-{i}"))
-                    .spawn(move || engine.run_committer())
-                {
-                    Ok(h) => t.push(h),
-                    Err(e) if t.is_empty() => {
-                        drop(t);
-                        w.fail_all(&format!("cannot start the committer thread: {e}"));
-                        break;
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "fewer committer threads than wanted");
-                        break;
-                    }
+        if t.is_none() && !w.stopped.load(Ordering::Acquire) {
+            let engine = me.clone();
+            match std::thread::Builder::new()
+                .name("nacre-committer".into())
+                .spawn(move || engine.run_committer())
+            {
+                Ok(h) => *t = Some(h),
+                Err(e) => {
+                    drop(t);
+                    w.fail_all(&format!("cannot start the committer thread: {e}"));
                 }
             }
         }
@@ -189,7 +172,7 @@ impl Engine {
             while w.is_idle() && spin.elapsed() < SPIN {
                 std::thread::yield_now();
             }
-            let (run, turn) = {
+            let run = {
                 let mut q = lock(&w.queue);
                 while q.is_empty() && !w.stopped.load(Ordering::Acquire) {
                     q = w.wake.wait(q).unwrap_or_else(|e| e.into_inner());
@@ -197,16 +180,9 @@ impl Engine {
                 if q.is_empty() {
                     return;
                 }
-                let run = self.take_run(&mut q);
-                // Numbered under the queue lock: turns follow queue order (A1).
-                let turn = w.next_turn.fetch_add(1, Ordering::AcqRel);
-                (run, turn)
+                self.take_run(&mut q)
             };
-            if !lock(&w.queue).is_empty() {
-                // Another committer may take the next run meanwhile.
-                w.wake.notify_one();
-            }
-            self.commit_run(run, turn);
+            self.commit_run(run);
         }
     }
 
@@ -255,17 +231,9 @@ impl Engine {
         (run, Some(bytes))
     }
 
-    /// Commits a run as one batch in its turn; its batches were checked in
-    /// [`Engine::take_run`].
-    fn commit_run(&self, (run, bytes): Run, turn: u64) {
-        // Passes the turn on however this ends (A1, A3).
-        let turn = TurnGuard {
-            gate: &self.writes.gate,
-            mine: turn,
-            passed: std::cell::Cell::new(false),
-        };
+    /// Commits a run as one batch; its batches were checked in [`Engine::take_run`].
+    fn commit_run(&self, (run, bytes): Run) {
         if run.is_empty() {
-            turn.wait();
             return;
         }
         let mut merged = WriteBatch::new();
@@ -276,16 +244,9 @@ impl Engine {
         }
         // A3: a panic below still completes every future of the run.
         let commit = || match bytes {
-            _ if merged.is_empty() => {
-                turn.wait();
-                Ok(())
-            }
-            Some(bytes) => self.commit.write_in_turn(&self.sh, merged, bytes, &turn),
-            // Values out of line: the whole write in turn (rare; no overlap).
-            None => {
-                turn.wait();
-                self.write_checked(merged)
-            }
+            _ if merged.is_empty() => Ok(()),
+            Some(bytes) => self.commit.write_batch(&self.sh, merged, bytes),
+            None => self.write_checked(merged),
         };
         let r =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(commit)).unwrap_or_else(|p| {
@@ -304,70 +265,13 @@ impl Engine {
 /// [`Engine::take_run`]).
 type Run = (Vec<(WriteBatch, Arc<Done>)>, Option<Vec<(u32, usize)>>);
 
-/// Most committer threads.
-const COMMITTERS: usize = 4;
-
-/// The queue and threads behind `Db::write_async`.
+/// The queue and thread behind `Db::write_async`.
 #[derive(Default)]
 pub(crate) struct Committer {
     queue: Mutex<VecDeque<(WriteBatch, Arc<Done>)>>,
     wake: Condvar,
     stopped: AtomicBool,
-    thread: Mutex<Vec<std::thread::JoinHandle<()>>>,
-    /// The next run's turn.
-    next_turn: AtomicU64,
-    /// Whose turn it is to enter the ring.
-    gate: Turnstile,
-}
-
-/// The turn allowed to enter the ring (A1).
-#[derive(Default)]
-struct Turnstile {
-    now: Mutex<u64>,
-    cv: Condvar,
-}
-
-/// One run's turn; passed on when granted, or when dropped (failure or panic).
-struct TurnGuard<'a> {
-    gate: &'a Turnstile,
-    mine: u64,
-    passed: std::cell::Cell<bool>,
-}
-
-impl crate::commit::Turn for TurnGuard<'_> {
-    fn wait(&self) {
-        let spin = std::time::Instant::now();
-        while *lock(&self.gate.now) != self.mine && spin.elapsed() < SPIN {
-            std::thread::yield_now();
-        }
-        let mut now = lock(&self.gate.now);
-        while *now != self.mine {
-            now = self.gate.cv.wait(now).unwrap_or_else(|e| e.into_inner());
-        }
-    }
-
-    fn granted(&self) {
-        if !self.passed.replace(true) {
-            *lock(&self.gate.now) = self.mine + 1;
-            self.gate.cv.notify_all();
-        }
-    }
-}
-
-impl TurnGuard<'_> {
-    fn wait(&self) {
-        crate::commit::Turn::wait(self);
-    }
-}
-
-impl Drop for TurnGuard<'_> {
-    fn drop(&mut self) {
-        if !self.passed.get() {
-            // Earlier turns go first, even now.
-            crate::commit::Turn::wait(self);
-            crate::commit::Turn::granted(self);
-        }
-    }
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 /// How long the committer looks for more work before it sleeps.
@@ -382,8 +286,7 @@ impl Committer {
     pub fn stop(&self) {
         self.stopped.store(true, Ordering::Release);
         self.wake.notify_all();
-        let threads: Vec<_> = lock(&self.thread).drain(..).collect();
-        for h in threads {
+        if let Some(h) = lock(&self.thread).take() {
             if h.join().is_err() {
                 tracing::error!("committer thread panicked");
                 self.fail_all("the committer thread panicked");
