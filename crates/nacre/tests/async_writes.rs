@@ -184,3 +184,41 @@ fn a_poisoned_database_fails_every_queued_future_promptly() {
     }
     assert!(start.elapsed() < std::time::Duration::from_secs(10));
 }
+
+#[test]
+fn a_durable_batch_means_every_earlier_one_is_durable_with_many_committers() {
+    // Several committer threads write runs in parallel; commit order stays queue order:
+    // when batch i is durable, the counter reads i or later, never earlier.
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let db = Arc::new(open(dir.path()));
+    let t = db.subtable("t").unwrap();
+    let writers: Vec<_> = (0..4u32)
+        .map(|w| {
+            let (db, t) = (db.clone(), t.clone());
+            std::thread::spawn(move || {
+                let key = format!("counter{w}");
+                let mut futs = std::collections::VecDeque::new();
+                for i in 0..5000u32 {
+                    let mut b = WriteBatch::new();
+                    b.put(&t, &key, i.to_be_bytes());
+                    futs.push_back((i, db.write_async(b)));
+                    if futs.len() > 64 {
+                        let (j, f) = futs.pop_front().unwrap();
+                        block_on(f).unwrap();
+                        let v = db.get(&t, &key).unwrap().unwrap();
+                        let seen = u32::from_be_bytes(v.try_into().unwrap());
+                        assert!(seen >= j, "batch {j} is durable but the key reads {seen}");
+                    }
+                }
+                for (_, f) in futs {
+                    block_on(f).unwrap();
+                }
+                let v = db.get(&t, &key).unwrap().unwrap();
+                assert_eq!(u32::from_be_bytes(v.try_into().unwrap()), 4999);
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+}
