@@ -151,6 +151,17 @@ fn watch_multi_retry_loops_keep_the_bank_total() {
     );
 }
 
+/// `MULTI; SET x 1; EXEC`: `None` when a watched key changed.
+fn exec_set(c: &mut redis::Connection) -> Option<(String,)> {
+    redis::pipe()
+        .atomic()
+        .cmd("SET")
+        .arg("x")
+        .arg(1)
+        .query(c)
+        .unwrap()
+}
+
 #[test]
 fn watch_aborts_on_expiry_and_flush() {
     let s = Server::start(&[]);
@@ -166,25 +177,13 @@ fn watch_aborts_on_expiry_and_flush() {
         .unwrap();
     let _: () = redis::cmd("WATCH").arg("e").query(&mut c).unwrap();
     thread::sleep(std::time::Duration::from_millis(120));
-    let r: Option<(String,)> = redis::pipe()
-        .atomic()
-        .cmd("SET")
-        .arg("x")
-        .arg(1)
-        .query(&mut c)
-        .unwrap();
+    let r = exec_set(&mut c);
     assert_eq!(r, None);
     // FLUSHDB from another client aborts EXEC.
     let _: () = redis::cmd("SET").arg("f").arg("1").query(&mut c).unwrap();
     let _: () = redis::cmd("WATCH").arg("f").query(&mut c).unwrap();
     let _: () = redis::cmd("FLUSHDB").query(&mut other).unwrap();
-    let r: Option<(String,)> = redis::pipe()
-        .atomic()
-        .cmd("SET")
-        .arg("x")
-        .arg(1)
-        .query(&mut c)
-        .unwrap();
+    let r = exec_set(&mut c);
     assert_eq!(r, None);
     // Setting a watched key to the value it already holds is a change, as in Redis.
     let _: () = redis::cmd("SET")
@@ -198,13 +197,7 @@ fn watch_aborts_on_expiry_and_flush() {
         .arg("v")
         .query(&mut other)
         .unwrap();
-    let r: Option<(String,)> = redis::pipe()
-        .atomic()
-        .cmd("SET")
-        .arg("x")
-        .arg(1)
-        .query(&mut c)
-        .unwrap();
+    let r = exec_set(&mut c);
     assert_eq!(r, None);
     // Deleting a missing key or persisting a key without expiry is not.
     let _: () = redis::cmd("WATCH")
@@ -219,13 +212,7 @@ fn watch_aborts_on_expiry_and_flush() {
         .arg("f")
         .query(&mut other)
         .unwrap();
-    let r: Option<(String,)> = redis::pipe()
-        .atomic()
-        .cmd("SET")
-        .arg("x")
-        .arg(1)
-        .query(&mut c)
-        .unwrap();
+    let r = exec_set(&mut c);
     assert_eq!(r, Some(("OK".to_string(),)));
     // A change to another key does not.
     let _: () = redis::cmd("WATCH").arg("g").query(&mut c).unwrap();
@@ -234,12 +221,6 @@ fn watch_aborts_on_expiry_and_flush() {
         .arg("1")
         .query(&mut other)
         .unwrap();
-    let r: Option<(String,)> = redis::pipe()
-        .atomic()
-        .cmd("SET")
-        .arg("x")
-        .arg(1)
-        .query(&mut c)
-        .unwrap();
+    let r = exec_set(&mut c);
     assert_eq!(r, Some(("OK".to_string(),)));
 }
