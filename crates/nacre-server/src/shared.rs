@@ -76,6 +76,28 @@ pub struct ClientInfo {
 }
 
 impl ClientInfo {
+    /// A client with no connection (commands run in-process, as in tests).
+    pub fn detached(id: u64) -> ClientInfo {
+        let now = Instant::now();
+        ClientInfo {
+            id,
+            addr: "in-process".into(),
+            laddr: String::new(),
+            name: Mutex::new(String::new()),
+            db: AtomicUsize::new(0),
+            since: now,
+            last: Mutex::new(now),
+            last_cmd: Mutex::new("NULL"),
+            killed: AtomicBool::new(false),
+            kill: Notify::new(),
+            resp: AtomicUsize::new(2),
+            monitor: AtomicBool::new(false),
+            multi: AtomicBool::new(false),
+            watching: AtomicUsize::new(0),
+            no_evict: AtomicBool::new(false),
+        }
+    }
+
     /// The `CLIENT LIST` / `CLIENT INFO` line.
     pub fn line(&self) -> String {
         let now = Instant::now();

@@ -421,11 +421,13 @@ fn flush_db(ctx: &mut Ctx, db: usize) -> Result<(), Reply> {
         .ok_or_else(|| err("namespaces exhausted"))?;
     let enc = ns.encode();
     let batch = ctx.txn.raw_batch();
-    batch.put(&store.subs.sys, crate::store::open::NAMESPACES, enc);
+    if crate::store::MUTATION.load(Ordering::Relaxed) != crate::store::MUTATE_NO_NAMESPACE_RECORD {
+        batch.put(&store.subs.sys, crate::store::open::NAMESPACES, enc);
+    }
     batch.put(&store.subs.gc, encoding::ns_prefix(old), []);
     let n = store.counts[db].load(Ordering::Relaxed);
     ctx.txn.add_count(db, -n);
-    store.bump_watchers_of_db(db);
+    ctx.txn.bump_watchers_of_db(db);
     Ok(())
 }
 
@@ -471,8 +473,8 @@ pub fn swapdb(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     );
     ctx.txn.add_count(a, nb - na);
     ctx.txn.add_count(b, na - nb);
-    store.bump_watchers_of_db(a);
-    store.bump_watchers_of_db(b);
+    ctx.txn.bump_watchers_of_db(a);
+    ctx.txn.bump_watchers_of_db(b);
     Ok(ok())
 }
 

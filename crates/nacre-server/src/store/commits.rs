@@ -80,7 +80,11 @@ impl Commits {
         let mut q = self.queue.lock();
         if max_version >= q.version_mark {
             q.version_mark = max_version + VERSION_STEP;
-            batch.put(sys, VERSION_MARK, q.version_mark.to_le_bytes());
+            if super::MUTATION.load(std::sync::atomic::Ordering::Relaxed)
+                != super::MUTATE_NO_VERSION_MARK
+            {
+                batch.put(sys, VERSION_MARK, q.version_mark.to_le_bytes());
+            }
         }
         let ticket = q.next;
         q.next += 1;
@@ -91,12 +95,12 @@ impl Commits {
                     // The completer is gone (shutdown): wait here, which still completes.
                     let f = e.0;
                     drop(q);
-                    self.complete(store, f.ticket, f.fut.wait(), &f.keys);
+                    self.complete_in_caller(f.ticket, f.fut.wait());
                 }
             }
             None => {
                 drop(q);
-                self.complete(store, ticket, fut.wait(), &keys);
+                self.complete_in_caller(ticket, fut.wait());
             }
         }
         ticket
@@ -171,14 +175,14 @@ impl Commits {
         }
     }
 
-    fn complete(
-        &self,
-        store: &Store,
-        ticket: u64,
-        r: nacre::Result<()>,
-        keys: &[(usize, Vec<u8>)],
-    ) {
-        self.resolve(store, ticket, r, keys);
+    /// Completes `ticket` in the caller, which holds the stripe locks of its keys: their
+    /// pending entries stay (they hold what is now durable, and the next write replaces
+    /// them); used once the completer is gone (shutdown, in-process use).
+    fn complete_in_caller(&self, ticket: u64, r: nacre::Result<()>) {
+        if let Err(e) = r {
+            let why = StoreError::Engine(e).to_string();
+            self.failures.lock().insert(ticket, why);
+        }
         self.publish(ticket);
     }
 

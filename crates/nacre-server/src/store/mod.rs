@@ -52,6 +52,16 @@ pub enum StoreError {
 /// Shorthand.
 pub type Result<T> = std::result::Result<T, StoreError>;
 
+/// A recovery rule switched off, for the torture test's mutation checks (0: none).
+#[doc(hidden)]
+pub static MUTATION: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+/// [`MUTATION`]: queue batches without the version mark (K5).
+#[doc(hidden)]
+pub const MUTATE_NO_VERSION_MARK: u8 = 1;
+/// [`MUTATION`]: FLUSHDB without the namespace record.
+#[doc(hidden)]
+pub const MUTATE_NO_NAMESPACE_RECORD: u8 = 2;
+
 /// Stripes of key locks.
 pub const STRIPES: usize = 1024;
 
@@ -201,19 +211,6 @@ impl Store {
     /// Starts a command on `keys` (K1).
     pub fn txn<'s>(&'s self, keys: &[(usize, &[u8])], now_ms: u64) -> Txn<'s> {
         Txn::new(self, keys, now_ms)
-    }
-
-    /// A change to a key that no command is running on: bumps its watchers (expiry by the
-    /// background cycle goes through a `Txn` and needs not this).
-    pub fn bump_watchers_of_db(&self, db: usize) {
-        for s in self.stripes.iter() {
-            let mut s = s.lock();
-            for ((d, _), w) in s.watched.iter_mut() {
-                if *d == db {
-                    w.epoch += 1;
-                }
-            }
-        }
     }
 
     /// Starts watching `key`; its epoch now.

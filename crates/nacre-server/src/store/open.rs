@@ -59,7 +59,11 @@ pub fn open(cfg: &Config) -> Result<Opened> {
 pub fn open_with(opts: Options, databases: usize) -> Result<Opened> {
     let t0 = Instant::now();
     let db = Db::open(opts)?;
-    let recovery = t0.elapsed();
+    open_db(db, databases, t0.elapsed())
+}
+
+/// Opens the keyspace on an open engine (`recovery`: how long its open took).
+pub fn open_db(db: Db, databases: usize, recovery: Duration) -> Result<Opened> {
     let subs = Subtables {
         meta: db.subtable("meta")?,
         sub: db.subtable("sub")?,

@@ -410,6 +410,24 @@ impl<'s> Txn<'s> {
         w.epoch
     }
 
+    /// Bumps the watchers of every key of database `db` (FLUSHDB, SWAPDB): through this
+    /// txn's own locks where it holds the stripe, locking the others one at a time.
+    pub fn bump_watchers_of_db(&mut self, db: usize) {
+        let bump = |s: &mut Stripe| {
+            for ((d, _), w) in s.watched.iter_mut() {
+                if *d == db {
+                    w.epoch += 1;
+                }
+            }
+        };
+        for i in 0..super::STRIPES {
+            match self.locks.binary_search_by_key(&i, |(s, _)| *s) {
+                Ok(pos) => bump(&mut self.locks[pos].1),
+                Err(_) => bump(&mut self.store.stripes[i].lock()),
+            }
+        }
+    }
+
     /// Exclusive txns: adds a raw write to the batch.
     pub fn raw_batch(&mut self) -> &mut WriteBatch {
         &mut self.extra
