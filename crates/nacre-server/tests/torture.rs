@@ -276,6 +276,8 @@ fn torture(crashes: u64, seed0: u64) -> Result<(), String> {
 fn power_failures_lose_no_acknowledged_command_and_each_rule_matters() {
     store::MUTATION.store(0, Ordering::Relaxed);
     torture(60, 1).unwrap();
+    // The seed that found member records left with a key's old name after RENAMEs.
+    run_once(&base_image(), 1739688407509099153).unwrap();
     for (m, what) in [
         (store::MUTATE_NO_VERSION_MARK, "version"),
         (

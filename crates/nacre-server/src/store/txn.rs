@@ -464,6 +464,44 @@ impl<'s> Txn<'s> {
         let mut batch = std::mem::take(&mut self.extra);
         let mut written: Vec<(usize, Vec<u8>)> = Vec::new();
         let mut pendings: Vec<PendingWrite> = Vec::new();
+        // Pending member records sit with the key that owns their version (K3): a key whose
+        // collection version changes (RENAME, MOVE, DEL, overwrite) gives up its pending
+        // records of the old version, and the key that owns that version now takes them.
+        let mut moved: Vec<(u64, BTreeMap<Vec<u8>, Option<Vec<u8>>>)> = Vec::new();
+        for i in 0..self.keys.len() {
+            let k = &self.keys[i];
+            let Some(ov) = k
+                .orig
+                .as_ref()
+                .filter(|m| k.loaded && m.kind.is_collection())
+                .map(|m| m.version)
+            else {
+                continue;
+            };
+            if k.cur
+                .as_ref()
+                .is_some_and(|m| m.kind.is_collection() && m.version == ov)
+            {
+                continue;
+            }
+            let (stripe, mkey) = (k.stripe, k.mkey.clone());
+            let prefix = encoding::sub_prefix(ov);
+            if let Some(p) = self.stripe(stripe).pending.get_mut(&mkey) {
+                let keys: Vec<Vec<u8>> = p
+                    .subs
+                    .range(prefix.to_vec()..)
+                    .take_while(|(sk, _)| sk.starts_with(&prefix))
+                    .map(|(sk, _)| sk.clone())
+                    .collect();
+                let taken: BTreeMap<_, _> = keys
+                    .into_iter()
+                    .filter_map(|sk| p.subs.remove_entry(&sk))
+                    .collect();
+                if !taken.is_empty() {
+                    moved.push((ov, taken));
+                }
+            }
+        }
         let mut deltas = std::mem::take(&mut self.count_delta);
         let mut changed: Vec<(usize, Vec<u8>, usize)> = Vec::new();
         // Member writes belong to the key whose collection holds their version now (a
@@ -546,7 +584,16 @@ impl<'s> Txn<'s> {
             }
             written.push((k.stripe, k.mkey.clone()));
             changed.push((k.db, k.key.clone(), k.stripe));
-            pendings.push((k.stripe, k.mkey.clone(), meta_out, subs_out));
+            // Records queued earlier under this key's version by another name come along
+            // (this command's own writes win).
+            let mut subs_all: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
+            if let Some(v) = live_version {
+                for (_, m) in moved.iter_mut().filter(|(ov, _)| *ov == v) {
+                    subs_all.append(m);
+                }
+            }
+            subs_all.extend(subs_out);
+            pendings.push((k.stripe, k.mkey.clone(), meta_out, subs_all));
         }
         if batch.is_empty() {
             return Ticket(self.wait);
