@@ -60,6 +60,9 @@ pub struct Txn<'s> {
 /// Members of a collection: (member, value) pairs.
 pub type Members = Vec<(Vec<u8>, Vec<u8>)>;
 
+/// `sub` records by key (`None`: deleted).
+type SubRecords = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
+
 /// Records of one key queued by a commit: (stripe, meta key, metadata written, members).
 type PendingWrite = (
     usize,
@@ -467,7 +470,7 @@ impl<'s> Txn<'s> {
         // Pending member records sit with the key that owns their version (K3): a key whose
         // collection version changes (RENAME, MOVE, DEL, overwrite) gives up its pending
         // records of the old version, and the key that owns that version now takes them.
-        let mut moved: Vec<(u64, BTreeMap<Vec<u8>, Option<Vec<u8>>>)> = Vec::new();
+        let mut moved: Vec<(u64, SubRecords)> = Vec::new();
         for i in 0..self.keys.len() {
             let k = &self.keys[i];
             let Some(ov) = k
@@ -586,7 +589,7 @@ impl<'s> Txn<'s> {
             changed.push((k.db, k.key.clone(), k.stripe));
             // Records queued earlier under this key's version by another name come along
             // (this command's own writes win).
-            let mut subs_all: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
+            let mut subs_all: SubRecords = BTreeMap::new();
             if let Some(v) = live_version {
                 for (_, m) in moved.iter_mut().filter(|(ov, _)| *ov == v) {
                     subs_all.append(m);
