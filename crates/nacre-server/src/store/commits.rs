@@ -46,6 +46,8 @@ pub struct Commits {
     rx: Mutex<Option<mpsc::UnboundedReceiver<InFlight>>>,
     durable: watch::Sender<u64>,
     failures: Mutex<HashMap<u64, String>>,
+    /// Whether `failures` holds anything: replies check it without taking the lock.
+    any_failed: std::sync::atomic::AtomicBool,
     /// Writes are refused until this ticket is resolved (after a failed commit).
     refuse_until: std::sync::atomic::AtomicU64,
 }
@@ -63,6 +65,7 @@ impl Commits {
             rx: Mutex::new(Some(rx)),
             durable: watch::Sender::new(0),
             failures: Mutex::new(HashMap::new()),
+            any_failed: std::sync::atomic::AtomicBool::new(false),
             refuse_until: std::sync::atomic::AtomicU64::new(0),
         }
     }
@@ -113,14 +116,23 @@ impl Commits {
 
     /// Why `ticket`'s commit failed, if it did.
     pub fn failed(&self, ticket: u64) -> Option<String> {
-        if ticket == 0 {
+        if ticket == 0 || !self.any_failed.load(std::sync::atomic::Ordering::Acquire) {
             return None;
         }
-        let f = self.failures.lock();
-        if f.is_empty() {
-            return None;
-        }
-        f.get(&ticket).cloned()
+        self.failures.lock().get(&ticket).cloned()
+    }
+
+    /// Records that `ticket`'s commit failed; writes are refused until every commit queued
+    /// so far is resolved.
+    fn record_failure(&self, ticket: u64, e: nacre::Error) {
+        let why = StoreError::Engine(e).to_string();
+        tracing::error!(ticket, error = %why, "a commit failed; writes are refused until the queue drains");
+        self.failures.lock().insert(ticket, why);
+        self.any_failed
+            .store(true, std::sync::atomic::Ordering::Release);
+        let last = self.last();
+        self.refuse_until
+            .fetch_max(last, std::sync::atomic::Ordering::AcqRel);
     }
 
     /// The last ticket handed out.
@@ -154,10 +166,7 @@ impl Commits {
             // The sender lives as long as `self`.
             let _ = rx.wait_for(|d| *d >= ticket).await;
         }
-        match self.failures.lock().get(&ticket) {
-            Some(why) => Err(why.clone()),
-            None => Ok(()),
-        }
+        self.failed(ticket).map_or(Ok(()), Err)
     }
 
     /// Blocking [`Commits::wait`], for threads outside the runtime.
@@ -169,10 +178,7 @@ impl Commits {
             }
             std::thread::sleep(std::time::Duration::from_micros(100));
         }
-        match self.failures.lock().get(&ticket) {
-            Some(why) => Err(why.clone()),
-            None => Ok(()),
-        }
+        self.failed(ticket).map_or(Ok(()), Err)
     }
 
     /// Completes `ticket` in the caller, which holds the stripe locks of its keys: their
@@ -180,8 +186,7 @@ impl Commits {
     /// them); used once the completer is gone (shutdown, in-process use).
     fn complete_in_caller(&self, ticket: u64, r: nacre::Result<()>) {
         if let Err(e) = r {
-            let why = StoreError::Engine(e).to_string();
-            self.failures.lock().insert(ticket, why);
+            self.record_failure(ticket, e);
         }
         self.publish(ticket);
     }
@@ -194,12 +199,7 @@ impl Commits {
     /// Records `ticket`'s outcome and drops its pending entries (not yet published).
     fn resolve(&self, store: &Store, ticket: u64, r: nacre::Result<()>, keys: &[(usize, Vec<u8>)]) {
         if let Err(e) = r {
-            let why = StoreError::Engine(e).to_string();
-            tracing::error!(ticket, error = %why, "a commit failed; writes are refused until the queue drains");
-            self.failures.lock().insert(ticket, why);
-            let last = self.last();
-            self.refuse_until
-                .fetch_max(last, std::sync::atomic::Ordering::AcqRel);
+            self.record_failure(ticket, e);
         }
         for (stripe, mkey) in keys {
             let mut s = store.stripes[*stripe].lock();
