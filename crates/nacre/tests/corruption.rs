@@ -74,8 +74,13 @@ fn build(path: &Path, crash: bool) -> Model {
         db.put(&subs[s], k, &v).unwrap();
         model.insert((SUBTABLES[s].to_string(), k.as_bytes().to_vec()), Some(v));
     }
-    let merged: u64 = db.stats().subtables.iter().map(|s| s.gi_keys).sum();
-    assert!(merged > 0, "nothing reached the Global Index");
+    // Full memtables merge in the background: wait for the first merge rather than race it.
+    let merged = || -> u64 { db.stats().subtables.iter().map(|s| s.gi_keys).sum() };
+    let t = std::time::Instant::now();
+    while merged() == 0 && t.elapsed() < std::time::Duration::from_secs(20) {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(merged() > 0, "nothing reached the Global Index");
     if crash {
         // Everything acknowledged is in the file (emulated: a shared mapping); the database
         // is never closed, as after a SIGKILL. Its threads idle until this process ends.
