@@ -109,13 +109,18 @@ pub fn lower(b: &[u8]) -> String {
     String::from_utf8_lossy(b).to_ascii_lowercase()
 }
 
-/// A count or index that must be non-negative (`ERR value is out of range, must be positive`).
-pub fn positive(b: &[u8]) -> Result<i64, Reply> {
-    let v = int(b)?;
-    if v < 0 {
-        return Err(err("value is out of range, must be positive"));
+/// A count that must be non-negative; a bad value of any kind gets `msg` (Redis's
+/// `getPositiveLongFromObjectOrReply`).
+pub fn positive_or(b: &[u8], msg: &str) -> Result<i64, Reply> {
+    match parse_i64_strict(b) {
+        Some(v) if v >= 0 => Ok(v),
+        _ => Err(err(msg)),
     }
-    Ok(v)
+}
+
+/// A count that must be non-negative (`ERR value is out of range, must be positive`).
+pub fn positive(b: &[u8]) -> Result<i64, Reply> {
+    positive_or(b, "value is out of range, must be positive")
 }
 
 /// An expiry given as `unit` ms per tick relative to now (`EX`/`PX`) or absolute

@@ -4,37 +4,35 @@
 use nacre_resp::Reply;
 
 use super::args::{int, is, long_double, parse_i64_strict};
+use super::coll::{self, distinct, pick, rand_count, typed, typed_or_new};
 use super::keys::{cursor, scan_opts};
-use super::{arity_error, err, ok, syntax, wrongtype, CmdResult, Ctx};
+use super::{arity_error, err, ok, syntax, CmdResult, Ctx};
 use crate::glob::glob_match;
 use crate::store::encoding::{Kind, Meta};
 use crate::store::txn::Members;
 
+/// Redis's `hash-max-listpack-entries` and `hash-max-listpack-value` defaults.
+const MAX_LISTPACK: (u64, usize) = (128, 64);
+
 /// The hash at `key` (`None` if missing; WRONGTYPE for another type).
 fn hash(ctx: &mut Ctx, key: &[u8]) -> Result<Option<Meta>, Reply> {
-    match ctx.txn.get(ctx.db, key)? {
-        None => Ok(None),
-        Some(m) if m.kind == Kind::Hash => Ok(Some(m.clone())),
-        Some(_) => Err(wrongtype()),
-    }
+    typed(ctx, key, Kind::Hash)
 }
 
 /// The hash at `key`, created empty if missing.
 fn hash_or_new(ctx: &mut Ctx, key: &[u8]) -> Result<Meta, Reply> {
-    match hash(ctx, key)? {
-        Some(m) => Ok(m),
-        None => Ok(ctx.txn.create(ctx.db, key, Kind::Hash)?.clone()),
-    }
+    typed_or_new(ctx, key, Kind::Hash)
 }
 
-/// Stores the hash's new size (deleting it when empty).
-fn resize(ctx: &mut Ctx, key: &[u8], size: u64) -> Result<(), Reply> {
-    if size == 0 {
-        ctx.txn.set(ctx.db, key, None)?;
-    } else if let Some(m) = ctx.txn.get_mut(ctx.db, key)? {
-        m.size = size;
-    }
-    Ok(())
+/// Stores the hash's new size (deleting it when empty), noting when a size or a field or
+/// value of `len` bytes takes it past a listpack.
+fn resize(ctx: &mut Ctx, key: &[u8], size: u64, len: usize) -> Result<(), Reply> {
+    coll::resize(
+        ctx,
+        key,
+        size,
+        size > MAX_LISTPACK.0 || len > MAX_LISTPACK.1,
+    )
 }
 
 fn field(ctx: &mut Ctx, key: &[u8], m: &Meta, f: &[u8]) -> Result<Option<Vec<u8>>, Reply> {
@@ -61,14 +59,16 @@ pub fn hset(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     let m = hash_or_new(ctx, key)?;
     let mut size = m.size;
     let mut added = 0;
+    let mut len = 0;
     for fv in args[2..].chunks(2) {
         if field(ctx, key, &m, &fv[0])?.is_none() {
             added += 1;
             size += 1;
         }
+        len = len.max(fv[0].len()).max(fv[1].len());
         set_field(ctx, key, &m, &fv[0], Some(fv[1].clone()))?;
     }
-    resize(ctx, key, size)?;
+    resize(ctx, key, size, len)?;
     Ok(Reply::Integer(added))
 }
 
@@ -129,7 +129,7 @@ pub fn hdel(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
         }
     }
     if n > 0 {
-        resize(ctx, key, size)?;
+        resize(ctx, key, size, 0)?;
     }
     Ok(Reply::Integer(n))
 }
@@ -202,7 +202,7 @@ pub fn hincrby(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
         .checked_add(by)
         .ok_or_else(|| err("increment or decrement would overflow"))?;
     set_field(ctx, key, &m, &args[2], Some(new.to_string().into_bytes()))?;
-    resize(ctx, key, m.size + u64::from(old.is_none()))?;
+    resize(ctx, key, m.size + u64::from(old.is_none()), 0)?;
     Ok(Reply::Integer(new))
 }
 
@@ -225,7 +225,7 @@ pub fn hincrbyfloat(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     }
     let s = new.to_human().into_bytes();
     set_field(ctx, key, &m, &args[2], Some(s.clone()))?;
-    resize(ctx, key, m.size + u64::from(old.is_none()))?;
+    resize(ctx, key, m.size + u64::from(old.is_none()), 0)?;
     Ok(Reply::Bulk(s))
 }
 
@@ -270,13 +270,7 @@ pub fn hscan(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
 pub fn hrandfield(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     let count = match args.len() {
         2 => None,
-        3 | 4 => Some(int(&args[2]).and_then(|c| {
-            if c == i64::MIN {
-                Err(err("value is out of range, value must between -9223372036854775807 and 9223372036854775807"))
-            } else {
-                Ok(c)
-            }
-        })?),
+        3 | 4 => Some(rand_count(&args[2])?),
         _ => return Err(syntax()),
     };
     let withvalues = match args.get(3) {
@@ -290,7 +284,6 @@ pub fn hrandfield(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
         }
     }
     let all = all(ctx, &args[1])?;
-    let pick = |n: usize| (crate::shared::random_u64() % n as u64) as usize;
     let Some(c) = count else {
         return Ok(if all.is_empty() {
             Reply::Nil
@@ -305,16 +298,11 @@ pub fn hrandfield(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
         (0..c.unsigned_abs())
             .map(|_| &all[pick(all.len())])
             .collect()
-    } else if c as usize >= all.len() {
-        all.iter().collect()
     } else {
-        // A partial Fisher-Yates shuffle: distinct fields.
-        let mut idx: Vec<usize> = (0..all.len()).collect();
-        for i in 0..c as usize {
-            let j = i + pick(all.len() - i);
-            idx.swap(i, j);
-        }
-        idx[..c as usize].iter().map(|&i| &all[i]).collect()
+        distinct(all.len(), c as usize)
+            .into_iter()
+            .map(|i| &all[i])
+            .collect()
     };
     Ok(Reply::Array(if withvalues {
         if ctx.resp == 3 {

@@ -252,14 +252,17 @@ pub fn copy(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
         return Ok(Reply::Integer(0));
     }
     if src.kind.is_collection() {
-        let members = ctx.txn.all_members(sdb, &args[1], src.version)?;
+        let records = ctx.txn.all_records(sdb, &args[1], src.version)?;
         let m = ctx.txn.create(ddb, &args[2], src.kind)?;
         m.size = src.size;
         m.expire_at = src.expire_at;
         m.payload = src.payload.clone();
+        m.hint = src.hint;
         let v = m.version;
-        for (f, val) in members {
-            ctx.txn.set_member(ddb, &args[2], v, &f, Some(val))?;
+        for (rest, val) in records {
+            let mut sk = encoding::sub_prefix(v).to_vec();
+            sk.extend_from_slice(&rest);
+            ctx.txn.sub_put(ddb, &args[2], sk, Some(val))?;
         }
     } else {
         ctx.txn.set(ddb, &args[2], Some(src))?;
@@ -322,28 +325,13 @@ pub fn encoding_of(m: &Meta) -> &'static str {
                 "raw"
             }
         }
-        Kind::Hash => {
-            if m.size <= 128 {
-                "listpack"
-            } else {
-                "hashtable"
-            }
-        }
+        Kind::Hash if m.hint == Hint::Raw => "hashtable",
+        Kind::Hash => "listpack",
         Kind::List => "quicklist",
-        Kind::Set => {
-            if m.size <= 128 {
-                "listpack"
-            } else {
-                "hashtable"
-            }
-        }
-        Kind::ZSet => {
-            if m.size <= 128 {
-                "listpack"
-            } else {
-                "skiplist"
-            }
-        }
+        Kind::Set if m.hint == Hint::Raw => "hashtable",
+        Kind::Set => "intset",
+        Kind::ZSet if m.hint == Hint::Raw => "skiplist",
+        Kind::ZSet => "listpack",
     }
 }
 

@@ -2,11 +2,13 @@
 //! handlers share. Each family lives in a file of its own.
 
 pub mod args;
+pub mod coll;
 pub mod connection;
 pub mod hashes;
 pub mod keys;
 pub mod multi;
 pub mod server;
+pub mod sets;
 pub mod strings;
 pub mod table;
 

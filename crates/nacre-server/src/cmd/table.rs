@@ -6,7 +6,10 @@ use std::sync::OnceLock;
 
 use nacre_resp::Reply;
 
-use super::{connection as c, hashes as h, keys as k, multi as m, server as s, strings as st};
+use super::{
+    coll as co, connection as c, hashes as h, keys as k, multi as m, server as s, sets as se,
+    strings as st,
+};
 use super::{err, CmdResult, Ctx, Outcome};
 use crate::client::Client;
 use crate::shared::Shared;
@@ -202,6 +205,24 @@ pub static COMMANDS: &[Command] = &[
     cmd!("hstrlen", 3, RF, KR(1, 1, 1), "hash", "3.2.0", "Returns the length of the value of a field.", Key(h::hstrlen)),
     cmd!("hscan", -3, R, KR(1, 1, 1), "hash", "2.8.0", "Iterates over fields and values of a hash.", Key(h::hscan)),
     cmd!("hrandfield", -2, R, KR(1, 1, 1), "hash", "6.2.0", "Returns one or more random fields from a hash.", Key(h::hrandfield)),
+    // sets
+    cmd!("sadd", -3, WDF, KR(1, 1, 1), "set", "1.0.0", "Adds one or more members to a set.", Key(se::sadd)),
+    cmd!("srem", -3, WF, KR(1, 1, 1), "set", "1.0.0", "Removes one or more members from a set.", Key(se::srem)),
+    cmd!("smembers", 2, R, KR(1, 1, 1), "set", "1.0.0", "Returns all members of a set.", Key(se::smembers)),
+    cmd!("sismember", 3, RF, KR(1, 1, 1), "set", "1.0.0", "Determines whether a member belongs to a set.", Key(se::sismember)),
+    cmd!("smismember", -3, RF, KR(1, 1, 1), "set", "6.2.0", "Determines whether multiple members belong to a set.", Key(se::smismember)),
+    cmd!("scard", 2, RF, KR(1, 1, 1), "set", "1.0.0", "Returns the number of members in a set.", Key(se::scard)),
+    cmd!("spop", -2, WF, KR(1, 1, 1), "set", "1.0.0", "Returns one or more random members from a set after removing them.", Key(se::spop)),
+    cmd!("srandmember", -2, R, KR(1, 1, 1), "set", "1.0.0", "Get one or multiple random members from a set.", Key(se::srandmember)),
+    cmd!("smove", 4, WF, KR(1, 2, 1), "set", "1.0.0", "Moves a member from one set to another.", Key(se::smove)),
+    cmd!("sinter", -2, R, KR(1, -1, 1), "set", "1.0.0", "Returns the intersect of multiple sets.", Key(se::sinter)),
+    cmd!("sintercard", -3, R, Keys::Custom(co::numkeys_keys), "set", "7.0.0", "Returns the number of members of the intersect of multiple sets.", Key(se::sintercard)),
+    cmd!("sunion", -2, R, KR(1, -1, 1), "set", "1.0.0", "Returns the union of multiple sets.", Key(se::sunion)),
+    cmd!("sdiff", -2, R, KR(1, -1, 1), "set", "1.0.0", "Returns the difference of multiple sets.", Key(se::sdiff)),
+    cmd!("sinterstore", -3, W, KR(1, -1, 1), "set", "1.0.0", "Stores the intersect of multiple sets in a key.", Key(se::sinterstore)),
+    cmd!("sunionstore", -3, W, KR(1, -1, 1), "set", "1.0.0", "Stores the union of multiple sets in a key.", Key(se::sunionstore)),
+    cmd!("sdiffstore", -3, W, KR(1, -1, 1), "set", "1.0.0", "Stores the difference of multiple sets in a key.", Key(se::sdiffstore)),
+    cmd!("sscan", -3, R, KR(1, 1, 1), "set", "2.8.0", "Iterates over members of a set.", Key(se::sscan)),
 ];
 
 /// The command named `name` (lowercase).

@@ -15,7 +15,7 @@
 //!   shutdown counts).
 //!
 //! Meta record: byte 0 = the type (low nibble) and flags (high nibble: `HAS_EXPIRE`,
-//! `HAS_VERSION`); then the expiry time (u64 LE) if flagged; then version and size (u64 LE
+//! `HAS_VERSION`, and the `OBJECT ENCODING` hints `HINT_RAW`, `HINT_EMB`); then the expiry time (u64 LE) if flagged; then version and size (u64 LE
 //! each) if flagged (collections); then the payload: a string's bytes, or type-specific
 //! fields that later types (lists) append. Part 2's types fit without a format change.
 
@@ -71,14 +71,16 @@ const HINT_RAW: u8 = 0x40;
 const HINT_EMB: u8 = 0x80;
 const KNOWN_FLAGS: u8 = HAS_EXPIRE | HAS_VERSION | HINT_RAW | HINT_EMB;
 
-/// How a string was last written, for `OBJECT ENCODING` (Redis reports a string's
-/// encoding from how it was made, not only from its bytes).
+/// How a key was last written, for `OBJECT ENCODING` (Redis reports an encoding from how a
+/// value was made, not only from what it holds).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Hint {
     /// Set whole (SET, MSET, INCR…): `int`, `embstr` or `raw` from its bytes.
     #[default]
     Auto,
-    /// Changed in place (APPEND, SETRANGE, SETBIT, BITOP, BITFIELD): `raw`.
+    /// Strings changed in place (APPEND, SETRANGE, SETBIT, BITOP, BITFIELD): `raw`.
+    /// Collections that have outgrown their compact encoding (Redis never converts back):
+    /// `hashtable` or `skiplist`.
     Raw,
     /// Made from a formatted number (INCRBYFLOAT): `embstr` when short.
     Emb,
@@ -97,7 +99,8 @@ pub struct Meta {
     pub size: u64,
     /// A string's value; a collection's type-specific fields.
     pub payload: Vec<u8>,
-    /// Strings: how the value was written.
+    /// How the value was written (strings) or whether it outgrew its compact encoding
+    /// (collections).
     pub hint: Hint,
 }
 
@@ -172,9 +175,9 @@ impl Meta {
         }
         let hint = match (b0 & HINT_RAW != 0, b0 & HINT_EMB != 0) {
             (false, false) => Hint::Auto,
-            (true, false) if kind == Kind::String => Hint::Raw,
+            (true, false) => Hint::Raw,
             (false, true) if kind == Kind::String => Hint::Emb,
-            _ => return Err(bad("string hint on a collection, or two hints")),
+            _ => return Err(bad("embstr hint on a collection, or two hints")),
         };
         let take = |b: &mut &[u8]| -> Result<u64, StoreError> {
             if b.len() < 8 {
@@ -279,6 +282,12 @@ pub fn sub_seek(version: u64, h: u64) -> Vec<u8> {
     k
 }
 
+/// The end (exclusive) of collection `version`'s member records: the records after them
+/// under the same version (a sorted set's score index) start with a byte of 0x80 or more.
+pub fn members_end(version: u64) -> Vec<u8> {
+    sub_seek(version, 1 << 63)
+}
+
 /// A `sub` key's member hash and member.
 pub fn split_sub_key(k: &[u8]) -> Option<(u64, &[u8])> {
     if k.len() < 16 {
@@ -343,7 +352,7 @@ mod tests {
             &[0x10, 0, 0, 0, 0, 0, 0, 0, 0],
             &[0x20],
             &[0xC0],
-            &[0x61, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+            &[0xA1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
         ] {
             assert!(Meta::decode(bad).is_err(), "{bad:?}");
         }

@@ -256,25 +256,7 @@ impl<'s> Txn<'s> {
         version: u64,
         member: &[u8],
     ) -> Result<Option<Vec<u8>>> {
-        let i = self.index(db, key)?;
-        self.load(i)?;
-        let sk = encoding::sub_key(version, member);
-        if let Some(v) = self.keys[i].subs.get(&sk) {
-            return Ok(v.clone());
-        }
-        let (stripe, mkey) = (self.keys[i].stripe, self.keys[i].mkey.clone());
-        let pending = self
-            .stripe(stripe)
-            .pending
-            .get(&mkey)
-            .map(|p| (p.ticket, p.subs.get(&sk).cloned()));
-        if let Some((t, hit)) = pending {
-            self.wait = self.wait.max(t);
-            if let Some(v) = hit {
-                return Ok(v);
-            }
-        }
-        Ok(self.store.db.get(&self.store.subs.sub, &sk)?)
+        self.sub_get(db, key, &encoding::sub_key(version, member))
     }
 
     /// Sets (or with `None` deletes) member `member` of collection `version` of `key`.
@@ -286,38 +268,72 @@ impl<'s> Txn<'s> {
         member: &[u8],
         value: Option<Vec<u8>>,
     ) -> Result<()> {
-        let i = self.index(db, key)?;
-        self.keys[i].touched = true;
-        self.keys[i]
-            .subs
-            .insert(encoding::sub_key(version, member), value);
-        Ok(())
+        self.sub_put(db, key, encoding::sub_key(version, member), value)
     }
 
-    /// Members of collection `version` of `key` whose hash is at least `from`, in hash order:
-    /// at least `count` of them (all of a hash's members together), and the hash to go on
-    /// from (0 when done).
-    pub fn members(
+    /// The `sub` record `sk` of `key`'s collection: this command's own write, else a
+    /// pending one, else the engine's.
+    pub fn sub_get(&mut self, db: usize, key: &[u8], sk: &[u8]) -> Result<Option<Vec<u8>>> {
+        let i = self.index(db, key)?;
+        self.load(i)?;
+        if let Some(v) = self.keys[i].subs.get(sk) {
+            return Ok(v.clone());
+        }
+        let (stripe, mkey) = (self.keys[i].stripe, self.keys[i].mkey.clone());
+        let pending = self
+            .stripe(stripe)
+            .pending
+            .get(&mkey)
+            .map(|p| (p.ticket, p.subs.get(sk).cloned()));
+        if let Some((t, hit)) = pending {
+            self.wait = self.wait.max(t);
+            if let Some(v) = hit {
+                return Ok(v);
+            }
+        }
+        Ok(self.store.db.get(&self.store.subs.sub, sk)?)
+    }
+
+    /// Writes (or with `None` deletes) the `sub` record `sk` of `key`'s collection; `sk`
+    /// starts with the collection's version.
+    pub fn sub_put(
         &mut self,
         db: usize,
         key: &[u8],
-        version: u64,
-        from: u64,
-        count: usize,
-    ) -> Result<(Members, u64)> {
+        sk: Vec<u8>,
+        value: Option<Vec<u8>>,
+    ) -> Result<()> {
+        let i = self.index(db, key)?;
+        self.keys[i].touched = true;
+        self.keys[i].subs.insert(sk, value);
+        Ok(())
+    }
+
+    /// Visits the `sub` records of `key`'s collection in `[lower, upper)`, in key order
+    /// (largest first when `reverse`), until `f` returns `false`. This command's own writes
+    /// win over pending ones, which win over the engine's.
+    pub fn sub_scan(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        lower: Vec<u8>,
+        upper: Vec<u8>,
+        reverse: bool,
+        mut f: impl FnMut(&[u8], Vec<u8>) -> Result<bool>,
+    ) -> Result<()> {
         let i = self.index(db, key)?;
         self.load(i)?;
-        let prefix = encoding::sub_prefix(version).to_vec();
-        let lower = encoding::sub_seek(version, from);
+        if lower >= upper {
+            return Ok(());
+        }
         let (stripe, mkey) = (self.keys[i].stripe, self.keys[i].mkey.clone());
-        // Overlays, newest last: pending, then this command's own.
-        let mut overlay: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
+        let range = lower.clone()..upper.clone();
+        let mut overlay: SubRecords = BTreeMap::new();
         if let Some(p) = self.stripe(stripe).pending.get(&mkey) {
             let t = p.ticket;
             overlay.extend(
                 p.subs
-                    .range(lower.clone()..)
-                    .take_while(|(k, _)| k.starts_with(&prefix))
+                    .range(range.clone())
                     .map(|(k, v)| (k.clone(), v.clone())),
             );
             self.wait = self.wait.max(t);
@@ -325,8 +341,7 @@ impl<'s> Txn<'s> {
         overlay.extend(
             self.keys[i]
                 .subs
-                .range(lower.clone()..)
-                .take_while(|(k, _)| k.starts_with(&prefix))
+                .range(range)
                 .map(|(k, v)| (k.clone(), v.clone())),
         );
         let mut it = self
@@ -336,19 +351,22 @@ impl<'s> Txn<'s> {
                 &self.store.subs.sub,
                 IterOptions {
                     lower: Some(lower),
-                    prefix: Some(prefix),
+                    upper: Some(upper),
+                    reverse,
                     ..Default::default()
                 },
             )?
             .peekable();
-        let mut ov = overlay.into_iter().peekable();
-        let mut out = Vec::new();
-        let mut last_hash: Option<u64> = None;
+        let mut ov: Vec<(Vec<u8>, Option<Vec<u8>>)> = overlay.into_iter().collect();
+        if reverse {
+            ov.reverse();
+        }
+        let mut ov = ov.into_iter().peekable();
         loop {
-            // The smaller of the engine's next key and the overlay's next key; the overlay
-            // wins ties.
+            // The engine's next key or the overlay's, whichever comes first in the walk's
+            // order; the overlay wins ties.
             let take_overlay = match (it.peek(), ov.peek()) {
-                (None, None) => break,
+                (None, None) => return Ok(()),
                 (Some(Err(_)), _) => {
                     return Err(it.next().and_then(|r| r.err()).map_or_else(
                         || StoreError::Corrupt("iterator".into()),
@@ -362,7 +380,7 @@ impl<'s> Txn<'s> {
                         it.next();
                         true
                     } else {
-                        ok < ek
+                        (ok < ek) != reverse
                     }
                 }
             };
@@ -377,20 +395,69 @@ impl<'s> Txn<'s> {
                     _ => continue,
                 }
             };
-            let (h, m) = encoding::split_sub_key(&k)
-                .ok_or_else(|| StoreError::Corrupt("member key".into()))?;
-            if out.len() >= count && last_hash != Some(h) {
-                return Ok((out, h));
+            if !f(&k, v)? {
+                return Ok(());
             }
-            last_hash = Some(h);
-            out.push((m.to_vec(), v));
         }
-        Ok((out, 0))
+    }
+
+    /// Members of collection `version` of `key` whose hash is at least `from`, in hash order:
+    /// at least `count` of them (all of a hash's members together), and the hash to go on
+    /// from (0 when done).
+    pub fn members(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        version: u64,
+        from: u64,
+        count: usize,
+    ) -> Result<(Members, u64)> {
+        let mut out = Vec::new();
+        let mut last_hash: Option<u64> = None;
+        let mut next = 0;
+        self.sub_scan(
+            db,
+            key,
+            encoding::sub_seek(version, from),
+            encoding::members_end(version),
+            false,
+            |k, v| {
+                let (h, m) = encoding::split_sub_key(k)
+                    .ok_or_else(|| StoreError::Corrupt("member key".into()))?;
+                if out.len() >= count && last_hash != Some(h) {
+                    next = h;
+                    return Ok(false);
+                }
+                last_hash = Some(h);
+                out.push((m.to_vec(), v));
+                Ok(true)
+            },
+        )?;
+        Ok((out, next))
     }
 
     /// Every member of collection `version` of `key`.
     pub fn all_members(&mut self, db: usize, key: &[u8], version: u64) -> Result<Members> {
         Ok(self.members(db, key, version, 0, usize::MAX)?.0)
+    }
+
+    /// Every `sub` record of collection `version` of `key` (members, list elements and
+    /// score index entries alike), as (key after the version, value).
+    pub fn all_records(&mut self, db: usize, key: &[u8], version: u64) -> Result<Members> {
+        let mut out = Vec::new();
+        let end = version.saturating_add(1).to_be_bytes().to_vec();
+        self.sub_scan(
+            db,
+            key,
+            encoding::sub_prefix(version).to_vec(),
+            end,
+            false,
+            |k, v| {
+                out.push((k[8..].to_vec(), v));
+                Ok(true)
+            },
+        )?;
+        Ok(out)
     }
 
     /// The watch epoch of `key`, if watched.

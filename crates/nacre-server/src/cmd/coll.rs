@@ -1,0 +1,94 @@
+//! What the collection commands share: finding a key of the expected type, creating it,
+//! recording its size, and picking random members.
+
+use nacre_resp::Reply;
+
+use super::{err, wrongtype, Ctx};
+use crate::store::encoding::{Hint, Kind, Meta};
+
+/// The key's metadata if it holds a `kind` (`None` if missing; WRONGTYPE for another type).
+pub fn typed(ctx: &mut Ctx, key: &[u8], kind: Kind) -> Result<Option<Meta>, Reply> {
+    match ctx.txn.get(ctx.db, key)? {
+        None => Ok(None),
+        Some(m) if m.kind == kind => Ok(Some(m.clone())),
+        Some(_) => Err(wrongtype()),
+    }
+}
+
+/// Checks that `key` is missing or holds a `kind`.
+pub fn check_type(ctx: &mut Ctx, key: &[u8], kind: Kind) -> Result<(), Reply> {
+    typed(ctx, key, kind).map(|_| ())
+}
+
+/// The `kind` at `key`, created empty if missing.
+pub fn typed_or_new(ctx: &mut Ctx, key: &[u8], kind: Kind) -> Result<Meta, Reply> {
+    match typed(ctx, key, kind)? {
+        Some(m) => Ok(m),
+        None => Ok(ctx.txn.create(ctx.db, key, kind)?.clone()),
+    }
+}
+
+/// Stores the collection's new size, deleting the key when it is empty; `outgrown` marks it
+/// as past its compact encoding for `OBJECT ENCODING` (never undone, as in Redis).
+pub fn resize(ctx: &mut Ctx, key: &[u8], size: u64, outgrown: bool) -> Result<(), Reply> {
+    if size == 0 {
+        ctx.txn.set(ctx.db, key, None)?;
+    } else if let Some(m) = ctx.txn.get_mut(ctx.db, key)? {
+        m.size = size;
+        if outgrown {
+            m.hint = Hint::Raw;
+        }
+    }
+    Ok(())
+}
+
+/// A uniformly random index below `n` (`n > 0`).
+pub fn pick(n: usize) -> usize {
+    (crate::shared::random_u64() % n as u64) as usize
+}
+
+/// Indexes of `count` distinct random elements out of `n` (all of them when `count >= n`),
+/// by a partial Fisher-Yates shuffle.
+pub fn distinct(n: usize, count: usize) -> Vec<usize> {
+    let mut idx: Vec<usize> = (0..n).collect();
+    if count >= n {
+        return idx;
+    }
+    for i in 0..count {
+        let j = i + pick(n - i);
+        idx.swap(i, j);
+    }
+    idx.truncate(count);
+    idx
+}
+
+/// The count argument of `SRANDMEMBER`/`HRANDFIELD`/`ZRANDMEMBER`: any `i64` but the
+/// smallest (whose negation overflows).
+pub fn rand_count(b: &[u8]) -> Result<i64, Reply> {
+    let c = super::args::int(b)?;
+    if c == i64::MIN {
+        return Err(err(
+            "value is out of range, value must between -9223372036854775807 and 9223372036854775807",
+        ));
+    }
+    Ok(c)
+}
+
+/// The `numkeys key...` of SINTERCARD, ZINTERCARD, LMPOP and the like: the count, checked
+/// against the arguments that follow it at `at`.
+pub fn numkeys(args: &[Vec<u8>], at: usize) -> Result<usize, Reply> {
+    let n = match super::args::parse_i64_strict(&args[at]) {
+        Some(n) if n > 0 => n,
+        _ => return Err(err("numkeys should be greater than 0")),
+    };
+    if n as usize > args.len() - at - 1 {
+        return Err(err("Number of keys can't be greater than number of args"));
+    }
+    Ok(n as usize)
+}
+
+/// Keys of `SINTERCARD numkeys key... [LIMIT limit]`.
+pub fn numkeys_keys(db: usize, args: &[Vec<u8>], _: usize) -> Result<Vec<(usize, Vec<u8>)>, Reply> {
+    let n = numkeys(args, 1)?;
+    Ok(args[2..2 + n].iter().map(|k| (db, k.clone())).collect())
+}

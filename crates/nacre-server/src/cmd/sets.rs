@@ -1,0 +1,373 @@
+//! Set commands. A set is a metadata record (member count, version) and one empty `sub`
+//! record per member under its version. `OBJECT ENCODING` follows Redis 7.0: `intset` while
+//! every member is an integer and there are at most 512, then `hashtable` for good; an
+//! `intset` lists its members in numeric order, as Redis does.
+
+use std::collections::BTreeSet;
+
+use nacre_resp::Reply;
+
+use super::args::{is, parse_i64_strict, positive, positive_or};
+use super::coll::{check_type, distinct, numkeys, pick, rand_count, resize, typed, typed_or_new};
+use super::keys::{cursor, scan_opts};
+use super::{syntax, CmdResult, Ctx};
+use crate::glob::glob_match;
+use crate::store::encoding::{Hint, Kind, Meta};
+use crate::store::txn::Members;
+
+/// Redis's `set-max-intset-entries` default.
+const MAX_INTSET: u64 = 512;
+
+fn set(ctx: &mut Ctx, key: &[u8]) -> Result<Option<Meta>, Reply> {
+    typed(ctx, key, Kind::Set)
+}
+
+fn has(ctx: &mut Ctx, key: &[u8], m: &Meta, member: &[u8]) -> Result<bool, Reply> {
+    Ok(ctx.txn.member(ctx.db, key, m.version, member)?.is_some())
+}
+
+/// Whether a set holding `m` and then `added` stays an intset.
+fn outgrows(m: &Meta, size: u64, added: &[u8]) -> bool {
+    m.hint == Hint::Raw || size > MAX_INTSET || parse_i64_strict(added).is_none()
+}
+
+/// Every member of the set at `key` (empty if missing), in the order Redis lists them.
+fn members(ctx: &mut Ctx, key: &[u8]) -> Result<Vec<Vec<u8>>, Reply> {
+    let Some(m) = set(ctx, key)? else {
+        return Ok(Vec::new());
+    };
+    let all: Members = ctx.txn.all_members(ctx.db, key, m.version)?;
+    let mut out: Vec<Vec<u8>> = all.into_iter().map(|(k, _)| k).collect();
+    if m.hint != Hint::Raw {
+        out.sort_by_key(|v| parse_i64_strict(v).unwrap_or(0));
+    }
+    Ok(out)
+}
+
+/// Adds `items` to the set at `key` (created if missing); how many were new.
+fn add(ctx: &mut Ctx, key: &[u8], items: &[Vec<u8>]) -> Result<i64, Reply> {
+    let m = typed_or_new(ctx, key, Kind::Set)?;
+    let mut size = m.size;
+    let mut outgrown = m.hint == Hint::Raw;
+    let mut added = 0;
+    for it in items {
+        if !has(ctx, key, &m, it)? {
+            ctx.txn
+                .set_member(ctx.db, key, m.version, it, Some(Vec::new()))?;
+            size += 1;
+            added += 1;
+            outgrown |= outgrows(&m, size, it);
+        }
+    }
+    resize(ctx, key, size, outgrown)?;
+    Ok(added)
+}
+
+/// Replaces `dst` with a set of `items` (deleting it when there are none); the count.
+fn store(ctx: &mut Ctx, dst: &[u8], items: &[Vec<u8>]) -> Result<i64, Reply> {
+    if items.is_empty() {
+        ctx.txn.set(ctx.db, dst, None)?;
+        return Ok(0);
+    }
+    ctx.txn.create(ctx.db, dst, Kind::Set)?;
+    add(ctx, dst, items)
+}
+
+fn bulk_set(ctx: &Ctx, items: Vec<Vec<u8>>) -> Reply {
+    let v = items.into_iter().map(Reply::Bulk).collect();
+    if ctx.resp == 3 {
+        Reply::Set(v)
+    } else {
+        Reply::Array(v)
+    }
+}
+
+/// `SADD key member...`.
+pub fn sadd(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    Ok(Reply::Integer(add(ctx, &args[1], &args[2..])?))
+}
+
+/// `SREM key member...`.
+pub fn srem(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let key = &args[1];
+    let Some(m) = set(ctx, key)? else {
+        return Ok(Reply::Integer(0));
+    };
+    let mut removed = 0;
+    for it in &args[2..] {
+        if has(ctx, key, &m, it)? {
+            ctx.txn.set_member(ctx.db, key, m.version, it, None)?;
+            removed += 1;
+        }
+    }
+    if removed > 0 {
+        resize(ctx, key, m.size - removed, false)?;
+    }
+    Ok(Reply::Integer(removed as i64))
+}
+
+/// `SMEMBERS key`.
+pub fn smembers(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let all = members(ctx, &args[1])?;
+    Ok(bulk_set(ctx, all))
+}
+
+/// `SISMEMBER key member`.
+pub fn sismember(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let Some(m) = set(ctx, &args[1])? else {
+        return Ok(Reply::Integer(0));
+    };
+    Ok(Reply::Integer(has(ctx, &args[1], &m, &args[2])?.into()))
+}
+
+/// `SMISMEMBER key member...`.
+pub fn smismember(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let m = set(ctx, &args[1])?;
+    let mut out = Vec::with_capacity(args.len() - 2);
+    for it in &args[2..] {
+        let hit = match &m {
+            Some(m) => has(ctx, &args[1], m, it)?,
+            None => false,
+        };
+        out.push(Reply::Integer(hit.into()));
+    }
+    Ok(Reply::Array(out))
+}
+
+/// `SCARD key`.
+pub fn scard(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    Ok(Reply::Integer(
+        set(ctx, &args[1])?.map_or(0, |m| m.size as i64),
+    ))
+}
+
+/// `SPOP key [count]`: the removal is recorded as the members it removed.
+pub fn spop(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let count = match args.len() {
+        2 => None,
+        3 => Some(positive(&args[2])? as usize),
+        _ => return Err(syntax()),
+    };
+    let key = &args[1];
+    let m = set(ctx, key)?;
+    let Some(m) = m else {
+        return Ok(match count {
+            None => Reply::Nil,
+            Some(_) => bulk_set(ctx, Vec::new()),
+        });
+    };
+    if count == Some(0) {
+        return Ok(bulk_set(ctx, Vec::new()));
+    }
+    let all = members(ctx, key)?;
+    let chosen: Vec<Vec<u8>> = match count {
+        None => vec![all[pick(all.len())].clone()],
+        Some(c) => distinct(all.len(), c)
+            .into_iter()
+            .map(|i| all[i].clone())
+            .collect(),
+    };
+    for it in &chosen {
+        ctx.txn.set_member(ctx.db, key, m.version, it, None)?;
+    }
+    resize(ctx, key, m.size - chosen.len() as u64, false)?;
+    Ok(match count {
+        None => chosen.into_iter().next().map_or(Reply::Nil, Reply::Bulk),
+        Some(_) => bulk_set(ctx, chosen),
+    })
+}
+
+/// `SRANDMEMBER key [count]`.
+pub fn srandmember(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let count = match args.len() {
+        2 => None,
+        3 => Some(rand_count(&args[2])?),
+        _ => return Err(syntax()),
+    };
+    let all = members(ctx, &args[1])?;
+    let Some(c) = count else {
+        return Ok(if all.is_empty() {
+            Reply::Nil
+        } else {
+            Reply::Bulk(all[pick(all.len())].clone())
+        });
+    };
+    if all.is_empty() || c == 0 {
+        return Ok(Reply::Array(vec![]));
+    }
+    let chosen: Vec<Reply> = if c < 0 {
+        (0..c.unsigned_abs())
+            .map(|_| Reply::Bulk(all[pick(all.len())].clone()))
+            .collect()
+    } else {
+        distinct(all.len(), c as usize)
+            .into_iter()
+            .map(|i| Reply::Bulk(all[i].clone()))
+            .collect()
+    };
+    Ok(Reply::Array(chosen))
+}
+
+/// `SMOVE source destination member`.
+pub fn smove(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let (src, dst, it) = (&args[1], &args[2], &args[3]);
+    let Some(sm) = set(ctx, src)? else {
+        return Ok(Reply::Integer(0));
+    };
+    check_type(ctx, dst, Kind::Set)?;
+    if src == dst {
+        return Ok(Reply::Integer(has(ctx, src, &sm, it)?.into()));
+    }
+    if !has(ctx, src, &sm, it)? {
+        return Ok(Reply::Integer(0));
+    }
+    ctx.txn.set_member(ctx.db, src, sm.version, it, None)?;
+    resize(ctx, src, sm.size - 1, false)?;
+    add(ctx, dst, std::slice::from_ref(it))?;
+    Ok(Reply::Integer(1))
+}
+
+/// Checks the type of every key, then loads each set (`None`: missing).
+fn load_all(ctx: &mut Ctx, keys: &[Vec<u8>]) -> Result<Vec<Option<Meta>>, Reply> {
+    let mut out = Vec::with_capacity(keys.len());
+    for k in keys {
+        out.push(set(ctx, k)?);
+    }
+    Ok(out)
+}
+
+/// The intersection of the sets at `keys`, stopping at `limit` members (0: no limit).
+fn inter(ctx: &mut Ctx, keys: &[Vec<u8>], limit: usize) -> Result<Vec<Vec<u8>>, Reply> {
+    let metas = load_all(ctx, keys)?;
+    if metas.iter().any(Option::is_none) {
+        return Ok(Vec::new());
+    }
+    // Walk the smallest set; look each member up in the others.
+    let mut order: Vec<usize> = (0..keys.len()).collect();
+    order.sort_by_key(|&i| metas[i].as_ref().map_or(0, |m| m.size));
+    let first = order[0];
+    let mut out = Vec::new();
+    'member: for it in members(ctx, &keys[first])? {
+        for &j in &order[1..] {
+            let Some(m) = metas[j].as_ref() else {
+                continue 'member;
+            };
+            if !has(ctx, &keys[j], m, &it)? {
+                continue 'member;
+            }
+        }
+        out.push(it);
+        if limit != 0 && out.len() >= limit {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+/// The union (`diff == false`) or difference of the sets at `keys`.
+fn union_or_diff(ctx: &mut Ctx, keys: &[Vec<u8>], diff: bool) -> Result<Vec<Vec<u8>>, Reply> {
+    let metas = load_all(ctx, keys)?;
+    let mut acc: BTreeSet<Vec<u8>> = BTreeSet::new();
+    if diff {
+        if metas[0].is_none() {
+            return Ok(Vec::new());
+        }
+        acc.extend(members(ctx, &keys[0])?);
+        for (k, m) in keys.iter().zip(&metas).skip(1) {
+            if acc.is_empty() {
+                break;
+            }
+            if m.is_some() {
+                for it in members(ctx, k)? {
+                    acc.remove(&it);
+                }
+            }
+        }
+    } else {
+        for (k, m) in keys.iter().zip(&metas) {
+            if m.is_some() {
+                acc.extend(members(ctx, k)?);
+            }
+        }
+    }
+    Ok(acc.into_iter().collect())
+}
+
+/// `SINTER key...`.
+pub fn sinter(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let r = inter(ctx, &args[1..], 0)?;
+    Ok(bulk_set(ctx, r))
+}
+
+/// `SUNION key...`.
+pub fn sunion(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let r = union_or_diff(ctx, &args[1..], false)?;
+    Ok(bulk_set(ctx, r))
+}
+
+/// `SDIFF key...`.
+pub fn sdiff(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let r = union_or_diff(ctx, &args[1..], true)?;
+    Ok(bulk_set(ctx, r))
+}
+
+/// `SINTERSTORE destination key...`.
+pub fn sinterstore(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let r = inter(ctx, &args[2..], 0)?;
+    Ok(Reply::Integer(store(ctx, &args[1], &r)?))
+}
+
+/// `SUNIONSTORE destination key...`.
+pub fn sunionstore(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let r = union_or_diff(ctx, &args[2..], false)?;
+    Ok(Reply::Integer(store(ctx, &args[1], &r)?))
+}
+
+/// `SDIFFSTORE destination key...`.
+pub fn sdiffstore(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let r = union_or_diff(ctx, &args[2..], true)?;
+    Ok(Reply::Integer(store(ctx, &args[1], &r)?))
+}
+
+/// `SINTERCARD numkeys key... [LIMIT limit]`.
+pub fn sintercard(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let n = numkeys(args, 1)?;
+    let mut limit = 0;
+    let mut i = 2 + n;
+    while i < args.len() {
+        if is(&args[i], "limit") && i + 1 < args.len() {
+            limit = positive_or(&args[i + 1], "LIMIT can't be negative")? as usize;
+            i += 2;
+        } else {
+            return Err(syntax());
+        }
+    }
+    Ok(Reply::Integer(
+        inter(ctx, &args[2..2 + n], limit)?.len() as i64
+    ))
+}
+
+/// `SSCAN key cursor [MATCH pattern] [COUNT count]`.
+pub fn sscan(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let from = cursor(&args[2])?;
+    let o = scan_opts(&args[3..], false)?;
+    let empty = || Reply::Array(vec![Reply::Bulk(b"0".to_vec()), Reply::Array(vec![])]);
+    let Some(m) = set(ctx, &args[1])? else {
+        return Ok(empty());
+    };
+    if from >= 1 << 63 {
+        return Ok(empty());
+    }
+    let (items, next) = ctx
+        .txn
+        .members(ctx.db, &args[1], m.version, from, o.count)?;
+    let out = items
+        .into_iter()
+        .filter(|(f, _)| o.pattern.as_ref().is_none_or(|p| glob_match(p, f, false)))
+        .map(|(f, _)| Reply::Bulk(f))
+        .collect();
+    Ok(Reply::Array(vec![
+        Reply::Bulk(next.to_string().into_bytes()),
+        Reply::Array(out),
+    ]))
+}
