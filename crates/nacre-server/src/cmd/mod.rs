@@ -6,6 +6,7 @@ pub mod coll;
 pub mod connection;
 pub mod hashes;
 pub mod keys;
+pub mod lists;
 pub mod multi;
 pub mod server;
 pub mod sets;

@@ -7,8 +7,8 @@ use std::sync::OnceLock;
 use nacre_resp::Reply;
 
 use super::{
-    coll as co, connection as c, hashes as h, keys as k, multi as m, server as s, sets as se,
-    strings as st,
+    coll as co, connection as c, hashes as h, keys as k, lists as l, multi as m, server as s,
+    sets as se, strings as st,
 };
 use super::{err, CmdResult, Ctx, Outcome};
 use crate::client::Client;
@@ -205,6 +205,24 @@ pub static COMMANDS: &[Command] = &[
     cmd!("hstrlen", 3, RF, KR(1, 1, 1), "hash", "3.2.0", "Returns the length of the value of a field.", Key(h::hstrlen)),
     cmd!("hscan", -3, R, KR(1, 1, 1), "hash", "2.8.0", "Iterates over fields and values of a hash.", Key(h::hscan)),
     cmd!("hrandfield", -2, R, KR(1, 1, 1), "hash", "6.2.0", "Returns one or more random fields from a hash.", Key(h::hrandfield)),
+    // lists
+    cmd!("lpush", -3, WDF, KR(1, 1, 1), "list", "1.0.0", "Prepends one or more elements to a list.", Key(l::lpush)),
+    cmd!("rpush", -3, WDF, KR(1, 1, 1), "list", "1.0.0", "Appends one or more elements to a list.", Key(l::rpush)),
+    cmd!("lpushx", -3, WDF, KR(1, 1, 1), "list", "2.2.0", "Prepends one or more elements to a list only when the list exists.", Key(l::lpushx)),
+    cmd!("rpushx", -3, WDF, KR(1, 1, 1), "list", "2.2.0", "Appends an element to a list only when the list exists.", Key(l::rpushx)),
+    cmd!("lpop", -2, WF, KR(1, 1, 1), "list", "1.0.0", "Returns the first elements in a list after removing it.", Key(l::lpop)),
+    cmd!("rpop", -2, WF, KR(1, 1, 1), "list", "1.0.0", "Returns and removes the last elements of a list.", Key(l::rpop)),
+    cmd!("llen", 2, RF, KR(1, 1, 1), "list", "1.0.0", "Returns the length of a list.", Key(l::llen)),
+    cmd!("lrange", 4, R, KR(1, 1, 1), "list", "1.0.0", "Returns a range of elements from a list.", Key(l::lrange)),
+    cmd!("lindex", 3, R, KR(1, 1, 1), "list", "1.0.0", "Returns an element from a list by its index.", Key(l::lindex)),
+    cmd!("lset", 4, W, KR(1, 1, 1), "list", "1.0.0", "Sets the value of an element in a list by its index.", Key(l::lset)),
+    cmd!("ltrim", 4, W, KR(1, 1, 1), "list", "1.0.0", "Removes elements from both ends a list.", Key(l::ltrim)),
+    cmd!("lrem", 4, W, KR(1, 1, 1), "list", "1.0.0", "Removes elements from a list.", Key(l::lrem)),
+    cmd!("linsert", 5, W, KR(1, 1, 1), "list", "2.2.0", "Inserts an element before or after another element in a list.", Key(l::linsert)),
+    cmd!("lpos", -3, R, KR(1, 1, 1), "list", "6.0.6", "Returns the index of matching elements in a list.", Key(l::lpos)),
+    cmd!("lmove", 5, W, KR(1, 2, 1), "list", "6.2.0", "Returns an element after popping it from one list and pushing it to another.", Key(l::lmove)),
+    cmd!("rpoplpush", 3, W, KR(1, 2, 1), "list", "1.2.0", "Returns the last element of a list after removing and pushing it to another list.", Key(l::rpoplpush)),
+    cmd!("lmpop", -4, W, Keys::Custom(l::lmpop_keys), "list", "7.0.0", "Returns multiple elements from a list after removing them.", Key(l::lmpop)),
     // sets
     cmd!("sadd", -3, WDF, KR(1, 1, 1), "set", "1.0.0", "Adds one or more members to a set.", Key(se::sadd)),
     cmd!("srem", -3, WF, KR(1, 1, 1), "set", "1.0.0", "Removes one or more members from a set.", Key(se::srem)),

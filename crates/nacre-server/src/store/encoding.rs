@@ -8,6 +8,8 @@
 //!   unique for every collection ever created, never reused) ++ the member's 63-bit hash ++
 //!   the member. A key deleted or overwritten leaves its old version's members unreachable;
 //!   a `gc` record names the version and the background cleaner deletes them.
+//!   A list's elements are keyed instead by version ++ position (8 bytes, big-endian), its
+//!   metadata payload holding the ends (see [`list_ends`]).
 //! - `expire`: the expiry index. Key: expiry time (ms, big-endian) ++ namespace ++ key.
 //! - `gc`: what the cleaner still has to delete: a version (8 bytes) or a whole dropped
 //!   namespace (4 bytes).
@@ -286,6 +288,37 @@ pub fn sub_seek(version: u64, h: u64) -> Vec<u8> {
 /// under the same version (a sorted set's score index) start with a byte of 0x80 or more.
 pub fn members_end(version: u64) -> Vec<u8> {
     sub_seek(version, 1 << 63)
+}
+
+/// Where a new list's first element goes: list elements sit at positions `[head, tail)`
+/// and a push moves one end by one, so 2^62 pushes fit at either end.
+pub const LIST_START: u64 = 1 << 62;
+
+/// The `sub` key of the list element at position `pos` of list `version`.
+pub fn elem_key(version: u64, pos: u64) -> Vec<u8> {
+    sub_seek(version, pos)
+}
+
+/// A list's ends, kept in its metadata payload (two u64 LE): elements are at `[head, tail)`.
+pub fn list_ends(payload: &[u8]) -> Result<(u64, u64), StoreError> {
+    let bad = || StoreError::Corrupt("list metadata: bad ends".into());
+    if payload.len() != 16 {
+        return Err(bad());
+    }
+    let head = u64::from_le_bytes(payload[..8].try_into().map_err(|_| bad())?);
+    let tail = u64::from_le_bytes(payload[8..].try_into().map_err(|_| bad())?);
+    if head > tail || tail >= 1 << 63 {
+        return Err(bad());
+    }
+    Ok((head, tail))
+}
+
+/// A list's metadata payload for ends `[head, tail)`.
+pub fn list_payload(head: u64, tail: u64) -> Vec<u8> {
+    let mut p = Vec::with_capacity(16);
+    p.extend_from_slice(&head.to_le_bytes());
+    p.extend_from_slice(&tail.to_le_bytes());
+    p
 }
 
 /// A `sub` key's member hash and member.

@@ -1,0 +1,588 @@
+//! List commands. A list is a metadata record holding its ends and one `sub` record per
+//! element keyed by its position (`store/encoding.rs`): pushes and pops move an end, so
+//! they touch one record each; `LINDEX` and `LSET` read or write one record by position;
+//! `LRANGE` reads only the elements it returns. `LINSERT` and `LREM` shift whichever side of
+//! the change is shorter.
+
+use nacre_resp::Reply;
+
+use super::args::{int, is, positive, positive_or, range};
+use super::coll::{numkeys, typed};
+use super::{err, syntax, CmdResult, Ctx};
+use crate::store::encoding::{self, Kind, LIST_START};
+use crate::store::StoreError;
+
+/// A list's state while a command works on it.
+struct List {
+    version: u64,
+    head: u64,
+    tail: u64,
+}
+
+impl List {
+    fn len(&self) -> u64 {
+        self.tail - self.head
+    }
+}
+
+/// The list at `key` (`None` if missing; WRONGTYPE for another type).
+fn list(ctx: &mut Ctx, key: &[u8]) -> Result<Option<List>, Reply> {
+    let Some(m) = typed(ctx, key, Kind::List)? else {
+        return Ok(None);
+    };
+    let (head, tail) = encoding::list_ends(&m.payload)?;
+    if tail - head != m.size {
+        return Err(
+            StoreError::Corrupt("list metadata: size does not match its ends".into()).into(),
+        );
+    }
+    Ok(Some(List {
+        version: m.version,
+        head,
+        tail,
+    }))
+}
+
+/// The list at `key`, created empty if missing.
+fn list_or_new(ctx: &mut Ctx, key: &[u8]) -> Result<List, Reply> {
+    if let Some(l) = list(ctx, key)? {
+        return Ok(l);
+    }
+    let m = ctx.txn.create(ctx.db, key, Kind::List)?;
+    m.payload = encoding::list_payload(LIST_START, LIST_START);
+    Ok(List {
+        version: m.version,
+        head: LIST_START,
+        tail: LIST_START,
+    })
+}
+
+/// Records the list's ends (deleting the key when it is empty).
+fn save(ctx: &mut Ctx, key: &[u8], l: &List) -> Result<(), Reply> {
+    if l.len() == 0 {
+        ctx.txn.set(ctx.db, key, None)?;
+    } else if let Some(m) = ctx.txn.get_mut(ctx.db, key)? {
+        m.size = l.len();
+        m.payload = encoding::list_payload(l.head, l.tail);
+    }
+    Ok(())
+}
+
+fn put(ctx: &mut Ctx, key: &[u8], l: &List, pos: u64, v: Option<Vec<u8>>) -> Result<(), Reply> {
+    ctx.txn
+        .sub_put(ctx.db, key, encoding::elem_key(l.version, pos), v)?;
+    Ok(())
+}
+
+fn at(ctx: &mut Ctx, key: &[u8], l: &List, pos: u64) -> Result<Vec<u8>, Reply> {
+    ctx.txn
+        .sub_get(ctx.db, key, &encoding::elem_key(l.version, pos))?
+        .ok_or_else(|| StoreError::Corrupt("list element missing inside its ends".into()).into())
+}
+
+/// Elements at positions `[from, to)`, in order (from the end when `reverse`), visited
+/// until `f` says stop.
+fn walk(
+    ctx: &mut Ctx,
+    key: &[u8],
+    l: &List,
+    from: u64,
+    to: u64,
+    reverse: bool,
+    mut f: impl FnMut(u64, Vec<u8>) -> bool,
+) -> Result<(), Reply> {
+    let mut expect = if reverse { to } else { from };
+    let mut broken = false;
+    ctx.txn.sub_scan(
+        ctx.db,
+        key,
+        encoding::elem_key(l.version, from),
+        encoding::elem_key(l.version, to),
+        reverse,
+        |k, v| {
+            let pos = encoding::split_sub_key(k).map_or(u64::MAX, |(p, _)| p);
+            // Positions inside the ends are dense: a gap is damage, never a shorter list.
+            let want = if reverse { expect - 1 } else { expect };
+            if pos != want {
+                broken = true;
+                return Ok(false);
+            }
+            expect = if reverse { want } else { want + 1 };
+            Ok(f(pos, v))
+        },
+    )?;
+    if broken {
+        return Err(StoreError::Corrupt("list element missing inside its ends".into()).into());
+    }
+    Ok(())
+}
+
+/// Elements `[from, to)` by index.
+fn read(ctx: &mut Ctx, key: &[u8], l: &List, from: u64, to: u64) -> Result<Vec<Vec<u8>>, Reply> {
+    let mut out = Vec::with_capacity((to - from).min(1024) as usize);
+    walk(ctx, key, l, l.head + from, l.head + to, false, |_, v| {
+        out.push(v);
+        true
+    })?;
+    if out.len() as u64 != to - from {
+        return Err(StoreError::Corrupt("list element missing inside its ends".into()).into());
+    }
+    Ok(out)
+}
+
+fn push(
+    ctx: &mut Ctx,
+    key: &[u8],
+    l: &mut List,
+    left: bool,
+    items: &[Vec<u8>],
+) -> Result<(), Reply> {
+    for it in items {
+        if left {
+            l.head -= 1;
+            put(ctx, key, l, l.head, Some(it.clone()))?;
+        } else {
+            put(ctx, key, l, l.tail, Some(it.clone()))?;
+            l.tail += 1;
+        }
+    }
+    save(ctx, key, l)
+}
+
+/// Removes up to `n` elements from one end; them, in pop order.
+fn pop(ctx: &mut Ctx, key: &[u8], l: &mut List, left: bool, n: u64) -> Result<Vec<Vec<u8>>, Reply> {
+    let n = n.min(l.len());
+    let mut out = if left {
+        read(ctx, key, l, 0, n)?
+    } else {
+        let mut v = read(ctx, key, l, l.len() - n, l.len())?;
+        v.reverse();
+        v
+    };
+    for _ in 0..n {
+        if left {
+            put(ctx, key, l, l.head, None)?;
+            l.head += 1;
+        } else {
+            l.tail -= 1;
+            put(ctx, key, l, l.tail, None)?;
+        }
+    }
+    save(ctx, key, l)?;
+    out.shrink_to_fit();
+    Ok(out)
+}
+
+/// Replaces the elements at indexes `[a, b)` with `ins`, moving whichever side of the
+/// change holds fewer elements.
+fn splice(
+    ctx: &mut Ctx,
+    key: &[u8],
+    l: &mut List,
+    a: u64,
+    b: u64,
+    ins: Vec<Vec<u8>>,
+) -> Result<(), Reply> {
+    let n = l.len();
+    let k = ins.len() as u64;
+    if a <= n - b {
+        // The right part stays; the left part and `ins` end where `b` was.
+        let mut moved = read(ctx, key, l, 0, a)?;
+        moved.extend(ins);
+        let new_head = l.head + b - (a + k);
+        for (i, v) in moved.into_iter().enumerate() {
+            put(ctx, key, l, new_head + i as u64, Some(v))?;
+        }
+        for p in l.head..new_head {
+            put(ctx, key, l, p, None)?;
+        }
+        l.head = new_head;
+    } else {
+        // The left part stays; `ins` and the right part start where `a` was.
+        let mut moved = ins;
+        moved.extend(read(ctx, key, l, b, n)?);
+        let start = l.head + a;
+        let new_tail = start + moved.len() as u64;
+        for (i, v) in moved.into_iter().enumerate() {
+            put(ctx, key, l, start + i as u64, Some(v))?;
+        }
+        for p in new_tail..l.tail {
+            put(ctx, key, l, p, None)?;
+        }
+        l.tail = new_tail;
+    }
+    save(ctx, key, l)
+}
+
+fn push_cmd(ctx: &mut Ctx, args: &[Vec<u8>], left: bool, only_existing: bool) -> CmdResult {
+    let key = &args[1];
+    let mut l = if only_existing {
+        match list(ctx, key)? {
+            Some(l) => l,
+            None => return Ok(Reply::Integer(0)),
+        }
+    } else {
+        list_or_new(ctx, key)?
+    };
+    push(ctx, key, &mut l, left, &args[2..])?;
+    Ok(Reply::Integer(l.len() as i64))
+}
+
+/// `LPUSH key element...`.
+pub fn lpush(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    push_cmd(ctx, args, true, false)
+}
+
+/// `RPUSH key element...`.
+pub fn rpush(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    push_cmd(ctx, args, false, false)
+}
+
+/// `LPUSHX key element...`.
+pub fn lpushx(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    push_cmd(ctx, args, true, true)
+}
+
+/// `RPUSHX key element...`.
+pub fn rpushx(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    push_cmd(ctx, args, false, true)
+}
+
+fn pop_cmd(ctx: &mut Ctx, args: &[Vec<u8>], left: bool) -> CmdResult {
+    let count = match args.len() {
+        2 => None,
+        3 => Some(positive(&args[2])? as u64),
+        _ => return Err(super::arity_error(if left { "lpop" } else { "rpop" })),
+    };
+    let key = &args[1];
+    let Some(mut l) = list(ctx, key)? else {
+        return Ok(Reply::Nil);
+    };
+    match count {
+        None => Ok(pop(ctx, key, &mut l, left, 1)?
+            .pop()
+            .map_or(Reply::Nil, Reply::Bulk)),
+        Some(0) => Ok(Reply::Array(vec![])),
+        Some(c) => Ok(Reply::Array(
+            pop(ctx, key, &mut l, left, c)?
+                .into_iter()
+                .map(Reply::Bulk)
+                .collect(),
+        )),
+    }
+}
+
+/// `LPOP key [count]`.
+pub fn lpop(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    pop_cmd(ctx, args, true)
+}
+
+/// `RPOP key [count]`.
+pub fn rpop(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    pop_cmd(ctx, args, false)
+}
+
+/// `LLEN key`.
+pub fn llen(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    Ok(Reply::Integer(
+        list(ctx, &args[1])?.map_or(0, |l| l.len() as i64),
+    ))
+}
+
+/// `LRANGE key start stop`.
+pub fn lrange(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let (s, e) = (int(&args[2])?, int(&args[3])?);
+    let Some(l) = list(ctx, &args[1])? else {
+        return Ok(Reply::Array(vec![]));
+    };
+    let Some((s, e)) = range(s, e, l.len() as usize) else {
+        return Ok(Reply::Array(vec![]));
+    };
+    Ok(Reply::Array(
+        read(ctx, &args[1], &l, s as u64, e as u64 + 1)?
+            .into_iter()
+            .map(Reply::Bulk)
+            .collect(),
+    ))
+}
+
+/// An index from the head (negative: from the tail) as a position inside `l`, if any.
+fn index(l: &List, i: i64) -> Option<u64> {
+    let n = l.len() as i64;
+    let i = if i < 0 { n.checked_add(i)? } else { i };
+    (0..n).contains(&i).then(|| l.head + i as u64)
+}
+
+/// `LINDEX key index`.
+pub fn lindex(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let Some(l) = list(ctx, &args[1])? else {
+        return Ok(Reply::Nil);
+    };
+    let i = int(&args[2])?;
+    match index(&l, i) {
+        Some(p) => Ok(Reply::Bulk(at(ctx, &args[1], &l, p)?)),
+        None => Ok(Reply::Nil),
+    }
+}
+
+/// `LSET key index element`.
+pub fn lset(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let Some(l) = list(ctx, &args[1])? else {
+        return Err(err("no such key"));
+    };
+    let i = int(&args[2])?;
+    let p = index(&l, i).ok_or_else(|| err("index out of range"))?;
+    put(ctx, &args[1], &l, p, Some(args[3].clone()))?;
+    save(ctx, &args[1], &l)?;
+    Ok(super::ok())
+}
+
+/// `LTRIM key start stop`.
+pub fn ltrim(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let (s, e) = (int(&args[2])?, int(&args[3])?);
+    let key = &args[1];
+    let Some(mut l) = list(ctx, key)? else {
+        return Ok(super::ok());
+    };
+    let Some((s, e)) = range(s, e, l.len() as usize) else {
+        l.tail = l.head;
+        save(ctx, key, &l)?;
+        return Ok(super::ok());
+    };
+    let (new_head, new_tail) = (l.head + s as u64, l.head + e as u64 + 1);
+    for p in (l.head..new_head).chain(new_tail..l.tail) {
+        put(ctx, key, &l, p, None)?;
+    }
+    (l.head, l.tail) = (new_head, new_tail);
+    save(ctx, key, &l)?;
+    Ok(super::ok())
+}
+
+/// `LREM key count element`.
+pub fn lrem(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let count = int(&args[2])?;
+    let key = &args[1];
+    let Some(mut l) = list(ctx, key)? else {
+        return Ok(Reply::Integer(0));
+    };
+    let want = &args[3];
+    let limit = if count == 0 {
+        u64::MAX
+    } else {
+        count.unsigned_abs()
+    };
+    // The elements from the walk's start to the last match, and which of them go.
+    let mut seen: Vec<(u64, Vec<u8>, bool)> = Vec::new();
+    let mut found = 0;
+    walk(ctx, key, &l, l.head, l.tail, count < 0, |p, v| {
+        let hit = v == *want;
+        seen.push((p, v, hit));
+        if hit {
+            found += 1;
+        }
+        found < limit
+    })?;
+    if found == 0 {
+        return Ok(Reply::Integer(0));
+    }
+    if count < 0 {
+        seen.reverse();
+    }
+    // Only the window from the first match to the last one changes.
+    let first = seen.iter().position(|(_, _, hit)| *hit).unwrap_or(0);
+    let last = seen.iter().rposition(|(_, _, hit)| *hit).unwrap_or(0);
+    let (a, b) = (seen[first].0 - l.head, seen[last].0 - l.head + 1);
+    let kept: Vec<Vec<u8>> = seen
+        .drain(first..=last)
+        .filter(|(_, _, hit)| !hit)
+        .map(|(_, v, _)| v)
+        .collect();
+    splice(ctx, key, &mut l, a, b, kept)?;
+    Ok(Reply::Integer(found as i64))
+}
+
+/// `LINSERT key BEFORE|AFTER pivot element`.
+pub fn linsert(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let after = if is(&args[2], "after") {
+        true
+    } else if is(&args[2], "before") {
+        false
+    } else {
+        return Err(syntax());
+    };
+    let key = &args[1];
+    let Some(mut l) = list(ctx, key)? else {
+        return Ok(Reply::Integer(0));
+    };
+    let mut pivot = None;
+    walk(ctx, key, &l, l.head, l.tail, false, |p, v| {
+        if v == args[3] {
+            pivot = Some(p - l.head);
+        }
+        pivot.is_none()
+    })?;
+    let Some(i) = pivot else {
+        return Ok(Reply::Integer(-1));
+    };
+    let i = i + u64::from(after);
+    splice(ctx, key, &mut l, i, i, vec![args[4].clone()])?;
+    Ok(Reply::Integer(l.len() as i64))
+}
+
+/// `LPOS key element [RANK rank] [COUNT num-matches] [MAXLEN len]`.
+pub fn lpos(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let (mut rank, mut count, mut maxlen) = (1i64, None::<u64>, 0u64);
+    let mut i = 3;
+    while i < args.len() {
+        let more = i + 1 < args.len();
+        if is(&args[i], "rank") && more {
+            rank = int(&args[i + 1])?;
+            if rank == 0 {
+                return Err(err("RANK can't be zero: use 1 to start from the first match, 2 from the second ... or use negative to start from the end of the list"));
+            }
+        } else if is(&args[i], "count") && more {
+            count = Some(positive_or(&args[i + 1], "COUNT can't be negative")? as u64);
+        } else if is(&args[i], "maxlen") && more {
+            maxlen = positive_or(&args[i + 1], "MAXLEN can't be negative")? as u64;
+        } else {
+            return Err(syntax());
+        }
+        i += 2;
+    }
+    let Some(l) = list(ctx, &args[1])? else {
+        return Ok(if count.is_some() {
+            Reply::Array(vec![])
+        } else {
+            Reply::Nil
+        });
+    };
+    let reverse = rank < 0;
+    // As Redis: the smallest rank, whose negation overflows, stays negative and so takes
+    // the first match from the tail.
+    let skip = if rank == i64::MIN {
+        0
+    } else {
+        rank.unsigned_abs() - 1
+    };
+    let want = count.map_or(1, |c| if c == 0 { u64::MAX } else { c });
+    let (mut matches, mut scanned) = (0u64, 0u64);
+    let mut out = Vec::new();
+    walk(ctx, &args[1], &l, l.head, l.tail, reverse, |p, v| {
+        if maxlen != 0 && scanned >= maxlen {
+            return false;
+        }
+        scanned += 1;
+        if v == args[2] {
+            matches += 1;
+            if matches > skip {
+                out.push(Reply::Integer((p - l.head) as i64));
+            }
+        }
+        (out.len() as u64) < want
+    })?;
+    Ok(match count {
+        Some(_) => Reply::Array(out),
+        None => out.pop().unwrap_or(Reply::Nil),
+    })
+}
+
+fn side(b: &[u8]) -> Result<bool, Reply> {
+    if is(b, "left") {
+        Ok(true)
+    } else if is(b, "right") {
+        Ok(false)
+    } else {
+        Err(syntax())
+    }
+}
+
+/// Moves one element from an end of `src` to an end of `dst`; it, or `None` when `src` is
+/// missing.
+fn lmove_one(
+    ctx: &mut Ctx,
+    src: &[u8],
+    dst: &[u8],
+    from_left: bool,
+    to_left: bool,
+) -> Result<Option<Vec<u8>>, Reply> {
+    let Some(mut s) = list(ctx, src)? else {
+        return Ok(None);
+    };
+    list(ctx, dst)?;
+    let Some(v) = pop(ctx, src, &mut s, from_left, 1)?.pop() else {
+        return Ok(None);
+    };
+    let mut d = list_or_new(ctx, dst)?;
+    push(ctx, dst, &mut d, to_left, std::slice::from_ref(&v))?;
+    Ok(Some(v))
+}
+
+/// `LMOVE source destination LEFT|RIGHT LEFT|RIGHT`.
+pub fn lmove(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let (from, to) = (side(&args[3])?, side(&args[4])?);
+    Ok(lmove_one(ctx, &args[1], &args[2], from, to)?.map_or(Reply::Nil, Reply::Bulk))
+}
+
+/// `RPOPLPUSH source destination`.
+pub fn rpoplpush(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    Ok(lmove_one(ctx, &args[1], &args[2], false, true)?.map_or(Reply::Nil, Reply::Bulk))
+}
+
+/// Parses `numkeys key... LEFT|RIGHT [COUNT count]` starting at `at`: the keys, the side
+/// and the count.
+pub fn mpop_args(args: &[Vec<u8>], at: usize) -> Result<(Vec<Vec<u8>>, bool, u64), Reply> {
+    let n = numkeys(args, at)?;
+    let keys = args[at + 1..at + 1 + n].to_vec();
+    let mut i = at + 1 + n;
+    let left = side(args.get(i).ok_or_else(syntax)?)?;
+    i += 1;
+    let mut count = None;
+    while i < args.len() {
+        if is(&args[i], "count") && i + 1 < args.len() && count.is_none() {
+            let c = int(&args[i + 1]).ok().filter(|c| *c > 0);
+            count = Some(c.ok_or_else(|| err("count should be greater than 0"))? as u64);
+            i += 2;
+        } else {
+            return Err(syntax());
+        }
+    }
+    Ok((keys, left, count.unwrap_or(1)))
+}
+
+/// Keys of `LMPOP numkeys key... LEFT|RIGHT [COUNT count]`.
+pub fn lmpop_keys(db: usize, args: &[Vec<u8>], _: usize) -> Result<Vec<(usize, Vec<u8>)>, Reply> {
+    Ok(mpop_args(args, 1)?.0.into_iter().map(|k| (db, k)).collect())
+}
+
+/// Pops up to `count` elements from the first non-empty list of `keys`: the key and them.
+pub fn mpop(
+    ctx: &mut Ctx,
+    keys: &[Vec<u8>],
+    left: bool,
+    count: u64,
+) -> Result<Option<(Vec<u8>, Vec<Vec<u8>>)>, Reply> {
+    for k in keys {
+        if let Some(mut l) = list(ctx, k)? {
+            let popped = pop(ctx, k, &mut l, left, count)?;
+            return Ok(Some((k.clone(), popped)));
+        }
+    }
+    Ok(None)
+}
+
+/// The `[key, [element...]]` reply of LMPOP and BLMPOP.
+pub fn mpop_reply(found: Option<(Vec<u8>, Vec<Vec<u8>>)>) -> Reply {
+    match found {
+        None => Reply::Nil,
+        Some((k, els)) => Reply::Array(vec![
+            Reply::Bulk(k),
+            Reply::Array(els.into_iter().map(Reply::Bulk).collect()),
+        ]),
+    }
+}
+
+/// `LMPOP numkeys key... LEFT|RIGHT [COUNT count]`.
+pub fn lmpop(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let (keys, left, count) = mpop_args(args, 1)?;
+    Ok(mpop_reply(mpop(ctx, &keys, left, count)?))
+}
