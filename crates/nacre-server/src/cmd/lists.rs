@@ -554,13 +554,16 @@ pub fn lmpop_keys(db: usize, args: &[Vec<u8>], _: usize) -> Result<Vec<(usize, V
     Ok(mpop_args(args, 1)?.0.into_iter().map(|k| (db, k)).collect())
 }
 
+/// A key and the elements popped from it.
+pub type Popped = (Vec<u8>, Vec<Vec<u8>>);
+
 /// Pops up to `count` elements from the first non-empty list of `keys`: the key and them.
 pub fn mpop(
     ctx: &mut Ctx,
     keys: &[Vec<u8>],
     left: bool,
     count: u64,
-) -> Result<Option<(Vec<u8>, Vec<Vec<u8>>)>, Reply> {
+) -> Result<Option<Popped>, Reply> {
     for k in keys {
         if let Some(mut l) = list(ctx, k)? {
             let popped = pop(ctx, k, &mut l, left, count)?;
@@ -571,7 +574,7 @@ pub fn mpop(
 }
 
 /// The `[key, [element...]]` reply of LMPOP and BLMPOP.
-pub fn mpop_reply(found: Option<(Vec<u8>, Vec<Vec<u8>>)>) -> Reply {
+pub fn mpop_reply(found: Option<Popped>) -> Reply {
     match found {
         None => Reply::Nil,
         Some((k, els)) => Reply::Array(vec![
