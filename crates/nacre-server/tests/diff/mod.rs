@@ -174,6 +174,11 @@ impl Diff {
         Some(d)
     }
 
+    /// Replies that differed so far.
+    pub fn mismatches(&self) -> usize {
+        self.mismatches
+    }
+
     /// Opens one more connection to each server; its index.
     pub fn connect(&mut self) -> usize {
         self.conns
