@@ -12,6 +12,8 @@ pub mod server;
 pub mod sets;
 pub mod strings;
 pub mod table;
+pub mod zsetops;
+pub mod zsets;
 
 use std::sync::atomic::Ordering;
 use std::time::Instant;

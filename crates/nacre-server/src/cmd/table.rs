@@ -8,7 +8,7 @@ use nacre_resp::Reply;
 
 use super::{
     coll as co, connection as c, hashes as h, keys as k, lists as l, multi as m, server as s,
-    sets as se, strings as st,
+    sets as se, strings as st, zsetops as zo, zsets as z,
 };
 use super::{err, CmdResult, Ctx, Outcome};
 use crate::client::Client;
@@ -241,6 +241,39 @@ pub static COMMANDS: &[Command] = &[
     cmd!("sunionstore", -3, W, KR(1, -1, 1), "set", "1.0.0", "Stores the union of multiple sets in a key.", Key(se::sunionstore)),
     cmd!("sdiffstore", -3, W, KR(1, -1, 1), "set", "1.0.0", "Stores the difference of multiple sets in a key.", Key(se::sdiffstore)),
     cmd!("sscan", -3, R, KR(1, 1, 1), "set", "2.8.0", "Iterates over members of a set.", Key(se::sscan)),
+    // sorted sets
+    cmd!("zadd", -4, WDF, KR(1, 1, 1), "sorted-set", "1.2.0", "Adds one or more members to a sorted set, or updates their scores.", Key(z::zadd)),
+    cmd!("zincrby", 4, WDF, KR(1, 1, 1), "sorted-set", "1.2.0", "Increments the score of a member in a sorted set.", Key(z::zincrby)),
+    cmd!("zrem", -3, WF, KR(1, 1, 1), "sorted-set", "1.2.0", "Removes one or more members from a sorted set.", Key(z::zrem)),
+    cmd!("zscore", 3, RF, KR(1, 1, 1), "sorted-set", "1.2.0", "Returns the score of a member in a sorted set.", Key(z::zscore)),
+    cmd!("zmscore", -3, RF, KR(1, 1, 1), "sorted-set", "6.2.0", "Returns the score of one or more members in a sorted set.", Key(z::zmscore)),
+    cmd!("zcard", 2, RF, KR(1, 1, 1), "sorted-set", "1.2.0", "Returns the number of members in a sorted set.", Key(z::zcard)),
+    cmd!("zcount", 4, RF, KR(1, 1, 1), "sorted-set", "2.0.0", "Returns the count of members in a sorted set that have scores within a range.", Key(z::zcount)),
+    cmd!("zlexcount", 4, RF, KR(1, 1, 1), "sorted-set", "2.8.9", "Returns the number of members in a sorted set within a lexicographical range.", Key(z::zlexcount)),
+    cmd!("zrank", 3, RF, KR(1, 1, 1), "sorted-set", "2.0.0", "Returns the index of a member in a sorted set ordered by ascending scores.", Key(z::zrank)),
+    cmd!("zrevrank", 3, RF, KR(1, 1, 1), "sorted-set", "2.0.0", "Returns the index of a member in a sorted set ordered by descending scores.", Key(z::zrevrank)),
+    cmd!("zrange", -4, R, KR(1, 1, 1), "sorted-set", "1.2.0", "Returns members in a sorted set within a range of indexes.", Key(z::zrange)),
+    cmd!("zrangestore", -5, W, KR(1, 2, 1), "sorted-set", "6.2.0", "Stores a range of members from sorted set in a key.", Key(z::zrangestore)),
+    cmd!("zrevrange", -4, R, KR(1, 1, 1), "sorted-set", "1.2.0", "Returns members in a sorted set within a range of indexes in reverse order.", Key(z::zrevrange)),
+    cmd!("zrangebyscore", -4, R, KR(1, 1, 1), "sorted-set", "1.0.5", "Returns members in a sorted set within a range of scores.", Key(z::zrangebyscore)),
+    cmd!("zrevrangebyscore", -4, R, KR(1, 1, 1), "sorted-set", "2.2.0", "Returns members in a sorted set within a range of scores in reverse order.", Key(z::zrevrangebyscore)),
+    cmd!("zrangebylex", -4, R, KR(1, 1, 1), "sorted-set", "2.8.9", "Returns members in a sorted set within a lexicographical range.", Key(z::zrangebylex)),
+    cmd!("zrevrangebylex", -4, R, KR(1, 1, 1), "sorted-set", "2.8.9", "Returns members in a sorted set within a lexicographical range in reverse order.", Key(z::zrevrangebylex)),
+    cmd!("zremrangebyrank", 4, W, KR(1, 1, 1), "sorted-set", "2.0.0", "Removes members in a sorted set within a range of indexes.", Key(z::zremrangebyrank)),
+    cmd!("zremrangebyscore", 4, W, KR(1, 1, 1), "sorted-set", "1.2.0", "Removes members in a sorted set within a range of scores.", Key(z::zremrangebyscore)),
+    cmd!("zremrangebylex", 4, W, KR(1, 1, 1), "sorted-set", "2.8.9", "Removes members in a sorted set within a lexicographical range.", Key(z::zremrangebylex)),
+    cmd!("zpopmin", -2, WF, KR(1, 1, 1), "sorted-set", "5.0.0", "Returns the lowest-scoring members from a sorted set after removing them.", Key(zo::zpopmin)),
+    cmd!("zpopmax", -2, WF, KR(1, 1, 1), "sorted-set", "5.0.0", "Returns the highest-scoring members from a sorted set after removing them.", Key(zo::zpopmax)),
+    cmd!("zmpop", -4, W, Keys::Custom(zo::zmpop_keys), "sorted-set", "7.0.0", "Returns the highest- or lowest-scoring members from one or more sorted sets after removing them.", Key(zo::zmpop)),
+    cmd!("zrandmember", -2, R, KR(1, 1, 1), "sorted-set", "6.2.0", "Returns one or more random members from a sorted set.", Key(zo::zrandmember)),
+    cmd!("zunion", -3, R, Keys::Custom(zo::algebra_keys), "sorted-set", "6.2.0", "Returns the union of multiple sorted sets.", Key(zo::zunion)),
+    cmd!("zinter", -3, R, Keys::Custom(zo::algebra_keys), "sorted-set", "6.2.0", "Returns the intersect of multiple sorted sets.", Key(zo::zinter)),
+    cmd!("zdiff", -3, R, Keys::Custom(zo::algebra_keys), "sorted-set", "6.2.0", "Returns the difference between multiple sorted sets.", Key(zo::zdiff)),
+    cmd!("zunionstore", -4, W, Keys::Custom(zo::algebra_store_keys), "sorted-set", "2.0.0", "Stores the union of multiple sorted sets in a key.", Key(zo::zunionstore)),
+    cmd!("zinterstore", -4, W, Keys::Custom(zo::algebra_store_keys), "sorted-set", "2.0.0", "Stores the intersect of multiple sorted sets in a key.", Key(zo::zinterstore)),
+    cmd!("zdiffstore", -4, W, Keys::Custom(zo::algebra_store_keys), "sorted-set", "6.2.0", "Stores the difference of multiple sorted sets in a key.", Key(zo::zdiffstore)),
+    cmd!("zintercard", -3, R, Keys::Custom(zo::algebra_keys), "sorted-set", "7.0.0", "Returns the number of members of the intersect of multiple sorted sets.", Key(zo::zintercard)),
+    cmd!("zscan", -3, R, KR(1, 1, 1), "sorted-set", "2.8.0", "Iterates over members and scores of a sorted set.", Key(zo::zscan)),
 ];
 
 /// The command named `name` (lowercase).

@@ -9,7 +9,9 @@
 //!   the member. A key deleted or overwritten leaves its old version's members unreachable;
 //!   a `gc` record names the version and the background cleaner deletes them.
 //!   A list's elements are keyed instead by version ++ position (8 bytes, big-endian), its
-//!   metadata payload holding the ends (see [`list_ends`]).
+//!   metadata payload holding the ends (see [`list_ends`]). A sorted set's member records
+//!   hold the score (f64 LE), and its score index sits under the same version: version ++
+//!   0xFF ++ the score in order-preserving bytes ([`score_bytes`]) ++ the member, empty.
 //! - `expire`: the expiry index. Key: expiry time (ms, big-endian) ++ namespace ++ key.
 //! - `gc`: what the cleaner still has to delete: a version (8 bytes) or a whole dropped
 //!   namespace (4 bytes).
@@ -321,6 +323,67 @@ pub fn list_payload(head: u64, tail: u64) -> Vec<u8> {
     p
 }
 
+/// The byte after the version that starts a sorted set's score index (member records have
+/// a hash below 2^63 there, so a byte below 0x80).
+pub const SCORE_INDEX: u8 = 0xFF;
+
+/// A score as 8 bytes that sort as the scores do (-0 as 0, so equal scores tie on member).
+pub fn score_bytes(score: f64) -> [u8; 8] {
+    let s = if score == 0.0 { 0.0 } else { score };
+    let b = s.to_bits();
+    let k = if b >> 63 == 1 { !b } else { b | 1 << 63 };
+    k.to_be_bytes()
+}
+
+/// The score index key of `member` with `score` in sorted set `version`.
+pub fn score_key(version: u64, score: f64, member: &[u8]) -> Vec<u8> {
+    let mut k = score_seek(version, score);
+    k.extend_from_slice(member);
+    k
+}
+
+/// Where sorted set `version`'s index entries of `score` start.
+pub fn score_seek(version: u64, score: f64) -> Vec<u8> {
+    let mut k = Vec::with_capacity(17 + 16);
+    k.extend_from_slice(&version.to_be_bytes());
+    k.push(SCORE_INDEX);
+    k.extend_from_slice(&score_bytes(score));
+    k
+}
+
+/// The bounds `[start, end)` of sorted set `version`'s whole score index.
+pub fn score_index(version: u64) -> (Vec<u8>, Vec<u8>) {
+    let mut start = version.to_be_bytes().to_vec();
+    start.push(SCORE_INDEX);
+    (start, version.saturating_add(1).to_be_bytes().to_vec())
+}
+
+/// A score index key's score and member.
+pub fn split_score_key(k: &[u8]) -> Option<(f64, &[u8])> {
+    if k.len() < 17 || k[8] != SCORE_INDEX {
+        return None;
+    }
+    let raw = u64::from_be_bytes(k[9..17].try_into().ok()?);
+    let b = if raw >> 63 == 1 {
+        raw & !(1 << 63)
+    } else {
+        !raw
+    };
+    Some((f64::from_bits(b), &k[17..]))
+}
+
+/// A sorted-set member record's value: its score (f64 LE); anything else is corruption.
+pub fn decode_score(v: &[u8]) -> Result<f64, StoreError> {
+    let b: [u8; 8] = v
+        .try_into()
+        .map_err(|_| StoreError::Corrupt("sorted set member: score is not 8 bytes".into()))?;
+    let s = f64::from_le_bytes(b);
+    if s.is_nan() {
+        return Err(StoreError::Corrupt("sorted set member: NaN score".into()));
+    }
+    Ok(s)
+}
+
 /// A `sub` key's member hash and member.
 pub fn split_sub_key(k: &[u8]) -> Option<(u64, &[u8])> {
     if k.len() < 16 {
@@ -388,6 +451,34 @@ mod tests {
             &[0xA1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
         ] {
             assert!(Meta::decode(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn score_bytes_sort_as_scores() {
+        let scores = [
+            f64::NEG_INFINITY,
+            -1e300,
+            -2.5,
+            -1.0,
+            -1e-300,
+            0.0,
+            1e-300,
+            1.0,
+            2.5,
+            1e300,
+            f64::INFINITY,
+        ];
+        for w in scores.windows(2) {
+            assert!(score_bytes(w[0]) < score_bytes(w[1]), "{} < {}", w[0], w[1]);
+        }
+        assert_eq!(score_bytes(-0.0), score_bytes(0.0));
+        for s in scores {
+            let k = score_key(5, s, b"m");
+            assert_eq!(split_score_key(&k), Some((s, &b"m"[..])));
+            let (lo, hi) = score_index(5);
+            assert!(k >= lo && k < hi);
+            assert!(k >= members_end(5));
         }
     }
 

@@ -90,6 +90,15 @@ fn normalize(v: Value, norm: Norm) -> Value {
                 .cloned()
                 .collect(),
         ),
+        (Norm::Hello, Value::Map(pairs)) => Value::Map(
+            pairs
+                .into_iter()
+                .filter(|(k, _)| {
+                    !matches!(k, Value::BulkString(k)
+                        if [&b"server"[..], b"version", b"id"].contains(&k.as_slice()))
+                })
+                .collect(),
+        ),
         (_, v) => v,
     }
 }
