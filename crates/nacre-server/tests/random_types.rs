@@ -130,3 +130,55 @@ fn sets_against_redis() {
         }
     });
 }
+
+#[test]
+fn sorted_sets_against_redis() {
+    const SCORES: &[&str] = &[
+        "0", "1", "2", "2", "-1", "1.5", "-inf", "+inf", "3e2", "-0.25",
+    ];
+    const BOUNDS: &[&str] = &[
+        "-inf", "+inf", "0", "(0", "1", "(1", "2", "(2", "1.5", "(300",
+    ];
+    const MEMBERS: &[&str] = &["a", "b", "c", "d", "e", "f", "g", "h", "aa", "ab"];
+    run("random sorted sets", 3000, |r| {
+        let k = r.pick(&["z1", "z1", "z2"]);
+        let m = r.pick(MEMBERS);
+        let m2 = r.pick(MEMBERS);
+        let s = r.pick(SCORES);
+        let s2 = r.pick(SCORES);
+        let (lo, hi) = (r.pick(BOUNDS), r.pick(BOUNDS));
+        let (i, j) = (r.int(-12, 12), r.int(-12, 12));
+        let cmd = match r.below(22) {
+            0..=4 => format!("ZADD {k} {s} {m} {s2} {m2}"),
+            5 => format!(
+                "ZADD {k} {} {s} {m}",
+                r.pick(&["NX", "XX", "GT", "LT", "CH", "XX CH", "GT CH", "LT CH"])
+            ),
+            6 => format!("ZINCRBY {k} {} {m}", r.pick(&["1", "-2", "0.5"])),
+            7 => format!("ZREM {k} {m} {m2}"),
+            8 => format!("ZRANGE {k} {i} {j} WITHSCORES"),
+            9 => format!("ZRANGE {k} {i} {j} REV"),
+            10 => format!("ZRANGEBYSCORE {k} {lo} {hi} WITHSCORES"),
+            11 => format!(
+                "ZREVRANGEBYSCORE {k} {hi} {lo} LIMIT {} {}",
+                r.int(0, 3),
+                r.int(-1, 3)
+            ),
+            12 => format!("ZRANK {k} {m}"),
+            13 => format!("ZREVRANK {k} {m}"),
+            14 => format!("ZCOUNT {k} {lo} {hi}"),
+            15 if r.below(4) == 0 => format!("ZREMRANGEBYSCORE {k} {lo} {hi}"),
+            16 if r.below(4) == 0 => format!("ZREMRANGEBYRANK {k} {i} {j}"),
+            17 => format!("{} {k} {}", r.pick(&["ZPOPMIN", "ZPOPMAX"]), r.int(0, 2)),
+            18 => format!(
+                "{} z3 2 z1 z2 AGGREGATE {}",
+                r.pick(&["ZUNIONSTORE", "ZINTERSTORE"]),
+                r.pick(&["SUM", "MIN", "MAX"])
+            ),
+            19 => "ZRANGE z3 0 -1 WITHSCORES".to_string(),
+            20 => format!("ZSCORE {k} {m}"),
+            _ => format!("ZCARD {k}"),
+        };
+        (Norm::Exact, cmd)
+    });
+}
