@@ -1,6 +1,7 @@
 //! SIGKILL under concurrent load of every command family, then restart: every acknowledged
-//! write is there, nothing unacknowledged is half-applied (MULTI/EXEC transfers keep their
-//! total), expired keys stay expired and live ones keep their expiry.
+//! write is there (list order, set membership, sorted-set scores, and a sorted set's score
+//! index agreeing with its members), nothing unacknowledged is half-applied (MULTI/EXEC
+//! transfers keep their total), expired keys stay expired and live ones keep their expiry.
 
 mod common;
 
@@ -12,11 +13,15 @@ use std::time::Duration;
 
 use common::Server;
 
-/// A model key: a string key, or one field of a hash.
+/// A model key: a string key, one field of a hash, a whole list (its elements joined by
+/// commas), one member of a set ("1" when present) or one member of a sorted set (its score).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum K {
     S(String),
     H(String, String),
+    L(String),
+    Set(String, String),
+    Z(String, String),
 }
 
 /// One worker's keys: what was acknowledged, and the write in flight when the server died.
@@ -52,7 +57,7 @@ fn worker(port: u16, w: usize, model: Arc<Mutex<Model>>, stop: Arc<AtomicBool>, 
     let a = format!("w{w}:acct:a");
     let b = format!("w{w}:acct:b");
     while !stop.load(Ordering::Relaxed) {
-        let op = r.next() % 8;
+        let op = r.next() % 15;
         let i = r.next() % 6;
         let sk = format!("w{w}:s{i}");
         let hk = format!("w{w}:h{}", i % 2);
@@ -60,7 +65,80 @@ fn worker(port: u16, w: usize, model: Arc<Mutex<Model>>, stop: Arc<AtomicBool>, 
         let val = format!("v{}", r.next() % 1_000_000);
         let mut m = model.lock().unwrap();
         let cur = |k: &K, m: &Model| m.acked.get(k).cloned().flatten();
+        let lk = format!("w{w}:l{}", i % 2);
+        let setk = format!("w{w}:set{}", i % 2);
+        let zk = format!("w{w}:z{}", i % 2);
+        let list_now: Vec<String> = cur(&K::L(lk.clone()), &m)
+            .map(|v| v.split(',').map(str::to_string).collect())
+            .unwrap_or_default();
+        let joined = |l: &[String]| (!l.is_empty()).then(|| l.join(","));
         let (changes, cmd): (Vec<(K, Option<String>)>, redis::Pipeline) = match op {
+            8 => {
+                let mut l = list_now.clone();
+                l.push(val.clone());
+                let mut p = redis::pipe();
+                p.cmd("RPUSH").arg(&lk).arg(&val);
+                (vec![(K::L(lk.clone()), joined(&l))], p)
+            }
+            9 => {
+                let l = list_now.get(1..).unwrap_or_default().to_vec();
+                let mut p = redis::pipe();
+                p.cmd("LPOP").arg(&lk);
+                (vec![(K::L(lk.clone()), joined(&l))], p)
+            }
+            10 => {
+                // Before the middle element: shifts one side of the list.
+                let mut l = list_now.clone();
+                let mut p = redis::pipe();
+                if l.is_empty() {
+                    l.push(val.clone());
+                    p.cmd("LPUSH").arg(&lk).arg(&val);
+                } else {
+                    let mid = l.len() / 2;
+                    let pivot = l[mid].clone();
+                    let at = l.iter().position(|x| *x == pivot).unwrap_or(mid);
+                    l.insert(at, val.clone());
+                    p.cmd("LINSERT")
+                        .arg(&lk)
+                        .arg("BEFORE")
+                        .arg(&pivot)
+                        .arg(&val);
+                }
+                (vec![(K::L(lk.clone()), joined(&l))], p)
+            }
+            11 => {
+                let mut p = redis::pipe();
+                p.cmd("SADD").arg(&setk).arg(&field);
+                (
+                    vec![(K::Set(setk.clone(), field.clone()), Some("1".into()))],
+                    p,
+                )
+            }
+            12 => {
+                let mut p = redis::pipe();
+                p.cmd("SREM").arg(&setk).arg(&field);
+                (vec![(K::Set(setk.clone(), field.clone()), None)], p)
+            }
+            13 => {
+                let old: i64 = cur(&K::Z(zk.clone(), field.clone()), &m)
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0);
+                let by = (r.next() % 7) as i64 - 3;
+                let mut p = redis::pipe();
+                p.cmd("ZINCRBY").arg(&zk).arg(by).arg(&field);
+                (
+                    vec![(
+                        K::Z(zk.clone(), field.clone()),
+                        Some((old + by).to_string()),
+                    )],
+                    p,
+                )
+            }
+            14 => {
+                let mut p = redis::pipe();
+                p.cmd("ZREM").arg(&zk).arg(&field);
+                (vec![(K::Z(zk.clone(), field.clone()), None)], p)
+            }
             0 => {
                 let mut p = redis::pipe();
                 p.cmd("SET").arg(&sk).arg(&val);
@@ -174,6 +252,24 @@ fn verify(s: &Server, models: &[Arc<Mutex<Model>>]) {
             let actual: Option<String> = match &k {
                 K::S(key) => redis::cmd("GET").arg(key).query(&mut c).unwrap(),
                 K::H(key, f) => redis::cmd("HGET").arg(key).arg(f).query(&mut c).unwrap(),
+                K::L(key) => {
+                    let l: Vec<String> = redis::cmd("LRANGE")
+                        .arg(key)
+                        .arg(0)
+                        .arg(-1)
+                        .query(&mut c)
+                        .unwrap();
+                    (!l.is_empty()).then(|| l.join(","))
+                }
+                K::Set(key, f) => {
+                    let hit: bool = redis::cmd("SISMEMBER")
+                        .arg(key)
+                        .arg(f)
+                        .query(&mut c)
+                        .unwrap();
+                    hit.then(|| "1".to_string())
+                }
+                K::Z(key, f) => redis::cmd("ZSCORE").arg(key).arg(f).query(&mut c).unwrap(),
             };
             let acked = m.acked.get(&k).cloned().flatten();
             let pending = m
@@ -202,6 +298,31 @@ fn verify(s: &Server, models: &[Arc<Mutex<Model>>]) {
                 TOTAL,
                 "worker {w}: a MULTI/EXEC transfer was half applied"
             );
+        }
+        // A sorted set's score index and its members agree.
+        for i in 0..2 {
+            let zk = format!("w{w}:z{i}");
+            let pairs: Vec<(String, String)> = redis::cmd("ZRANGE")
+                .arg(&zk)
+                .arg(0)
+                .arg(-1)
+                .arg("WITHSCORES")
+                .query(&mut c)
+                .unwrap();
+            let card: usize = redis::cmd("ZCARD").arg(&zk).query(&mut c).unwrap();
+            assert_eq!(pairs.len(), card, "{zk}: index and count disagree");
+            for (member, score) in pairs {
+                let s: Option<String> = redis::cmd("ZSCORE")
+                    .arg(&zk)
+                    .arg(&member)
+                    .query(&mut c)
+                    .unwrap();
+                assert_eq!(
+                    s.as_deref(),
+                    Some(score.as_str()),
+                    "{zk} {member}: index and member disagree"
+                );
+            }
         }
         for k in &m.long_ttl {
             let t: i64 = redis::cmd("TTL").arg(k).query(&mut c).unwrap();
