@@ -1,5 +1,6 @@
 //! Power failures under the server's own persistent structures, on the `sim` backend: real
-//! commands (strings, counters, hashes, DEL of hashes, expiry, FLUSHDB, MULTI/EXEC) run
+//! commands (strings, counters, hashes, lists, sets, sorted sets, DEL of collections, expiry,
+//! FLUSHDB, MULTI/EXEC) run
 //! in-process, the power fails at a random fence, the keyspace is reopened from the crash
 //! image, and then: the keyspace is the state after the last acknowledged command or after
 //! one of the later ones, each command whole (whole-keyspace comparison); collection versions are never reused
@@ -69,7 +70,8 @@ fn run(shared: &Shared, c: &mut Client, args: &[&str]) -> Reply {
     }
 }
 
-/// The whole keyspace: (db, key) → type and contents (string value or sorted fields).
+/// The whole keyspace: (db, key) → type and contents (a string's value, or a collection's
+/// records: members, list elements by position, a sorted set's members and index entries).
 type State = BTreeMap<(usize, Vec<u8>), (Kind, Vec<(Vec<u8>, Vec<u8>)>)>;
 
 fn state(shared: &Shared) -> State {
@@ -94,29 +96,65 @@ fn state(shared: &Shared) -> State {
             let m = Meta::decode(&v).expect("meta");
             let mut contents = if m.kind.is_collection() {
                 let mut t = st.txn(&[(db, key)], 0);
-                t.all_members(db, key, m.version).expect("members")
+                t.all_records(db, key, m.version).expect("records")
             } else {
                 vec![(Vec::new(), m.payload.clone())]
             };
             contents.sort();
-            if m.kind.is_collection() {
-                assert_eq!(
-                    contents.len() as u64,
-                    m.size,
-                    "hash size record disagrees with its fields"
-                );
-            }
+            check_collection(&m, &contents);
             out.insert((db, key.to_vec()), (m.kind, contents));
         }
     }
     out
 }
 
+/// A collection's records agree with its metadata: the count, a list's dense positions
+/// between its ends, a sorted set's index entry for each member's score.
+fn check_collection(m: &Meta, records: &[(Vec<u8>, Vec<u8>)]) {
+    let n = records.len() as u64;
+    match m.kind {
+        Kind::String => {}
+        Kind::Hash | Kind::Set => {
+            assert_eq!(n, m.size, "{:?}: count disagrees with members", m.kind)
+        }
+        Kind::List => {
+            let (head, tail) = encoding::list_ends(&m.payload).expect("list ends");
+            assert_eq!(n, tail - head, "list: ends disagree with elements");
+            for (i, (k, _)) in records.iter().enumerate() {
+                let pos = u64::from_be_bytes(k[..8].try_into().expect("position"));
+                assert_eq!(pos, head + i as u64, "list: a gap between its ends");
+            }
+        }
+        Kind::ZSet => {
+            assert_eq!(
+                n,
+                2 * m.size,
+                "sorted set: count disagrees with members and index"
+            );
+            for (k, v) in records
+                .iter()
+                .filter(|(k, _)| k[0] != encoding::SCORE_INDEX)
+            {
+                let score = encoding::decode_score(v).expect("score");
+                let mut full = m.version.to_be_bytes().to_vec();
+                full.extend_from_slice(k);
+                let (_, member) = encoding::split_sub_key(&full).expect("member key");
+                let want = encoding::score_key(m.version, score, member);
+                assert!(
+                    records.iter().any(|(k2, _)| k2[..] == want[8..]),
+                    "sorted set: member without its index entry"
+                );
+            }
+        }
+    }
+}
+
 /// A random command on a small key space.
 fn command(r: &mut Rng) -> Vec<String> {
     let key = |r: &mut Rng, p: &str| format!("{p}{}", r.next() % 4);
     let v = format!("v{}", r.next() % 1000);
-    match r.next() % 12 {
+    let m = format!("m{}", r.next() % 5);
+    match r.next() % 24 {
         0 => vec!["SELECT".into(), (r.next() % DBS as u64).to_string()],
         1 | 2 => vec!["SET".into(), key(r, "s"), v],
         3 => vec!["INCR".into(), key(r, "n")],
@@ -132,8 +170,26 @@ fn command(r: &mut Rng) -> Vec<String> {
         7 => vec!["DEL".into(), key(r, "h"), key(r, "s")],
         8 => vec!["EXPIRE".into(), key(r, "s"), "100000".into()],
         9 => vec!["FLUSHDB".into()],
-        10 => vec!["RENAME".into(), key(r, "h"), key(r, "h")],
-        _ => vec!["HINCRBY".into(), key(r, "h"), "c".into(), "3".into()],
+        10 => {
+            let p = ["h", "l", "t", "z"][(r.next() % 4) as usize];
+            vec!["RENAME".into(), key(r, p), key(r, p)]
+        }
+        11 => vec!["HINCRBY".into(), key(r, "h"), "c".into(), "3".into()],
+        12 | 13 => vec!["RPUSH".into(), key(r, "l"), v, m],
+        14 => vec!["LPUSH".into(), key(r, "l"), v],
+        15 => vec!["LPOP".into(), key(r, "l"), "2".into()],
+        16 => vec!["LINSERT".into(), key(r, "l"), "BEFORE".into(), m, v],
+        17 => vec!["LREM".into(), key(r, "l"), "1".into(), m],
+        18 => vec!["SADD".into(), key(r, "t"), m, v],
+        19 => vec!["SREM".into(), key(r, "t"), m],
+        20 | 21 => vec!["ZADD".into(), key(r, "z"), (r.next() % 7).to_string(), m],
+        22 => vec!["ZINCRBY".into(), key(r, "z"), "2".into(), m],
+        _ => vec![
+            "ZREMRANGEBYSCORE".into(),
+            key(r, "z"),
+            "2".into(),
+            "4".into(),
+        ],
     }
 }
 
