@@ -115,6 +115,73 @@ impl Queue {
     }
 }
 
+/// Writes the replies whose commits are durable; false when the client is gone.
+async fn send_ready(shared: &Shared, stream: &mut TcpStream, q: &mut Queue) -> bool {
+    let end = q.ready(shared);
+    if end > q.sent {
+        if stream.write_all(&q.bytes[q.sent..end]).await.is_err() {
+            return false;
+        }
+        shared
+            .counters
+            .net_out
+            .fetch_add((end - q.sent) as u64, Ordering::Relaxed);
+        q.consume(end);
+    }
+    true
+}
+
+/// Parks the client on a blocking command until a writer serves it or its timeout passes
+/// (nil), sending earlier replies meanwhile. `None` when the client disconnects or is
+/// killed while parked (what it sends meanwhile waits in `buf`).
+async fn park(
+    shared: &Shared,
+    client: &mut Client,
+    stream: &mut TcpStream,
+    q: &mut Queue,
+    buf: &mut Vec<u8>,
+    req: crate::cmd::blocking::Request,
+) -> Option<crate::waiters::Served> {
+    let keys: Vec<(usize, Vec<u8>)> = req.keys.iter().map(|k| (client.db, k.clone())).collect();
+    let deadline = req.timeout.map(|t| tokio::time::Instant::now() + t);
+    let mut parked = shared.waiters.park(client.db, client.resp, req);
+    // W3: a write that landed before the client parked is served now.
+    shared.waiters.serve(shared, &keys);
+    let info = client.info.clone();
+    loop {
+        if !send_ready(shared, stream, q).await {
+            shared.waiters.unpark(parked.id);
+            return None;
+        }
+        let waiting = q.waiting();
+        tokio::select! {
+            r = &mut parked.rx => return r.ok(),
+            _ = async {
+                match deadline {
+                    Some(d) => tokio::time::sleep_until(d).await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                if shared.waiters.unpark(parked.id) {
+                    return Some((Reply::Nil, crate::store::txn::Ticket(0)));
+                }
+                return (&mut parked.rx).await.ok();
+            }
+            _ = shared.store.commits.wait(waiting.unwrap_or(0)), if waiting.is_some() => {}
+            r = stream.read_buf(buf) => {
+                if matches!(r, Ok(0) | Err(_)) {
+                    shared.waiters.unpark(parked.id);
+                    return None;
+                }
+            }
+            _ = info.kill.notified() => {
+                shared.waiters.unpark(parked.id);
+                return None;
+            }
+        }
+    }
+}
+
 /// Serves one connection until it closes, is killed or the server stops.
 pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, info: Arc<ClientInfo>) {
     let _ = stream.set_nodelay(true);
@@ -184,6 +251,12 @@ pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, info: Arc<ClientI
                         .unwrap_or_else(|_| crate::cmd::err("the command panicked"));
                     q.push(&r, 0, client.resp);
                 }
+                Outcome::Block(req) => {
+                    match park(&shared, &mut client, &mut stream, &mut q, &mut buf, req).await {
+                        Some((r, t)) => q.push(&r, t.0, client.resp),
+                        None => break 'conn,
+                    }
+                }
                 Outcome::Monitor => {
                     q.push(&crate::cmd::ok(), 0, client.resp);
                     if monitor.is_none() {
@@ -200,17 +273,8 @@ pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, info: Arc<ClientI
         }
         buf.drain(..start);
         client.flush_counters(&shared);
-        // Send what is ready.
-        let end = q.ready(&shared);
-        if end > q.sent {
-            if stream.write_all(&q.bytes[q.sent..end]).await.is_err() {
-                break;
-            }
-            shared
-                .counters
-                .net_out
-                .fetch_add((end - q.sent) as u64, Ordering::Relaxed);
-            q.consume(end);
+        if !send_ready(&shared, &mut stream, &mut q).await {
+            break;
         }
         if closing && q.waiting().is_none() {
             break;

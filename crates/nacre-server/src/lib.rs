@@ -19,6 +19,7 @@ pub mod longdouble;
 pub mod server;
 pub mod shared;
 pub mod store;
+pub mod waiters;
 
 pub use config::{Config, ConfigError, LogLevel};
 

@@ -206,6 +206,8 @@ pub struct Shared {
     pub slowlog_slower_than: std::sync::atomic::AtomicI64,
     /// `slowlog-max-len`.
     pub slowlog_max_len: AtomicUsize,
+    /// Clients parked by blocking commands.
+    pub waiters: crate::waiters::Waiters,
     /// Itself, for work handed to other threads.
     pub me: std::sync::OnceLock<std::sync::Weak<Shared>>,
 }
@@ -233,6 +235,7 @@ impl Shared {
             last_save_ok: AtomicBool::new(true),
             slowlog_slower_than: std::sync::atomic::AtomicI64::new(10_000),
             slowlog_max_len: AtomicUsize::new(128),
+            waiters: Default::default(),
             me: std::sync::OnceLock::new(),
         }
     }

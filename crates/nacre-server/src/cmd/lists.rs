@@ -498,7 +498,7 @@ fn side(b: &[u8]) -> Result<bool, Reply> {
 
 /// Moves one element from an end of `src` to an end of `dst`; it, or `None` when `src` is
 /// missing.
-fn lmove_one(
+pub fn lmove_one(
     ctx: &mut Ctx,
     src: &[u8],
     dst: &[u8],

@@ -2,6 +2,7 @@
 //! handlers share. Each family lives in a file of its own.
 
 pub mod args;
+pub mod blocking;
 pub mod coll;
 pub mod connection;
 pub mod hashes;
@@ -57,6 +58,8 @@ pub enum Outcome {
     /// Wait until key counts are whole (after a crash, while they are counted in the
     /// background), then run the request again.
     AfterCount(Vec<Vec<u8>>),
+    /// Park until a write gives one of the request's keys something, or its timeout.
+    Block(blocking::Request),
     /// Enter monitor mode.
     Monitor,
     /// Shut the server down (reply only on failure).
@@ -255,7 +258,18 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
                 shared.store.txn(&refs, now_ms())
             };
             let reply = run_key(cmd, &mut txn, client, shared, args);
+            if cmd.flags.contains(&"blocking") && matches!(reply, Reply::Nil) {
+                // Nothing to pop: park (outside MULTI; EXEC answers nil instead).
+                drop(txn);
+                return match blocking::parse(args) {
+                    Ok(req) => Outcome::Block(req),
+                    Err(e) => Outcome::Reply(e, Ticket(0)),
+                };
+            }
             let ticket = txn.commit();
+            if cmd.flags.contains(&"write") {
+                shared.waiters.serve(shared, &keys);
+            }
             Outcome::Reply(reply, ticket)
         }
     }

@@ -165,5 +165,8 @@ pub fn exec(shared: &Shared, client: &mut Client, _: &[Vec<u8>]) -> Outcome {
     }
     let ticket = txn.commit();
     client.end_multi(shared);
+    if writes {
+        shared.waiters.serve(shared, &keys);
+    }
     Outcome::Reply(Reply::Array(replies), ticket)
 }

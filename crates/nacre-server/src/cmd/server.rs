@@ -190,9 +190,10 @@ pub fn info_text(shared: &Shared, sections: &[String]) -> String {
             .filter(|c| c.watching.load(Ordering::Relaxed) > 0)
             .count();
         out.push_str(&format!(
-            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:0\r\nwatching_clients:{}\r\n\r\n",
+            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:{}\r\nwatching_clients:{}\r\n\r\n",
             clients.len(),
             cfg.maxclients,
+            shared.waiters.count(),
             watching
         ));
     }

@@ -7,8 +7,8 @@ use std::sync::OnceLock;
 use nacre_resp::Reply;
 
 use super::{
-    coll as co, connection as c, hashes as h, keys as k, lists as l, multi as m, server as s,
-    sets as se, strings as st, zsetops as zo, zsets as z,
+    blocking as b, coll as co, connection as c, hashes as h, keys as k, lists as l, multi as m,
+    server as s, sets as se, strings as st, zsetops as zo, zsets as z,
 };
 use super::{err, CmdResult, Ctx, Outcome};
 use crate::client::Client;
@@ -75,6 +75,10 @@ const W: &[&str] = &["write", "denyoom"];
 const WF: &[&str] = &["write", "fast"];
 const WDF: &[&str] = &["write", "denyoom", "fast"];
 const R: &[&str] = &["readonly"];
+/// Blocking commands (see `cmd::blocking`).
+const WB: &[&str] = &["write", "blocking"];
+const WDB: &[&str] = &["write", "denyoom", "blocking"];
+const WFB: &[&str] = &["write", "fast", "blocking"];
 /// Read commands over whole databases (see `Outcome::After`).
 const RW: &[&str] = &["readonly", "whole"];
 const RF: &[&str] = &["readonly", "fast"];
@@ -223,6 +227,11 @@ pub static COMMANDS: &[Command] = &[
     cmd!("lmove", 5, W, KR(1, 2, 1), "list", "6.2.0", "Returns an element after popping it from one list and pushing it to another.", Key(l::lmove)),
     cmd!("rpoplpush", 3, W, KR(1, 2, 1), "list", "1.2.0", "Returns the last element of a list after removing and pushing it to another list.", Key(l::rpoplpush)),
     cmd!("lmpop", -4, W, Keys::Custom(l::lmpop_keys), "list", "7.0.0", "Returns multiple elements from a list after removing them.", Key(l::lmpop)),
+    cmd!("blpop", -3, WB, Keys::Custom(b::locked_keys), "list", "2.0.0", "Removes and returns the first element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped.", Key(b::run)),
+    cmd!("brpop", -3, WB, Keys::Custom(b::locked_keys), "list", "2.0.0", "Removes and returns the last element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped.", Key(b::run)),
+    cmd!("blmove", 6, WDB, Keys::Custom(b::locked_keys), "list", "6.2.0", "Pops an element from a list, pushes it to another list and returns it. Blocks until an element is available otherwise.", Key(b::run)),
+    cmd!("brpoplpush", 4, WDB, Keys::Custom(b::locked_keys), "list", "2.2.0", "Pops an element from a list, pushes it to another list and returns it. Block until an element is available otherwise.", Key(b::run)),
+    cmd!("blmpop", -5, WB, Keys::Custom(b::locked_keys), "list", "7.0.0", "Pops the first element from one of multiple lists. Blocks until an element is available otherwise.", Key(b::run)),
     // sets
     cmd!("sadd", -3, WDF, KR(1, 1, 1), "set", "1.0.0", "Adds one or more members to a set.", Key(se::sadd)),
     cmd!("srem", -3, WF, KR(1, 1, 1), "set", "1.0.0", "Removes one or more members from a set.", Key(se::srem)),
@@ -265,6 +274,9 @@ pub static COMMANDS: &[Command] = &[
     cmd!("zpopmin", -2, WF, KR(1, 1, 1), "sorted-set", "5.0.0", "Returns the lowest-scoring members from a sorted set after removing them.", Key(zo::zpopmin)),
     cmd!("zpopmax", -2, WF, KR(1, 1, 1), "sorted-set", "5.0.0", "Returns the highest-scoring members from a sorted set after removing them.", Key(zo::zpopmax)),
     cmd!("zmpop", -4, W, Keys::Custom(zo::zmpop_keys), "sorted-set", "7.0.0", "Returns the highest- or lowest-scoring members from one or more sorted sets after removing them.", Key(zo::zmpop)),
+    cmd!("bzpopmin", -3, WFB, Keys::Custom(b::locked_keys), "sorted-set", "5.0.0", "Removes and returns the member with the lowest score from one or more sorted sets. Blocks until a member is available otherwise.", Key(b::run)),
+    cmd!("bzpopmax", -3, WFB, Keys::Custom(b::locked_keys), "sorted-set", "5.0.0", "Removes and returns the member with the highest score from one or more sorted sets. Blocks until a member available otherwise.", Key(b::run)),
+    cmd!("bzmpop", -5, WB, Keys::Custom(b::locked_keys), "sorted-set", "7.0.0", "Removes and returns a member by score from one or more sorted sets. Blocks until a member is available otherwise.", Key(b::run)),
     cmd!("zrandmember", -2, R, KR(1, 1, 1), "sorted-set", "6.2.0", "Returns one or more random members from a sorted set.", Key(zo::zrandmember)),
     cmd!("zunion", -3, R, Keys::Custom(zo::algebra_keys), "sorted-set", "6.2.0", "Returns the union of multiple sorted sets.", Key(zo::zunion)),
     cmd!("zinter", -3, R, Keys::Custom(zo::algebra_keys), "sorted-set", "6.2.0", "Returns the intersect of multiple sorted sets.", Key(zo::zinter)),

@@ -1,0 +1,195 @@
+//! Blocking list and sorted-set pops: BLPOP BRPOP BLMOVE BRPOPLPUSH BLMPOP BZPOPMIN
+//! BZPOPMAX BZMPOP. Each runs first as its non-blocking form over its keys in order; when
+//! nothing is there (and the client is not in `MULTI`, where it answers nil at once) the
+//! connection parks it in [`crate::waiters`], and writers serve parked clients of a key in
+//! the order they blocked, as Redis does.
+
+use std::time::Duration;
+
+use nacre_resp::Reply;
+
+use super::args::is;
+use super::{err, syntax, CmdResult, Ctx};
+use crate::cmd::{lists, zsetops};
+
+/// What a blocking command does once a key has something.
+#[derive(Clone, Debug)]
+pub enum Op {
+    /// BLPOP / BRPOP: `[key, element]`.
+    Pop { left: bool },
+    /// BLMOVE / BRPOPLPUSH: the element moved.
+    Move {
+        dst: Vec<u8>,
+        from_left: bool,
+        to_left: bool,
+    },
+    /// BLMPOP: `[key, [element...]]`.
+    MPop { left: bool, count: u64 },
+    /// BZPOPMIN / BZPOPMAX: `[key, member, score]`.
+    ZPop { max: bool },
+    /// BZMPOP: `[key, [[member, score]...]]`.
+    ZMPop { max: bool, count: u64 },
+}
+
+/// A parsed blocking command.
+#[derive(Clone, Debug)]
+pub struct Request {
+    /// What to do.
+    pub op: Op,
+    /// Keys watched for data, in order.
+    pub keys: Vec<Vec<u8>>,
+    /// How long to wait (`None`: forever).
+    pub timeout: Option<Duration>,
+}
+
+/// A timeout in seconds as Redis reads one: as milliseconds in a signed 64-bit integer,
+/// where anything too big for one (infinity included) wraps negative.
+fn timeout(b: &[u8]) -> Result<Option<Duration>, Reply> {
+    let v =
+        super::args::parse_f64(b).ok_or_else(|| err("timeout is not a float or out of range"))?;
+    let ms = v * 1000.0;
+    // (NaN is refused by the parse.)
+    if ms >= 9.223_372_036_854_776e18 || ms <= -1.0 {
+        return Err(err("timeout is negative"));
+    }
+    let ms = ms.max(0.0) as u64;
+    if ms == 0 {
+        return Ok(None);
+    }
+    if ms > i64::MAX as u64 - crate::shared::now_ms() {
+        return Err(err("timeout is out of range"));
+    }
+    Ok(Some(Duration::from_millis(ms)))
+}
+
+fn side(b: &[u8], a: &str, z: &str) -> Result<bool, Reply> {
+    if is(b, a) {
+        Ok(true)
+    } else if is(b, z) {
+        Ok(false)
+    } else {
+        Err(syntax())
+    }
+}
+
+/// Parses a blocking command's arguments (`args[0]` names it).
+pub fn parse(args: &[Vec<u8>]) -> Result<Request, Reply> {
+    let name = super::args::lower(&args[0]);
+    let last = args.len() - 1;
+    let (op, keys, t) = match name.as_str() {
+        "blpop" | "brpop" => (
+            Op::Pop {
+                left: name == "blpop",
+            },
+            args[1..last].to_vec(),
+            &args[last],
+        ),
+        "bzpopmin" | "bzpopmax" => (
+            Op::ZPop {
+                max: name == "bzpopmax",
+            },
+            args[1..last].to_vec(),
+            &args[last],
+        ),
+        "brpoplpush" => (
+            Op::Move {
+                dst: args[2].clone(),
+                from_left: false,
+                to_left: true,
+            },
+            vec![args[1].clone()],
+            &args[3],
+        ),
+        "blmove" => {
+            let from_left = side(&args[3], "left", "right")?;
+            let to_left = side(&args[4], "left", "right")?;
+            (
+                Op::Move {
+                    dst: args[2].clone(),
+                    from_left,
+                    to_left,
+                },
+                vec![args[1].clone()],
+                &args[5],
+            )
+        }
+        "blmpop" => {
+            let t = timeout(&args[1])?;
+            let (keys, left, count) = lists::mpop_args(args, 2)?;
+            return Ok(Request {
+                op: Op::MPop { left, count },
+                keys,
+                timeout: t,
+            });
+        }
+        "bzmpop" => {
+            let t = timeout(&args[1])?;
+            let (keys, max, count) = zsetops::mpop_args(args, 2)?;
+            return Ok(Request {
+                op: Op::ZMPop { max, count },
+                keys,
+                timeout: t,
+            });
+        }
+        _ => return Err(err("not a blocking command")),
+    };
+    Ok(Request {
+        op,
+        keys,
+        timeout: timeout(t)?,
+    })
+}
+
+/// Keys a blocking command locks: its keys, and a move's destination.
+pub fn locked_keys(db: usize, args: &[Vec<u8>], _: usize) -> Result<Vec<(usize, Vec<u8>)>, Reply> {
+    let r = parse(args)?;
+    let mut out: Vec<(usize, Vec<u8>)> = r.keys.iter().map(|k| (db, k.clone())).collect();
+    if let Op::Move { dst, .. } = &r.op {
+        out.push((db, dst.clone()));
+    }
+    Ok(out)
+}
+
+/// Runs the non-blocking form over `keys` (the first with something is served): the reply,
+/// or `None` when every key is empty.
+pub fn attempt(ctx: &mut Ctx, r: &Request, keys: &[Vec<u8>]) -> Result<Option<Reply>, Reply> {
+    match &r.op {
+        Op::Pop { left } => Ok(lists::mpop(ctx, keys, *left, 1)?.map(|(k, mut els)| {
+            Reply::Array(vec![
+                Reply::Bulk(k),
+                Reply::Bulk(els.pop().unwrap_or_default()),
+            ])
+        })),
+        Op::MPop { left, count } => {
+            Ok(lists::mpop(ctx, keys, *left, *count)?.map(|found| lists::mpop_reply(Some(found))))
+        }
+        Op::Move {
+            dst,
+            from_left,
+            to_left,
+        } => Ok(lists::lmove_one(ctx, &keys[0], dst, *from_left, *to_left)?.map(Reply::Bulk)),
+        Op::ZPop { max } => {
+            for k in keys {
+                if let Some(mut z) = super::zsets::zset(ctx, k)? {
+                    let mut items = zsetops::pop(ctx, k, &mut z, *max, 1)?;
+                    if let Some((m, s)) = items.pop() {
+                        return Ok(Some(Reply::Array(vec![
+                            Reply::Bulk(k.clone()),
+                            Reply::Bulk(m),
+                            Reply::Double(s),
+                        ])));
+                    }
+                }
+            }
+            Ok(None)
+        }
+        Op::ZMPop { max, count } => zsetops::mpop(ctx, keys, *max, *count),
+    }
+}
+
+/// The handler every blocking command shares: the non-blocking attempt over all its keys;
+/// nil when nothing is there (the dispatcher then parks the client, unless in `MULTI`).
+pub fn run(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let r = parse(args)?;
+    Ok(attempt(ctx, &r, &r.keys)?.unwrap_or(Reply::Nil))
+}

@@ -1,0 +1,272 @@
+//! Blocking pops against the real binary: timeouts, the order parked clients are served
+//! in, wake-ups by plain writes, by MULTI/EXEC and by BLMOVE chains, a client that
+//! disconnects while parked, and the non-blocking answer inside MULTI.
+
+mod common;
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::Server;
+use redis::Value;
+
+fn blocked(s: &Server) -> usize {
+    let info: String = redis::cmd("INFO")
+        .arg("clients")
+        .query(&mut s.conn())
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("blocked_clients:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Waits until `n` clients are parked.
+fn wait_blocked(s: &Server, n: usize) {
+    let t = Instant::now();
+    while blocked(s) != n {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "never saw {n} parked clients"
+        );
+        thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Runs `args` on a new connection in a thread.
+fn spawn_cmd(s: &Server, args: &[&str]) -> thread::JoinHandle<Value> {
+    let h = spawn_try(s, args);
+    thread::spawn(move || h.join().unwrap().unwrap())
+}
+
+/// Like [`spawn_cmd`], keeping the error (a killed client's).
+fn spawn_try(s: &Server, args: &[&str]) -> thread::JoinHandle<redis::RedisResult<Value>> {
+    let mut c = s.conn();
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    thread::spawn(move || {
+        let mut cmd = redis::cmd(&args[0]);
+        for a in &args[1..] {
+            cmd.arg(a);
+        }
+        cmd.query(&mut c)
+    })
+}
+
+fn bulk(s: &str) -> Value {
+    Value::BulkString(s.as_bytes().to_vec())
+}
+
+#[test]
+fn timeouts_and_errors() {
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    let t = Instant::now();
+    let v: Value = redis::cmd("BLPOP")
+        .arg("none")
+        .arg("0.2")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(v, Value::Nil);
+    assert!(
+        t.elapsed() >= Duration::from_millis(190),
+        "{:?}",
+        t.elapsed()
+    );
+    let v: Value = redis::cmd("BZPOPMIN")
+        .arg("none")
+        .arg("0.05")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(v, Value::Nil);
+    let v: Value = redis::cmd("BLMOVE")
+        .arg("none")
+        .arg("d")
+        .arg("LEFT")
+        .arg("RIGHT")
+        .arg("0.05")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(v, Value::Nil);
+    for (args, msg) in [
+        (vec!["BLPOP", "k", "-1"], "timeout is negative"),
+        (
+            vec!["BLPOP", "k", "abc"],
+            "timeout is not a float or out of range",
+        ),
+        (vec!["BLMOVE", "a", "b", "UP", "LEFT", "0"], "syntax error"),
+        (
+            vec!["BLMPOP", "0", "0", "k", "LEFT"],
+            "numkeys should be greater than 0",
+        ),
+    ] {
+        let mut cmd = redis::cmd(args[0]);
+        for a in &args[1..] {
+            cmd.arg(*a);
+        }
+        let e = cmd.query::<Value>(&mut c).unwrap_err();
+        assert!(e.to_string().contains(msg), "{args:?}: {e}");
+    }
+    let _: () = redis::cmd("SET").arg("str").arg("v").query(&mut c).unwrap();
+    let e = redis::cmd("BLPOP")
+        .arg("str")
+        .arg("0")
+        .query::<Value>(&mut c)
+        .unwrap_err();
+    assert!(e.to_string().contains("WRONGTYPE"), "{e}");
+    // Data already there: answered at once, from the first non-empty key.
+    let _: () = redis::cmd("RPUSH")
+        .arg("l2")
+        .arg("x")
+        .arg("y")
+        .query(&mut c)
+        .unwrap();
+    let v: Value = redis::cmd("BRPOP")
+        .arg("l1")
+        .arg("l2")
+        .arg("0")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(v, Value::Array(vec![bulk("l2"), bulk("y")]));
+    // In MULTI a blocking command answers nil at once.
+    let v: Value = redis::pipe()
+        .atomic()
+        .cmd("BLPOP")
+        .arg("none")
+        .arg("0")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(v, Value::Array(vec![Value::Nil]));
+    assert_eq!(blocked(&s), 0);
+}
+
+#[test]
+fn parked_clients_are_served_in_the_order_they_blocked() {
+    let s = Server::start(&[]);
+    let mut handles = Vec::new();
+    for i in 0..5 {
+        handles.push(spawn_cmd(&s, &["BLPOP", "other", "q", "0"]));
+        wait_blocked(&s, i + 1);
+    }
+    let _: () = redis::cmd("RPUSH")
+        .arg("q")
+        .arg(&["a", "b", "c"])
+        .query(&mut s.conn())
+        .unwrap();
+    for (i, want) in ["a", "b", "c"].iter().enumerate() {
+        let v = handles.remove(0).join().unwrap();
+        assert_eq!(v, Value::Array(vec![bulk("q"), bulk(want)]), "client {i}");
+    }
+    wait_blocked(&s, 2);
+    // The rest: one by a push to the other key, one by MULTI/EXEC.
+    let _: () = redis::cmd("LPUSH")
+        .arg("other")
+        .arg("o")
+        .query(&mut s.conn())
+        .unwrap();
+    assert_eq!(
+        handles.remove(0).join().unwrap(),
+        Value::Array(vec![bulk("other"), bulk("o")])
+    );
+    let _: Value = redis::pipe()
+        .atomic()
+        .cmd("SET")
+        .arg("x")
+        .arg("1")
+        .cmd("RPUSH")
+        .arg("q")
+        .arg("m")
+        .query(&mut s.conn())
+        .unwrap();
+    assert_eq!(
+        handles.remove(0).join().unwrap(),
+        Value::Array(vec![bulk("q"), bulk("m")])
+    );
+    assert_eq!(blocked(&s), 0);
+    let len: i64 = redis::cmd("LLEN").arg("q").query(&mut s.conn()).unwrap();
+    assert_eq!(len, 0);
+}
+
+#[test]
+fn blmove_chains_and_sorted_sets_wake_their_waiters() {
+    let s = Server::start(&[]);
+    // A waits on src and moves into mid; B waits on mid; C waits on a sorted set.
+    let a = spawn_cmd(&s, &["BLMOVE", "src", "mid", "LEFT", "RIGHT", "0"]);
+    wait_blocked(&s, 1);
+    let b = spawn_cmd(&s, &["BRPOPLPUSH", "mid", "dst", "0"]);
+    wait_blocked(&s, 2);
+    let c = spawn_cmd(&s, &["BZPOPMAX", "z", "0"]);
+    wait_blocked(&s, 3);
+    let d = spawn_cmd(
+        &s,
+        &["BLMPOP", "0", "2", "x", "dst2", "RIGHT", "COUNT", "2"],
+    );
+    wait_blocked(&s, 4);
+    let mut con = s.conn();
+    let _: () = redis::cmd("RPUSH")
+        .arg("src")
+        .arg("v")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(a.join().unwrap(), bulk("v"));
+    assert_eq!(b.join().unwrap(), bulk("v"));
+    let dst: Vec<String> = redis::cmd("LRANGE")
+        .arg("dst")
+        .arg(0)
+        .arg(-1)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(dst, vec!["v"]);
+    let _: () = redis::cmd("ZADD")
+        .arg("z")
+        .arg(1)
+        .arg("lo")
+        .arg(5)
+        .arg("hi")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(
+        c.join().unwrap(),
+        Value::Array(vec![bulk("z"), bulk("hi"), bulk("5")])
+    );
+    let _: () = redis::cmd("RPUSH")
+        .arg("dst2")
+        .arg(&["1", "2", "3"])
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(
+        d.join().unwrap(),
+        Value::Array(vec![bulk("dst2"), Value::Array(vec![bulk("3"), bulk("2")])])
+    );
+    assert_eq!(blocked(&s), 0);
+}
+
+#[test]
+fn a_client_that_disconnects_while_parked_takes_nothing() {
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    c.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    // The read times out on our side; the server keeps the client parked.
+    let _ = redis::cmd("BLPOP").arg("k").arg("0").query::<Value>(&mut c);
+    wait_blocked(&s, 1);
+    drop(c);
+    wait_blocked(&s, 0);
+    let _: () = redis::cmd("RPUSH")
+        .arg("k")
+        .arg("v")
+        .query(&mut s.conn())
+        .unwrap();
+    let len: i64 = redis::cmd("LLEN").arg("k").query(&mut s.conn()).unwrap();
+    assert_eq!(len, 1);
+    // A killed client leaves too.
+    let h = spawn_try(&s, &["BLPOP", "none", "0"]);
+    wait_blocked(&s, 1);
+    let _: Value = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("SKIPME")
+        .arg("yes")
+        .query(&mut s.conn())
+        .unwrap();
+    wait_blocked(&s, 0);
+    assert!(h.join().unwrap().is_err(), "a killed client got a reply");
+}
