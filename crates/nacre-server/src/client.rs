@@ -34,6 +34,12 @@ pub struct Client {
     pub multi_failed: bool,
     /// Watched keys.
     pub watched: Vec<WatchedKey>,
+    /// Channels subscribed to.
+    pub subs: std::collections::BTreeSet<Vec<u8>>,
+    /// Patterns subscribed to.
+    pub psubs: std::collections::BTreeSet<Vec<u8>>,
+    /// Where this client's pub/sub messages arrive, once it has subscribed.
+    pub inbox: Option<crate::pubsub::Inbox>,
     /// Counts not yet added to the server's (commands, hits, misses, errors): added once per
     /// batch of requests rather than per command.
     pub counts: Cell<[u64; 4]>,
@@ -50,6 +56,9 @@ impl Client {
             multi: None,
             multi_failed: false,
             watched: Vec::new(),
+            subs: Default::default(),
+            psubs: Default::default(),
+            inbox: None,
             counts: Cell::new([0; 4]),
         }
     }
@@ -74,6 +83,23 @@ impl Client {
             }
         }
         *self.info.last.lock() = std::time::Instant::now();
+    }
+
+    /// Subscriptions held (channels and patterns).
+    pub fn subscriptions(&self) -> usize {
+        self.subs.len() + self.psubs.len()
+    }
+
+    /// Leaves every channel and pattern.
+    pub fn unsubscribe_all(&mut self, shared: &Shared) {
+        for c in std::mem::take(&mut self.subs) {
+            shared.pubsub.unsubscribe(false, &c, self.info.id);
+        }
+        for p in std::mem::take(&mut self.psubs) {
+            shared.pubsub.unsubscribe(true, &p, self.info.id);
+        }
+        self.info.subs.store(0, Ordering::Relaxed);
+        self.info.psubs.store(0, Ordering::Relaxed);
     }
 
     /// Sets the selected database.

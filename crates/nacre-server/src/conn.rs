@@ -237,6 +237,11 @@ pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, info: Arc<ClientI
             };
             match outcome {
                 Outcome::Reply(r, t) => q.push(&r, t.0, client.resp),
+                Outcome::Many(rs) => {
+                    for r in &rs {
+                        q.push(r, 0, client.resp);
+                    }
+                }
                 Outcome::Close(r) => {
                     q.push(&r, 0, client.resp);
                     closing = true;
@@ -303,6 +308,17 @@ pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, info: Arc<ClientI
                     q.push_raw(&l);
                 }
             }
+            msg = async {
+                match client.inbox.as_mut() {
+                    Some((_, rx)) => rx.recv().await,
+                    None => std::future::pending().await,
+                }
+            }, if client.inbox.is_some() && !q.full() => {
+                if let Some(m) = msg {
+                    info.pubsub_bytes.fetch_sub(m.size(), Ordering::Relaxed);
+                    q.push(&crate::cmd::pubsub::message_reply(&m), m.ticket, client.resp);
+                }
+            }
             _ = info.kill.notified() => break,
         }
         if buf.capacity() > 1 << 20 && buf.len() < 16 << 10 {
@@ -312,6 +328,7 @@ pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, info: Arc<ClientI
     let _ = stream.shutdown().await;
     client.flush_counters(&shared);
     client.unwatch_all(&shared);
+    client.unsubscribe_all(&shared);
     if client.info.monitor.load(Ordering::Relaxed) {
         shared.monitors.fetch_sub(1, Ordering::Relaxed);
     }

@@ -152,8 +152,7 @@ pub async fn run(
         a.abort();
     }
     for c in shared.clients.lock().values() {
-        c.killed.store(true, Ordering::Release);
-        c.kill.notify_one();
+        c.kill();
     }
     let handles: Vec<_> = tasks.lock().drain(..).collect();
     for h in handles {
@@ -229,26 +228,13 @@ async fn accept(
     }
     shared.counters.connections.fetch_add(1, Ordering::Relaxed);
     let id = shared.next_client.fetch_add(1, Ordering::Relaxed);
-    let now = Instant::now();
     let info = Arc::new(ClientInfo {
-        id,
         addr: peer.to_string(),
         laddr: stream
             .local_addr()
             .map(|a| a.to_string())
             .unwrap_or_default(),
-        name: Mutex::new(String::new()),
-        db: Default::default(),
-        since: now,
-        last: Mutex::new(now),
-        last_cmd: Mutex::new("NULL"),
-        killed: AtomicBool::new(false),
-        kill: tokio::sync::Notify::new(),
-        resp: 2.into(),
-        monitor: AtomicBool::new(false),
-        multi: AtomicBool::new(false),
-        watching: Default::default(),
-        no_evict: AtomicBool::new(false),
+        ..ClientInfo::detached(id)
     });
     shared.clients.lock().insert(id, info.clone());
     let h = tokio::spawn(crate::conn::serve(shared.clone(), stream, info));

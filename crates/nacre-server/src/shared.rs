@@ -73,6 +73,12 @@ pub struct ClientInfo {
     pub watching: AtomicUsize,
     /// `CLIENT NO-EVICT`.
     pub no_evict: AtomicBool,
+    /// Channels subscribed to.
+    pub subs: AtomicUsize,
+    /// Patterns subscribed to.
+    pub psubs: AtomicUsize,
+    /// Bytes of pub/sub messages queued for it, not yet taken by its connection.
+    pub pubsub_bytes: AtomicUsize,
 }
 
 impl ClientInfo {
@@ -95,7 +101,16 @@ impl ClientInfo {
             multi: AtomicBool::new(false),
             watching: AtomicUsize::new(0),
             no_evict: AtomicBool::new(false),
+            subs: AtomicUsize::new(0),
+            psubs: AtomicUsize::new(0),
+            pubsub_bytes: AtomicUsize::new(0),
         }
+    }
+
+    /// Closes the connection (`CLIENT KILL`, shutdown, a lagging subscriber).
+    pub fn kill(&self) {
+        self.killed.store(true, Ordering::Release);
+        self.kill.notify_one();
     }
 
     /// The `CLIENT LIST` / `CLIENT INFO` line.
@@ -111,11 +126,18 @@ impl ClientInfo {
         if self.no_evict.load(Ordering::Relaxed) {
             flags.push('e');
         }
+        let (subs, psubs) = (
+            self.subs.load(Ordering::Relaxed),
+            self.psubs.load(Ordering::Relaxed),
+        );
+        if subs + psubs > 0 {
+            flags.push('P');
+        }
         if flags.is_empty() {
             flags.push('N');
         }
         format!(
-            "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
+            "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db={} sub={} psub={} ssub=0 multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
             self.id,
             self.addr,
             self.laddr,
@@ -124,6 +146,8 @@ impl ClientInfo {
             now.duration_since(*self.last.lock()).as_secs(),
             flags,
             self.db.load(Ordering::Relaxed),
+            subs,
+            psubs,
             if self.multi.load(Ordering::Relaxed) { 0 } else { -1 },
             self.last_cmd.lock(),
             self.resp.load(Ordering::Relaxed),
@@ -208,6 +232,8 @@ pub struct Shared {
     pub slowlog_max_len: AtomicUsize,
     /// Clients parked by blocking commands.
     pub waiters: crate::waiters::Waiters,
+    /// Pub/sub subscriptions.
+    pub pubsub: crate::pubsub::PubSub,
     /// Itself, for work handed to other threads.
     pub me: std::sync::OnceLock<std::sync::Weak<Shared>>,
 }
@@ -236,6 +262,7 @@ impl Shared {
             slowlog_slower_than: std::sync::atomic::AtomicI64::new(10_000),
             slowlog_max_len: AtomicUsize::new(128),
             waiters: Default::default(),
+            pubsub: Default::default(),
             me: std::sync::OnceLock::new(),
         }
     }

@@ -16,7 +16,14 @@ fn reply(r: Reply) -> Outcome {
 }
 
 /// `PING [message]`.
-pub fn ping(_: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
+pub fn ping(_: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
+    if client.resp == 2 && client.subscriptions() > 0 && args.len() <= 2 {
+        // As Redis: a subscribed RESP2 client gets a pong message.
+        return reply(Reply::Array(vec![
+            Reply::Bulk(b"pong".to_vec()),
+            Reply::Bulk(args.get(1).cloned().unwrap_or_default()),
+        ]));
+    }
     match args.len() {
         1 => reply(Reply::Simple("PONG".into())),
         2 => reply(Reply::Bulk(args[1].clone())),
@@ -139,6 +146,7 @@ pub fn quit(_: &Shared, _: &mut Client, _: &[Vec<u8>]) -> Outcome {
 /// `RESET`.
 pub fn reset(shared: &Shared, client: &mut Client, _: &[Vec<u8>]) -> Outcome {
     client.end_multi(shared);
+    client.unsubscribe_all(shared);
     client.select(0);
     client.resp = 2;
     client.info.resp.store(2, Ordering::Relaxed);
@@ -278,8 +286,7 @@ fn kill(shared: &Shared, me: &mut Client, args: &[Vec<u8>]) -> Outcome {
         let clients = shared.clients.lock();
         return match clients.values().find(|c| c.addr == addr) {
             Some(c) => {
-                c.killed.store(true, Ordering::Release);
-                c.kill.notify_one();
+                c.kill();
                 reply(ok())
             }
             None => reply(err("No such client")),
@@ -331,8 +338,7 @@ fn kill(shared: &Shared, me: &mut Client, args: &[Vec<u8>]) -> Outcome {
         {
             continue;
         }
-        c.killed.store(true, Ordering::Release);
-        c.kill.notify_one();
+        c.kill();
         killed += 1;
     }
     reply(Reply::Integer(killed))

@@ -9,6 +9,7 @@ pub mod hashes;
 pub mod keys;
 pub mod lists;
 pub mod multi;
+pub mod pubsub;
 pub mod server;
 pub mod sets;
 pub mod strings;
@@ -46,6 +47,8 @@ pub struct Ctx<'a, 's> {
 pub enum Outcome {
     /// Send this once `Ticket` is durable.
     Reply(Reply, Ticket),
+    /// Send these, in order (subscription confirmations).
+    Many(Vec<Reply>),
     /// Send this, then close the connection.
     Close(Reply),
     /// Sleep, then reply `+OK` (`DEBUG SLEEP`).
@@ -209,6 +212,16 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
             client.multi_failed = true;
         }
         return Outcome::Reply(arity_error(cmd.name), Ticket(0));
+    }
+    if client.resp == 2 && client.subscriptions() > 0 && !pubsub::allowed_when_subscribed(cmd.name)
+    {
+        return Outcome::Reply(
+            err(format!(
+                "Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+                cmd.name
+            )),
+            Ticket(0),
+        );
     }
     if client.multi.is_some()
         && !matches!(

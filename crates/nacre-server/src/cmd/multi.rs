@@ -155,6 +155,8 @@ pub fn exec(shared: &Shared, client: &mut Client, _: &[Vec<u8>]) -> Outcome {
             Run::Key(_) => run_key(cmd, &mut txn, client, shared, args),
             Run::Conn(f) => match f(shared, client, args) {
                 Outcome::Reply(r, _) | Outcome::Close(r) => r,
+                Outcome::Many(mut rs) if rs.len() == 1 => rs.remove(0),
+                Outcome::Many(rs) => Reply::Array(rs),
                 Outcome::After(..) | Outcome::AfterCount(..) => {
                     err("the server is still counting keys after a restart; try again")
                 }

@@ -8,7 +8,7 @@ use nacre_resp::Reply;
 
 use super::{
     blocking as b, coll as co, connection as c, hashes as h, keys as k, lists as l, multi as m,
-    server as s, sets as se, strings as st, zsetops as zo, zsets as z,
+    pubsub as ps, server as s, sets as se, strings as st, zsetops as zo, zsets as z,
 };
 use super::{err, CmdResult, Ctx, Outcome};
 use crate::client::Client;
@@ -87,6 +87,7 @@ const FNA: &[&str] = &["noscript", "loading", "stale", "fast", "no-auth"];
 const A: &[&str] = &["admin", "noscript", "loading", "stale"];
 const AN: &[&str] = &["admin", "noscript", "no-multi"];
 const X: &[&str] = &["write", "exclusive"];
+const PS: &[&str] = &["pubsub", "noscript", "loading", "stale"];
 
 macro_rules! cmd {
     ($name:literal, $arity:expr, $flags:expr, $keys:expr, $group:literal, $since:literal, $summary:literal, $run:expr) => {
@@ -117,6 +118,13 @@ pub static COMMANDS: &[Command] = &[
     cmd!("quit", -1, FNA, NK, "connection", "1.0.0", "Closes the connection.", Conn(c::quit)),
     cmd!("reset", 1, FNA, NK, "connection", "6.2.0", "Resets the connection.", Conn(c::reset)),
     cmd!("client", -2, &["admin", "noscript", "loading", "stale"], NK, "connection", "2.4.0", "A container for client connection commands.", Conn(c::client)),
+    // pub/sub
+    cmd!("subscribe", -2, PS, NK, "pubsub", "2.0.0", "Listens for messages published to channels.", Conn(ps::subscribe)),
+    cmd!("unsubscribe", -1, PS, NK, "pubsub", "2.0.0", "Stops listening to messages posted to channels.", Conn(ps::unsubscribe)),
+    cmd!("psubscribe", -2, PS, NK, "pubsub", "2.0.0", "Listens for messages published to channels that match one or more patterns.", Conn(ps::psubscribe)),
+    cmd!("punsubscribe", -1, PS, NK, "pubsub", "2.0.0", "Stops listening to messages published to channels that match one or more patterns.", Conn(ps::punsubscribe)),
+    cmd!("publish", 3, &["pubsub", "loading", "stale", "fast", "may-replicate"], NK, "pubsub", "2.0.0", "Posts a message to a channel.", Conn(ps::publish)),
+    cmd!("pubsub", -2, &["pubsub", "loading", "stale"], NK, "pubsub", "2.8.0", "A container for Pub/Sub commands.", Conn(ps::pubsub)),
     // server
     cmd!("command", -1, &["loading", "stale"], NK, "server", "2.8.13", "Returns detailed information about all commands.", Conn(s::command)),
     cmd!("info", -1, &["loading", "stale", "counts"], NK, "server", "1.0.0", "Returns information and statistics about the server.", Conn(s::info)),
