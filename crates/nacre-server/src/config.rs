@@ -77,6 +77,9 @@ pub struct Config {
     pub pmem_size: u64,
     /// Nacre: durability backend (`pmem-backend`, default auto).
     pub pmem_backend: Backend,
+    /// Keyspace notification classes (`notify-keyspace-events`, default none; flags of
+    /// [`crate::notify`]).
+    pub notify_keyspace_events: u32,
 }
 
 impl Default for Config {
@@ -95,6 +98,7 @@ impl Default for Config {
             logfile: String::new(),
             pmem_size: 1 << 30,
             pmem_backend: Backend::Auto,
+            notify_keyspace_events: 0,
         }
     }
 }
@@ -125,7 +129,7 @@ pub enum ConfigError {
 }
 
 /// Every directive, as `CONFIG GET` names them.
-pub const DIRECTIVES: [&str; 12] = [
+pub const DIRECTIVES: [&str; 13] = [
     "port",
     "bind",
     "dir",
@@ -138,6 +142,7 @@ pub const DIRECTIVES: [&str; 12] = [
     "logfile",
     "pmem-size",
     "pmem-backend",
+    "notify-keyspace-events",
 ];
 
 /// A memory amount as Redis writes it: digits and an optional unit (`b`, `k` 1000, `kb` 1024,
@@ -270,6 +275,15 @@ impl Config {
                 )?
             }
             "logfile" => self.logfile = one()?.to_string(),
+            "notify-keyspace-events" => {
+                let v = match args {
+                    [] => "",
+                    [a] => a.as_str(),
+                    _ => return Err("Bad directive or wrong number of arguments".into()),
+                };
+                self.notify_keyspace_events = crate::notify::parse(v)
+                    .ok_or("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.")?;
+            }
             "pmem-size" => self.pmem_size = memory(one()?, 16 << 20)?,
             "pmem-backend" => {
                 self.pmem_backend = match one()?.to_ascii_lowercase().as_str() {
@@ -305,6 +319,7 @@ impl Config {
             "logfile" => self.logfile.clone(),
             "pmem-size" => self.pmem_size.to_string(),
             "pmem-backend" => self.pmem_backend.to_string(),
+            "notify-keyspace-events" => crate::notify::format(self.notify_keyspace_events),
             _ => return None,
         })
     }

@@ -16,6 +16,7 @@ pub mod conn;
 pub mod glob;
 pub mod lcs;
 pub mod longdouble;
+pub mod notify;
 pub mod pubsub;
 pub mod server;
 pub mod shared;

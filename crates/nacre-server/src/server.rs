@@ -96,9 +96,19 @@ pub async fn run(
     let stop = Arc::new(AtomicBool::new(false));
     let bg = {
         let (s, st) = (store.clone(), stop.clone());
+        let weak = Arc::downgrade(&shared);
         std::thread::Builder::new()
             .name("nacre-background".into())
-            .spawn(move || store::background::run(s, st))
+            .spawn(move || {
+                store::background::run(s, st, &mut |db, key, ticket| {
+                    if let Some(sh) = weak.upgrade() {
+                        let f = sh.notify_flags();
+                        if f != 0 && sh.pubsub.anyone() {
+                            crate::notify::event(&sh, f, db, key, "expired", ticket);
+                        }
+                    }
+                })
+            })
             .map_err(|e| ServerError::Other(e.to_string()))?
     };
     let mut listeners = Vec::new();

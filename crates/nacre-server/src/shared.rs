@@ -234,6 +234,8 @@ pub struct Shared {
     pub waiters: crate::waiters::Waiters,
     /// Pub/sub subscriptions.
     pub pubsub: crate::pubsub::PubSub,
+    /// `notify-keyspace-events`, read without the config lock.
+    pub notify: std::sync::atomic::AtomicU32,
     /// Itself, for work handed to other threads.
     pub me: std::sync::OnceLock<std::sync::Weak<Shared>>,
 }
@@ -241,6 +243,7 @@ pub struct Shared {
 impl Shared {
     /// Builds the shared state.
     pub fn new(store: Arc<Store>, config: Config, start: StartReport) -> Shared {
+        let notify = config.notify_keyspace_events;
         let (monitor, _) = broadcast::channel(4096);
         Shared {
             store,
@@ -263,8 +266,14 @@ impl Shared {
             slowlog_max_len: AtomicUsize::new(128),
             waiters: Default::default(),
             pubsub: Default::default(),
+            notify: std::sync::atomic::AtomicU32::new(notify),
             me: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The keyspace notification flags now.
+    pub fn notify_flags(&self) -> u32 {
+        self.notify.load(Ordering::Relaxed)
     }
 
     /// Shared state in an `Arc`, knowing itself.

@@ -158,7 +158,9 @@ fn serve_one(shared: &Shared, db: usize, resp: u8, req: &Request, key: &[u8]) ->
     let out = attempt(&mut ctx, req, &[key.to_vec()]);
     match out {
         Ok(Some(reply)) => {
+            let changes = txn.changes_since(0);
             let t = txn.commit();
+            crate::notify::publish(shared, db, &req.args, &changes, t.0);
             Some((reply, t))
         }
         _ => None,

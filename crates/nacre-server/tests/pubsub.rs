@@ -217,3 +217,103 @@ fn a_subscriber_that_never_reads_is_disconnected() {
         .unwrap();
     assert!(n <= 1);
 }
+
+/// Keyspace events of a command script, as one subscriber of every event receives them.
+fn keyspace_session(port: u16) -> (Vec<u8>, Vec<u8>) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    let mut p = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    raw_exchange(
+        &mut p,
+        &resp(&["CONFIG", "SET", "notify-keyspace-events", "AKEn"]),
+        WAIT,
+    );
+    raw_exchange(&mut s, &resp(&["PSUBSCRIBE", "__key*__:*"]), WAIT);
+    let script: &[&[&str]] = &[
+        &["SET", "s", "v"],
+        &["SET", "s", "w", "EX", "100"],
+        &["APPEND", "s", "x"],
+        &["INCR", "n"],
+        &["DECRBY", "n", "2"],
+        &["INCRBYFLOAT", "n", "1.5"],
+        &["SETRANGE", "s", "0", "q"],
+        &["PERSIST", "s"],
+        &["EXPIRE", "s", "50"],
+        &["RENAME", "s", "s2"],
+        &["DEL", "s2", "n"],
+        &["HSET", "h", "f", "v"],
+        &["HINCRBY", "h", "c", "1"],
+        &["HDEL", "h", "f", "c"],
+        &["RPUSH", "l", "a", "b"],
+        &["LPUSH", "l", "z"],
+        &["LMOVE", "l", "l2", "LEFT", "RIGHT"],
+        &["LPOP", "l"],
+        &["RPOP", "l"],
+        &["RPOP", "l2"],
+        &["SADD", "st", "a", "b"],
+        &["SADD", "st", "a"],
+        &["SREM", "st", "a"],
+        &["SMOVE", "st", "st2", "b"],
+        &["SINTERSTORE", "st3", "st2", "missing"],
+        &["SUNIONSTORE", "st3", "st2"],
+        &["ZADD", "z", "1", "a", "2", "b"],
+        &["ZINCRBY", "z", "5", "a"],
+        &["ZADD", "z", "INCR", "1", "b"],
+        &["ZREM", "z", "a"],
+        &["ZPOPMIN", "z"],
+        &["MULTI"],
+        &["SET", "m1", "x"],
+        &["LPUSH", "m2", "y"],
+        &["EXEC"],
+        &["GETDEL", "m1"],
+        &["EXPIRE", "m2", "0"],
+        &["SET", "gone", "x", "PX", "1"],
+    ];
+    let mut all = Vec::new();
+    for cmd in script {
+        all.extend_from_slice(&resp(cmd));
+    }
+    raw_exchange(&mut p, &all, WAIT);
+    // The active expire cycle removes `gone` (both servers run it ten times a second).
+    let events = raw_exchange(&mut s, b"", Duration::from_millis(1500));
+    (events, Vec::new())
+}
+
+#[test]
+fn keyspace_notifications_match_redis() {
+    let nacre = Server::start(&[]);
+    let redis = RedisServer::start();
+    let (ours, theirs) = std::thread::scope(|sc| {
+        let t = redis
+            .as_ref()
+            .map(|r| sc.spawn(|| keyspace_session(r.port)));
+        (
+            keyspace_session(nacre.port).0,
+            t.map(|t| t.join().expect("session").0),
+        )
+    });
+    let text = String::from_utf8_lossy(&ours);
+    assert!(
+        text.contains("__keyevent@0__:expired\r\n$4\r\ngone"),
+        "{text}"
+    );
+    let Some(theirs) = theirs else {
+        eprintln!("redis-server is not installed; compared with nothing");
+        return;
+    };
+    // Compare message by message for a readable difference.
+    let split = |b: &[u8]| -> Vec<String> {
+        String::from_utf8_lossy(b)
+            .split("*4\r\n")
+            .map(|m| m.replace("\r\n", " "))
+            .collect()
+    };
+    let (a, b) = (split(&ours), split(&theirs));
+    for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+        assert_eq!(x, y, "event {i} differs (nacre first)");
+    }
+    assert_eq!(
+        a.len(),
+        b.len(),
+        "event counts differ:\n nacre {a:?}\n redis {b:?}"
+    );
+}

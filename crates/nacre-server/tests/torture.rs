@@ -226,7 +226,7 @@ fn run_once(base: &[u8], seed: u64) -> Result<(), String> {
             let stop = std::sync::atomic::AtomicBool::new(false);
             store::background::gc_pass(&shared.store, &stop, std::time::Duration::from_secs(5))
                 .expect("gc");
-            store::background::expire_step(&shared.store).expect("expire");
+            store::background::expire_step(&shared.store, &mut |_, _, _| {}).expect("expire");
         }
         let now = state(&shared);
         if sim.is_stopped() {

@@ -40,6 +40,8 @@ pub struct Request {
     pub keys: Vec<Vec<u8>>,
     /// How long to wait (`None`: forever).
     pub timeout: Option<Duration>,
+    /// The command as given (for keyspace events when a writer serves it).
+    pub args: Vec<Vec<u8>>,
 }
 
 /// A timeout in seconds as Redis reads one: as milliseconds in a signed 64-bit integer,
@@ -120,6 +122,7 @@ pub fn parse(args: &[Vec<u8>]) -> Result<Request, Reply> {
                 op: Op::MPop { left, count },
                 keys,
                 timeout: t,
+                args: args.to_vec(),
             });
         }
         "bzmpop" => {
@@ -129,6 +132,7 @@ pub fn parse(args: &[Vec<u8>]) -> Result<Request, Reply> {
                 op: Op::ZMPop { max, count },
                 keys,
                 timeout: t,
+                args: args.to_vec(),
             });
         }
         _ => return Err(err("not a blocking command")),
@@ -137,6 +141,7 @@ pub fn parse(args: &[Vec<u8>]) -> Result<Request, Reply> {
         op,
         keys,
         timeout: timeout(t)?,
+        args: args.to_vec(),
     })
 }
 

@@ -33,7 +33,18 @@ pub fn typed_or_new(ctx: &mut Ctx, key: &[u8], kind: Kind) -> Result<Meta, Reply
 pub fn resize(ctx: &mut Ctx, key: &[u8], size: u64, outgrown: bool) -> Result<(), Reply> {
     if size == 0 {
         ctx.txn.set(ctx.db, key, None)?;
-    } else if let Some(m) = ctx.txn.get_mut(ctx.db, key)? {
+        return Ok(());
+    }
+    // An unchanged record is left alone: a command that changed nothing (SADD of members
+    // already there) neither writes nor counts as a change.
+    let unchanged = ctx
+        .txn
+        .get(ctx.db, key)?
+        .is_some_and(|m| m.size == size && (!outgrown || m.hint == Hint::Raw));
+    if unchanged {
+        return Ok(());
+    }
+    if let Some(m) = ctx.txn.get_mut(ctx.db, key)? {
         m.size = size;
         if outgrown {
             m.hint = Hint::Raw;

@@ -271,6 +271,12 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
                 shared.store.txn(&refs, now_ms())
             };
             let reply = run_key(cmd, &mut txn, client, shared, args);
+            let notifying = shared.notify_flags() != 0;
+            let changes = if notifying {
+                txn.changes_since(0)
+            } else {
+                Vec::new()
+            };
             if cmd.flags.contains(&"blocking") && matches!(reply, Reply::Nil) {
                 // Nothing to pop: park (outside MULTI; EXEC answers nil instead).
                 drop(txn);
@@ -280,6 +286,9 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
                 };
             }
             let ticket = txn.commit();
+            if notifying {
+                crate::notify::publish(shared, client.db, args, &changes, ticket.0);
+            }
             if cmd.flags.contains(&"write") {
                 shared.waiters.serve(shared, &keys);
             }

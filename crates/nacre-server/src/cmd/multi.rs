@@ -142,7 +142,10 @@ pub fn exec(shared: &Shared, client: &mut Client, _: &[Vec<u8>]) -> Outcome {
         }
     }
     let mut replies = Vec::with_capacity(queue.len());
+    let notifying = shared.notify_flags() != 0;
+    let mut events = Vec::new();
     for (args, kerr) in queue.iter().zip(key_errors) {
+        let mark = txn.mark();
         if let Some(e) = kerr {
             replies.push(e);
             continue;
@@ -164,8 +167,14 @@ pub fn exec(shared: &Shared, client: &mut Client, _: &[Vec<u8>]) -> Outcome {
             },
         };
         replies.push(r);
+        if notifying {
+            events.push((client.db, args, txn.changes_since(mark)));
+        }
     }
     let ticket = txn.commit();
+    for (db, args, changes) in events {
+        crate::notify::publish(shared, db, args, &changes, ticket.0);
+    }
     client.end_multi(shared);
     if writes {
         shared.waiters.serve(shared, &keys);

@@ -375,6 +375,9 @@ pub fn config(shared: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
                     )));
                 }
             }
+            shared
+                .notify
+                .store(cfg.notify_keyspace_events, Ordering::Relaxed);
             *shared.config.write() = cfg;
             reply(ok())
         }

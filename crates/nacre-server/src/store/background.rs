@@ -25,14 +25,18 @@ const EXPIRE_STEP: usize = 256;
 /// Records deleted per cleaner batch.
 const GC_BATCH: usize = 512;
 
+/// Told of each key the active expire cycle deletes: its database and name, and the ticket
+/// of the delete.
+pub type OnExpired<'a> = &'a mut dyn FnMut(usize, &[u8], u64);
+
 /// Runs the background loop until `stop` is set.
-pub fn run(store: Arc<Store>, stop: Arc<AtomicBool>) {
+pub fn run(store: Arc<Store>, stop: Arc<AtomicBool>, on_expired: OnExpired<'_>) {
     let mut last_gc = Instant::now();
     while !stop.load(Ordering::Acquire) {
         std::thread::sleep(Duration::from_millis(100));
         let t = Instant::now();
         loop {
-            match expire_step(&store) {
+            match expire_step(&store, on_expired) {
                 Ok(n) if n >= EXPIRE_STEP && t.elapsed() < Duration::from_millis(25) => continue,
                 Ok(_) => break,
                 Err(e) => {
@@ -52,7 +56,7 @@ pub fn run(store: Arc<Store>, stop: Arc<AtomicBool>) {
 
 /// Deletes up to [`EXPIRE_STEP`] keys whose expiry time has passed; how many entries it
 /// looked at.
-pub fn expire_step(store: &Store) -> Result<usize> {
+pub fn expire_step(store: &Store, on_expired: OnExpired<'_>) -> Result<usize> {
     let now = now_ms();
     let it = store.db.iter(
         &store.subs.expire,
@@ -85,7 +89,8 @@ pub fn expire_step(store: &Store) -> Result<usize> {
         if expired {
             txn.set(db, key, None)?;
             store.expired_keys.fetch_add(1, Ordering::Relaxed);
-            txn.commit();
+            let t = txn.commit();
+            on_expired(db, key, t.0);
         } else if meta != Some(at) {
             // Left over from a change whose batch deleted another entry.
             drop(txn);

@@ -40,7 +40,14 @@ struct KeyState {
     cur: Option<Meta>,
     /// `sub` records this command wrote.
     subs: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    /// The txn's change clock at this key's last change (0: unchanged).
+    changed_at: u64,
+    /// Whether the key existed (unexpired) before its first change since the last mark.
+    before: bool,
 }
+
+/// A key a command changed: database, key, whether it existed before and after.
+pub type Change = (usize, Vec<u8>, bool, bool);
 
 /// A running command's hold on the keyspace. Dropping it without [`Txn::commit`] discards
 /// its writes.
@@ -55,6 +62,9 @@ pub struct Txn<'s> {
     /// Whole-database changes made under the exclusive namespace lock.
     extra: WriteBatch,
     count_delta: Vec<(usize, i64)>,
+    /// Counts changes (for [`Txn::changes_since`]).
+    clock: u64,
+    mark: u64,
 }
 
 /// Members of a collection: (member, value) pairs.
@@ -104,6 +114,8 @@ impl<'s> Txn<'s> {
                 orig: None,
                 cur: None,
                 subs: BTreeMap::new(),
+                changed_at: 0,
+                before: false,
             });
         }
         let mut stripes: Vec<usize> = states.iter().map(|k| k.stripe).collect();
@@ -124,6 +136,8 @@ impl<'s> Txn<'s> {
             max_version: 0,
             extra: WriteBatch::new(),
             count_delta: Vec::new(),
+            clock: 0,
+            mark: 0,
         }
     }
 
@@ -187,6 +201,36 @@ impl<'s> Txn<'s> {
         Ok(())
     }
 
+    /// Notes that key `i` (loaded) changes now.
+    fn note(&mut self, i: usize) {
+        let now = self.now;
+        let k = &mut self.keys[i];
+        if k.changed_at <= self.mark {
+            k.before = k.cur.as_ref().is_some_and(|m| !m.expired(now));
+        }
+        self.clock += 1;
+        k.changed_at = self.clock;
+    }
+
+    /// Starts a segment (one command of an `EXEC`): [`Txn::changes_since`] of what this
+    /// returns lists the keys changed after it.
+    pub fn mark(&mut self) -> u64 {
+        self.mark = self.clock;
+        self.clock
+    }
+
+    /// Keys changed since `mark`, with whether each existed before and after.
+    pub fn changes_since(&self, mark: u64) -> Vec<Change> {
+        self.keys
+            .iter()
+            .filter(|k| k.changed_at > mark)
+            .map(|k| {
+                let after = k.cur.as_ref().is_some_and(|m| !m.expired(self.now));
+                (k.db, k.key.clone(), k.before, after)
+            })
+            .collect()
+    }
+
     /// The key's metadata if it exists and has not expired. A write command then sees an
     /// expired key as deleted (and deletes it when it commits).
     pub fn get(&mut self, db: usize, key: &[u8]) -> Result<Option<&Meta>> {
@@ -205,6 +249,9 @@ impl<'s> Txn<'s> {
     pub fn get_mut(&mut self, db: usize, key: &[u8]) -> Result<Option<&mut Meta>> {
         let i = self.index(db, key)?;
         self.load(i)?;
+        if self.keys[i].cur.is_some() {
+            self.note(i);
+        }
         let now = self.now;
         let k = &mut self.keys[i];
         if k.cur.as_ref().is_some_and(|m| m.expired(now)) {
@@ -226,6 +273,9 @@ impl<'s> Txn<'s> {
     pub fn set(&mut self, db: usize, key: &[u8], meta: Option<Meta>) -> Result<()> {
         let i = self.index(db, key)?;
         self.load(i)?;
+        if meta.is_some() || self.keys[i].cur.is_some() {
+            self.note(i);
+        }
         let k = &mut self.keys[i];
         k.touched |= meta.is_some() || k.cur.is_some();
         k.cur = meta;
@@ -244,6 +294,7 @@ impl<'s> Txn<'s> {
         let v = self.new_version();
         let i = self.index(db, key)?;
         self.load(i)?;
+        self.note(i);
         self.keys[i].touched = true;
         Ok(self.keys[i].cur.insert(Meta::collection(kind, v)))
     }
@@ -304,6 +355,8 @@ impl<'s> Txn<'s> {
         value: Option<Vec<u8>>,
     ) -> Result<()> {
         let i = self.index(db, key)?;
+        self.load(i)?;
+        self.note(i);
         self.keys[i].touched = true;
         self.keys[i].subs.insert(sk, value);
         Ok(())
