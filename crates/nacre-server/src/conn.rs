@@ -246,6 +246,27 @@ pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, info: Arc<ClientI
                     q.push(&r, 0, client.resp);
                     closing = true;
                 }
+                Outcome::Delay(d, r) => {
+                    let deadline = d.map(|d| tokio::time::Instant::now() + d);
+                    loop {
+                        // What the client sends meanwhile waits in `buf`.
+                        tokio::select! {
+                            _ = async {
+                                match deadline {
+                                    Some(t) => tokio::time::sleep_until(t).await,
+                                    None => std::future::pending().await,
+                                }
+                            } => break,
+                            r = stream.read_buf(&mut buf) => {
+                                if matches!(r, Ok(0) | Err(_)) {
+                                    break 'conn;
+                                }
+                            }
+                            _ = info.kill.notified() => break 'conn,
+                        }
+                    }
+                    q.push(&r, 0, client.resp);
+                }
                 Outcome::Sleep(d) => {
                     tokio::time::sleep(d).await;
                     q.push(&crate::cmd::ok(), 0, client.resp);

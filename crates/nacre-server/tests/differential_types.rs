@@ -747,3 +747,68 @@ fn sorted_sets() {
     ]);
     d.finish();
 }
+
+#[test]
+fn sort_and_wait() {
+    let Some(mut d) = Diff::start("sort") else {
+        return;
+    };
+    d.script(&[
+        "RPUSH l 3 1 2 10 -5 2.5",
+        "SORT l",
+        "SORT l DESC",
+        "SORT l LIMIT 1 3",
+        "SORT l LIMIT -1 2",
+        "SORT l LIMIT 2 -1",
+        "SORT l LIMIT 10 2",
+        "SORT l ALPHA",
+        "SORT l ALPHA DESC LIMIT 0 2",
+        "RPUSH w b a c",
+        "SORT w",
+        "SORT w ALPHA",
+        "SADD s 5 3 9",
+        "SORT s",
+        "SORT s DESC",
+        "ZADD z 1 c 2 b 3 a",
+        "SORT z ALPHA",
+        "SORT z BY nosort",
+        "SORT l BY nosort",
+        "SORT missing",
+        "SET str x",
+        "SORT str",
+        "HSET h f v",
+        "SORT h",
+        "MSET w_a 3 w_b 1 w_c 2",
+        "SORT w BY w_*",
+        "SORT w BY w_* DESC",
+        "SORT w BY w_* GET # GET w_*",
+        "SORT w BY missing_* GET #",
+        "HSET obj_a name x age 30",
+        "HSET obj_b name y age 20",
+        "HSET obj_c name z age 25",
+        "SORT w BY obj_*->age GET obj_*->name",
+        "SORT w BY obj_*->age GET # GET obj_*->name GET nopattern",
+        "SORT w GET obj_*->",
+        "SORT w BY w_* STORE dst",
+        "LRANGE dst 0 -1",
+        "TYPE dst",
+        "SORT missing STORE dst",
+        "EXISTS dst",
+        "SORT s BY nosort STORE dst2",
+        "LRANGE dst2 0 -1",
+        "SORT l STORE",
+        "SORT l LIMIT 1",
+        "SORT l FOO",
+        "SORT l LIMIT a 1",
+        "SORT_RO l",
+        "SORT_RO w BY w_* GET w_*",
+        "SORT_RO l STORE x",
+        "SORT",
+        "WAIT 0 0",
+        "WAIT 1 50",
+        "WAIT x 0",
+        "WAIT 1 -1",
+        "WAIT 1 x",
+    ]);
+    d.finish();
+}

@@ -12,6 +12,7 @@ pub mod multi;
 pub mod pubsub;
 pub mod server;
 pub mod sets;
+pub mod sort;
 pub mod strings;
 pub mod table;
 pub mod zsetops;
@@ -51,6 +52,8 @@ pub enum Outcome {
     Many(Vec<Reply>),
     /// Send this, then close the connection.
     Close(Reply),
+    /// Reply after a while (`None`: only when the client goes; `WAIT` without replicas).
+    Delay(Option<std::time::Duration>, Reply),
     /// Sleep, then reply `+OK` (`DEBUG SLEEP`).
     Sleep(std::time::Duration),
     /// Run on a blocking thread, then reply (`SAVE`, `DEBUG RELOAD`).
@@ -265,7 +268,9 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
                 Err(e) => return Outcome::Reply(e, Ticket(0)),
             };
             let refs: Vec<(usize, &[u8])> = keys.iter().map(|(d, k)| (*d, k.as_slice())).collect();
-            let mut txn = if cmd.flags.contains(&"exclusive") {
+            let exclusive = cmd.flags.contains(&"exclusive")
+                || (cmd.flags.contains(&"patterns") && sort::uses_patterns(args));
+            let mut txn = if exclusive {
                 Txn::exclusive(&shared.store, &refs, now_ms())
             } else {
                 shared.store.txn(&refs, now_ms())

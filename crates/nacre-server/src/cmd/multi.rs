@@ -105,7 +105,8 @@ pub fn exec(shared: &Shared, client: &mut Client, _: &[Vec<u8>]) -> Outcome {
                 }
             }
         }
-        exclusive |= cmd.flags.contains(&"exclusive");
+        exclusive |= cmd.flags.contains(&"exclusive")
+            || (cmd.flags.contains(&"patterns") && super::sort::uses_patterns(args));
         writes |= cmd.flags.contains(&"write");
         match keys_of(cmd, db, args, shared.store.databases()) {
             Ok(k) => {
@@ -159,6 +160,7 @@ pub fn exec(shared: &Shared, client: &mut Client, _: &[Vec<u8>]) -> Outcome {
             Run::Conn(f) => match f(shared, client, args) {
                 Outcome::Reply(r, _) | Outcome::Close(r) => r,
                 Outcome::Many(mut rs) if rs.len() == 1 => rs.remove(0),
+                Outcome::Delay(_, r) => r,
                 Outcome::Many(rs) => Reply::Array(rs),
                 Outcome::After(..) | Outcome::AfterCount(..) => {
                     err("the server is still counting keys after a restart; try again")

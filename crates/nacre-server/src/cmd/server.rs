@@ -624,3 +624,24 @@ pub fn slowlog(shared: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
         _ => reply(unknown_subcommand(&args[1], "slowlog")),
     }
 }
+
+/// `WAIT numreplicas timeout`: there are no replicas, so it answers 0, at once when no
+/// replica is asked for and after the timeout (never, for 0) otherwise, as Redis does.
+pub fn wait(_: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
+    let n = match int(&args[1]) {
+        Ok(n) => n,
+        Err(e) => return reply(e),
+    };
+    let t = match super::args::parse_i64_strict(&args[2]) {
+        None => return reply(err("timeout is not an integer or out of range")),
+        Some(t) if t < 0 => return reply(err("timeout is negative")),
+        Some(t) => t,
+    };
+    if n <= 0 {
+        return reply(Reply::Integer(0));
+    }
+    Outcome::Delay(
+        (t > 0).then(|| std::time::Duration::from_millis(t as u64)),
+        Reply::Integer(0),
+    )
+}

@@ -8,7 +8,7 @@ use nacre_resp::Reply;
 
 use super::{
     blocking as b, coll as co, connection as c, hashes as h, keys as k, lists as l, multi as m,
-    pubsub as ps, server as s, sets as se, strings as st, zsetops as zo, zsets as z,
+    pubsub as ps, server as s, sets as se, sort as so, strings as st, zsetops as zo, zsets as z,
 };
 use super::{err, CmdResult, Ctx, Outcome};
 use crate::client::Client;
@@ -169,6 +169,9 @@ pub static COMMANDS: &[Command] = &[
     cmd!("copy", -3, W, Keys::Custom(k::copy_keys), "generic", "6.2.0", "Copies the value of a key to a new key.", Key(k::copy)),
     cmd!("move", 3, WF, Keys::Custom(k::move_keys), "generic", "1.0.0", "Moves a key to another database.", Key(k::move_)),
     cmd!("touch", -2, RF, KR(1, -1, 1), "generic", "3.2.1", "Returns the number of existing keys out of those specified after updating the time they were last accessed.", Key(k::exists)),
+    cmd!("sort", -2, &["write", "denyoom", "patterns"], Keys::Custom(so::sort_keys), "generic", "1.0.0", "Sorts the elements in a list, a set, or a sorted set, optionally storing the result.", Key(so::sort)),
+    cmd!("sort_ro", -2, &["readonly", "patterns"], KR(1, 1, 1), "generic", "7.0.0", "Returns the sorted elements of a list, a set, or a sorted set.", Key(so::sort_ro)),
+    cmd!("wait", 3, &["noscript"], NK, "generic", "3.0.0", "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed.", Conn(s::wait)),
     cmd!("object", -2, R, Keys::Custom(k::object_keys), "generic", "2.2.3", "A container for object introspection commands.", Key(k::object)),
     // strings
     cmd!("get", 2, RF, KR(1, 1, 1), "string", "1.0.0", "Returns the string value of a key.", Key(st::get)),

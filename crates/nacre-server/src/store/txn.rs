@@ -163,6 +163,41 @@ impl<'s> Txn<'s> {
             .ok_or_else(|| StoreError::Corrupt("a command used a key it did not lock".into()))
     }
 
+    /// Exclusive txns: takes one more key (SORT's BY and GET lookups, known only once the
+    /// sorted elements are read). No other txn runs while the namespace table is held
+    /// exclusively (each holds it shared for its whole life), so locking another stripe now
+    /// cannot deadlock.
+    pub fn add_key(&mut self, db: usize, key: &[u8]) -> Result<()> {
+        if self.index(db, key).is_ok() {
+            return Ok(());
+        }
+        if !matches!(self.ns, NsGuard::Exclusive(_)) {
+            return Err(StoreError::Corrupt(
+                "a key added to a running command that does not hold the keyspace".into(),
+            ));
+        }
+        let stripe = Store::stripe_of(db, key);
+        if let Err(pos) = self.locks.binary_search_by_key(&stripe, |(s, _)| *s) {
+            let guard = self.store.stripes[stripe].lock();
+            self.locks.insert(pos, (stripe, guard));
+        }
+        let gen = self.ns.get().gens[db];
+        self.keys.push(KeyState {
+            db,
+            key: key.to_vec(),
+            mkey: encoding::meta_key(gen, key),
+            stripe,
+            loaded: false,
+            touched: false,
+            orig: None,
+            cur: None,
+            subs: BTreeMap::new(),
+            changed_at: 0,
+            before: false,
+        });
+        Ok(())
+    }
+
     fn stripe(&mut self, stripe: usize) -> &mut Stripe {
         let i = self
             .locks
