@@ -509,3 +509,75 @@ fn key_counts_after_a_crash_include_writes_made_while_counting() {
     let n: i64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
     assert_eq!(n, 30_005);
 }
+
+#[test]
+fn random_draws_reach_every_member_and_spop_empties_a_set() {
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    let members: Vec<String> = (0..40).map(|i| format!("m{i}")).collect();
+    let _: () = redis::cmd("SADD")
+        .arg("s")
+        .arg(&members)
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("HSET")
+        .arg("h")
+        .arg(
+            members
+                .iter()
+                .flat_map(|m| [m.clone(), "v".into()])
+                .collect::<Vec<_>>(),
+        )
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("ZADD")
+        .arg("z")
+        .arg(
+            members
+                .iter()
+                .enumerate()
+                .flat_map(|(i, m)| [i.to_string(), m.clone()])
+                .collect::<Vec<_>>(),
+        )
+        .query(&mut c)
+        .unwrap();
+    for (cmd, key) in [
+        ("SRANDMEMBER", "s"),
+        ("HRANDFIELD", "h"),
+        ("ZRANDMEMBER", "z"),
+    ] {
+        let got: Vec<String> = redis::cmd(cmd).arg(key).arg(-4000).query(&mut c).unwrap();
+        assert_eq!(got.len(), 4000);
+        let seen: std::collections::HashSet<&String> = got.iter().collect();
+        assert_eq!(seen.len(), 40, "{cmd} never drew some members");
+        let d: Vec<String> = redis::cmd(cmd).arg(key).arg(7).query(&mut c).unwrap();
+        let ds: std::collections::HashSet<&String> = d.iter().collect();
+        assert_eq!(
+            (d.len(), ds.len()),
+            (7, 7),
+            "{cmd} with a positive count repeated a member"
+        );
+    }
+    // Single draws (one seek each) reach every member too.
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..3000 {
+        let m: String = redis::cmd("SRANDMEMBER").arg("s").query(&mut c).unwrap();
+        seen.insert(m);
+    }
+    assert_eq!(
+        seen.len(),
+        40,
+        "single SRANDMEMBER draws never reached some members"
+    );
+    let mut popped = std::collections::HashSet::new();
+    loop {
+        let v: Option<String> = redis::cmd("SPOP").arg("s").query(&mut c).unwrap();
+        match v {
+            Some(m) => assert!(popped.insert(m), "SPOP returned a member twice"),
+            None => break,
+        }
+    }
+    assert_eq!(popped.len(), 40);
+    let n: i64 = redis::cmd("EXISTS").arg("s").query(&mut c).unwrap();
+    assert_eq!(n, 0);
+}

@@ -5,6 +5,7 @@ use nacre_resp::Reply;
 
 use super::{err, wrongtype, Ctx};
 use crate::store::encoding::{Hint, Kind, Meta};
+use crate::store::txn::Members;
 
 /// The key's metadata if it holds a `kind` (`None` if missing; WRONGTYPE for another type).
 pub fn typed(ctx: &mut Ctx, key: &[u8], kind: Kind) -> Result<Option<Meta>, Reply> {
@@ -102,4 +103,89 @@ pub fn numkeys(args: &[Vec<u8>], at: usize) -> Result<usize, Reply> {
 pub fn numkeys_keys(db: usize, args: &[Vec<u8>], _: usize) -> Result<Vec<(usize, Vec<u8>)>, Reply> {
     let n = numkeys(args, 1)?;
     Ok(args[2..2 + n].iter().map(|k| (db, k.clone())).collect())
+}
+
+/// Members read after a random position for one draw: choosing among them evens out how
+/// likely each member is (a member's chance follows the hash gaps before it, averaged over
+/// this many members).
+const DRAW_WINDOW: usize = 16;
+
+/// One member of collection `version` drawn at random: a random position in hash order is
+/// sought once, and one of the [`DRAW_WINDOW`] members from there on (wrapping around) is
+/// picked, so a draw costs one seek whatever the collection's size.
+pub fn random_member(
+    ctx: &mut Ctx,
+    key: &[u8],
+    version: u64,
+) -> Result<Option<(Vec<u8>, Vec<u8>)>, Reply> {
+    let from = crate::shared::random_u64() >> 1;
+    let (mut got, _) = ctx.txn.members(ctx.db, key, version, from, DRAW_WINDOW)?;
+    if got.len() < DRAW_WINDOW {
+        let (more, _) = ctx
+            .txn
+            .members(ctx.db, key, version, 0, DRAW_WINDOW - got.len())?;
+        for m in more {
+            if !got.iter().any(|g| g.0 == m.0) {
+                got.push(m);
+            }
+        }
+    }
+    if got.is_empty() {
+        return Ok(None);
+    }
+    let i = pick(got.len().min(DRAW_WINDOW));
+    Ok(Some(got.swap_remove(i)))
+}
+
+/// `count` random members of a collection of `size` under `version`: with repeats when
+/// `repeat`, else distinct (all of them when `count >= size`). Small draws seek once per
+/// member; a draw of a large part of the collection reads it whole.
+pub fn random_members(
+    ctx: &mut Ctx,
+    key: &[u8],
+    version: u64,
+    size: u64,
+    count: u64,
+    repeat: bool,
+) -> Result<Members, Reply> {
+    if size == 0 || count == 0 {
+        return Ok(Vec::new());
+    }
+    if repeat {
+        let mut out = Vec::with_capacity(count.min(1 << 16) as usize);
+        if count > size {
+            let all = ctx.txn.all_members(ctx.db, key, version)?;
+            for _ in 0..count {
+                out.push(all[pick(all.len())].clone());
+            }
+            return Ok(out);
+        }
+        for _ in 0..count {
+            out.extend(random_member(ctx, key, version)?);
+        }
+        return Ok(out);
+    }
+    if count.saturating_mul(3) > size {
+        let all = ctx.txn.all_members(ctx.db, key, version)?;
+        let idx = distinct(all.len(), count as usize);
+        return Ok(idx.into_iter().map(|i| all[i].clone()).collect());
+    }
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::with_capacity(count as usize);
+    let mut tries = 0;
+    while (out.len() as u64) < count {
+        tries += 1;
+        if tries > count * 16 {
+            // Unlucky draws: fall back to the whole collection.
+            let all = ctx.txn.all_members(ctx.db, key, version)?;
+            let idx = distinct(all.len(), count as usize);
+            return Ok(idx.into_iter().map(|i| all[i].clone()).collect());
+        }
+        if let Some((m, v)) = random_member(ctx, key, version)? {
+            if seen.insert(m.clone()) {
+                out.push((m, v));
+            }
+        }
+    }
+    Ok(out)
 }

@@ -4,7 +4,7 @@
 use nacre_resp::Reply;
 
 use super::args::{int, is, long_double, parse_i64_strict};
-use super::coll::{self, distinct, pick, rand_count, typed, typed_or_new};
+use super::coll::{self, rand_count, random_member, random_members, typed, typed_or_new};
 use super::keys::{cursor, scan_opts};
 use super::{arity_error, err, ok, syntax, CmdResult, Ctx};
 use crate::glob::glob_match;
@@ -283,27 +283,20 @@ pub fn hrandfield(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
             return Err(err("value is out of range"));
         }
     }
-    let all = all(ctx, &args[1])?;
-    let Some(c) = count else {
-        return Ok(if all.is_empty() {
-            Reply::Nil
+    let Some(m) = hash(ctx, &args[1])? else {
+        return Ok(if count.is_some() {
+            Reply::Array(vec![])
         } else {
-            Reply::Bulk(all[pick(all.len())].0.clone())
+            Reply::Nil
         });
     };
-    if all.is_empty() || c == 0 {
-        return Ok(Reply::Array(vec![]));
-    }
-    let chosen: Vec<&(Vec<u8>, Vec<u8>)> = if c < 0 {
-        (0..c.unsigned_abs())
-            .map(|_| &all[pick(all.len())])
-            .collect()
-    } else {
-        distinct(all.len(), c as usize)
-            .into_iter()
-            .map(|i| &all[i])
-            .collect()
+    let Some(c) = count else {
+        return Ok(
+            random_member(ctx, &args[1], m.version)?.map_or(Reply::Nil, |(f, _)| Reply::Bulk(f))
+        );
     };
+    let drawn = random_members(ctx, &args[1], m.version, m.size, c.unsigned_abs(), c < 0)?;
+    let chosen: Vec<&(Vec<u8>, Vec<u8>)> = drawn.iter().collect();
     Ok(Reply::Array(if withvalues {
         if ctx.resp == 3 {
             chosen

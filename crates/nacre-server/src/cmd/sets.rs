@@ -8,7 +8,9 @@ use std::collections::BTreeSet;
 use nacre_resp::Reply;
 
 use super::args::{is, parse_i64_strict, positive, positive_or};
-use super::coll::{check_type, distinct, numkeys, pick, rand_count, resize, typed, typed_or_new};
+use super::coll::{
+    check_type, numkeys, rand_count, random_member, random_members, resize, typed, typed_or_new,
+};
 use super::keys::{cursor, scan_opts};
 use super::{syntax, CmdResult, Ctx};
 use crate::glob::glob_match;
@@ -159,14 +161,17 @@ pub fn spop(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     if count == Some(0) {
         return Ok(bulk_set(ctx, Vec::new()));
     }
-    let all = members(ctx, key)?;
-    let chosen: Vec<Vec<u8>> = match count {
-        None => vec![all[pick(all.len())].clone()],
-        Some(c) => distinct(all.len(), c)
-            .into_iter()
-            .map(|i| all[i].clone())
-            .collect(),
-    };
+    let chosen: Vec<Vec<u8>> = random_members(
+        ctx,
+        key,
+        m.version,
+        m.size,
+        count.unwrap_or(1) as u64,
+        false,
+    )?
+    .into_iter()
+    .map(|(k, _)| k)
+    .collect();
     for it in &chosen {
         ctx.txn.set_member(ctx.db, key, m.version, it, None)?;
     }
@@ -184,28 +189,22 @@ pub fn srandmember(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
         3 => Some(rand_count(&args[2])?),
         _ => return Err(syntax()),
     };
-    let all = members(ctx, &args[1])?;
-    let Some(c) = count else {
-        return Ok(if all.is_empty() {
-            Reply::Nil
+    let Some(m) = set(ctx, &args[1])? else {
+        return Ok(if count.is_some() {
+            Reply::Array(vec![])
         } else {
-            Reply::Bulk(all[pick(all.len())].clone())
+            Reply::Nil
         });
     };
-    if all.is_empty() || c == 0 {
-        return Ok(Reply::Array(vec![]));
-    }
-    let chosen: Vec<Reply> = if c < 0 {
-        (0..c.unsigned_abs())
-            .map(|_| Reply::Bulk(all[pick(all.len())].clone()))
-            .collect()
-    } else {
-        distinct(all.len(), c as usize)
-            .into_iter()
-            .map(|i| Reply::Bulk(all[i].clone()))
-            .collect()
+    let Some(c) = count else {
+        return Ok(
+            random_member(ctx, &args[1], m.version)?.map_or(Reply::Nil, |(k, _)| Reply::Bulk(k))
+        );
     };
-    Ok(Reply::Array(chosen))
+    let chosen = random_members(ctx, &args[1], m.version, m.size, c.unsigned_abs(), c < 0)?;
+    Ok(Reply::Array(
+        chosen.into_iter().map(|(k, _)| Reply::Bulk(k)).collect(),
+    ))
 }
 
 /// `SMOVE source destination member`.

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use nacre_resp::{format_double, Reply};
 
 use super::args::{int, is, positive, positive_or};
-use super::coll::{distinct, pick, rand_count};
+use super::coll::{rand_count, random_member, random_members};
 use super::keys::{cursor, scan_opts};
 use super::zsets::{
     parse_score, save, scored_reply, select, set_score, store, zset, Query, Select, Z,
@@ -162,30 +162,23 @@ pub fn zrandmember(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
             return Err(err("value is out of range"));
         }
     }
-    let items = match zset(ctx, &args[1])? {
-        None => Vec::new(),
-        Some(z) => all(ctx, &args[1], &z)?,
-    };
-    let Some(c) = count else {
-        return Ok(if items.is_empty() {
-            Reply::Nil
+    let Some(z) = zset(ctx, &args[1])? else {
+        return Ok(if count.is_some() {
+            Reply::Array(vec![])
         } else {
-            Reply::Bulk(items[pick(items.len())].0.clone())
+            Reply::Nil
         });
     };
-    if items.is_empty() || c == 0 {
-        return Ok(Reply::Array(vec![]));
-    }
-    let chosen: Vec<(Vec<u8>, f64)> = if c < 0 {
-        (0..c.unsigned_abs())
-            .map(|_| items[pick(items.len())].clone())
-            .collect()
-    } else {
-        distinct(items.len(), c as usize)
-            .into_iter()
-            .map(|i| items[i].clone())
-            .collect()
+    let Some(c) = count else {
+        return Ok(
+            random_member(ctx, &args[1], z.version)?.map_or(Reply::Nil, |(m, _)| Reply::Bulk(m))
+        );
     };
+    let drawn = random_members(ctx, &args[1], z.version, z.size, c.unsigned_abs(), c < 0)?;
+    let mut chosen = Vec::with_capacity(drawn.len());
+    for (m, v) in drawn {
+        chosen.push((m, encoding::decode_score(&v)?));
+    }
     Ok(scored_reply(ctx, chosen, withscores))
 }
 
