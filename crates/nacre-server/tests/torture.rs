@@ -154,7 +154,7 @@ fn command(r: &mut Rng) -> Vec<String> {
     let key = |r: &mut Rng, p: &str| format!("{p}{}", r.next() % 4);
     let v = format!("v{}", r.next() % 1000);
     let m = format!("m{}", r.next() % 5);
-    match r.next() % 24 {
+    match r.next() % 26 {
         0 => vec!["SELECT".into(), (r.next() % DBS as u64).to_string()],
         1 | 2 => vec!["SET".into(), key(r, "s"), v],
         3 => vec!["INCR".into(), key(r, "n")],

@@ -7,6 +7,7 @@
 //! like `always`) against Redis `always`; on `emulated` (survives a process crash, like
 //! `appendfsync no`) against Redis `no`.
 
+pub mod latency;
 pub mod parse;
 pub mod restart;
 
@@ -73,9 +74,28 @@ pub struct ServerBenchConfig {
     /// Skip the redis-benchmark runs (measure only the restart).
     #[arg(long)]
     pub only_restart: bool,
+    /// Skip the redis-benchmark runs (measure only the latency mix).
+    #[arg(long)]
+    pub only_latency: bool,
     /// Threads of redis-benchmark (--threads; 0: its default of one).
     #[arg(long, default_value_t = 0)]
     pub bench_threads: u64,
+    /// Run the latency-stability mix for this many seconds per server (0: skip).
+    #[arg(long, default_value_t = 0)]
+    pub latency_secs: u64,
+    /// Data preloaded before the latency mix, GiB.
+    #[arg(long, default_value_t = 2.0)]
+    pub latency_gib: f64,
+    /// Servers for the latency mix, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_values_t = ["nacre-msync".to_string(), "redis-always".to_string()]
+    )]
+    pub latency_servers: Vec<String>,
+    /// Where the latency chart (SVG) goes.
+    #[arg(long, default_value = "docs/charts/server-latency.svg")]
+    pub latency_chart: PathBuf,
 }
 
 /// A running server under test.
@@ -232,7 +252,11 @@ pub struct Row {
 /// Runs every server and pipeline; prints a table with ratios.
 pub fn main(cfg: &ServerBenchConfig) -> Result<()> {
     let mut rows: Vec<Row> = Vec::new();
-    let servers: &[String] = if cfg.only_restart { &[] } else { &cfg.servers };
+    let servers: &[String] = if cfg.only_restart || cfg.only_latency {
+        &[]
+    } else {
+        &cfg.servers
+    };
     for kind in servers {
         for &p in &cfg.pipelines {
             let dir = cfg.dir.join(kind);
@@ -269,6 +293,16 @@ pub fn main(cfg: &ServerBenchConfig) -> Result<()> {
     if cfg.restart_gib > 0.0 {
         let r = restart::measure(cfg)?;
         println!("{}", restart::table(&r));
+    }
+    if cfg.latency_secs > 0 {
+        let runs = latency::measure(cfg)?;
+        println!("{}", latency::summary(&runs));
+        let svg = latency::chart(&runs).map_err(|e| BenchError::Process {
+            what: "latency chart".into(),
+            why: e.to_string(),
+        })?;
+        std::fs::write(&cfg.latency_chart, svg).map_err(io_err("write", &cfg.latency_chart))?;
+        println!("{}", latency::seconds_table(&runs));
     }
     Ok(())
 }

@@ -7,6 +7,9 @@ use super::{err, wrongtype, Ctx};
 use crate::store::encoding::{Hint, Kind, Meta};
 use crate::store::txn::Members;
 
+/// A member and its value.
+pub type Member = (Vec<u8>, Vec<u8>);
+
 /// The key's metadata if it holds a `kind` (`None` if missing; WRONGTYPE for another type).
 pub fn typed(ctx: &mut Ctx, key: &[u8], kind: Kind) -> Result<Option<Meta>, Reply> {
     match ctx.txn.get(ctx.db, key)? {
@@ -113,11 +116,7 @@ const DRAW_WINDOW: usize = 16;
 /// One member of collection `version` drawn at random: a random position in hash order is
 /// sought once, and one of the [`DRAW_WINDOW`] members from there on (wrapping around) is
 /// picked, so a draw costs one seek whatever the collection's size.
-pub fn random_member(
-    ctx: &mut Ctx,
-    key: &[u8],
-    version: u64,
-) -> Result<Option<(Vec<u8>, Vec<u8>)>, Reply> {
+pub fn random_member(ctx: &mut Ctx, key: &[u8], version: u64) -> Result<Option<Member>, Reply> {
     let from = crate::shared::random_u64() >> 1;
     let (mut got, _) = ctx.txn.members(ctx.db, key, version, from, DRAW_WINDOW)?;
     if got.len() < DRAW_WINDOW {

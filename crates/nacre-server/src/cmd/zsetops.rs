@@ -37,6 +37,18 @@ pub fn pop(
     for (m, s) in &items {
         set_score(ctx, key, z, m, Some(*s), None)?;
     }
+    // Walks from this end start past what was just deleted.
+    if let Some((m, s)) = items.last() {
+        let ik = encoding::score_key(z.version, *s, m);
+        let mut b = ik[9..].to_vec();
+        if max {
+            z.hi = Some(b);
+        } else {
+            b.push(0);
+            z.lo = Some(b);
+        }
+        z.bounds_changed = true;
+    }
     save(ctx, key, z)?;
     Ok(items)
 }
@@ -267,11 +279,7 @@ fn input(ctx: &mut Ctx, key: &[u8]) -> Result<Input, Reply> {
     match ctx.txn.get(ctx.db, key)?.cloned() {
         None => Ok(Input::Missing),
         Some(m) if m.kind == Kind::Set => Ok(Input::Set(m)),
-        Some(m) if m.kind == Kind::ZSet => Ok(Input::ZSet(Z {
-            version: m.version,
-            size: m.size,
-            outgrown: false,
-        })),
+        Some(m) if m.kind == Kind::ZSet => Ok(Input::ZSet(Z::of(&m)?)),
         Some(_) => Err(wrongtype()),
     }
 }

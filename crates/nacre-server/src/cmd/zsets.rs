@@ -23,15 +23,73 @@ pub struct Z {
     pub size: u64,
     /// Past its compact encoding.
     pub outgrown: bool,
+    /// Bounds on its index entries (suffixes after version ++ 0xFF): every entry is at or
+    /// above `lo` and below `hi`. Pops move them past what they delete, so a walk from an
+    /// end does not step over the deleted entries again.
+    pub lo: Option<Vec<u8>>,
+    /// See `lo`.
+    pub hi: Option<Vec<u8>>,
+    /// The bounds changed and must be written.
+    pub bounds_changed: bool,
+}
+
+impl Z {
+    /// The sorted set a metadata record describes.
+    pub fn of(m: &crate::store::encoding::Meta) -> Result<Z, Reply> {
+        let (lo, hi) = encoding::zset_bounds(&m.payload)?;
+        Ok(Z {
+            version: m.version,
+            size: m.size,
+            outgrown: m.hint == Hint::Raw,
+            lo,
+            hi,
+            bounds_changed: false,
+        })
+    }
+
+    /// A new, empty sorted set under `version`.
+    pub fn empty(version: u64) -> Z {
+        Z {
+            version,
+            size: 0,
+            outgrown: false,
+            lo: None,
+            hi: None,
+            bounds_changed: false,
+        }
+    }
+
+    /// The index key range `[start, end)` that holds every entry.
+    pub fn index_range(&self) -> (Vec<u8>, Vec<u8>) {
+        let (mut start, mut end) = encoding::score_index(self.version);
+        if let Some(lo) = &self.lo {
+            start.extend_from_slice(lo);
+        }
+        if let Some(hi) = &self.hi {
+            end = encoding::score_index(self.version).0;
+            end.extend_from_slice(hi);
+        }
+        (start, end)
+    }
+
+    /// Notes an index entry written with `suffix`, widening the bounds to hold it.
+    fn admit(&mut self, suffix: &[u8]) {
+        if self.lo.as_deref().is_some_and(|lo| suffix < lo) {
+            self.lo = Some(suffix.to_vec());
+            self.bounds_changed = true;
+        }
+        if self.hi.as_deref().is_some_and(|hi| suffix >= hi) {
+            let mut h = suffix.to_vec();
+            h.push(0);
+            self.hi = Some(h);
+            self.bounds_changed = true;
+        }
+    }
 }
 
 /// The sorted set at `key` (`None` if missing; WRONGTYPE for another type).
 pub fn zset(ctx: &mut Ctx, key: &[u8]) -> Result<Option<Z>, Reply> {
-    Ok(typed(ctx, key, Kind::ZSet)?.map(|m| Z {
-        version: m.version,
-        size: m.size,
-        outgrown: m.hint == Hint::Raw,
-    }))
+    typed(ctx, key, Kind::ZSet)?.map(|m| Z::of(&m)).transpose()
 }
 
 /// The sorted set at `key`, created empty if missing.
@@ -40,11 +98,7 @@ pub fn zset_or_new(ctx: &mut Ctx, key: &[u8]) -> Result<Z, Reply> {
         return Ok(z);
     }
     let m = ctx.txn.create(ctx.db, key, Kind::ZSet)?;
-    Ok(Z {
-        version: m.version,
-        size: 0,
-        outgrown: false,
-    })
+    Ok(Z::empty(m.version))
 }
 
 /// The score of `member`, if it is in the set.
@@ -79,12 +133,9 @@ pub fn set_score(
                 member,
                 Some(n.to_le_bytes().to_vec()),
             )?;
-            ctx.txn.sub_put(
-                ctx.db,
-                key,
-                encoding::score_key(z.version, n, member),
-                Some(Vec::new()),
-            )?;
+            let ik = encoding::score_key(z.version, n, member);
+            z.admit(&ik[9..]);
+            ctx.txn.sub_put(ctx.db, key, ik, Some(Vec::new()))?;
             if old.is_none() {
                 z.size += 1;
                 z.outgrown |= z.size > MAX_LISTPACK.0 || member.len() > MAX_LISTPACK.1;
@@ -100,9 +151,15 @@ pub fn set_score(
     Ok(())
 }
 
-/// Records the set's count and encoding (deleting it when empty).
+/// Records the set's count, encoding and index bounds (deleting it when empty).
 pub fn save(ctx: &mut Ctx, key: &[u8], z: &Z) -> Result<(), Reply> {
-    super::coll::resize(ctx, key, z.size, z.outgrown)
+    super::coll::resize(ctx, key, z.size, z.outgrown)?;
+    if z.bounds_changed && z.size > 0 {
+        if let Some(m) = ctx.txn.get_mut(ctx.db, key)? {
+            m.payload = encoding::zset_payload(z.lo.as_deref(), z.hi.as_deref());
+        }
+    }
+    Ok(())
 }
 
 /// Visits index entries in `[lower, upper)` in score order (highest first when `reverse`)
@@ -267,7 +324,7 @@ pub struct Query {
 
 /// The members (with scores) a query selects, in reply order.
 pub fn select(ctx: &mut Ctx, key: &[u8], z: &Z, q: &Query) -> Result<Vec<(Vec<u8>, f64)>, Reply> {
-    let (start, end) = encoding::score_index(z.version);
+    let (start, end) = z.index_range();
     let mut out = Vec::new();
     match &q.select {
         Select::Rank(s, e) => {
@@ -319,9 +376,9 @@ pub fn select(ctx: &mut Ctx, key: &[u8], z: &Z, q: &Query) -> Result<Vec<(Vec<u8
                     hi.truncate(9);
                     hi.extend_from_slice(&past.to_be_bytes());
                 }
-                (start, hi)
+                (start, hi.min(end))
             } else {
-                (encoding::score_seek(z.version, r.min), end)
+                (encoding::score_seek(z.version, r.min).max(start), end)
             };
             walk(ctx, key, lo, hi, q.rev, |s, m| {
                 // Entries before the range (ties with an exclusive bound) are skipped; the
@@ -384,7 +441,7 @@ pub fn rank(
     score: f64,
     rev: bool,
 ) -> Result<u64, Reply> {
-    let (start, end) = encoding::score_index(z.version);
+    let (start, end) = z.index_range();
     let me = encoding::score_key(z.version, score, member);
     // Count the entries below `me` from the front, giving up halfway; past halfway, count
     // those above it from the back instead.
@@ -780,11 +837,7 @@ pub fn store(ctx: &mut Ctx, dst: &[u8], items: &[(Vec<u8>, f64)]) -> Result<i64,
         return Ok(0);
     }
     let m = ctx.txn.create(ctx.db, dst, Kind::ZSet)?;
-    let mut z = Z {
-        version: m.version,
-        size: 0,
-        outgrown: false,
-    };
+    let mut z = Z::empty(m.version);
     for (member, s) in items {
         set_score(ctx, dst, &mut z, member, None, Some(*s))?;
     }

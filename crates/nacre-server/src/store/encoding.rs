@@ -372,6 +372,56 @@ pub fn split_score_key(k: &[u8]) -> Option<(f64, &[u8])> {
     Some((f64::from_bits(b), &k[17..]))
 }
 
+/// A sorted set's metadata payload: optional bounds on its score index entries (the part
+/// after version ++ 0xFF), inclusive below and exclusive above, that pops move so that walks
+/// from either end start past the deleted entries. Empty: no bounds.
+pub fn zset_payload(lo: Option<&[u8]>, hi: Option<&[u8]>) -> Vec<u8> {
+    if lo.is_none() && hi.is_none() {
+        return Vec::new();
+    }
+    let mut p = vec![u8::from(lo.is_some()) | (u8::from(hi.is_some()) << 1)];
+    for b in [lo, hi].into_iter().flatten() {
+        p.extend_from_slice(&(b.len() as u32).to_le_bytes());
+        p.extend_from_slice(b);
+    }
+    p
+}
+
+/// A sorted set's bounds from its metadata payload (see [`zset_payload`]).
+pub type ZsetBounds = (Option<Vec<u8>>, Option<Vec<u8>>);
+
+/// Decodes [`zset_payload`]; anything malformed is corruption.
+pub fn zset_bounds(p: &[u8]) -> Result<ZsetBounds, StoreError> {
+    let bad = || StoreError::Corrupt("sorted set metadata: bad index bounds".into());
+    let Some((&flags, mut rest)) = p.split_first() else {
+        return Ok((None, None));
+    };
+    if flags == 0 || flags > 3 {
+        return Err(bad());
+    }
+    let mut take = |present: bool| -> Result<Option<Vec<u8>>, StoreError> {
+        if !present {
+            return Ok(None);
+        }
+        if rest.len() < 4 {
+            return Err(bad());
+        }
+        let n = u32::from_le_bytes(rest[..4].try_into().map_err(|_| bad())?) as usize;
+        if rest.len() < 4 + n || n < 8 {
+            return Err(bad());
+        }
+        let b = rest[4..4 + n].to_vec();
+        rest = &rest[4 + n..];
+        Ok(Some(b))
+    };
+    let lo = take(flags & 1 != 0)?;
+    let hi = take(flags & 2 != 0)?;
+    if !rest.is_empty() || matches!((&lo, &hi), (Some(l), Some(h)) if l > h) {
+        return Err(bad());
+    }
+    Ok((lo, hi))
+}
+
 /// A sorted-set member record's value: its score (f64 LE); anything else is corruption.
 pub fn decode_score(v: &[u8]) -> Result<f64, StoreError> {
     let b: [u8; 8] = v
@@ -473,6 +523,23 @@ mod tests {
             assert!(score_bytes(w[0]) < score_bytes(w[1]), "{} < {}", w[0], w[1]);
         }
         assert_eq!(score_bytes(-0.0), score_bytes(0.0));
+        let lo = score_key(0, 1.0, b"a")[9..].to_vec();
+        let hi = score_key(0, 2.0, b"b")[9..].to_vec();
+        for (l, h) in [
+            (None, None),
+            (Some(&lo[..]), None),
+            (None, Some(&hi[..])),
+            (Some(&lo[..]), Some(&hi[..])),
+        ] {
+            let p = zset_payload(l, h);
+            assert_eq!(
+                zset_bounds(&p).unwrap(),
+                (l.map(<[u8]>::to_vec), h.map(<[u8]>::to_vec))
+            );
+        }
+        assert!(zset_bounds(&zset_payload(Some(&hi), Some(&lo))).is_err());
+        assert!(zset_bounds(&[4]).is_err());
+        assert!(zset_bounds(&[1, 2, 0, 0, 0, 1]).is_err());
         for s in scores {
             let k = score_key(5, s, b"m");
             assert_eq!(split_score_key(&k), Some((s, &b"m"[..])));
