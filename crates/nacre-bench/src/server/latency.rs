@@ -262,7 +262,7 @@ fn run_one(cfg: &ServerBenchConfig, kind: &str) -> Result<Run> {
     let seconds = merged
         .iter()
         .enumerate()
-        .filter(|(_, h)| h.len() > 0)
+        .filter(|(_, h)| !h.is_empty())
         .map(|(i, h)| Second {
             at: i as u64,
             ops: h.len(),

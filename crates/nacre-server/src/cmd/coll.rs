@@ -108,21 +108,29 @@ pub fn numkeys_keys(db: usize, args: &[Vec<u8>], _: usize) -> Result<Vec<(usize,
     Ok(args[2..2 + n].iter().map(|k| (db, k.clone())).collect())
 }
 
-/// Members read after a random position for one draw: choosing among them evens out how
-/// likely each member is (a member's chance follows the hash gaps before it, averaged over
-/// this many members).
-const DRAW_WINDOW: usize = 16;
+/// Most members read after a random position for one draw: choosing among them evens out
+/// how likely each member is (a member's chance follows the hash gaps before it, averaged
+/// over this many members). Tombstones of deleted members between them are bounded by
+/// [`removed`]'s rebuilds.
+const DRAW_WINDOW: u64 = 16;
 
-/// One member of collection `version` drawn at random: a random position in hash order is
-/// sought once, and one of the [`DRAW_WINDOW`] members from there on (wrapping around) is
-/// picked, so a draw costs one seek whatever the collection's size.
-pub fn random_member(ctx: &mut Ctx, key: &[u8], version: u64) -> Result<Option<Member>, Reply> {
+/// One member of collection `version` (of `size` members) drawn at random: a random
+/// position in hash order is sought once, and one of the members from there on (up to
+/// [`DRAW_WINDOW`], wrapping around) is picked, so a draw costs one seek whatever the
+/// collection's size.
+pub fn random_member(
+    ctx: &mut Ctx,
+    key: &[u8],
+    version: u64,
+    size: u64,
+) -> Result<Option<Member>, Reply> {
+    let window = size.clamp(1, DRAW_WINDOW) as usize;
     let from = crate::shared::random_u64() >> 1;
-    let (mut got, _) = ctx.txn.members(ctx.db, key, version, from, DRAW_WINDOW)?;
-    if got.len() < DRAW_WINDOW {
+    let (mut got, _) = ctx.txn.members(ctx.db, key, version, from, window)?;
+    if got.len() < window {
         let (more, _) = ctx
             .txn
-            .members(ctx.db, key, version, 0, DRAW_WINDOW - got.len())?;
+            .members(ctx.db, key, version, 0, window - got.len())?;
         for m in more {
             if !got.iter().any(|g| g.0 == m.0) {
                 got.push(m);
@@ -132,7 +140,7 @@ pub fn random_member(ctx: &mut Ctx, key: &[u8], version: u64) -> Result<Option<M
     if got.is_empty() {
         return Ok(None);
     }
-    let i = pick(got.len().min(DRAW_WINDOW));
+    let i = pick(got.len().min(window));
     Ok(Some(got.swap_remove(i)))
 }
 
@@ -160,7 +168,7 @@ pub fn random_members(
             return Ok(out);
         }
         for _ in 0..count {
-            out.extend(random_member(ctx, key, version)?);
+            out.extend(random_member(ctx, key, version, size)?);
         }
         return Ok(out);
     }
@@ -180,11 +188,57 @@ pub fn random_members(
             let idx = distinct(all.len(), count as usize);
             return Ok(idx.into_iter().map(|i| all[i].clone()).collect());
         }
-        if let Some((m, v)) = random_member(ctx, key, version)? {
+        if let Some((m, v)) = random_member(ctx, key, version, size)? {
             if seen.insert(m.clone()) {
                 out.push((m, v));
             }
         }
     }
     Ok(out)
+}
+
+/// Deleted members a set or hash may leave behind, per live member, before it is rebuilt
+/// under a new version. Until the engine merges them, deleted members stay as tombstones
+/// that walks over the collection step over: a set drained by SPOP would make every later
+/// draw step over all it ever held. Rebuilding costs a write per live member, paid for by
+/// the deletes that led to it.
+const DEAD_PER_LIVE: u64 = 4;
+
+/// A set's or hash's count of members deleted since it was (re)built, from its payload.
+fn dead_of(m: &Meta) -> Result<u64, Reply> {
+    match m.payload.len() {
+        0 => Ok(0),
+        8 => Ok(u64::from_le_bytes(
+            m.payload[..].try_into().unwrap_or([0; 8]),
+        )),
+        _ => Err(
+            crate::store::StoreError::Corrupt("set or hash metadata: bad payload".into()).into(),
+        ),
+    }
+}
+
+/// Notes that `n` members of the set or hash at `key` were deleted (after its new size is
+/// recorded), rebuilding it when deleted ones outnumber live ones [`DEAD_PER_LIVE`] times.
+pub fn removed(ctx: &mut Ctx, key: &[u8], n: u64) -> Result<(), Reply> {
+    let Some(m) = ctx.txn.get(ctx.db, key)?.cloned() else {
+        return Ok(());
+    };
+    if n == 0 || !matches!(m.kind, Kind::Set | Kind::Hash) {
+        return Ok(());
+    }
+    let dead = dead_of(&m)? + n;
+    if dead > 64 && dead > DEAD_PER_LIVE * m.size {
+        let members = ctx.txn.all_members(ctx.db, key, m.version)?;
+        let nm = ctx.txn.create(ctx.db, key, m.kind)?;
+        nm.size = m.size;
+        nm.expire_at = m.expire_at;
+        nm.hint = m.hint;
+        let v = nm.version;
+        for (f, val) in members {
+            ctx.txn.set_member(ctx.db, key, v, &f, Some(val))?;
+        }
+    } else if let Some(mm) = ctx.txn.get_mut(ctx.db, key)? {
+        mm.payload = dead.to_le_bytes().to_vec();
+    }
+    Ok(())
 }

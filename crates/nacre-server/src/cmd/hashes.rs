@@ -130,6 +130,7 @@ pub fn hdel(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     }
     if n > 0 {
         resize(ctx, key, size, 0)?;
+        coll::removed(ctx, key, n as u64)?;
     }
     Ok(Reply::Integer(n))
 }
@@ -291,9 +292,8 @@ pub fn hrandfield(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
         });
     };
     let Some(c) = count else {
-        return Ok(
-            random_member(ctx, &args[1], m.version)?.map_or(Reply::Nil, |(f, _)| Reply::Bulk(f))
-        );
+        return Ok(random_member(ctx, &args[1], m.version, m.size)?
+            .map_or(Reply::Nil, |(f, _)| Reply::Bulk(f)));
     };
     let drawn = random_members(ctx, &args[1], m.version, m.size, c.unsigned_abs(), c < 0)?;
     let chosen: Vec<&(Vec<u8>, Vec<u8>)> = drawn.iter().collect();

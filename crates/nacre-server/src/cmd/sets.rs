@@ -9,7 +9,8 @@ use nacre_resp::Reply;
 
 use super::args::{is, parse_i64_strict, positive, positive_or};
 use super::coll::{
-    check_type, numkeys, rand_count, random_member, random_members, resize, typed, typed_or_new,
+    self, check_type, numkeys, rand_count, random_member, random_members, resize, typed,
+    typed_or_new,
 };
 use super::keys::{cursor, scan_opts};
 use super::{syntax, CmdResult, Ctx};
@@ -104,6 +105,7 @@ pub fn srem(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     }
     if removed > 0 {
         resize(ctx, key, m.size - removed, false)?;
+        coll::removed(ctx, key, removed)?;
     }
     Ok(Reply::Integer(removed as i64))
 }
@@ -176,6 +178,7 @@ pub fn spop(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
         ctx.txn.set_member(ctx.db, key, m.version, it, None)?;
     }
     resize(ctx, key, m.size - chosen.len() as u64, false)?;
+    coll::removed(ctx, key, chosen.len() as u64)?;
     Ok(match count {
         None => chosen.into_iter().next().map_or(Reply::Nil, Reply::Bulk),
         Some(_) => bulk_set(ctx, chosen),
@@ -197,9 +200,8 @@ pub fn srandmember(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
         });
     };
     let Some(c) = count else {
-        return Ok(
-            random_member(ctx, &args[1], m.version)?.map_or(Reply::Nil, |(k, _)| Reply::Bulk(k))
-        );
+        return Ok(random_member(ctx, &args[1], m.version, m.size)?
+            .map_or(Reply::Nil, |(k, _)| Reply::Bulk(k)));
     };
     let chosen = random_members(ctx, &args[1], m.version, m.size, c.unsigned_abs(), c < 0)?;
     Ok(Reply::Array(
@@ -222,6 +224,7 @@ pub fn smove(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     }
     ctx.txn.set_member(ctx.db, src, sm.version, it, None)?;
     resize(ctx, src, sm.size - 1, false)?;
+    coll::removed(ctx, src, 1)?;
     add(ctx, dst, std::slice::from_ref(it))?;
     Ok(Reply::Integer(1))
 }

@@ -182,9 +182,8 @@ pub fn zrandmember(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
         });
     };
     let Some(c) = count else {
-        return Ok(
-            random_member(ctx, &args[1], z.version)?.map_or(Reply::Nil, |(m, _)| Reply::Bulk(m))
-        );
+        return Ok(random_member(ctx, &args[1], z.version, z.size)?
+            .map_or(Reply::Nil, |(m, _)| Reply::Bulk(m)));
     };
     let drawn = random_members(ctx, &args[1], z.version, z.size, c.unsigned_abs(), c < 0)?;
     let mut chosen = Vec::with_capacity(drawn.len());
