@@ -242,3 +242,67 @@ pub fn removed(ctx: &mut Ctx, key: &[u8], n: u64) -> Result<(), Reply> {
     }
     Ok(())
 }
+
+/// Parses `numkeys key... <first>|<second> [COUNT count]` from `at` (LMPOP's LEFT|RIGHT,
+/// ZMPOP's MIN|MAX): the keys, whether the first word was given, and the count.
+pub fn mpop_args(
+    args: &[Vec<u8>],
+    at: usize,
+    words: (&str, &str),
+) -> Result<(Vec<Vec<u8>>, bool, u64), Reply> {
+    let n = numkeys(args, at)?;
+    let keys = args[at + 1..at + 1 + n].to_vec();
+    let mut i = at + 1 + n;
+    let first = match args.get(i) {
+        Some(a) if super::args::is(a, words.0) => true,
+        Some(a) if super::args::is(a, words.1) => false,
+        _ => return Err(super::syntax()),
+    };
+    i += 1;
+    let mut count = None;
+    while i < args.len() {
+        if super::args::is(&args[i], "count") && i + 1 < args.len() && count.is_none() {
+            let c = super::args::int(&args[i + 1]).ok().filter(|c| *c > 0);
+            count = Some(c.ok_or_else(|| err("count should be greater than 0"))? as u64);
+            i += 2;
+        } else {
+            return Err(super::syntax());
+        }
+    }
+    Ok((keys, first, count.unwrap_or(1)))
+}
+
+/// `HSCAN`, `SSCAN` and `ZSCAN key cursor [MATCH pattern] [COUNT count]` over a `kind`: the
+/// cursor is a position in hash order; `emit` adds a matching member's items to the reply.
+pub fn scan_members(
+    ctx: &mut Ctx,
+    args: &[Vec<u8>],
+    kind: Kind,
+    mut emit: impl FnMut(&mut Vec<Reply>, Vec<u8>, Vec<u8>) -> Result<(), Reply>,
+) -> Result<Reply, Reply> {
+    let from = super::keys::cursor(&args[2])?;
+    let o = super::keys::scan_opts(&args[3..], false)?;
+    let empty = || Reply::Array(vec![Reply::Bulk(b"0".to_vec()), Reply::Array(vec![])]);
+    let Some(m) = typed(ctx, &args[1], kind)? else {
+        return Ok(empty());
+    };
+    if from >= 1 << 63 {
+        return Ok(empty());
+    }
+    let (items, next) = ctx
+        .txn
+        .members(ctx.db, &args[1], m.version, from, o.count)?;
+    let mut out = Vec::new();
+    for (f, v) in items {
+        if o.pattern
+            .as_ref()
+            .is_none_or(|p| crate::glob::glob_match(p, &f, false))
+        {
+            emit(&mut out, f, v)?;
+        }
+    }
+    Ok(Reply::Array(vec![
+        Reply::Bulk(next.to_string().into_bytes()),
+        Reply::Array(out),
+    ]))
+}

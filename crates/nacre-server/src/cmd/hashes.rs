@@ -5,9 +5,7 @@ use nacre_resp::Reply;
 
 use super::args::{int, is, long_double, parse_i64_strict};
 use super::coll::{self, rand_count, random_member, random_members, typed, typed_or_new};
-use super::keys::{cursor, scan_opts};
 use super::{arity_error, err, ok, syntax, CmdResult, Ctx};
-use crate::glob::glob_match;
 use crate::store::encoding::{Kind, Meta};
 use crate::store::txn::Members;
 
@@ -242,29 +240,11 @@ pub fn hstrlen(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
 
 /// `HSCAN key cursor [MATCH pattern] [COUNT count]`.
 pub fn hscan(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
-    let from = cursor(&args[2])?;
-    let o = scan_opts(&args[3..], false)?;
-    let empty = || Reply::Array(vec![Reply::Bulk(b"0".to_vec()), Reply::Array(vec![])]);
-    let Some(m) = hash(ctx, &args[1])? else {
-        return Ok(empty());
-    };
-    if from >= 1 << 63 {
-        return Ok(empty());
-    }
-    let (members, next) = ctx
-        .txn
-        .members(ctx.db, &args[1], m.version, from, o.count)?;
-    let mut out = Vec::new();
-    for (f, v) in members {
-        if o.pattern.as_ref().is_none_or(|p| glob_match(p, &f, false)) {
-            out.push(Reply::Bulk(f));
-            out.push(Reply::Bulk(v));
-        }
-    }
-    Ok(Reply::Array(vec![
-        Reply::Bulk(next.to_string().into_bytes()),
-        Reply::Array(out),
-    ]))
+    coll::scan_members(ctx, args, Kind::Hash, |out, f, v| {
+        out.push(Reply::Bulk(f));
+        out.push(Reply::Bulk(v));
+        Ok(())
+    })
 }
 
 /// `HRANDFIELD key [count [WITHVALUES]]`.

@@ -7,7 +7,7 @@
 use nacre_resp::Reply;
 
 use super::args::{int, is, positive, positive_or, range};
-use super::coll::{numkeys, typed};
+use super::coll::typed;
 use super::{err, syntax, CmdResult, Ctx};
 use crate::store::encoding::{self, Kind, LIST_START};
 use crate::store::StoreError;
@@ -529,24 +529,9 @@ pub fn rpoplpush(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
 }
 
 /// Parses `numkeys key... LEFT|RIGHT [COUNT count]` starting at `at`: the keys, the side
-/// and the count.
+/// (true: left) and the count.
 pub fn mpop_args(args: &[Vec<u8>], at: usize) -> Result<(Vec<Vec<u8>>, bool, u64), Reply> {
-    let n = numkeys(args, at)?;
-    let keys = args[at + 1..at + 1 + n].to_vec();
-    let mut i = at + 1 + n;
-    let left = side(args.get(i).ok_or_else(syntax)?)?;
-    i += 1;
-    let mut count = None;
-    while i < args.len() {
-        if is(&args[i], "count") && i + 1 < args.len() && count.is_none() {
-            let c = int(&args[i + 1]).ok().filter(|c| *c > 0);
-            count = Some(c.ok_or_else(|| err("count should be greater than 0"))? as u64);
-            i += 2;
-        } else {
-            return Err(syntax());
-        }
-    }
-    Ok((keys, left, count.unwrap_or(1)))
+    super::coll::mpop_args(args, at, ("left", "right"))
 }
 
 /// Keys of `LMPOP numkeys key... LEFT|RIGHT [COUNT count]`.

@@ -12,9 +12,7 @@ use super::coll::{
     self, check_type, numkeys, rand_count, random_member, random_members, resize, typed,
     typed_or_new,
 };
-use super::keys::{cursor, scan_opts};
 use super::{syntax, CmdResult, Ctx};
-use crate::glob::glob_match;
 use crate::store::encoding::{Hint, Kind, Meta};
 use crate::store::txn::Members;
 
@@ -351,25 +349,8 @@ pub fn sintercard(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
 
 /// `SSCAN key cursor [MATCH pattern] [COUNT count]`.
 pub fn sscan(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
-    let from = cursor(&args[2])?;
-    let o = scan_opts(&args[3..], false)?;
-    let empty = || Reply::Array(vec![Reply::Bulk(b"0".to_vec()), Reply::Array(vec![])]);
-    let Some(m) = set(ctx, &args[1])? else {
-        return Ok(empty());
-    };
-    if from >= 1 << 63 {
-        return Ok(empty());
-    }
-    let (items, next) = ctx
-        .txn
-        .members(ctx.db, &args[1], m.version, from, o.count)?;
-    let out = items
-        .into_iter()
-        .filter(|(f, _)| o.pattern.as_ref().is_none_or(|p| glob_match(p, f, false)))
-        .map(|(f, _)| Reply::Bulk(f))
-        .collect();
-    Ok(Reply::Array(vec![
-        Reply::Bulk(next.to_string().into_bytes()),
-        Reply::Array(out),
-    ]))
+    coll::scan_members(ctx, args, Kind::Set, |out, f, _| {
+        out.push(Reply::Bulk(f));
+        Ok(())
+    })
 }

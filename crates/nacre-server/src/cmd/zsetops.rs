@@ -7,12 +7,10 @@ use nacre_resp::{format_double, Reply};
 
 use super::args::{int, is, positive, positive_or};
 use super::coll::{rand_count, random_member, random_members};
-use super::keys::{cursor, scan_opts};
 use super::zsets::{
     parse_score, save, scored_reply, select, set_score, store, zset, Query, Select, Z,
 };
 use super::{err, syntax, wrongtype, CmdResult, Ctx};
-use crate::glob::glob_match;
 use crate::store::encoding::{self, Kind};
 
 /// Pops up to `count` members from the low end (`max == false`) or the high end.
@@ -87,28 +85,10 @@ pub fn zpopmax(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     pop_cmd(ctx, args, true)
 }
 
-/// Parses `numkeys key... MIN|MAX [COUNT count]` from `at`: keys, the end, the count.
+/// Parses `numkeys key... MIN|MAX [COUNT count]` from `at`: keys, the end (true: max),
+/// the count.
 pub fn mpop_args(args: &[Vec<u8>], at: usize) -> Result<(Vec<Vec<u8>>, bool, u64), Reply> {
-    let n = super::coll::numkeys(args, at)?;
-    let keys = args[at + 1..at + 1 + n].to_vec();
-    let mut i = at + 1 + n;
-    let max = match args.get(i) {
-        Some(a) if is(a, "min") => false,
-        Some(a) if is(a, "max") => true,
-        _ => return Err(syntax()),
-    };
-    i += 1;
-    let mut count = None;
-    while i < args.len() {
-        if is(&args[i], "count") && i + 1 < args.len() && count.is_none() {
-            let c = int(&args[i + 1]).ok().filter(|c| *c > 0);
-            count = Some(c.ok_or_else(|| err("count should be greater than 0"))? as u64);
-            i += 2;
-        } else {
-            return Err(syntax());
-        }
-    }
-    Ok((keys, max, count.unwrap_or(1)))
+    super::coll::mpop_args(args, at, ("max", "min"))
 }
 
 /// Keys of `ZMPOP numkeys key... MIN|MAX [COUNT count]`.
@@ -486,28 +466,10 @@ pub fn zintercard(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
 
 /// `ZSCAN key cursor [MATCH pattern] [COUNT count]`.
 pub fn zscan(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
-    let from = cursor(&args[2])?;
-    let o = scan_opts(&args[3..], false)?;
-    let empty = || Reply::Array(vec![Reply::Bulk(b"0".to_vec()), Reply::Array(vec![])]);
-    let Some(z) = zset(ctx, &args[1])? else {
-        return Ok(empty());
-    };
-    if from >= 1 << 63 {
-        return Ok(empty());
-    }
-    let (items, next) = ctx
-        .txn
-        .members(ctx.db, &args[1], z.version, from, o.count)?;
-    let mut out = Vec::new();
-    for (m, v) in items {
-        if o.pattern.as_ref().is_none_or(|p| glob_match(p, &m, false)) {
-            let s = encoding::decode_score(&v)?;
-            out.push(Reply::Bulk(m));
-            out.push(Reply::Bulk(format_double(s).into_bytes()));
-        }
-    }
-    Ok(Reply::Array(vec![
-        Reply::Bulk(next.to_string().into_bytes()),
-        Reply::Array(out),
-    ]))
+    super::coll::scan_members(ctx, args, Kind::ZSet, |out, m, v| {
+        let s = encoding::decode_score(&v)?;
+        out.push(Reply::Bulk(m));
+        out.push(Reply::Bulk(format_double(s).into_bytes()));
+        Ok(())
+    })
 }

@@ -46,6 +46,25 @@ struct KeyState {
     before: bool,
 }
 
+impl KeyState {
+    /// Key `key` of database `db`, whose namespace is `gen`, not read yet.
+    fn new(db: usize, key: &[u8], gen: u32) -> KeyState {
+        KeyState {
+            db,
+            key: key.to_vec(),
+            mkey: encoding::meta_key(gen, key),
+            stripe: Store::stripe_of(db, key),
+            loaded: false,
+            touched: false,
+            orig: None,
+            cur: None,
+            subs: BTreeMap::new(),
+            changed_at: 0,
+            before: false,
+        }
+    }
+}
+
 /// A key a command changed: database, key, whether it existed before and after.
 pub type Change = (usize, Vec<u8>, bool, bool);
 
@@ -81,6 +100,20 @@ type PendingWrite = (
     BTreeMap<Vec<u8>, Option<Vec<u8>>>,
 );
 
+/// Records of an overlay in a walk's order.
+type Walk<'a> = Box<dyn Iterator<Item = (&'a Vec<u8>, &'a Option<Vec<u8>>)> + 'a>;
+
+fn walk_dir<'a>(
+    r: std::collections::btree_map::Range<'a, Vec<u8>, Option<Vec<u8>>>,
+    reverse: bool,
+) -> Walk<'a> {
+    if reverse {
+        Box::new(r.rev())
+    } else {
+        Box::new(r)
+    }
+}
+
 /// What a committed command waits for before it answers (K4).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Ticket(pub u64);
@@ -103,20 +136,7 @@ impl<'s> Txn<'s> {
             if states.iter().any(|k| k.db == db && k.key == key) {
                 continue;
             }
-            let gen = ns.get().gens[db];
-            states.push(KeyState {
-                db,
-                key: key.to_vec(),
-                mkey: encoding::meta_key(gen, key),
-                stripe: Store::stripe_of(db, key),
-                loaded: false,
-                touched: false,
-                orig: None,
-                cur: None,
-                subs: BTreeMap::new(),
-                changed_at: 0,
-                before: false,
-            });
+            states.push(KeyState::new(db, key, ns.get().gens[db]));
         }
         let mut stripes: Vec<usize> = states.iter().map(|k| k.stripe).collect();
         stripes.sort_unstable();
@@ -182,19 +202,7 @@ impl<'s> Txn<'s> {
             self.locks.insert(pos, (stripe, guard));
         }
         let gen = self.ns.get().gens[db];
-        self.keys.push(KeyState {
-            db,
-            key: key.to_vec(),
-            mkey: encoding::meta_key(gen, key),
-            stripe,
-            loaded: false,
-            touched: false,
-            orig: None,
-            cur: None,
-            subs: BTreeMap::new(),
-            changed_at: 0,
-            before: false,
-        });
+        self.keys.push(KeyState::new(db, key, gen));
         Ok(())
     }
 
@@ -416,22 +424,47 @@ impl<'s> Txn<'s> {
         }
         let (stripe, mkey) = (self.keys[i].stripe, self.keys[i].mkey.clone());
         let range = lower.clone()..upper.clone();
-        let mut overlay: SubRecords = BTreeMap::new();
-        if let Some(p) = self.stripe(stripe).pending.get(&mkey) {
-            let t = p.ticket;
-            overlay.extend(
-                p.subs
-                    .range(range.clone())
-                    .map(|(k, v)| (k.clone(), v.clone())),
-            );
-            self.wait = self.wait.max(t);
+        // The overlays are walked lazily (a pending entry of a hot key may hold many
+        // records; a walk usually needs few).
+        let pos = self
+            .locks
+            .binary_search_by_key(&stripe, |(s, _)| *s)
+            .map_err(|_| {
+                StoreError::Corrupt("a walk over a key whose stripe is not held".into())
+            })?;
+        if let Some(p) = self.locks[pos].1.pending.get(&mkey) {
+            self.wait = self.wait.max(p.ticket);
         }
-        overlay.extend(
-            self.keys[i]
-                .subs
-                .range(range)
-                .map(|(k, v)| (k.clone(), v.clone())),
-        );
+        let pending = self.locks[pos].1.pending.get(&mkey).map(|p| &p.subs);
+        let own = &self.keys[i].subs;
+        let mut own_it = walk_dir(own.range(range.clone()), reverse).peekable();
+        let mut pend_it = match pending {
+            Some(p) => walk_dir(p.range(range), reverse),
+            None => Box::new(std::iter::empty()),
+        }
+        .peekable();
+        // This command's own records win over pending ones with the same key.
+        let mut ov = std::iter::from_fn(move || {
+            let take_own = match (own_it.peek(), pend_it.peek()) {
+                (None, None) => return None,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (Some((a, _)), Some((b, _))) => {
+                    if a == b {
+                        pend_it.next();
+                        true
+                    } else {
+                        (a < b) != reverse
+                    }
+                }
+            };
+            if take_own {
+                own_it.next()
+            } else {
+                pend_it.next()
+            }
+        })
+        .peekable();
         let mut it = self
             .store
             .db
@@ -445,11 +478,6 @@ impl<'s> Txn<'s> {
                 },
             )?
             .peekable();
-        let mut ov: Vec<(Vec<u8>, Option<Vec<u8>>)> = overlay.into_iter().collect();
-        if reverse {
-            ov.reverse();
-        }
-        let mut ov = ov.into_iter().peekable();
         loop {
             // The engine's next key or the overlay's, whichever comes first in the walk's
             // order; the overlay wins ties.
@@ -464,17 +492,17 @@ impl<'s> Txn<'s> {
                 (None, Some(_)) => true,
                 (Some(_), None) => false,
                 (Some(Ok((ek, _))), Some((ok, _))) => {
-                    if ek == ok {
+                    if ek == *ok {
                         it.next();
                         true
                     } else {
-                        (ok < ek) != reverse
+                        (*ok < ek) != reverse
                     }
                 }
             };
             let (k, v) = if take_overlay {
                 match ov.next() {
-                    Some((k, Some(v))) => (k, v),
+                    Some((k, Some(v))) => (k.clone(), v.clone()),
                     Some((_, None)) | None => continue,
                 }
             } else {
