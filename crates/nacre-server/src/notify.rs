@@ -99,7 +99,8 @@ pub fn format(f: u32) -> String {
 fn class(event: &str) -> u32 {
     match event {
         "set" | "setrange" | "incrby" | "incrbyfloat" | "append" | "setbit" => STRING,
-        "lpush" | "rpush" | "lpop" | "rpop" | "linsert" | "lset" | "ltrim" | "lrem" => LIST,
+        "lpush" | "rpush" | "lpop" | "rpop" | "linsert" | "lset" | "ltrim" | "lrem"
+        | "sortstore" => LIST,
         "sadd" | "srem" | "spop" | "sinterstore" | "sunionstore" | "sdiffstore" => SET,
         "hset" | "hdel" | "hincrby" | "hincrbyfloat" => HASH,
         e if e.starts_with('z') => ZSET,
@@ -197,6 +198,7 @@ fn events_of(name: &str, args: &[Vec<u8>], cdb: usize, c: &Change) -> Vec<&'stat
         } else {
             "del"
         }),
+        "sort" => Some(if after { "sortstore" } else { "del" }),
         "zadd" => Some(if has(args, &["incr"]) {
             "zincr"
         } else {

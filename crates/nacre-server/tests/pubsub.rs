@@ -265,6 +265,9 @@ fn keyspace_session(port: u16) -> (Vec<u8>, Vec<u8>) {
         &["LPUSH", "m2", "y"],
         &["EXEC"],
         &["GETDEL", "m1"],
+        &["RPUSH", "src", "3", "1", "2"],
+        &["SORT", "src", "STORE", "sorted"],
+        &["SORT", "nothing", "STORE", "sorted"],
         &["EXPIRE", "m2", "0"],
         &["SET", "gone", "x", "PX", "1"],
     ];

@@ -93,6 +93,10 @@ pub struct ServerBenchConfig {
         default_values_t = ["nacre-msync".to_string(), "redis-always".to_string()]
     )]
     pub latency_servers: Vec<String>,
+    /// Also take nacre-server checkpoints (BGSAVE) while Redis rewrites its AOF and saves
+    /// its RDB (nacre-server needs neither for durability; its checkpoints are backups).
+    #[arg(long)]
+    pub latency_checkpoints: bool,
     /// Where the latency chart (SVG) goes.
     #[arg(long, default_value = "docs/charts/server-latency.svg")]
     pub latency_chart: PathBuf,
