@@ -9,7 +9,7 @@ mod diff;
 
 use diff::{Diff, Norm};
 
-struct Rng(u64);
+struct Rng(nacre_pmem::SplitMix64);
 
 impl Rng {
     fn seeded() -> Rng {
@@ -22,14 +22,11 @@ impl Rng {
                     .map_or(1, |d| d.as_nanos() as u64)
             });
         eprintln!("seed {seed} (replay with NACRE_SEED={seed})");
-        Rng(seed | 1)
+        Rng(nacre_pmem::SplitMix64::new(seed))
     }
 
     fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
+        self.0.next_u64()
     }
 
     fn below(&mut self, n: u64) -> u64 {

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
+use nacre_pmem::SplitMix64;
 
 use super::{start, ServerBenchConfig};
 use crate::chart::{LineChart, Scale, Series, TickFormat};
@@ -117,17 +118,6 @@ fn preload(port: u16, keys: u64) -> Result<()> {
     Ok(())
 }
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
 /// One client's loop: its per-second histograms (µs).
 fn client(
     port: u16,
@@ -138,14 +128,14 @@ fn client(
     stop: Arc<AtomicBool>,
 ) -> Result<Vec<Histogram<u64>>> {
     let mut c = connect(port)?;
-    let mut r = Rng(0x9E37_79B9_7F4A_7C15 ^ (id + 1).wrapping_mul(0x2545_F491_4F6C_DD1D));
+    let mut r = SplitMix64::new(id);
     let mut hists: Vec<Histogram<u64>> = (0..secs)
         .map(|_| Histogram::new_with_bounds(1, 120_000_000, 3))
         .collect::<std::result::Result<_, _>>()
         .map_err(|e| fail(e.to_string()))?;
     let mut v = vec![b'v'; VALUE];
     while !stop.load(Ordering::Relaxed) {
-        let x = r.next();
+        let x = r.next_u64();
         v[..8].copy_from_slice(&x.to_le_bytes());
         let coll = format!("{}", (x >> 8) % COLLECTIONS);
         let start = Instant::now();

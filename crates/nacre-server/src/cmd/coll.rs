@@ -306,3 +306,52 @@ pub fn scan_members(
         Reply::Array(out),
     ]))
 }
+
+/// What the draw commands (`SRANDMEMBER`, `HRANDFIELD`, `ZRANDMEMBER`) settled.
+pub enum Draw {
+    /// The whole reply (a missing key, or a single draw without a count).
+    Done(Reply),
+    /// The members drawn for a count, and whether `with` (WITHVALUES, WITHSCORES) was given.
+    Drawn(Members, bool),
+}
+
+/// `<cmd> key [count [<with>]]` over a `kind` (`with`: the option word, if the command has
+/// one), checked as Redis checks it, then drawn.
+pub fn draw(
+    ctx: &mut Ctx,
+    args: &[Vec<u8>],
+    kind: Kind,
+    with: Option<&str>,
+) -> Result<Draw, Reply> {
+    let most = if with.is_some() { 4 } else { 3 };
+    let count = match args.len() {
+        2 => None,
+        n if n <= most => Some(rand_count(&args[2])?),
+        _ => return Err(super::syntax()),
+    };
+    let withv = match (args.get(3), with) {
+        (None, _) => false,
+        (Some(a), Some(w)) if super::args::is(a, w) => true,
+        _ => return Err(super::syntax()),
+    };
+    if let Some(c) = count {
+        if withv && !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&c) {
+            return Err(err("value is out of range"));
+        }
+    }
+    let Some(m) = typed(ctx, &args[1], kind)? else {
+        return Ok(Draw::Done(if count.is_some() {
+            Reply::Array(vec![])
+        } else {
+            Reply::Nil
+        }));
+    };
+    let Some(c) = count else {
+        return Ok(Draw::Done(
+            random_member(ctx, &args[1], m.version, m.size)?
+                .map_or(Reply::Nil, |(k, _)| Reply::Bulk(k)),
+        ));
+    };
+    let drawn = random_members(ctx, &args[1], m.version, m.size, c.unsigned_abs(), c < 0)?;
+    Ok(Draw::Drawn(drawn, withv))
+}

@@ -3,9 +3,9 @@
 
 use nacre_resp::Reply;
 
-use super::args::{int, is, long_double, parse_i64_strict};
-use super::coll::{self, rand_count, random_member, random_members, typed, typed_or_new};
-use super::{arity_error, err, ok, syntax, CmdResult, Ctx};
+use super::args::{int, long_double, parse_i64_strict};
+use super::coll::{self, typed, typed_or_new, Draw};
+use super::{arity_error, err, ok, CmdResult, Ctx};
 use crate::store::encoding::{Kind, Meta};
 use crate::store::txn::Members;
 
@@ -249,50 +249,21 @@ pub fn hscan(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
 
 /// `HRANDFIELD key [count [WITHVALUES]]`.
 pub fn hrandfield(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
-    let count = match args.len() {
-        2 => None,
-        3 | 4 => Some(rand_count(&args[2])?),
-        _ => return Err(syntax()),
+    let (drawn, withvalues) = match coll::draw(ctx, args, Kind::Hash, Some("withvalues"))? {
+        Draw::Done(r) => return Ok(r),
+        Draw::Drawn(d, w) => (d, w),
     };
-    let withvalues = match args.get(3) {
-        None => false,
-        Some(a) if is(a, "withvalues") => true,
-        Some(_) => return Err(syntax()),
-    };
-    if let Some(c) = count {
-        if withvalues && !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&c) {
-            return Err(err("value is out of range"));
-        }
-    }
-    let Some(m) = hash(ctx, &args[1])? else {
-        return Ok(if count.is_some() {
-            Reply::Array(vec![])
-        } else {
-            Reply::Nil
-        });
-    };
-    let Some(c) = count else {
-        return Ok(random_member(ctx, &args[1], m.version, m.size)?
-            .map_or(Reply::Nil, |(f, _)| Reply::Bulk(f)));
-    };
-    let drawn = random_members(ctx, &args[1], m.version, m.size, c.unsigned_abs(), c < 0)?;
-    let chosen: Vec<&(Vec<u8>, Vec<u8>)> = drawn.iter().collect();
-    Ok(Reply::Array(if withvalues {
-        if ctx.resp == 3 {
-            chosen
-                .into_iter()
-                .map(|(f, v)| Reply::Array(vec![Reply::Bulk(f.clone()), Reply::Bulk(v.clone())]))
-                .collect()
-        } else {
-            chosen
-                .into_iter()
-                .flat_map(|(f, v)| [Reply::Bulk(f.clone()), Reply::Bulk(v.clone())])
-                .collect()
-        }
-    } else {
-        chosen
+    Ok(Reply::Array(if !withvalues {
+        drawn.into_iter().map(|(f, _)| Reply::Bulk(f)).collect()
+    } else if ctx.resp == 3 {
+        drawn
             .into_iter()
-            .map(|(f, _)| Reply::Bulk(f.clone()))
+            .map(|(f, v)| Reply::Array(vec![Reply::Bulk(f), Reply::Bulk(v)]))
+            .collect()
+    } else {
+        drawn
+            .into_iter()
+            .flat_map(|(f, v)| [Reply::Bulk(f), Reply::Bulk(v)])
             .collect()
     }))
 }

@@ -276,7 +276,8 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
                 shared.store.txn(&refs, now_ms())
             };
             let reply = run_key(cmd, &mut txn, client, shared, args);
-            let notifying = shared.notify_flags() != 0;
+            // Changes are collected only when someone could receive their events.
+            let notifying = shared.notify_flags() != 0 && shared.pubsub.anyone();
             let changes = if notifying {
                 txn.changes_since(0)
             } else {

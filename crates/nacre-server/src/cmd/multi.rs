@@ -143,7 +143,7 @@ pub fn exec(shared: &Shared, client: &mut Client, _: &[Vec<u8>]) -> Outcome {
         }
     }
     let mut replies = Vec::with_capacity(queue.len());
-    let notifying = shared.notify_flags() != 0;
+    let notifying = shared.notify_flags() != 0 && shared.pubsub.anyone();
     let mut events = Vec::new();
     for (args, kerr) in queue.iter().zip(key_errors) {
         let mark = txn.mark();

@@ -8,10 +8,7 @@ use std::collections::BTreeSet;
 use nacre_resp::Reply;
 
 use super::args::{is, parse_i64_strict, positive, positive_or};
-use super::coll::{
-    self, check_type, numkeys, rand_count, random_member, random_members, resize, typed,
-    typed_or_new,
-};
+use super::coll::{self, check_type, numkeys, random_members, resize, typed, typed_or_new, Draw};
 use super::{syntax, CmdResult, Ctx};
 use crate::store::encoding::{Hint, Kind, Meta};
 use crate::store::txn::Members;
@@ -185,26 +182,10 @@ pub fn spop(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
 
 /// `SRANDMEMBER key [count]`.
 pub fn srandmember(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
-    let count = match args.len() {
-        2 => None,
-        3 => Some(rand_count(&args[2])?),
-        _ => return Err(syntax()),
-    };
-    let Some(m) = set(ctx, &args[1])? else {
-        return Ok(if count.is_some() {
-            Reply::Array(vec![])
-        } else {
-            Reply::Nil
-        });
-    };
-    let Some(c) = count else {
-        return Ok(random_member(ctx, &args[1], m.version, m.size)?
-            .map_or(Reply::Nil, |(k, _)| Reply::Bulk(k)));
-    };
-    let chosen = random_members(ctx, &args[1], m.version, m.size, c.unsigned_abs(), c < 0)?;
-    Ok(Reply::Array(
-        chosen.into_iter().map(|(k, _)| Reply::Bulk(k)).collect(),
-    ))
+    Ok(match coll::draw(ctx, args, Kind::Set, None)? {
+        Draw::Done(r) => r,
+        Draw::Drawn(d, _) => Reply::Array(d.into_iter().map(|(k, _)| Reply::Bulk(k)).collect()),
+    })
 }
 
 /// `SMOVE source destination member`.

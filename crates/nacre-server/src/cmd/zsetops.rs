@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use nacre_resp::{format_double, Reply};
 
 use super::args::{int, is, positive, positive_or};
-use super::coll::{rand_count, random_member, random_members};
+use super::coll::{draw, Draw};
 use super::zsets::{
     parse_score, save, scored_reply, select, set_score, store, zset, Query, Select, Z,
 };
@@ -139,33 +139,10 @@ fn all(ctx: &mut Ctx, key: &[u8], z: &Z) -> Result<Vec<(Vec<u8>, f64)>, Reply> {
 
 /// `ZRANDMEMBER key [count [WITHSCORES]]`.
 pub fn zrandmember(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
-    let count = match args.len() {
-        2 => None,
-        3 | 4 => Some(rand_count(&args[2])?),
-        _ => return Err(syntax()),
+    let (drawn, withscores) = match draw(ctx, args, Kind::ZSet, Some("withscores"))? {
+        Draw::Done(r) => return Ok(r),
+        Draw::Drawn(d, w) => (d, w),
     };
-    let withscores = match args.get(3) {
-        None => false,
-        Some(a) if is(a, "withscores") => true,
-        Some(_) => return Err(syntax()),
-    };
-    if let Some(c) = count {
-        if withscores && !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&c) {
-            return Err(err("value is out of range"));
-        }
-    }
-    let Some(z) = zset(ctx, &args[1])? else {
-        return Ok(if count.is_some() {
-            Reply::Array(vec![])
-        } else {
-            Reply::Nil
-        });
-    };
-    let Some(c) = count else {
-        return Ok(random_member(ctx, &args[1], z.version, z.size)?
-            .map_or(Reply::Nil, |(m, _)| Reply::Bulk(m)));
-    };
-    let drawn = random_members(ctx, &args[1], z.version, z.size, c.unsigned_abs(), c < 0)?;
     let mut chosen = Vec::with_capacity(drawn.len());
     for (m, v) in drawn {
         chosen.push((m, encoding::decode_score(&v)?));

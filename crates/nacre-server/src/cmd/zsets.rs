@@ -354,81 +354,48 @@ pub fn select(ctx: &mut Ctx, key: &[u8], z: &Z, q: &Query) -> Result<Vec<(Vec<u8
             }
             return Ok(out);
         }
-        Select::Score(r) => {
-            if r.empty() || q.offset < 0 {
-                return Ok(out);
-            }
-            let mut skip = q.offset;
-            let limit = if q.limit < 0 {
-                usize::MAX
-            } else {
-                q.limit as usize
-            };
-            if limit == 0 {
-                return Ok(out);
-            }
-            let (lo, hi) = if q.rev {
-                let mut hi = encoding::score_seek(z.version, r.max);
-                if r.max == f64::INFINITY {
-                    hi = end.clone();
-                } else {
-                    let past = u64::from_be_bytes(encoding::score_bytes(r.max)) + 1;
-                    hi.truncate(9);
-                    hi.extend_from_slice(&past.to_be_bytes());
-                }
-                (start, hi.min(end))
-            } else {
-                (encoding::score_seek(z.version, r.min).max(start), end)
-            };
-            walk(ctx, key, lo, hi, q.rev, |s, m| {
-                // Entries before the range (ties with an exclusive bound) are skipped; the
-                // first one past it ends the walk.
-                let (before, past) = if q.rev {
-                    (!r.below_max(s), !r.above_min(s))
-                } else {
-                    (!r.above_min(s), !r.below_max(s))
-                };
-                take(&mut out, &mut skip, before, past, m, s);
-                !past && out.len() < limit
-            })?;
-        }
-        Select::Lex(r) => {
-            if q.offset < 0 {
-                return Ok(out);
-            }
-            let mut skip = q.offset;
-            let limit = if q.limit < 0 {
-                usize::MAX
-            } else {
-                q.limit as usize
-            };
-            if limit == 0 {
-                return Ok(out);
-            }
-            walk(ctx, key, start, end, q.rev, |s, m| {
-                let (before, past) = if q.rev {
-                    (!r.below_max(m), !r.above_min(m))
-                } else {
-                    (!r.above_min(m), !r.below_max(m))
-                };
-                take(&mut out, &mut skip, before, past, m, s);
-                !past && out.len() < limit
-            })?;
-        }
+        Select::Score(r) if r.empty() => return Ok(out),
+        Select::Score(_) | Select::Lex(_) => {}
     }
+    if q.offset < 0 || q.limit == 0 {
+        return Ok(out);
+    }
+    let limit = usize::try_from(q.limit).unwrap_or(usize::MAX);
+    let mut skip = q.offset;
+    // Where the walk starts and ends: a score range seeks to its first score (from the
+    // high end: past its last); a lexicographic range walks the whole index.
+    let (lo, hi) = match &q.select {
+        Select::Score(r) if q.rev && r.max != f64::INFINITY => {
+            let mut hi = encoding::score_seek(z.version, r.max);
+            let past = u64::from_be_bytes(encoding::score_bytes(r.max)) + 1;
+            hi.truncate(9);
+            hi.extend_from_slice(&past.to_be_bytes());
+            (start, hi.min(end))
+        }
+        Select::Score(r) if !q.rev => (encoding::score_seek(z.version, r.min).max(start), end),
+        _ => (start, end),
+    };
+    let select = &q.select;
+    walk(ctx, key, lo, hi, q.rev, |s, m| {
+        // (below the range's low end, above its high end)
+        let (low, high) = match select {
+            Select::Score(r) => (!r.above_min(s), !r.below_max(s)),
+            Select::Lex(r) => (!r.above_min(m), !r.below_max(m)),
+            Select::Rank(..) => (false, false),
+        };
+        // Entries before the range (ties with an exclusive bound) are skipped; the first one
+        // past it ends the walk.
+        let (before, past) = if q.rev { (high, low) } else { (low, high) };
+        if !before && !past {
+            if skip > 0 {
+                skip -= 1;
+            } else {
+                out.push((m.to_vec(), s));
+            }
+        }
+        !past && out.len() < limit
+    })?;
     Ok(out)
-}
-
-/// One step of a range walk: keeps an entry inside the range once `skip` are skipped.
-fn take(out: &mut Vec<(Vec<u8>, f64)>, skip: &mut i64, before: bool, past: bool, m: &[u8], s: f64) {
-    if before || past {
-        return;
-    }
-    if *skip > 0 {
-        *skip -= 1;
-    } else {
-        out.push((m.to_vec(), s));
-    }
 }
 
 /// The 0-based rank of `member` with `score`, from the low end (or the high end when

@@ -550,6 +550,22 @@ mod tests {
     }
 
     #[test]
+    fn malformed_list_ends_and_scores_are_corruption() {
+        assert_eq!(list_ends(&list_payload(5, 9)).unwrap(), (5, 9));
+        for bad in [
+            Vec::new(),
+            vec![0; 15],
+            list_payload(9, 5),
+            list_payload(1, 1 << 63),
+        ] {
+            assert!(list_ends(&bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(decode_score(&2.5f64.to_le_bytes()).unwrap(), 2.5);
+        assert!(decode_score(&f64::NAN.to_le_bytes()).is_err());
+        assert!(decode_score(&[0; 7]).is_err());
+    }
+
+    #[test]
     fn keys_split_back() {
         let k = meta_key(3, b"user:1");
         let (ns, h, key) = split_meta_key(&k).unwrap();
