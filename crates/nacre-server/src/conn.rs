@@ -167,7 +167,7 @@ async fn park(
                 }
                 return (&mut parked.rx).await.ok();
             }
-            _ = shared.store.commits.wait(waiting.unwrap_or(0)), if waiting.is_some() => {}
+            _ = shared.store.commits.wait(&shared.store, waiting.unwrap_or(0)), if waiting.is_some() => {}
             r = stream.read_buf(buf) => {
                 if matches!(r, Ok(0) | Err(_)) {
                     shared.waiters.unpark(parked.id);
@@ -225,7 +225,7 @@ pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, info: Arc<ClientI
             let outcome = loop {
                 outcome = match outcome {
                     Outcome::After(t, args) => {
-                        let _ = shared.store.commits.wait(t.0).await;
+                        let _ = shared.store.commits.wait(&shared.store, t.0).await;
                         execute(&shared, &mut client, args)
                     }
                     Outcome::AfterCount(args) => {
@@ -299,6 +299,8 @@ pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, info: Arc<ClientI
         }
         buf.drain(..start);
         client.flush_counters(&shared);
+        // This round's writes reach the engine together (K2: in ticket order).
+        shared.store.commits.flush(&shared.store);
         if !send_ready(&shared, &mut stream, &mut q).await {
             break;
         }
@@ -318,7 +320,7 @@ pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, info: Arc<ClientI
                     shared.counters.net_in.fetch_add(n as u64, Ordering::Relaxed);
                 }
             },
-            _ = shared.store.commits.wait(waiting.unwrap_or(0)), if waiting.is_some() => {}
+            _ = shared.store.commits.wait(&shared.store, waiting.unwrap_or(0)), if waiting.is_some() => {}
             line = async {
                 match monitor.as_mut() {
                     Some(m) => m.recv().await.ok(),

@@ -6,6 +6,12 @@ use std::process::ExitCode;
 
 use nacre_server::{Config, LogLevel};
 
+// The server allocates small buffers on every runtime thread and the engine's committer;
+// glibc's arenas serialise those threads on their locks (a tenth of the server's time under
+// pipelined writes went to waking lock waiters), mimalloc keeps a heap per thread.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "--help" || a == "-h") {

@@ -51,7 +51,7 @@ fn serve(db: Db) -> Arc<Shared> {
     if let Some(s) = snap {
         st.count_keys(s).expect("count");
     }
-    st.commits.close();
+    st.commits.close(&st);
     let cfg = nacre_server::Config {
         databases: DBS as u64,
         ..Default::default()
@@ -63,7 +63,11 @@ fn run(shared: &Shared, c: &mut Client, args: &[&str]) -> Reply {
     let args = args.iter().map(|a| a.as_bytes().to_vec()).collect();
     match execute(shared, c, args) {
         Outcome::Reply(r, t) => {
-            shared.store.commits.wait_blocking(t.0).expect("commit");
+            shared
+                .store
+                .commits
+                .wait_blocking(&shared.store, t.0)
+                .expect("commit");
             r
         }
         _ => panic!("unexpected outcome"),

@@ -354,6 +354,13 @@ impl Db {
         self.inner.write_async(&self.inner, batch)
     }
 
+    /// [`Db::write_async`] of several batches at once, queued in order behind one lock and
+    /// one wake of the committer: a future per batch, in the same order. Each batch is still
+    /// checked, and fails, on its own.
+    pub fn write_async_many(&self, batches: Vec<WriteBatch>) -> Vec<WriteFuture> {
+        self.inner.write_async_many(&self.inner, batches)
+    }
+
     /// Sets `key` to `value` in `subtable`, durably.
     pub fn put(
         &self,

@@ -134,17 +134,51 @@ impl Engine {
     pub(crate) fn write_async(&self, me: &Arc<Engine>, batch: WriteBatch) -> WriteFuture {
         let done = Arc::new(Done::default());
         let fut = WriteFuture { done: done.clone() };
+        self.enqueue(me, vec![(batch, done)]);
+        fut
+    }
+
+    /// `Db::write_async_many`: queues `batches` in order, with one wake of the committer.
+    pub(crate) fn write_async_many(
+        &self,
+        me: &Arc<Engine>,
+        batches: Vec<WriteBatch>,
+    ) -> Vec<WriteFuture> {
+        let mut futs = Vec::with_capacity(batches.len());
+        let items = batches
+            .into_iter()
+            .map(|b| {
+                let done = Arc::new(Done::default());
+                futs.push(WriteFuture { done: done.clone() });
+                (b, done)
+            })
+            .collect();
+        self.enqueue(me, items);
+        futs
+    }
+
+    /// Queues `items` in order (A1), starting the committer thread on first use.
+    fn enqueue(&self, me: &Arc<Engine>, items: Vec<(WriteBatch, Arc<Done>)>) {
         let w = &self.writes;
         {
             let mut q = lock(&w.queue);
             if w.stopped.load(Ordering::Acquire) {
                 drop(q);
-                done.finish(Err(Error::Poisoned("the database is closing".into())));
-                return fut;
+                for (_, done) in items {
+                    done.finish(Err(Error::Poisoned("the database is closing".into())));
+                }
+                return;
             }
-            q.push_back((batch, done));
+            q.extend(items);
+            // A futex wake costs a system call even with nobody waiting: only wake the
+            // committer when it sleeps (it sets the flag under this lock before it waits).
+            if w.sleeping.load(Ordering::Relaxed) {
+                w.wake.notify_one();
+            }
         }
-        w.wake.notify_one();
+        if w.started.load(Ordering::Acquire) {
+            return;
+        }
         let mut t = lock(&w.thread);
         if t.is_none() && !w.stopped.load(Ordering::Acquire) {
             let engine = me.clone();
@@ -152,14 +186,16 @@ impl Engine {
                 .name("nacre-committer".into())
                 .spawn(move || engine.run_committer())
             {
-                Ok(h) => *t = Some(h),
+                Ok(h) => {
+                    *t = Some(h);
+                    w.started.store(true, Ordering::Release);
+                }
                 Err(e) => {
                     drop(t);
                     w.fail_all(&format!("cannot start the committer thread: {e}"));
                 }
             }
         }
-        fut
     }
 
     /// The committer thread: takes runs of queued batches from the front and commits each.
@@ -175,7 +211,9 @@ impl Engine {
             let run = {
                 let mut q = lock(&w.queue);
                 while q.is_empty() && !w.stopped.load(Ordering::Acquire) {
+                    w.sleeping.store(true, Ordering::Relaxed);
                     q = w.wake.wait(q).unwrap_or_else(|e| e.into_inner());
+                    w.sleeping.store(false, Ordering::Relaxed);
                 }
                 if q.is_empty() {
                     return;
@@ -270,6 +308,10 @@ type Run = (Vec<(WriteBatch, Arc<Done>)>, Option<Vec<(u32, usize)>>);
 pub(crate) struct Committer {
     queue: Mutex<VecDeque<(WriteBatch, Arc<Done>)>>,
     wake: Condvar,
+    /// Whether the committer waits on `wake`; set and read under `queue`'s lock.
+    sleeping: AtomicBool,
+    /// Whether the thread was started (it is never started twice).
+    started: AtomicBool,
     stopped: AtomicBool,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
@@ -316,18 +358,28 @@ impl Committer {
 /// Where a queued batch's outcome is left for its future.
 #[derive(Default)]
 struct Done {
-    slot: Mutex<(Option<Result<()>>, Option<Waker>)>,
+    slot: Mutex<Slot>,
     cv: Condvar,
+}
+
+#[derive(Default)]
+struct Slot {
+    outcome: Option<Result<()>>,
+    waker: Option<Waker>,
+    /// Whether a thread waits on `cv` (the wake is a system call: skipped when nobody does).
+    blocked: bool,
 }
 
 impl Done {
     fn finish(&self, r: Result<()>) {
-        let waker = {
+        let (waker, blocked) = {
             let mut s = lock(&self.slot);
-            s.0 = Some(r);
-            s.1.take()
+            s.outcome = Some(r);
+            (s.waker.take(), s.blocked)
         };
-        self.cv.notify_all();
+        if blocked {
+            self.cv.notify_all();
+        }
         if let Some(w) = waker {
             w.wake();
         }
@@ -343,14 +395,15 @@ impl WriteFuture {
     /// Blocks until the batch is durable or failed.
     pub fn wait(self) -> Result<()> {
         let spin = std::time::Instant::now();
-        while lock(&self.done.slot).0.is_none() && spin.elapsed() < spin_limit() {
+        while lock(&self.done.slot).outcome.is_none() && spin.elapsed() < spin_limit() {
             std::thread::yield_now();
         }
         let mut s = lock(&self.done.slot);
         loop {
-            if let Some(r) = s.0.take() {
+            if let Some(r) = s.outcome.take() {
                 return r;
             }
+            s.blocked = true;
             s = self.done.cv.wait(s).unwrap_or_else(|e| e.into_inner());
         }
     }
@@ -361,10 +414,10 @@ impl Future for WriteFuture {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
         let mut s = lock(&self.done.slot);
-        match s.0.take() {
+        match s.outcome.take() {
             Some(r) => Poll::Ready(r),
             None => {
-                s.1 = Some(cx.waker().clone());
+                s.waker = Some(cx.waker().clone());
                 Poll::Pending
             }
         }

@@ -124,6 +124,46 @@ fn a_bad_batch_fails_alone() {
 }
 
 #[test]
+fn batches_queued_together_commit_in_order_and_fail_alone() {
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let db = open(dir.path());
+    let t = db.subtable("t").unwrap();
+    let mut batches = Vec::new();
+    for i in 0..500u32 {
+        let mut b = WriteBatch::new();
+        if i == 250 {
+            // Too large for one zone: this batch fails, its neighbours do not.
+            for j in 0..20 {
+                b.put(&t, format!("big{j}"), vec![7u8; 20_000]);
+            }
+        } else {
+            b.put(&t, "last", i.to_string());
+            b.put(&t, format!("k{i:05}"), i.to_le_bytes());
+        }
+        batches.push(b);
+    }
+    let futs = db.write_async_many(batches);
+    assert_eq!(futs.len(), 500);
+    for (i, f) in futs.into_iter().enumerate() {
+        let r = block_on(f);
+        if i == 250 {
+            assert!(matches!(r, Err(Error::TooLarge { .. })), "{r:?}");
+        } else {
+            r.unwrap();
+        }
+    }
+    assert_eq!(db.get(&t, "last").unwrap().unwrap(), b"499");
+    assert_eq!(db.get(&t, "big0").unwrap(), None);
+    for i in (0..500u32).filter(|&i| i != 250) {
+        assert_eq!(
+            db.get(&t, format!("k{i:05}")).unwrap().unwrap(),
+            i.to_le_bytes()
+        );
+    }
+    assert!(db.write_async_many(Vec::new()).is_empty());
+}
+
+#[test]
 fn closing_with_batches_queued_completes_every_future() {
     let dir = tempfile::tempdir_in("/dev/shm").unwrap();
     let db = open(dir.path());

@@ -97,6 +97,8 @@ pub fn expire_step(store: &Store, on_expired: OnExpired<'_>) -> Result<usize> {
             stale.delete(&store.subs.expire, &k);
         }
     }
+    // Nobody waits for these commits' tickets: hand them to the engine now.
+    store.commits.flush(store);
     if !stale.is_empty() {
         store.db.write(stale)?;
     }

@@ -33,11 +33,21 @@ pub struct InFlight {
     keys: Vec<(usize, Vec<u8>)>,
 }
 
+/// A batch given its ticket but not yet handed to the engine.
+struct Staged {
+    ticket: u64,
+    batch: WriteBatch,
+    keys: Vec<(usize, Vec<u8>)>,
+}
+
 struct Queue {
     next: u64,
     /// Versions below this are covered by a queued mark (K5).
     version_mark: u64,
     tx: Option<mpsc::UnboundedSender<InFlight>>,
+    /// Batches in ticket order, handed to the engine together by the next
+    /// [`Commits::flush`] (K2 holds: the engine gets them in this order).
+    staged: Vec<Staged>,
 }
 
 /// Queued commits.
@@ -48,6 +58,8 @@ pub struct Commits {
     failures: Mutex<HashMap<u64, String>>,
     /// Whether `failures` holds anything: replies check it without taking the lock.
     any_failed: std::sync::atomic::AtomicBool,
+    /// Whether `staged` may hold batches: flushes check it without taking the lock.
+    any_staged: std::sync::atomic::AtomicBool,
     /// Writes are refused until this ticket is resolved (after a failed commit).
     refuse_until: std::sync::atomic::AtomicU64,
 }
@@ -61,17 +73,22 @@ impl Commits {
                 next: 1,
                 version_mark,
                 tx: Some(tx),
+                staged: Vec::new(),
             }),
             rx: Mutex::new(Some(rx)),
             durable: watch::Sender::new(0),
             failures: Mutex::new(HashMap::new()),
             any_failed: std::sync::atomic::AtomicBool::new(false),
+            any_staged: std::sync::atomic::AtomicBool::new(false),
             refuse_until: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
     /// Queues `batch` (K2); a batch using versions up to `max_version` carries a new mark
-    /// when it reaches the old one (K5). Returns its ticket.
+    /// when it reaches the old one (K5). Returns its ticket. The batch is staged: it reaches
+    /// the engine with the next [`Commits::flush`], which whoever waits for a ticket calls
+    /// (a connection flushes once per round of pipelined commands, so they share one
+    /// hand-off to the committer instead of one each).
     pub fn submit(
         &self,
         store: &Store,
@@ -91,22 +108,83 @@ impl Commits {
         }
         let ticket = q.next;
         q.next += 1;
-        let fut = store.db.write_async(batch);
-        match &q.tx {
-            Some(tx) => {
-                if let Err(e) = tx.send(InFlight { ticket, fut, keys }) {
-                    // The completer is gone (shutdown): wait here, which still completes.
-                    let f = e.0;
-                    drop(q);
-                    self.complete_in_caller(f.ticket, f.fut.wait());
-                }
+        if q.tx.is_none() {
+            // No completer (shutdown, in-process use): commit in the caller, after anything
+            // staged before it.
+            let fut = self.hand_over(
+                store,
+                &mut q,
+                Some(Staged {
+                    ticket,
+                    batch,
+                    keys,
+                }),
+            );
+            drop(q);
+            for (t, f) in fut {
+                self.complete_in_caller(t, f.wait());
             }
-            None => {
-                drop(q);
-                self.complete_in_caller(ticket, fut.wait());
+            return ticket;
+        }
+        q.staged.push(Staged {
+            ticket,
+            batch,
+            keys,
+        });
+        self.any_staged
+            .store(true, std::sync::atomic::Ordering::Release);
+        ticket
+    }
+
+    /// Hands every staged batch (then `extra`) to the engine in ticket order, under the
+    /// queue lock; what the completer does not take is returned for the caller to wait on.
+    fn hand_over(
+        &self,
+        store: &Store,
+        q: &mut Queue,
+        extra: Option<Staged>,
+    ) -> Vec<(u64, WriteFuture)> {
+        let mut staged = std::mem::take(&mut q.staged);
+        self.any_staged
+            .store(false, std::sync::atomic::Ordering::Release);
+        staged.extend(extra);
+        if staged.is_empty() {
+            return Vec::new();
+        }
+        let mut meta = Vec::with_capacity(staged.len());
+        let mut batches = Vec::with_capacity(staged.len());
+        for s in staged {
+            meta.push((s.ticket, s.keys));
+            batches.push(s.batch);
+        }
+        let futs = store.db.write_async_many(batches);
+        let mut left = Vec::new();
+        for ((ticket, keys), fut) in meta.into_iter().zip(futs) {
+            match &q.tx {
+                Some(tx) => {
+                    if let Err(e) = tx.send(InFlight { ticket, fut, keys }) {
+                        // The completer is gone (shutdown): the caller waits, which still
+                        // completes.
+                        left.push((e.0.ticket, e.0.fut));
+                    }
+                }
+                None => left.push((ticket, fut)),
             }
         }
-        ticket
+        left
+    }
+
+    /// Hands the staged batches to the engine (see [`Commits::submit`]).
+    pub fn flush(&self, store: &Store) {
+        if !self.any_staged.load(std::sync::atomic::Ordering::Acquire) {
+            return;
+        }
+        let mut q = self.queue.lock();
+        let left = self.hand_over(store, &mut q, None);
+        drop(q);
+        for (t, f) in left {
+            self.complete_in_caller(t, f.wait());
+        }
     }
 
     /// Whether `ticket` is resolved (durable or failed).
@@ -157,11 +235,12 @@ impl Commits {
     }
 
     /// Waits until `ticket` is durable: `Err` with the reason if its commit failed.
-    pub async fn wait(&self, ticket: u64) -> std::result::Result<(), String> {
+    pub async fn wait(&self, store: &Store, ticket: u64) -> std::result::Result<(), String> {
         if ticket == 0 {
             return Ok(());
         }
         if *self.durable.borrow() < ticket {
+            self.flush(store);
             let mut rx = self.durable.subscribe();
             // The sender lives as long as `self`.
             let _ = rx.wait_for(|d| *d >= ticket).await;
@@ -170,7 +249,8 @@ impl Commits {
     }
 
     /// Blocking [`Commits::wait`], for threads outside the runtime.
-    pub fn wait_blocking(&self, ticket: u64) -> std::result::Result<(), String> {
+    pub fn wait_blocking(&self, store: &Store, ticket: u64) -> std::result::Result<(), String> {
+        self.flush(store);
         let mut rx = self.durable.subscribe();
         while *rx.borrow_and_update() < ticket {
             if self.durable.is_closed() {
@@ -239,7 +319,8 @@ impl Commits {
     }
 
     /// Stops queueing through the completer; later commits complete in the caller.
-    pub fn close(&self) {
+    pub fn close(&self, store: &Store) {
+        self.flush(store);
         self.queue.lock().tx = None;
     }
 }

@@ -219,9 +219,9 @@ impl Store {
     pub fn close_ref(&self) -> Result<()> {
         // Counts still being counted are not recorded: the next start counts again.
         let counted = self.is_counted();
-        self.commits.close();
+        self.commits.close(self);
         let last = self.commits.last();
-        let _ = self.commits.wait_blocking(last);
+        let _ = self.commits.wait_blocking(self, last);
         let mut b = WriteBatch::new();
         if counted {
             b.put(&self.subs.sys, CLEAN, encode_clean(self));
