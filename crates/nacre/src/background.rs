@@ -16,12 +16,13 @@ use std::time::Duration;
 use crate::engine::Engine;
 use crate::error::{FullCause, Result};
 use crate::gi::{apply, Version};
-use crate::index::{IKey, MemIndex};
+use crate::index::MemIndex;
 use crate::record::{read_record_meta, Kind};
 use crate::space::cleaner::{clean_one, register_zones, retire_blobs, Cleaned, Retired};
 use crate::space::Space;
 use crate::subtable::Subtable;
 use crate::view::Sealed;
+use nacre_pmem::PmOffset;
 
 /// Runs the worker until the database asks it to stop.
 pub(crate) fn run(db: Arc<Engine>) {
@@ -167,32 +168,31 @@ fn merge(db: &Engine, sub: &Subtable, sealed: &Sealed) -> Result<Vec<Version>> {
     let zone_of = |at| store.zones.zone_of(at).map_or(u64::MAX, |z| z.0);
     let mut zones = db.space.zones.lock();
     let mut acct = |at, n, add| Space::account(&mut zones, zone_of(at), n, add);
-    let mut next = index.next(std::ops::Bound::Unbounded);
     let mut revisit: Vec<Vec<u8>> = Vec::new();
     let mut key: Vec<u8> = Vec::new();
+    let mut after: Vec<u8> = Vec::new();
+    let mut found: Vec<(u64, PmOffset)> = Vec::new();
     let mut versions: Vec<Version> = Vec::new();
     let mut gone: Vec<Version> = Vec::new();
-    while let Some((ik, at)) = next {
-        if ik.key != key && !versions.is_empty() {
-            if apply(gi, &key, &versions, 0, &hz, &mut acct, &mut gone) {
-                revisit.push(key.clone());
-            }
-            versions.clear();
+    let mut started = false;
+    // Key by key, each key's versions in one pass (a hot key has many).
+    while index.next_key_into(started.then_some(after.as_slice()), &mut key, &mut found) {
+        started = true;
+        versions.clear();
+        for &(seq, at) in &found {
+            let (size, kind) = read_record_meta(&store.pool, at)?;
+            versions.push(Version {
+                seq,
+                at,
+                size,
+                tomb: kind == Kind::Delete,
+                blob: kind == Kind::Blob,
+            });
         }
-        let (size, kind) = read_record_meta(&store.pool, at)?;
-        versions.push(Version {
-            seq: ik.seq,
-            at,
-            size,
-            tomb: kind == Kind::Delete,
-            blob: kind == Kind::Blob,
-        });
-        next = index.next(std::ops::Bound::Excluded(&ik));
-        let IKey { key: k, .. } = ik;
-        key = k;
-    }
-    if !versions.is_empty() && apply(gi, &key, &versions, 0, &hz, &mut acct, &mut gone) {
-        revisit.push(key);
+        if apply(gi, &key, &versions, 0, &hz, &mut acct, &mut gone) {
+            revisit.push(key.clone());
+        }
+        std::mem::swap(&mut after, &mut key);
     }
     drop(zones);
     sub.inner.revisit.lock().extend(revisit);

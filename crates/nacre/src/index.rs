@@ -61,6 +61,45 @@ pub trait MemIndex: Send + Sync {
         let mut k = IKey::default();
         self.prev_into(bound, &mut k).map(|at| (k, at))
     }
+    /// The first key after `after` (`None`: the first key), into `key`, with every version
+    /// of it, newest first, into `versions`; false when there is none. A walk over every
+    /// version (a merge) reads each key's versions in one pass this way, where stepping
+    /// with [`MemIndex::next_into`] may look a hot key's versions over once per version.
+    fn next_key_into(
+        &self,
+        after: Option<&[u8]>,
+        key: &mut Vec<u8>,
+        versions: &mut Vec<(u64, PmOffset)>,
+    ) -> bool {
+        versions.clear();
+        let mut ik = IKey::default();
+        let first = match after {
+            None => self.next_into(Bound::Unbounded, &mut ik),
+            // (k, 0) is k's last possible entry: what follows it is the next key's first.
+            Some(k) => {
+                let end = IKey {
+                    key: k.to_vec(),
+                    seq: 0,
+                };
+                self.next_into(Bound::Excluded(&end), &mut ik)
+            }
+        };
+        let Some(at) = first else {
+            return false;
+        };
+        key.clear();
+        key.extend_from_slice(&ik.key);
+        versions.push((ik.seq, at));
+        let mut cur = ik.clone();
+        while let Some(at) = self.next_into(Bound::Excluded(&cur), &mut ik) {
+            if ik.key != *key {
+                break;
+            }
+            versions.push((ik.seq, at));
+            cur.seq = ik.seq;
+        }
+        true
+    }
     /// Number of versions indexed (tests compare indexes by it).
     #[cfg(test)]
     fn len(&self) -> usize;

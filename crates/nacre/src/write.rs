@@ -160,7 +160,7 @@ impl Engine {
     /// Queues `items` in order (A1), starting the committer thread on first use.
     fn enqueue(&self, me: &Arc<Engine>, items: Vec<(WriteBatch, Arc<Done>)>) {
         let w = &self.writes;
-        {
+        let sleeping = {
             let mut q = lock(&w.queue);
             if w.stopped.load(Ordering::Acquire) {
                 drop(q);
@@ -170,11 +170,14 @@ impl Engine {
                 return;
             }
             q.extend(items);
-            // A futex wake costs a system call even with nobody waiting: only wake the
-            // committer when it sleeps (it sets the flag under this lock before it waits).
-            if w.sleeping.load(Ordering::Relaxed) {
-                w.wake.notify_one();
-            }
+            w.sleeping.load(Ordering::Relaxed)
+        };
+        // A futex wake costs a system call even with nobody waiting: only wake the committer
+        // when it sleeps (it sets the flag under the queue lock before it waits, so a flag
+        // seen clear means it will find these batches before it waits again). The wake comes
+        // after the lock is released, so the woken thread does not wait for it.
+        if sleeping {
+            w.wake.notify_one();
         }
         if w.started.load(Ordering::Acquire) {
             return;

@@ -239,7 +239,7 @@ pub fn info_text(shared: &Shared, sections: &[String]) -> String {
     if want("nacre") {
         let pm_total = stats.zones * stats.zone_size;
         out.push_str(&format!(
-            "# Nacre\r\nbackend:{}\r\nwrite_survives:{}\r\npm_total_bytes:{}\r\npm_used_bytes:{}\r\npm_free_bytes:{}\r\nzones:{}\r\nzones_free:{}\r\nzone_size:{}\r\ncommit_groups:{}\r\ncommits_queued:{}\r\npm_bytes_written:{}\r\nuser_bytes_written:{}\r\ncleaner_zones_freed:{}\r\ncleaner_moved_bytes:{}\r\nstalls:{}\r\ndamaged_zones:{}\r\nold_version_records_deleted:{}\r\n\r\n",
+            "# Nacre\r\nbackend:{}\r\nwrite_survives:{}\r\npm_total_bytes:{}\r\npm_used_bytes:{}\r\npm_free_bytes:{}\r\nzones:{}\r\nzones_free:{}\r\nzone_size:{}\r\ncommit_groups:{}\r\ncommits_queued:{}\r\npm_bytes_written:{}\r\nuser_bytes_written:{}\r\ncleaner_zones_freed:{}\r\ncleaner_moved_bytes:{}\r\nstalls:{}\r\nstall_time_ms:{}\r\ndamaged_zones:{}\r\nold_version_records_deleted:{}\r\n\r\n",
             shared.start.backend,
             shared.start.survives,
             pm_total,
@@ -255,6 +255,7 @@ pub fn info_text(shared: &Shared, sections: &[String]) -> String {
             stats.cleaner_zones_freed,
             stats.cleaner_moved_bytes,
             stats.stalls,
+            stats.stall_time.as_millis(),
             stats.damaged_zones,
             store.gc_records.load(Ordering::Relaxed),
         ));
