@@ -276,17 +276,25 @@ impl Commits {
         self.durable.send_modify(|d| *d = (*d).max(ticket));
     }
 
-    /// Records `ticket`'s outcome and drops its pending entries (not yet published).
-    fn resolve(&self, store: &Store, ticket: u64, r: nacre::Result<()>, keys: &[(usize, Vec<u8>)]) {
-        if let Err(e) = r {
-            self.record_failure(ticket, e);
-        }
-        for (stripe, mkey) in keys {
-            let mut s = store.stripes[*stripe].lock();
-            if s.pending.get(mkey).is_some_and(|p| p.ticket == ticket) {
-                s.pending.remove(mkey);
+    /// Drops the pending entries of resolved commits (before they are published): each
+    /// stripe is locked once for all of them (a hot key's stripe would otherwise be taken
+    /// once per commit, against the commands running on it). An entry goes only if the
+    /// commit that wrote it last is among them.
+    fn drop_pending(store: &Store, resolved: &mut Vec<(usize, Vec<u8>, u64)>) {
+        resolved.sort_unstable_by_key(|e| e.0);
+        let mut i = 0;
+        while i < resolved.len() {
+            let stripe = resolved[i].0;
+            let mut s = store.stripes[stripe].lock();
+            while i < resolved.len() && resolved[i].0 == stripe {
+                let (_, mkey, ticket) = &resolved[i];
+                if s.pending.get(mkey).is_some_and(|p| p.ticket == *ticket) {
+                    s.pending.remove(mkey);
+                }
+                i += 1;
             }
         }
+        resolved.clear();
     }
 
     /// The task that awaits queued commits in order and publishes each one durable.
@@ -297,6 +305,8 @@ impl Commits {
         // Commits of one group complete together: resolve every one already done before
         // waking waiters once, rather than once per commit.
         let mut batch = Vec::with_capacity(256);
+        let mut resolved: Vec<(usize, Vec<u8>, u64)> = Vec::new();
+        let commits = &store.commits;
         while rx.recv_many(&mut batch, 256).await > 0 {
             let mut done = None;
             for mut f in batch.drain(..) {
@@ -304,16 +314,21 @@ impl Commits {
                     Some(r) => r,
                     None => {
                         if let Some(t) = done.take() {
-                            store.commits.publish(t);
+                            Self::drop_pending(&store, &mut resolved);
+                            commits.publish(t);
                         }
                         (&mut f.fut).await
                     }
                 };
-                store.commits.resolve(&store, f.ticket, r, &f.keys);
+                if let Err(e) = r {
+                    commits.record_failure(f.ticket, e);
+                }
+                resolved.extend(f.keys.into_iter().map(|(st, k)| (st, k, f.ticket)));
                 done = Some(f.ticket);
             }
             if let Some(t) = done {
-                store.commits.publish(t);
+                Self::drop_pending(&store, &mut resolved);
+                commits.publish(t);
             }
         }
     }
