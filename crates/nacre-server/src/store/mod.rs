@@ -5,8 +5,10 @@
 //! - K1 (isolation): a command locks the stripes of every key it names, in stripe order,
 //!   and holds them from its first read until its batch is queued; commands that touch a
 //!   whole database (`FLUSHDB`, `SWAPDB`) hold the namespace table exclusively.
-//! - K2 (order): a command's batch is queued with `Db::write_async` while its locks are held,
-//!   so two commands on one key commit in the order they ran.
+//! - K2 (order): a command's batch gets its ticket while its locks are held, and batches reach
+//!   the engine in ticket order (staged, then handed over together by `Commits::flush`, which
+//!   anyone waiting for a ticket calls first), so two commands on one key commit in the order
+//!   they ran.
 //! - K3 (read what is queued): until a queued batch is durable, its records stay in its keys'
 //!   stripes as *pending* entries, and commands read them before the engine (which shows only
 //!   durable writes).
