@@ -13,6 +13,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use nacre_pmem::PmOffset;
+
 use crate::engine::Engine;
 use crate::error::{FullCause, Result};
 use crate::gi::{apply, Version};
@@ -22,7 +24,6 @@ use crate::space::cleaner::{clean_one, register_zones, retire_blobs, Cleaned, Re
 use crate::space::Space;
 use crate::subtable::Subtable;
 use crate::view::Sealed;
-use nacre_pmem::PmOffset;
 
 /// Runs the worker until the database asks it to stop.
 pub(crate) fn run(db: Arc<Engine>) {

@@ -144,14 +144,13 @@ impl Engine {
         me: &Arc<Engine>,
         batches: Vec<WriteBatch>,
     ) -> Vec<WriteFuture> {
-        let mut futs = Vec::with_capacity(batches.len());
-        let items = batches
+        let items: Vec<_> = batches
             .into_iter()
-            .map(|b| {
-                let done = Arc::new(Done::default());
-                futs.push(WriteFuture { done: done.clone() });
-                (b, done)
-            })
+            .map(|b| (b, Arc::new(Done::default())))
+            .collect();
+        let futs = items
+            .iter()
+            .map(|(_, done)| WriteFuture { done: done.clone() })
             .collect();
         self.enqueue(me, items);
         futs

@@ -6,7 +6,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use nacre::{Subtable, WriteBatch, WriteFuture};
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::{mpsc, watch};
 
 use super::{Store, StoreError};
@@ -108,48 +108,30 @@ impl Commits {
         }
         let ticket = q.next;
         q.next += 1;
-        if q.tx.is_none() {
-            // No completer (shutdown, in-process use): commit in the caller, after anything
-            // staged before it.
-            let fut = self.hand_over(
-                store,
-                &mut q,
-                Some(Staged {
-                    ticket,
-                    batch,
-                    keys,
-                }),
-            );
-            drop(q);
-            for (t, f) in fut {
-                self.complete_in_caller(t, f.wait());
-            }
-            return ticket;
-        }
         q.staged.push(Staged {
             ticket,
             batch,
             keys,
         });
+        if q.tx.is_none() {
+            // No completer (shutdown, in-process use): commit in the caller, with anything
+            // staged before it.
+            self.hand_over(store, q);
+            return ticket;
+        }
         self.any_staged
             .store(true, std::sync::atomic::Ordering::Release);
         ticket
     }
 
-    /// Hands every staged batch (then `extra`) to the engine in ticket order, under the
-    /// queue lock; what the completer does not take is returned for the caller to wait on.
-    fn hand_over(
-        &self,
-        store: &Store,
-        q: &mut Queue,
-        extra: Option<Staged>,
-    ) -> Vec<(u64, WriteFuture)> {
-        let mut staged = std::mem::take(&mut q.staged);
+    /// Hands every staged batch to the engine in ticket order, under the queue lock `q`,
+    /// then releases it and waits for what the completer cannot take (it is gone).
+    fn hand_over(&self, store: &Store, mut q: MutexGuard<'_, Queue>) {
+        let staged = std::mem::take(&mut q.staged);
         self.any_staged
             .store(false, std::sync::atomic::Ordering::Release);
-        staged.extend(extra);
         if staged.is_empty() {
-            return Vec::new();
+            return;
         }
         let mut meta = Vec::with_capacity(staged.len());
         let mut batches = Vec::with_capacity(staged.len());
@@ -163,27 +145,23 @@ impl Commits {
             match &q.tx {
                 Some(tx) => {
                     if let Err(e) = tx.send(InFlight { ticket, fut, keys }) {
-                        // The completer is gone (shutdown): the caller waits, which still
-                        // completes.
+                        // The completer is gone (shutdown): wait here, which still completes.
                         left.push((e.0.ticket, e.0.fut));
                     }
                 }
                 None => left.push((ticket, fut)),
             }
         }
-        left
+        drop(q);
+        for (t, f) in left {
+            self.complete_in_caller(t, f.wait());
+        }
     }
 
     /// Hands the staged batches to the engine (see [`Commits::submit`]).
     pub fn flush(&self, store: &Store) {
-        if !self.any_staged.load(std::sync::atomic::Ordering::Acquire) {
-            return;
-        }
-        let mut q = self.queue.lock();
-        let left = self.hand_over(store, &mut q, None);
-        drop(q);
-        for (t, f) in left {
-            self.complete_in_caller(t, f.wait());
+        if self.any_staged.load(std::sync::atomic::Ordering::Acquire) {
+            self.hand_over(store, self.queue.lock());
         }
     }
 
@@ -261,9 +239,9 @@ impl Commits {
         self.failed(ticket).map_or(Ok(()), Err)
     }
 
-    /// Completes `ticket` in the caller, which holds the stripe locks of its keys: their
-    /// pending entries stay (they hold what is now durable, and the next write replaces
-    /// them); used once the completer is gone (shutdown, in-process use).
+    /// Completes `ticket` in the caller: its keys' pending entries stay (they hold what is
+    /// now durable, and the next write replaces them); used once the completer is gone
+    /// (shutdown, in-process use).
     fn complete_in_caller(&self, ticket: u64, r: nacre::Result<()>) {
         if let Err(e) = r {
             self.record_failure(ticket, e);
