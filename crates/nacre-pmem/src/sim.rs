@@ -256,6 +256,17 @@ impl SimControl {
         }
     }
 
+    /// Runs `f` unless the simulated power failure has happened, with every fence held off
+    /// while it runs: what `f` does outside PM (a file made durable, say) happens before the
+    /// failure or not at all, as in a real crash, where nothing runs after it.
+    pub fn unless_stopped<R>(&self, f: impl FnOnce() -> R) -> Option<R> {
+        let _st = self.lock();
+        if self.stopped.load(Ordering::Acquire) {
+            return None;
+        }
+        Some(f())
+    }
+
     /// Whether the simulated power failure has happened.
     pub fn is_stopped(&self) -> bool {
         self.stopped.load(Ordering::Acquire)

@@ -68,7 +68,9 @@ fn step(db: &Engine, retired: &mut Vec<Retired>, stuck: &mut u32) -> Result<bool
         .iter()
         .any(|s| !s.inner.view.load().immutables.is_empty());
     let clean = free < db.space.clean_below || waiting;
-    if !sealed && !clean && retired.is_empty() && db.blobs.retired_count() == 0 {
+    let disk = db.disk.as_ref();
+    let spill_due = disk.is_some_and(|d| d.queue.busy()) || disk.is_some() && gi_due(db);
+    if !sealed && !clean && !spill_due && retired.is_empty() && db.blobs.retired_count() == 0 {
         return Ok(false);
     }
     // Current views get fresh tickets, so that only views readers still hold keep old
@@ -94,7 +96,13 @@ fn step(db: &Engine, retired: &mut Vec<Retired>, stuck: &mut u32) -> Result<bool
             zones: retired.len() as u64,
         };
     }
-    if clean && !backlog {
+    // With disk levels, cold data leaves PM by spilling instead of being cleaned in place.
+    let mut spilling = false;
+    if disk.is_some() {
+        let (changed, busy) = crate::spiller::step(db, retired, clean)?;
+        progress |= changed;
+        spilling = busy;
+    } else if clean && !backlog {
         match clean_one(db, retired, waiting)? {
             Cleaned::Zone => progress = true,
             Cleaned::Nothing => {}
@@ -113,7 +121,12 @@ fn step(db: &Engine, retired: &mut Vec<Retired>, stuck: &mut u32) -> Result<bool
     let pending = subs
         .iter()
         .any(|s| !s.inner.view.load().immutables.is_empty());
-    if waiting && !progress && !pending && (backlog || !(seal_one(db) || close_reloc(db))) {
+    if waiting
+        && !progress
+        && !pending
+        && !spilling
+        && (backlog || !(seal_one(db) || close_reloc(db)))
+    {
         // Zones retired but held by long-lived readers (iterators, views) count as used.
         *stuck += 1;
         let held = retired.len() + db.blobs.retired_count();
@@ -132,6 +145,17 @@ fn step(db: &Engine, retired: &mut Vec<Retired>, stuck: &mut u32) -> Result<bool
         db.space.progressed();
     }
     Ok(progress)
+}
+
+/// Whether a Global Index is due to be spilled (disk levels only).
+fn gi_due(db: &Engine) -> bool {
+    let limit = db.gi_limit_zones();
+    let zones = db.space.zones.lock();
+    let mut per: std::collections::HashMap<u32, u64> = std::collections::HashMap::new();
+    for z in zones.values() {
+        *per.entry(z.sub).or_insert(0) += 1;
+    }
+    per.values().any(|&n| n >= limit)
 }
 
 /// Merges the oldest sealed memtable of `sub` once every group that wrote into it has
@@ -164,7 +188,7 @@ fn merge(db: &Engine, sub: &Subtable, sealed: &Sealed) -> Result<Vec<Version>> {
     let visible = db.visible.load(Ordering::Acquire);
     register_zones(&db.space, sub.id(), &sealed.src.mem, visible);
     let hz = db.horizon();
-    let gi = &sub.inner.gi;
+    let gi = &*sub.inner.gi();
     let index = &sealed.src.index;
     let zone_of = |at| store.zones.zone_of(at).map_or(u64::MAX, |z| z.0);
     let mut zones = db.space.zones.lock();
@@ -217,7 +241,7 @@ fn revisit(db: &Engine, sub: &Subtable) -> Result<bool> {
     }
     let store = &db.store;
     let hz = db.horizon();
-    let gi = &sub.inner.gi;
+    let gi = &*sub.inner.gi();
     let zone_of = |at| store.zones.zone_of(at).map_or(u64::MAX, |z| z.0);
     let before = gi.version_count();
     let mut again = Vec::new();

@@ -80,7 +80,7 @@ impl Engine {
         self.check_blobs(&blobs)?;
         let mut live: HashMap<u64, u64> = HashMap::new();
         for sub in self.all_subtables() {
-            let gi = &sub.inner.gi;
+            let gi = &*sub.inner.gi();
             let mut at = gi.next(std::ops::Bound::Unbounded);
             while let Some((k, _)) = at {
                 let e = gi
@@ -137,7 +137,7 @@ impl Engine {
             };
             info.mem
                 .scan_slot(store, info.slot, |r| {
-                    if let Some(e) = sub.inner.gi.entry(&r.key) {
+                    if let Some(e) = sub.inner.gi().entry(&r.key) {
                         let pointed = e.value().versions().iter().any(|v| v.at == r.at);
                         if !pointed && r.seq >= e.value().born() {
                             *ghosts.entry((info.sub, r.key)).or_insert(0) += 1;
@@ -148,7 +148,7 @@ impl Engine {
                 .map_err(|e| format!("scanning zone for ghosts: {e}"))?;
         }
         for sub in self.all_subtables() {
-            for e in sub.inner.gi.entries() {
+            for e in sub.inner.gi().entries() {
                 let want = ghosts
                     .get(&(sub.id(), e.key().clone()))
                     .copied()
@@ -174,7 +174,10 @@ impl Engine {
             let view = sub.inner.view.load();
             let mut sources: Vec<&dyn MemIndex> =
                 view.indexes().map(|ix| &**ix as &dyn MemIndex).collect();
-            sources.push(&*sub.inner.gi);
+            sources.push(&*view.gi);
+            if let Some(f) = &view.frozen {
+                sources.push(&*f.gi);
+            }
             for ix in &sources {
                 let mut at = ix.next(std::ops::Bound::Unbounded);
                 while let Some((k, pos)) = at {

@@ -11,6 +11,7 @@ use arc_swap::ArcSwap;
 
 use crate::batch::WriteBatch;
 use crate::blob::{inline_max, Blobs};
+use crate::disk::DiskTier;
 use crate::error::{Error, Result};
 use crate::gi::Horizon;
 use crate::options::{Inject, Options, RecoveryMutation};
@@ -40,6 +41,8 @@ pub(crate) struct Shared {
     pub stop: AtomicBool,
     /// Held by the background worker for each round, and by `Db::check`.
     pub pause: parking_lot::Mutex<()>,
+    /// The disk levels, if the database has them.
+    pub disk: Option<Arc<DiskTier>>,
 }
 
 impl Shared {
@@ -145,6 +148,29 @@ impl Shared {
             h,
             snaps,
             ignore_ghosts: self.opts.recovery_mutation == Some(RecoveryMutation::IgnoreGhosts),
+            keep_tombstones: self.disk.is_some(),
+        }
+    }
+
+    /// Zones a subtable's Global Index may take before it is spilled.
+    pub(crate) fn gi_limit_zones(&self) -> u64 {
+        let zones = self.store.zones.objects().shape().count;
+        match self.opts.gi_size_limit {
+            0 => (zones / 2).max(1),
+            b => (b / self.store.zone_size).max(1),
+        }
+    }
+
+    /// The compaction threshold of a tree whose newest spilled sequence number is `newest`
+    /// (G5 in disk/mod.rs): versions shadowed below it may go only if every read point is at
+    /// or above `newest`, where each reads every key's newest version.
+    pub(crate) fn disk_gc_threshold(&self, newest: u64) -> u64 {
+        let hz = self.horizon();
+        let oldest = hz.snaps.first().map_or(hz.h, |&s| s.min(hz.h));
+        if oldest < newest {
+            0
+        } else {
+            newest + 1
         }
     }
 

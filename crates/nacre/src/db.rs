@@ -21,6 +21,7 @@ use crate::batch::WriteBatch;
 use crate::blob::{value_at, Blobs};
 use crate::commit::CommitPath;
 use crate::core::Shared;
+use crate::disk::DiskTier;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::gi::GlobalIndex;
@@ -57,6 +58,7 @@ impl std::ops::Deref for SimHandle {
 pub struct Db {
     inner: Arc<Engine>,
     worker: Option<std::thread::JoinHandle<()>>,
+    disk_worker: Option<std::thread::JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for Db {
@@ -102,10 +104,36 @@ impl Db {
         let space = Space::new(store.zones.objects().shape().count, store.mems.slots());
         // Recovery starts the run after the stored one; blobs made from now on carry it.
         let blobs = Blobs::new(store.run() + 1);
+        let disk = match (&opts.disk_dir, store.disk_tier()) {
+            (None, 0) => None,
+            (None, id) => {
+                return Err(Error::InvalidOptions(format!(
+                    "this database keeps data in disk levels (identity {id:x}): \
+                     Options::disk_dir must name their directory"
+                )))
+            }
+            (Some(dir), recorded) => {
+                let (tier, id) = DiskTier::open(dir, recorded, opts.disk_cache_size)?;
+                if recorded == 0 {
+                    store.set_disk_tier(id)?;
+                }
+                Some(Arc::new(tier))
+            }
+        };
+        let spilled = match &disk {
+            None => None,
+            Some(d) => Some(
+                d.markers()?
+                    .into_iter()
+                    .map(|(id, m)| (id, m.births.into_iter().collect()))
+                    .collect(),
+            ),
+        };
         let how = recovery::How {
             threads: opts.recovery_threads,
             mutation: opts.recovery_mutation,
             salvage: opts.salvage,
+            spilled,
         };
         let (subs, rec) = recovery::recover(&store, how, db_id, &tickets, &space, &blobs)?;
         store.set_clean(false)?;
@@ -150,6 +178,7 @@ impl Db {
                 blobs,
                 stop: AtomicBool::new(false),
                 pause: parking_lot::Mutex::new(()),
+                disk,
                 store,
                 opts,
             },
@@ -167,9 +196,25 @@ impl Db {
                     reason: e.to_string(),
                 })?
         };
+        let disk_worker = match inner.disk.is_some() {
+            false => None,
+            true => {
+                let inner = inner.clone();
+                Some(
+                    std::thread::Builder::new()
+                        .name("nacre-disk".into())
+                        .spawn(move || crate::spiller::run(inner))
+                        .map_err(|e| Error::Background {
+                            worker: "spawn",
+                            reason: e.to_string(),
+                        })?,
+                )
+            }
+        };
         let db = Db {
             inner,
             worker: Some(worker),
+            disk_worker,
         };
         db.subtable(DEFAULT_SUBTABLE)?;
         Ok(db)
@@ -287,6 +332,8 @@ impl Db {
                 index: Arc::new(ArtIndex::default()),
             }),
             immutables: Vec::new(),
+            gi: Arc::new(GlobalIndex::default()),
+            frozen: None,
             _ticket: self
                 .inner
                 .tickets
@@ -299,7 +346,6 @@ impl Db {
             obj,
             vec![memtable],
             view,
-            GlobalIndex::default(),
         );
         let mut by_id = self.inner.by_id.load_full().to_vec();
         by_id.push(Some(s.clone()));
@@ -436,7 +482,15 @@ impl Db {
         let hit = view
             .indexes()
             .find_map(|ix| ix.get(key, seq))
-            .or_else(|| subtable.inner.gi.get(key, seq));
+            .or_else(|| view.gi.get(key, seq))
+            .or_else(|| view.frozen.as_ref().and_then(|f| f.gi.get(key, seq)));
+        if hit.is_none() {
+            // G3: nothing in PM; the disk levels, read after the view was loaded, hold
+            // everything a spill took out of it.
+            if let Some(t) = self.disk_tree(subtable)? {
+                return t.get(key, seq);
+            }
+        }
         match hit {
             Some((s, at)) => {
                 let store = &self.inner.store;
@@ -449,6 +503,14 @@ impl Db {
                 .map(|v| (s, v)))
             }
             None => Ok(None),
+        }
+    }
+
+    /// The disk levels of `subtable`, if it has any.
+    fn disk_tree(&self, subtable: &Subtable) -> Result<Option<Arc<crate::disk::DiskTree>>> {
+        match &self.inner.disk {
+            None => Ok(None),
+            Some(d) => d.existing(subtable.id()),
         }
     }
 
@@ -486,8 +548,8 @@ impl Db {
                     .fold((0, 0), |(n, b), z| (n + 1, b + z.live));
                 subs.push(crate::SubtableStats {
                     name: sub.name().to_string(),
-                    gi_keys: sub.inner.gi.keys() as u64,
-                    gi_versions: sub.inner.gi.version_count(),
+                    gi_keys: view.gi.keys() as u64,
+                    gi_versions: view.gi.version_count(),
                     gi_live_bytes: gi_live,
                     gi_zones,
                     memtable_bytes: view.active.iter().map(|a| mem(&a.mem)).sum::<u64>()
@@ -525,6 +587,7 @@ impl Db {
             slowing_writers: zones_free < space.slow_below,
             snapshots: held.iter().map(|(_, n)| *n as u64).sum(),
             oldest_snapshot: held.first().map(|(s, _)| *s),
+            disk: inner.disk.as_ref().map(|d| d.stats()),
         }
     }
 
@@ -548,6 +611,7 @@ impl Db {
                 self.inner.store.pool.clone(),
                 self.inner.store.zones.clone(),
                 self.inner.opts.verify_checksums,
+                self.inner.disk.clone(),
             ),
             subtable.clone(),
             pin,
@@ -581,6 +645,14 @@ impl Db {
         if let Some(w) = self.worker.take() {
             if w.join().is_err() {
                 tracing::error!("background worker panicked");
+            }
+        }
+        if let Some(d) = &self.inner.disk {
+            d.queue.stop();
+        }
+        if let Some(w) = self.disk_worker.take() {
+            if w.join().is_err() {
+                tracing::error!("disk worker panicked");
             }
         }
     }

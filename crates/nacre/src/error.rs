@@ -89,6 +89,17 @@ pub enum Error {
         /// Where in the pool, when one place is to blame.
         at: Option<u64>,
     },
+    /// The disk levels failed: an I/O error, a full disk, or a table that fails its checksum
+    /// (`reason` then names it). Nothing is returned from a table that fails its check.
+    #[error("disk levels at {}: {what}: {reason}", path.display())]
+    Disk {
+        /// What the engine was doing.
+        what: &'static str,
+        /// The subtable's disk directory.
+        path: std::path::PathBuf,
+        /// lsm-tree's error.
+        reason: String,
+    },
     /// An earlier failure to make a write durable stopped all writes; reopen to recover.
     #[error("database poisoned by an earlier write failure ({0}); reopen it")]
     Poisoned(String),
@@ -152,6 +163,19 @@ impl Error {
                 }
             }
             other => Error::from(other),
+        }
+    }
+
+    /// [`Error::Disk`] for lsm-tree's error `e` in the tree at `path`.
+    pub(crate) fn disk(
+        what: &'static str,
+        path: &std::path::Path,
+        e: impl std::fmt::Debug,
+    ) -> Error {
+        Error::Disk {
+            what,
+            path: path.to_path_buf(),
+            reason: format!("{e:?}"),
         }
     }
 

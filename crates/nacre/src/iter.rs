@@ -15,6 +15,7 @@ use nacre_halloc::ZonePool;
 use nacre_pmem::{PmOffset, Pool};
 
 use crate::blob::value_at;
+use crate::disk::{DiskRange, DiskTier};
 use crate::error::Result;
 use crate::index::{Entry, IKey, MemIndex};
 use crate::subtable::{Subtable, SubtableInner};
@@ -48,14 +49,20 @@ fn prefix_end(p: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// A view's memtable indexes, newest first, and the Global Index.
-fn sources_of(view: &View, sub: &SubtableInner) -> Vec<Arc<dyn MemIndex>> {
+fn sources_of(view: &View) -> Vec<Arc<dyn MemIndex>> {
     let mut v: Vec<Arc<dyn MemIndex>> = view
         .indexes()
         .map(|ix| ix.clone() as Arc<dyn MemIndex>)
         .collect();
-    v.push(sub.gi.clone());
+    v.push(view.gi.clone());
+    if let Some(f) = &view.frozen {
+        v.push(f.gi.clone());
+    }
     v
 }
+
+/// A key in PM and its value read (`None`: a tombstone).
+type MemRow = (Vec<u8>, Result<Option<Vec<u8>>>);
 
 /// A key and the newest version of it seen so far (reverse iteration).
 type Pending = (Vec<u8>, Option<(u64, PmOffset)>);
@@ -78,6 +85,18 @@ pub struct DbIterator {
     last: Option<Vec<u8>>,
     pending: Option<Pending>,
     done: bool,
+    /// The next PM key and its value (`None`: a tombstone), and whether PM is exhausted.
+    mem_head: Option<MemRow>,
+    mem_done: bool,
+    /// The disk levels, their rows from the position on, the next one, and whether they are
+    /// exhausted.
+    tier: Option<Arc<DiskTier>>,
+    disk_rows: Option<DiskRange>,
+    disk_head: Option<Result<(Vec<u8>, Vec<u8>)>>,
+    disk_done: bool,
+    disk_err: Option<crate::Error>,
+    /// The last key returned (or skipped as deleted): where rebuilt sources resume.
+    out: Option<Vec<u8>>,
     /// Key buffers reused by index steps (rows take theirs to the caller).
     spare: IKey,
     probe: IKey,
@@ -85,7 +104,7 @@ pub struct DbIterator {
 
 impl DbIterator {
     pub(crate) fn new(
-        (pool, zones, verify): (Arc<Pool>, ZonePool, bool),
+        (pool, zones, verify, tier): (Arc<Pool>, ZonePool, bool, Option<Arc<DiskTier>>),
         sub: Subtable,
         pin: SnapGuard,
         o: IterOptions<'_>,
@@ -110,7 +129,7 @@ impl DbIterator {
             pool,
             zones,
             verify,
-            sources: sources_of(&view, &inner),
+            sources: sources_of(&view),
             sub,
             retires,
             _pin: pin,
@@ -122,43 +141,90 @@ impl DbIterator {
             last: None,
             pending: None,
             done: false,
+            mem_head: None,
+            mem_done: false,
+            tier,
+            disk_rows: None,
+            disk_head: None,
+            disk_done: true,
+            disk_err: None,
+            out: None,
             spare: IKey::default(),
             probe: IKey::default(),
         };
         it.heads = (0..it.sources.len()).map(|i| it.first(i)).collect();
+        it.open_disk();
         it
     }
 
     /// Loads the current view (held by the caller for the call) and, if zones were retired
-    /// since the sources were built, rebuilds them and seeks them back to the position.
+    /// since the sources were built (the cleaner moved records, or a spill finished), rebuilds
+    /// them, and the disk rows, from the last key returned.
     fn refresh(&mut self, view: &View, inner: &SubtableInner) {
         let retires = inner.retires.load(std::sync::atomic::Ordering::Acquire);
         if retires == self.retires {
             return;
         }
         self.retires = retires;
-        self.sources = sources_of(view, inner);
+        self.sources = sources_of(view);
+        self.pending = None;
+        self.mem_head = None;
+        self.mem_done = false;
+        self.last = self.out.clone();
         self.heads = (0..self.sources.len())
             .map(|i| {
                 let ix = &self.sources[i];
-                match (&self.pending, &self.last) {
-                    // Reverse, in the middle of a key: start that key again.
-                    (Some((k, _)), _) if self.reverse => ix.prev(Bound::Included(&IKey {
+                match &self.out {
+                    // Before every version of the last key returned.
+                    Some(k) if self.reverse => ix.prev(Bound::Excluded(&IKey {
+                        key: k.clone(),
+                        seq: u64::MAX,
+                    })),
+                    // After every version of it.
+                    Some(k) => ix.next(Bound::Excluded(&IKey {
                         key: k.clone(),
                         seq: 0,
                     })),
-                    // Forward: after every version of the last key consumed.
-                    (_, Some(k)) if !self.reverse => ix.next(Bound::Excluded(&IKey {
-                        key: k.clone(),
-                        seq: 0,
-                    })),
-                    _ => self.first(i),
+                    None => self.first(i),
                 }
             })
             .collect();
-        if self.reverse {
-            self.pending = None;
-        }
+        self.open_disk();
+    }
+
+    /// (Re)opens the disk rows after the last key returned (loaded after the view: G3).
+    fn open_disk(&mut self) {
+        self.disk_head = None;
+        self.disk_rows = None;
+        self.disk_done = true;
+        let Some(tier) = &self.tier else { return };
+        let tree = match tier.existing(self.sub.id()) {
+            Ok(Some(t)) => t,
+            Ok(None) => return,
+            Err(e) => {
+                self.disk_err = Some(e);
+                return;
+            }
+        };
+        let lo = self.lower.as_deref();
+        let hi = self.upper.as_deref();
+        let out = self.out.as_deref();
+        let (lower, upper) = match (out, self.reverse) {
+            (Some(k), false) => (
+                Bound::Excluded(k),
+                hi.map_or(Bound::Unbounded, Bound::Excluded),
+            ),
+            (Some(k), true) => (
+                lo.map_or(Bound::Unbounded, Bound::Included),
+                Bound::Excluded(k),
+            ),
+            (None, _) => (
+                lo.map_or(Bound::Unbounded, Bound::Included),
+                hi.map_or(Bound::Unbounded, Bound::Excluded),
+            ),
+        };
+        self.disk_rows = Some(tree.range(lower, upper, self.seq));
+        self.disk_done = false;
     }
 
     fn first(&self, i: usize) -> Option<Entry> {
@@ -263,15 +329,13 @@ impl DbIterator {
         }
     }
 
-    fn value(&self, key: Vec<u8>, at: PmOffset) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
-        match value_at(&self.pool, &self.zones, at, self.verify) {
-            Ok(Some(v)) => Some(Ok((key, v))),
-            Ok(None) => None,
-            Err(e) => Some(Err(e)),
-        }
+    /// The value at `at` (`None`: a tombstone).
+    fn value(&self, at: PmOffset) -> Result<Option<Vec<u8>>> {
+        value_at(&self.pool, &self.zones, at, self.verify)
     }
 
-    fn next_forward(&mut self) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
+    /// The next key in PM (forward) and its newest visible version, tombstones included.
+    fn mem_forward(&mut self) -> Option<(Vec<u8>, PmOffset)> {
         while let Some((k, at)) = self.pop() {
             if self.upper.as_ref().is_some_and(|u| k.key >= *u) {
                 break;
@@ -287,24 +351,23 @@ impl DbIterator {
                 }
                 None => self.last = Some(k.key.clone()),
             }
-            if let Some(r) = self.value(k.key, at) {
-                return Some(r);
-            }
+            return Some((k.key, at));
         }
-        self.done = true;
         None
     }
 
-    fn next_reverse(&mut self) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
+    /// The next key in PM (reverse) and its newest visible version, tombstones included.
+    fn mem_reverse(&mut self) -> Option<(Vec<u8>, PmOffset)> {
         loop {
             let e = self
                 .pop()
                 .filter(|(k, _)| self.lower.as_ref().is_none_or(|l| k.key >= *l));
             let Some((k, at)) = e else {
-                self.done = true;
                 let (key, best) = self.pending.take()?;
-                let (_, at) = best?;
-                return self.value(key, at);
+                match best {
+                    Some((_, at)) => return Some((key, at)),
+                    None => return None,
+                }
             };
             let same = self.pending.as_ref().is_some_and(|p| p.0 == k.key);
             let seq = k.seq;
@@ -320,9 +383,106 @@ impl DbIterator {
                 }
             }
             if let Some((key, Some((_, at)))) = out {
-                if let Some(r) = self.value(key, at) {
-                    return Some(r);
+                return Some((key, at));
+            }
+        }
+    }
+
+    /// Fills `mem_head` with the next PM key and its value (read now, while the caller holds
+    /// the view: an offset is not kept across calls).
+    fn fill_mem(&mut self) {
+        if self.mem_head.is_some() || self.mem_done {
+            return;
+        }
+        let next = if self.reverse {
+            self.mem_reverse()
+        } else {
+            self.mem_forward()
+        };
+        match next {
+            Some((k, at)) => self.mem_head = Some((k, self.value(at))),
+            None => self.mem_done = true,
+        }
+    }
+
+    fn fill_disk(&mut self) {
+        if self.disk_head.is_some() || self.disk_done {
+            return;
+        }
+        let next = match self.disk_rows.as_mut() {
+            Some(r) if self.reverse => r.next_back(),
+            Some(r) => r.next(),
+            None => None,
+        };
+        match next {
+            Some(row) => self.disk_head = Some(row),
+            None => self.disk_done = true,
+        }
+    }
+
+    /// Records `k` as the last key returned, reusing the buffer.
+    fn set_out(&mut self, k: &[u8]) {
+        match &mut self.out {
+            Some(o) => {
+                o.clear();
+                o.extend_from_slice(k);
+            }
+            None => self.out = Some(k.to_vec()),
+        }
+    }
+
+    /// The next row: PM and disk merged, PM winning a key both hold (G3), tombstones and
+    /// deleted keys skipped.
+    fn next_row(&mut self) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
+        if let Some(e) = self.disk_err.take() {
+            self.done = true;
+            return Some(Err(e));
+        }
+        loop {
+            self.fill_mem();
+            self.fill_disk();
+            let disk_key = match &self.disk_head {
+                Some(Ok((k, _))) => Some(k.as_slice()),
+                Some(Err(_)) => {
+                    // A table failing its checks ends the iteration (lsm-tree's own iterator
+                    // may skip data after an error).
+                    self.done = true;
+                    return self
+                        .disk_head
+                        .take()
+                        .map(|r| r.map(|_| (Vec::new(), Vec::new())));
                 }
+                None => None,
+            };
+            let mem_key = self.mem_head.as_ref().map(|(k, _)| k.as_slice());
+            let take_disk = match (mem_key, disk_key) {
+                (None, None) => {
+                    self.done = true;
+                    return None;
+                }
+                (None, Some(_)) => true,
+                (Some(_), None) => false,
+                (Some(m), Some(d)) if m == d => {
+                    self.disk_head = None;
+                    false
+                }
+                (Some(m), Some(d)) => (d < m) != self.reverse,
+            };
+            if take_disk {
+                if let Some(Ok((k, v))) = self.disk_head.take() {
+                    self.set_out(&k);
+                    return Some(Ok((k, v)));
+                }
+                continue;
+            }
+            let Some((k, v)) = self.mem_head.take() else {
+                continue;
+            };
+            self.set_out(&k);
+            match v {
+                Ok(Some(v)) => return Some(Ok((k, v))),
+                Ok(None) => continue,
+                Err(e) => return Some(Err(e)),
             }
         }
     }
@@ -338,10 +498,6 @@ impl Iterator for DbIterator {
         let inner = self.sub.inner.clone();
         let view = inner.view.load();
         self.refresh(&view, &inner);
-        if self.reverse {
-            self.next_reverse()
-        } else {
-            self.next_forward()
-        }
+        self.next_row()
     }
 }

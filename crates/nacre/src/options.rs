@@ -156,6 +156,17 @@ pub struct Options {
     /// database depends on (the pool superblock, the engine root, Halloc's registry) still
     /// fails the open.
     pub salvage: bool,
+    /// Directory of the disk levels (default `None`: PM only, where the zone cleaner reclaims
+    /// space in place). With a directory, the Global Index is frozen when it reaches
+    /// `gi_size_limit` and spilled into lsm-tree tables there, so the data can outgrow PM.
+    /// Once a database has disk levels it must always be opened with their directory.
+    pub disk_dir: Option<PathBuf>,
+    /// PM bytes a subtable's Global Index may take before it is spilled to the disk levels
+    /// (default 0: half the pool, which leaves the other half to writes while a spill runs).
+    /// Ignored without `disk_dir`.
+    pub gi_size_limit: u64,
+    /// Bytes of the block cache all disk levels share (default 64 MiB).
+    pub disk_cache_size: u64,
     #[doc(hidden)]
     pub recovery_mutation: Option<RecoveryMutation>,
     #[doc(hidden)]
@@ -181,9 +192,18 @@ impl Options {
             pipelining: Pipelining::Auto,
             verify_checksums: true,
             salvage: false,
+            disk_dir: None,
+            gi_size_limit: 0,
+            disk_cache_size: 64 << 20,
             recovery_mutation: None,
             inject: None,
         }
+    }
+
+    /// Sets the directory of the disk levels (see [`Options::disk_dir`]).
+    pub fn disk_dir(mut self, dir: impl Into<PathBuf>) -> Options {
+        self.disk_dir = Some(dir.into());
+        self
     }
 
     /// Sets the backend.
@@ -257,6 +277,19 @@ impl Options {
             if v < lo || v > hi {
                 return bad(format!("{name} {v} must be between {lo} and {hi}"));
             }
+        }
+        if self.gi_size_limit != 0 && self.gi_size_limit < self.zone_size {
+            return bad(format!(
+                "gi_size_limit {} must be 0 (half the pool) or at least zone_size {}",
+                self.gi_size_limit, self.zone_size
+            ));
+        }
+        if self.disk_cache_size > limits::POOL_SIZE_MAX {
+            return bad(format!(
+                "disk_cache_size {} exceeds {} (64 TiB)",
+                self.disk_cache_size,
+                limits::POOL_SIZE_MAX
+            ));
         }
         if self.batch_wait > limits::BATCH_WAIT_MAX {
             return bad(format!(

@@ -88,6 +88,9 @@ pub struct RecoveryReport {
     pub scan_elapsed: Duration,
     /// Time spent building the Global Indexes from the scanned records.
     pub gi_elapsed: Duration,
+    /// Memtables whose records a spill had made durable on disk when the database last
+    /// stopped: their zones were given back, nothing in them was indexed.
+    pub spilled_memtables: usize,
 }
 
 /// A subtable as found in PM: id, name, object and memtables (newest first).
@@ -98,6 +101,8 @@ pub(crate) struct How {
     pub threads: usize,
     pub mutation: Option<RecoveryMutation>,
     pub salvage: bool,
+    /// With disk levels: per subtable id, the memtables (by birth) its newest spill holds.
+    pub spilled: Option<HashMap<u64, HashSet<u64>>>,
 }
 
 pub(crate) fn recover(
@@ -112,6 +117,7 @@ pub(crate) fn recover(
         threads,
         mutation,
         salvage,
+        spilled,
     } = how;
     let t0 = Instant::now();
     let mut rep = RecoveryReport {
@@ -126,12 +132,20 @@ pub(crate) fn recover(
     let mut reachable: HashSet<ObjId> = HashSet::new();
     let mut ids: HashSet<u64> = HashSet::new();
     let mut lost: Vec<LostSubtable> = Vec::new();
+    // Indexes in `all` of memtables whose records a registered spill holds (G2 in disk/mod.rs):
+    // they take part in deciding rollbacks like any other, but are not indexed, and their
+    // zones go back once the run is settled.
+    let mut on_disk: HashSet<usize> = HashSet::new();
     for obj in store.subs.objects().committed_ids() {
         let loaded = load_subtable(store, obj, &mut ids, &reachable);
         match loaded {
             Ok((f, objs)) => {
                 reachable.extend(objs);
+                let births = spilled.as_ref().and_then(|s| s.get(&f.0));
                 for m in &f.3 {
+                    if births.is_some_and(|b| b.contains(&m.birth)) {
+                        on_disk.insert(all.len());
+                    }
                     all.push(m.clone());
                     owner.push(found.len());
                 }
@@ -236,7 +250,7 @@ pub(crate) fn recover(
     let t_scan = Instant::now();
     let rebuilt = parallel_each(all.len(), threads, |i| {
         let m = &all[i];
-        if gone.contains_key(&owner[i]) {
+        if gone.contains_key(&owner[i]) || on_disk.contains(&i) {
             Ok((ScanStats::default(), Rebuilt::Taken))
         } else if active.contains(&m.obj) {
             let (index, st, blobs) = m.rebuild_index(store, cur[i])?;
@@ -296,6 +310,12 @@ pub(crate) fn recover(
     }
     store.set_run(run + 1)?;
     rep.run = run + 1;
+    for &i in &on_disk {
+        for (slot, _) in all[i].zones() {
+            all[i].reclaim_slot(store, slot)?;
+        }
+    }
+    rep.spilled_memtables = on_disk.len();
     let pos = |m: &Arc<Memtable>| all.iter().position(|x| Arc::ptr_eq(x, m));
     let every_blob = mutation == Some(RecoveryMutation::ClaimEveryBlob);
     // Records naming blobs whose zones stay (B3 in blob.rs): each key's newest version.
@@ -344,15 +364,23 @@ pub(crate) fn recover(
     let t_gi = Instant::now();
     let mut subtables = Vec::new();
     for ((id, name, obj, list), act, recs) in parts {
-        let (gi, revisit, blobs) = build_gi(store, space, recs, act.as_ref(), threads)?;
+        let (gi, revisit, blobs) = build_gi(
+            store,
+            space,
+            recs,
+            act.as_ref(),
+            (threads, spilled.is_some()),
+        )?;
         claims.extend(blobs);
         let active_mem = act.as_ref().map(|a| a.mem.clone());
         let view = View {
             active: act,
             immutables: Vec::new(),
+            gi: Arc::new(gi),
+            frozen: None,
             _ticket: tickets.issue(rep.commit_id),
         };
-        let sub = Subtable::new(db, id as u32, name, obj, list.clone(), view, gi);
+        let sub = Subtable::new(db, id as u32, name, obj, list.clone(), view);
         sub.inner.revisit.lock().extend(revisit);
         // Memtables left without zones (a crash after their last zone was given back).
         for m in &list {
@@ -530,7 +558,7 @@ fn build_gi(
     space: &Space,
     recs: Vec<Found>,
     active: Option<&MemSource>,
-    threads: usize,
+    (threads, keep_tombstones): (usize, bool),
 ) -> Result<(GlobalIndex, Vec<Vec<u8>>, Vec<Claim>)> {
     // Every copy of a key goes to one bucket; buckets are sorted and inserted in parallel
     // (the index is a concurrent skip list).
@@ -543,6 +571,7 @@ fn build_gi(
     let parts: Vec<Mutex<Vec<Found>>> = parts.into_iter().map(Mutex::new).collect();
     let gi = GlobalIndex::default();
     let ignore_ghosts = store.mutation == Some(RecoveryMutation::IgnoreGhosts);
+
     let count_dups = store.mutation != Some(RecoveryMutation::CountCopiesOnce);
     let every_blob = store.mutation == Some(RecoveryMutation::ClaimEveryBlob);
     let shadowed = |k: &[u8]| active.is_some_and(|a| a.index.get(k, u64::MAX).is_some());
@@ -597,7 +626,8 @@ fn build_gi(
                 }
                 j += 1;
             }
-            if let Some((v, ghosts, born)) = fresh(&versions, dups, ignore_ghosts) {
+            if let Some((v, ghosts, born)) = fresh(&versions, dups, ignore_ghosts, keep_tombstones)
+            {
                 let key = std::mem::take(&mut recs[first].key);
                 if v.blob && !every_blob && !shadowed(&key) {
                     blobs.push((v.at, v.size));

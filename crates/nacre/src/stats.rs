@@ -24,6 +24,38 @@ pub struct SubtableStats {
     pub immutable_memtables: u64,
 }
 
+/// The disk levels' figures (databases with [`crate::Options::disk_dir`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DiskStats {
+    /// Tables per level, L1 first (the Global Index in PM is L0), summed over subtables.
+    pub level_tables: Vec<u64>,
+    /// Bytes of tables on disk.
+    pub disk_bytes: u64,
+    /// Spills of a frozen Global Index, and the time they took.
+    pub spills: u64,
+    /// Time spent spilling (reading PM, writing and registering tables).
+    pub spill_time: Duration,
+    /// Versions spilled.
+    pub spilled_entries: u64,
+    /// Bytes of tables spills wrote.
+    pub spill_bytes_written: u64,
+    /// Compaction steps that changed a tree, and the bytes of the tables they wrote.
+    pub compactions: u64,
+    /// Bytes of tables compactions wrote.
+    pub compaction_bytes_written: u64,
+    /// Block-cache hits per block load, over every tree (1.0 before any load).
+    pub cache_hit_rate: f64,
+    /// Bytes the shared block cache holds.
+    pub cache_bytes: u64,
+}
+
+impl DiskStats {
+    /// Bytes written to disk: spills and compactions.
+    pub fn bytes_written(&self) -> u64 {
+        self.spill_bytes_written + self.compaction_bytes_written
+    }
+}
+
 /// The whole database's figures.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Stats {
@@ -66,6 +98,8 @@ pub struct Stats {
     pub snapshots: u64,
     /// The oldest read point held, if any.
     pub oldest_snapshot: Option<u64>,
+    /// The disk levels, if the database has them.
+    pub disk: Option<DiskStats>,
 }
 
 impl Stats {

@@ -2,16 +2,18 @@
 //!
 //! Engine root (region `nacre.engine`, pool root slot 1), 8-byte words:
 //! `magic | version | commit_id | clean | zone_size | memtable slots | memtables | subtables |
-//! zones | run | settled_run | births`. `commit_id` is the last sequence number of the last committed
+//! zones | run | settled_run | births | shape_crc | disk_tier`. `commit_id` is the last sequence number of the last committed
 //! group (C1); `clean` is 1 only between a clean close and the next open. `run` numbers the
 //! engine's runs (opens): items carry the run that wrote them. `settled_run == run` records
 //! that recovery of that run's writes has decided and applied its rollbacks, so a crash during
 //! the rest of the open does not decide again on a half-rewritten state. `births` counts
 //! memtable incarnations: each new memtable takes the next number, persisted before the
 //! memtable object records it, so no two incarnations ever share one (T5 in memtable.rs).
-//! Word 12 (`shape_crc`) is the crc32c of the words written once (magic, version, shape) and
+//! `disk_tier` is 0 for a PM-only database, else the identity of its disk levels (written in
+//! their directory too, so a database is never opened on another one's disk levels, nor
+//! without its own). Word 12 (`shape_crc`) is the crc32c of the words written once (magic, version, shape) and
 //! the root's offset; each word written later (`commit_id`, `clean`, `run`, `settled_run`,
-//! `births`) checks itself: a 48-bit value under the low 16 bits of the crc32c of the value
+//! `births`, `disk_tier`) checks itself: a 48-bit value under the low 16 bits of the crc32c of the value
 //! and the word's offset. Open validates all of them, so a flipped bit is `Corrupt` naming
 //! the word, never a wrong commit id or run.
 
@@ -24,7 +26,7 @@ use crate::error::{Error, Result};
 use crate::options::Options;
 
 const MAGIC: u64 = u64::from_le_bytes(*b"NACREDB1");
-const VERSION: u64 = 6;
+const VERSION: u64 = 7;
 const ROOT_SLOT: usize = 1;
 const ROOT_REGION: &str = "nacre.engine";
 const ROOT_LEN: u64 = 128;
@@ -34,13 +36,15 @@ const RUN: u64 = 72;
 const SETTLED_RUN: u64 = 80;
 const BIRTHS: u64 = 88;
 const SHAPE_CRC: u64 = 96;
+const DISK_TIER: u64 = 104;
 /// The words written after creation, each checked by itself (see [`seal`]).
-const CHECKED: [(u64, &str); 5] = [
+const CHECKED: [(u64, &str); 6] = [
     (COMMIT_ID, "engine root commit_id"),
     (CLEAN, "engine root clean flag"),
     (RUN, "engine root run"),
     (SETTLED_RUN, "engine root settled_run"),
     (BIRTHS, "engine root births"),
+    (DISK_TIER, "engine root disk_tier"),
 ];
 /// Values of checked root words stay below this (sequence numbers, runs, births).
 const VALUE_LIMIT: u64 = 1 << 48;
@@ -211,6 +215,7 @@ impl Store {
             pool.store_u64(r.add(SHAPE_CRC), 0);
             let crc = shape_crc(&pool, r);
             pool.store_u64(r.add(SHAPE_CRC), crc);
+            pool.store_u64(r.add(DISK_TIER), seal(0, r.add(DISK_TIER)));
             pool.persist(r, ROOT_LEN as usize)?;
             pool.set_root(ROOT_SLOT, region.offset)?;
             root = region.offset;
@@ -298,6 +303,16 @@ impl Store {
         let birth = self.get(BIRTHS) + 1;
         self.put(BIRTHS, birth)?;
         Ok(birth)
+    }
+
+    /// The identity of the database's disk levels (0: none).
+    pub fn disk_tier(&self) -> u64 {
+        self.get(DISK_TIER)
+    }
+
+    /// Durably records the identity of the database's disk levels.
+    pub fn set_disk_tier(&self, id: u64) -> Result<()> {
+        self.put(DISK_TIER, id)
     }
 
     /// Whether the last close was clean.

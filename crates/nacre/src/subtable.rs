@@ -37,7 +37,7 @@ use crate::gi::GlobalIndex;
 use crate::memtable::{Memtable, Role};
 use crate::space::Space;
 use crate::store::Store;
-use crate::view::{MemSource, Sealed, Tickets, View};
+use crate::view::{Frozen, MemSource, Sealed, Tickets, View};
 
 /// A handle to a subtable of a [`crate::Db`]. Cheap to clone.
 #[derive(Clone)]
@@ -52,7 +52,6 @@ pub(crate) struct SubtableInner {
     /// Identity of the owning database instance (handles from another `Db` are refused).
     pub db: u64,
     pub view: ArcSwap<View>,
-    pub gi: Arc<GlobalIndex>,
     pub state: Mutex<SubState>,
     /// Zones the cleaner retired: bumped before the view that stops pointing into a zone is
     /// installed, so an iterator that sees it unchanged holds no offset into a freed zone.
@@ -87,7 +86,6 @@ impl Subtable {
         obj: ObjId,
         chain: Vec<Arc<Memtable>>,
         view: View,
-        gi: GlobalIndex,
     ) -> Self {
         Subtable {
             inner: Arc::new(SubtableInner {
@@ -96,7 +94,6 @@ impl Subtable {
                 obj,
                 db,
                 view: ArcSwap::from_pointee(view),
-                gi: Arc::new(gi),
                 state: Mutex::new(SubState { chain, reloc: None }),
                 retires: AtomicU64::new(0),
                 revisit: Mutex::new(Vec::new()),
@@ -116,6 +113,11 @@ impl Subtable {
 }
 
 impl SubtableInner {
+    /// The Global Index merges go into (the background worker's; readers use their view's).
+    pub fn gi(&self) -> Arc<GlobalIndex> {
+        self.view.load().gi.clone()
+    }
+
     pub fn lock(&self) -> MutexGuard<'_, SubState> {
         self.state.lock()
     }
@@ -171,6 +173,8 @@ impl SubtableInner {
         self.view.store(Arc::new(View {
             active: Some(active.clone()),
             immutables,
+            gi: view.gi.clone(),
+            frozen: view.frozen.clone(),
             _ticket: tickets.issue(visible),
         }));
         tracing::debug!(subtable = %self.name, immutables = n, "memtable switch");
@@ -225,6 +229,31 @@ impl SubtableInner {
         self.view.store(Arc::new(View {
             active,
             immutables,
+            gi: view.gi.clone(),
+            frozen: view.frozen.clone(),
+            _ticket: ticket,
+        }));
+        id
+    }
+
+    /// Installs a view with the same memtables as now and the Global Indexes `f` returns
+    /// (given the current view and the memlist), and a new ticket; the ticket's id.
+    pub fn replace_tiers(
+        &self,
+        tickets: &Arc<Tickets>,
+        visible: u64,
+        f: impl FnOnce(&View, &[Arc<Memtable>]) -> (Arc<GlobalIndex>, Option<Arc<Frozen>>),
+    ) -> u64 {
+        let st = self.lock();
+        let view = self.view.load_full();
+        let (gi, frozen) = f(&view, &st.chain);
+        let ticket = tickets.issue(visible);
+        let id = ticket.id;
+        self.view.store(Arc::new(View {
+            active: view.active.clone(),
+            immutables: view.immutables.clone(),
+            gi,
+            frozen,
             _ticket: ticket,
         }));
         id

@@ -21,6 +21,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::art::ArtIndex;
+use crate::gi::GlobalIndex;
 use crate::memtable::Memtable;
 
 /// A memtable with its volatile index, as readers and writers reach it.
@@ -39,14 +40,26 @@ pub(crate) struct Sealed {
     pub last_seq: u64,
 }
 
-/// One subtable's memtables at one moment.
+/// One subtable's memtables and Global Indexes at one moment.
 pub(crate) struct View {
     /// Where writes go (none right after a seal, until the next write).
     pub active: Option<MemSource>,
     /// Sealed memtables, newest first.
     pub immutables: Vec<Sealed>,
+    /// The Global Index merges go into.
+    pub gi: Arc<GlobalIndex>,
+    /// A Global Index frozen for its spill to the disk levels (disk.rs): read after `gi`,
+    /// before the disk levels, until its records are durably on disk.
+    pub frozen: Option<Arc<Frozen>>,
     /// Held for its drop: the view's claim on versions and zones.
     pub _ticket: Ticket,
+}
+
+/// A frozen Global Index and the memtables behind it (every memtable that belonged to the
+/// Global Index when it was frozen).
+pub(crate) struct Frozen {
+    pub gi: Arc<GlobalIndex>,
+    pub mems: Vec<Arc<Memtable>>,
 }
 
 impl View {

@@ -14,6 +14,9 @@ pub(crate) struct Horizon {
     pub snaps: Vec<u64>,
     /// GI3 switched off (mutation tests only).
     pub ignore_ghosts: bool,
+    /// With disk levels a key's oldest tombstone stays: disk may hold older versions (G4 in
+    /// disk/mod.rs).
+    pub keep_tombstones: bool,
 }
 
 impl Horizon {
@@ -84,7 +87,10 @@ pub(crate) fn apply(
         newer = v.seq;
     }
     // GI3: an oldest tombstone with no older copy anywhere in PM hides nothing.
-    while (ghosts == 0 || hz.ignore_ghosts) && kept.last().is_some_and(|(v, _)| v.tomb) {
+    while !hz.keep_tombstones
+        && (ghosts == 0 || hz.ignore_ghosts)
+        && kept.last().is_some_and(|(v, _)| v.tomb)
+    {
         if let Some((v, is_new)) = kept.pop() {
             if !is_new {
                 removed += 1;
@@ -128,10 +134,11 @@ pub(crate) fn fresh(
     versions: &[Version],
     dups: u64,
     ignore_ghosts: bool,
+    keep_tombstones: bool,
 ) -> Option<(Version, u64, u64)> {
     let newest = *versions.first()?;
     let ghosts = versions.len() as u64 - 1 + dups;
-    if newest.tomb && (ghosts == 0 || ignore_ghosts) {
+    if newest.tomb && !keep_tombstones && (ghosts == 0 || ignore_ghosts) {
         return None;
     }
     let born = versions.last().map_or(newest.seq, |v| v.seq);
@@ -180,6 +187,7 @@ mod tests {
             h: 100,
             snaps: vec![],
             ignore_ghosts: false,
+            keep_tombstones: false,
         };
         merge(&gi, b"k", &[v(5, false)], &hz, &mut acct);
         merge(&gi, b"k", &[v(9, false)], &hz, &mut acct);
@@ -188,6 +196,7 @@ mod tests {
             h: 100,
             snaps: vec![10],
             ignore_ghosts: false,
+            keep_tombstones: false,
         };
         merge(&gi, b"k", &[v(20, false)], &hz, &mut acct);
         assert_eq!(seqs(&gi, b"k"), vec![20, 9], "snapshot 10 reads 9");
@@ -195,6 +204,7 @@ mod tests {
             h: 15,
             snaps: vec![],
             ignore_ghosts: false,
+            keep_tombstones: false,
         };
         merge(&gi, b"k", &[v(30, false)], &hz, &mut acct);
         assert_eq!(seqs(&gi, b"k"), vec![30, 20, 9], "reads at 15 still need 9");
@@ -217,13 +227,14 @@ mod tests {
                     h: 100,
                     snaps: vec![],
                     ignore_ghosts: false,
+                    keep_tombstones: false,
                 };
                 apply(&gi, b"k", vs, dups, &hz, &mut |_, _, _| {}, &mut Vec::new());
                 let got = gi.entry(b"k").map(|e| {
                     let e = e.value();
                     (e.versions()[0], e.ghosts(), e.born())
                 });
-                assert_eq!(got, fresh(vs, dups, false), "case {i} dups {dups}");
+                assert_eq!(got, fresh(vs, dups, false, false), "case {i} dups {dups}");
             }
         }
     }
@@ -236,6 +247,7 @@ mod tests {
             h: 100,
             snaps: vec![],
             ignore_ghosts: false,
+            keep_tombstones: false,
         };
         merge(&gi, b"k", &[v(5, false)], &hz, &mut acct);
         merge(&gi, b"k", &[v(9, true)], &hz, &mut acct);
@@ -263,6 +275,7 @@ mod tests {
             h: 100,
             snaps: vec![5],
             ignore_ghosts: false,
+            keep_tombstones: false,
         };
         merge(&gi, b"k", &[v(9, false), v(5, false)], &hz, &mut acct);
         let mut copy = v(9, false);

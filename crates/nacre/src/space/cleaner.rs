@@ -109,7 +109,7 @@ pub(crate) fn clean_one(db: &Engine, retired: &mut Vec<Retired>, urgent: bool) -
         return Ok(Cleaned::Nothing);
     };
     let store = &db.store;
-    let gi = &sub.inner.gi;
+    let gi = &*sub.inner.gi();
     let mut found: Vec<Found> = Vec::new();
     let scanned = mem.scan_slot(store, slot, |r| {
         found.push(r);
@@ -234,7 +234,7 @@ fn relocate(
         );
     }
     let zone_of = |at| store.zones.zone_of(at).map_or(u64::MAX, |z| z.0);
-    let gi = &sub.inner.gi;
+    let gi = &*sub.inner.gi();
     let mut zones = db.space.zones.lock();
     for (r, new_at) in found.into_iter().zip(news) {
         let Some(e) = gi.entry(&r.key) else { continue };

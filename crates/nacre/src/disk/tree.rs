@@ -1,0 +1,373 @@
+//! One subtable's disk levels: an lsm-tree tree, through the only module that touches
+//! lsm-tree's API. The version is pinned (`=3.1.10`) because `InternalValue` and `Table`,
+//! which writing our own sorted stream needs, are hidden API.
+//!
+//! Invariants (lsm-tree 3.1.10's rules, DESIGN §4.5):
+//! - D1: a spill's stream is sorted by key ascending, then sequence number descending, with no
+//!   two entries of one key and sequence number (lsm-tree checks nothing; debug builds and the
+//!   tests check it here).
+//! - D2: every entry carries Nacre's sequence number; a read at Nacre sequence `s` asks
+//!   lsm-tree for `s + 1` (its reads are exclusive).
+//! - D3: the tree's own version counter (which stamps its versions; a read picks the newest
+//!   version stamped below the read's sequence number) is private and held at 0, so every read
+//!   sees the tree's newest version and filters entries by sequence number alone. Spills and
+//!   compactions are serialised by `changes`, so no stamp is ever above 0.
+//! - D4: user keys are stored behind the tag byte [`DATA`]; the spill marker is the one key
+//!   behind [`META`], written in the same tables as the entries it describes, so both are
+//!   registered (made durable) by one version change.
+//!
+//! Thread safety: reads are lock-free (lsm-tree's versions); `spill` and `compact` take
+//! `changes`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use lsm_tree::{AbstractTree, AnyTree, InternalValue, SequenceNumberCounter, ValueType};
+use parking_lot::Mutex;
+
+use crate::error::{Error, Result};
+
+/// Tag byte in front of user keys.
+const DATA: u8 = 1;
+/// Tag byte of the spill marker's key.
+const META: u8 = 0;
+/// Keys lsm-tree takes are shorter than this (with the tag byte).
+const KEY_MAX: usize = 65535;
+/// The spill marker's key.
+const MARKER_KEY: &[u8] = &[META, b's', b'p', b'i', b'l', b'l'];
+
+/// One entry of a spill: a key's version (a value, or `None` for a tombstone).
+pub(crate) struct Entry {
+    pub key: Vec<u8>,
+    pub seq: u64,
+    pub value: Option<Vec<u8>>,
+}
+
+/// What the newest spill recorded: the memtables whose records it holds (by birth number) and
+/// the highest sequence number among them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Marker {
+    pub max_seq: u64,
+    pub births: Vec<u64>,
+}
+
+impl Marker {
+    fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(12 + 8 * self.births.len());
+        v.extend_from_slice(&self.max_seq.to_le_bytes());
+        v.extend_from_slice(&(self.births.len() as u32).to_le_bytes());
+        for b in &self.births {
+            v.extend_from_slice(&b.to_le_bytes());
+        }
+        v
+    }
+
+    fn decode(b: &[u8]) -> Option<Marker> {
+        let max_seq = u64::from_le_bytes(b.get(..8)?.try_into().ok()?);
+        let n = u32::from_le_bytes(b.get(8..12)?.try_into().ok()?) as usize;
+        if b.len() != 12 + 8 * n {
+            return None;
+        }
+        let births = b[12..]
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+            .collect();
+        Some(Marker { max_seq, births })
+    }
+}
+
+/// Figures of one tree.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct TreeFigures {
+    /// Tables per level (L1 first: lsm-tree's level 0 is Nacre's L1).
+    pub tables: Vec<u64>,
+    pub disk_bytes: u64,
+    pub cache_hit_rate: f64,
+}
+
+/// A subtable's disk levels.
+pub(crate) struct DiskTree {
+    tree: AnyTree,
+    path: PathBuf,
+    /// The private version counter (D3).
+    counter: SequenceNumberCounter,
+    /// Serialises spills and compactions (D3).
+    changes: Mutex<()>,
+}
+
+fn tagged(key: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(key.len() + 1);
+    k.push(DATA);
+    k.extend_from_slice(key);
+    k
+}
+
+impl DiskTree {
+    /// Opens (or creates) the tree at `path`, sharing `cache`.
+    pub fn open(path: &Path, cache: Arc<lsm_tree::Cache>) -> Result<DiskTree> {
+        let counter = SequenceNumberCounter::new(0);
+        let tree = lsm_tree::Config::new(path, counter.clone(), SequenceNumberCounter::new(0))
+            .use_cache(cache)
+            .open()
+            .map_err(|e| Error::disk("opening the disk levels", path, e))?;
+        Ok(DiskTree {
+            tree,
+            path: path.to_path_buf(),
+            counter,
+            changes: Mutex::new(()),
+        })
+    }
+
+    /// What the newest spill recorded, if any spill was registered.
+    pub fn marker(&self) -> Result<Option<Marker>> {
+        let v = self
+            .tree
+            .get(MARKER_KEY, u64::MAX >> 1)
+            .map_err(|e| self.err("reading the spill marker", e))?;
+        match v {
+            None => Ok(None),
+            Some(b) => Marker::decode(&b).map(Some).ok_or_else(|| {
+                Error::corrupt(format!(
+                    "disk levels at {}: the spill marker does not decode",
+                    self.path.display()
+                ))
+            }),
+        }
+    }
+
+    fn err(&self, what: &'static str, e: lsm_tree::Error) -> Error {
+        Error::disk(what, &self.path, e)
+    }
+
+    /// Writes `entries` (sorted, D1) and `marker` as new tables, then registers them through
+    /// `gate` (which runs the registration, or refuses it: a simulated power failure): when
+    /// this returns `Ok`, they are durable (tables, version file and their directories
+    /// synced). Returns the bytes of the new tables.
+    pub fn spill(
+        &self,
+        entries: impl Iterator<Item = Result<Entry>>,
+        marker: &Marker,
+        gate: impl FnOnce(&mut dyn FnMut() -> Result<()>) -> Result<()>,
+    ) -> Result<u64> {
+        let _g = self.changes.lock();
+        let mark = InternalValue::from_components(
+            MARKER_KEY.to_vec(),
+            marker.encode(),
+            marker.max_seq,
+            ValueType::Value,
+        );
+        let mut failed: Option<Error> = None;
+        let mut last: Option<(Vec<u8>, u64)> = None;
+        let stream = std::iter::once(Ok(mark)).chain(entries.map_while(|e| match e {
+            Ok(e) => {
+                if let Some((k, s)) = &last {
+                    let sorted = (k.as_slice(), std::cmp::Reverse(*s))
+                        < (e.key.as_slice(), std::cmp::Reverse(e.seq));
+                    debug_assert!(sorted, "spill stream out of order (D1)");
+                    if !sorted {
+                        failed = Some(Error::corrupt(format!(
+                            "spill stream out of order at a key of {} bytes, seq {}",
+                            e.key.len(),
+                            e.seq
+                        )));
+                        return None;
+                    }
+                }
+                if e.key.len() >= KEY_MAX {
+                    failed = Some(Error::TooLarge {
+                        what: "key spilled to the disk levels",
+                        len: e.key.len(),
+                        max: KEY_MAX - 1,
+                    });
+                    return None;
+                }
+                let k = tagged(&e.key);
+                last = Some((e.key, e.seq));
+                Some(Ok(match e.value {
+                    Some(v) => InternalValue::from_components(k, v, e.seq, ValueType::Value),
+                    None => InternalValue::new_tombstone(k, e.seq),
+                }))
+            }
+            Err(e) => {
+                failed = Some(e);
+                None
+            }
+        }));
+        let made = self.tree.flush_to_tables(stream);
+        if let Some(e) = failed {
+            // Tables written but never registered are deleted when the tree is next opened.
+            return Err(e);
+        }
+        let Some((tables, _)) = made.map_err(|e| self.err("writing spilled tables", e))? else {
+            return Ok(0);
+        };
+        let bytes = tables.iter().map(|t| self.table_bytes(t.id())).sum();
+        gate(&mut || {
+            self.counter.set(0);
+            self.tree
+                .register_tables(&tables, None, None, &[], 1)
+                .map_err(|e| self.err("registering spilled tables", e))
+        })?;
+        Ok(bytes)
+    }
+
+    fn table_bytes(&self, id: u64) -> u64 {
+        std::fs::metadata(self.path.join("tables").join(id.to_string())).map_or(0, |m| m.len())
+    }
+
+    /// Runs one leveled compaction step if the tree needs one. `threshold`: versions below it
+    /// that a newer version shadows may be dropped (0 keeps every version). Returns whether
+    /// the tree changed, and the bytes of the tables it wrote.
+    pub fn compact(&self, threshold: u64) -> Result<(bool, u64)> {
+        let _g = self.changes.lock();
+        let version = self.tree.current_version();
+        let before: std::collections::HashSet<u64> =
+            version.iter_tables().map(|t| t.id()).collect();
+        self.counter.set(0);
+        let strategy = Arc::new(lsm_tree::compaction::Leveled::default());
+        self.tree
+            .compact(strategy, threshold)
+            .map_err(|e| self.err("compacting the disk levels", e))?;
+        let after = self.tree.current_version();
+        if after.id() == version.id() {
+            return Ok((false, 0));
+        }
+        let written = after
+            .iter_tables()
+            .map(|t| t.id())
+            .filter(|id| !before.contains(id))
+            .map(|id| self.table_bytes(id))
+            .sum();
+        // Old versions (and the files only they name) go once no read holds them: a
+        // compaction with threshold 0 does not prune them itself.
+        self.counter.set(0);
+        self.tree
+            .register_tables(&[], None, None, &[], 1)
+            .map_err(|e| self.err("pruning old versions of the disk levels", e))?;
+        Ok((true, written))
+    }
+
+    /// The newest version of `key` visible at `seq`, with its sequence number: `None` if
+    /// there is none or it is a tombstone. Reads the tables level by level, newest run first,
+    /// as lsm-tree's own `get` does, so that a table failing its checks is named.
+    pub fn get(&self, key: &[u8], seq: u64) -> Result<Option<(u64, Vec<u8>)>> {
+        let k = tagged(key);
+        let version = self.tree.current_version();
+        let hash = lsm_tree::table::filter::standard_bloom::Builder::get_hash(&k);
+        for level in version.iter_levels() {
+            for run in level.iter() {
+                let Some(t) = run.get_for_key(&k) else {
+                    continue;
+                };
+                match t.get(&k, seq + 1, hash) {
+                    Ok(None) => {}
+                    Ok(Some(iv)) => {
+                        return Ok((iv.key.value_type == ValueType::Value)
+                            .then(|| (iv.key.seqno, iv.value.to_vec())));
+                    }
+                    Err(e) => return Err(self.table_err(t.id(), e)),
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// A read of table `id` failed with `e`: [`Error::Corrupt`] naming the table's file when
+    /// it failed a check, [`Error::Disk`] otherwise.
+    fn table_err(&self, id: u64, e: lsm_tree::Error) -> Error {
+        let file = self.path.join("tables").join(id.to_string());
+        match e {
+            lsm_tree::Error::Io(e) => Error::disk("reading a table", &file, e),
+            e => Error::corrupt(format!(
+                "disk table {} fails its checks: {e:?}",
+                file.display()
+            )),
+        }
+    }
+
+    /// Live keys in `[lower, upper)` visible at `seq`, with their values, in key order
+    /// (reverse: `next_back`).
+    pub fn range(
+        &self,
+        lower: std::ops::Bound<&[u8]>,
+        upper: std::ops::Bound<&[u8]>,
+        seq: u64,
+    ) -> DiskRange {
+        use std::ops::Bound;
+        let lo = match lower {
+            Bound::Included(k) => Bound::Included(tagged(k)),
+            Bound::Excluded(k) => Bound::Excluded(tagged(k)),
+            Bound::Unbounded => Bound::Included(vec![DATA]),
+        };
+        let hi = match upper {
+            Bound::Included(k) => Bound::Included(tagged(k)),
+            Bound::Excluded(k) => Bound::Excluded(tagged(k)),
+            Bound::Unbounded => Bound::Excluded(vec![DATA + 1]),
+        };
+        DiskRange {
+            inner: self.tree.range((lo, hi), seq + 1, None),
+            path: self.path.clone(),
+        }
+    }
+
+    /// Tables per level, bytes on disk, block-cache hit rate.
+    pub fn figures(&self) -> TreeFigures {
+        let tables = (0..7)
+            .map(|i| self.tree.level_table_count(i).unwrap_or(0) as u64)
+            .collect();
+        TreeFigures {
+            tables,
+            disk_bytes: self.tree.disk_space(),
+            cache_hit_rate: self.tree.metrics().block_cache_hit_rate(),
+        }
+    }
+}
+
+/// An iterator over a tree's live keys (see [`DiskTree::range`]).
+pub(crate) struct DiskRange {
+    inner: Box<dyn DoubleEndedIterator<Item = lsm_tree::IterGuardImpl> + Send + 'static>,
+    path: PathBuf,
+}
+
+impl DiskRange {
+    fn row(&self, g: lsm_tree::IterGuardImpl) -> Result<(Vec<u8>, Vec<u8>)> {
+        use lsm_tree::Guard;
+        let (k, v) = g
+            .into_inner()
+            .map_err(|e| Error::disk("reading the disk levels", &self.path, e))?;
+        Ok((k.get(1..).unwrap_or_default().to_vec(), v.to_vec()))
+    }
+}
+
+impl Iterator for DiskRange {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let g = self.inner.next()?;
+        Some(self.row(g))
+    }
+}
+
+impl DoubleEndedIterator for DiskRange {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        let g = self.inner.next_back()?;
+        Some(self.row(g))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markers_round_trip_and_reject_bad_lengths() {
+        let m = Marker {
+            max_seq: 77,
+            births: vec![3, 9, 12],
+        };
+        assert_eq!(Marker::decode(&m.encode()), Some(m.clone()));
+        let mut b = m.encode();
+        b.pop();
+        assert_eq!(Marker::decode(&b), None);
+    }
+}

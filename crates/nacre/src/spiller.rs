@@ -1,0 +1,270 @@
+//! Spilling to the disk levels (DESIGN §4.5): the background worker freezes a subtable's
+//! Global Index when it reaches `gi_size_limit` (or when writers wait for space), the disk
+//! worker streams it into tables and then compacts while idle, and the background worker
+//! finishes the spill by giving the frozen memtables' zones back (G2 in disk/mod.rs).
+//!
+//! A failed spill or compaction (an I/O error, a full disk, a damaged record or table)
+//! poisons the database: reads go on (the frozen Global Index stays readable in PM), writes
+//! fail with the cause until a reopen.
+//!
+//! Thread safety: freezing and finishing run on the background worker, which is the only
+//! writer of the Global Indexes; the disk worker only reads a frozen Global Index.
+
+use std::collections::{BTreeSet, HashMap};
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::disk::queue::{Done, Job};
+use crate::disk::spill::spill;
+use crate::engine::Engine;
+use crate::error::Result;
+use crate::gi::{GlobalIndex, Version};
+use crate::space::cleaner::Retired;
+use crate::subtable::Subtable;
+use crate::view::Frozen;
+
+/// Runs the disk worker until the database stops.
+pub(crate) fn run(db: Arc<Engine>) {
+    let Some(disk) = db.disk.as_ref() else { return };
+    let mut dirty: BTreeSet<u32> = BTreeSet::new();
+    let mut newest: HashMap<u32, u64> = HashMap::new();
+    for (id, t) in disk.trees() {
+        if let Ok(Some(m)) = t.marker() {
+            newest.insert(id, m.max_seq);
+        }
+        dirty.insert(id);
+    }
+    loop {
+        let idle = if dirty.is_empty() {
+            Duration::from_millis(200)
+        } else {
+            Duration::ZERO
+        };
+        let job = match disk.queue.next_job(idle) {
+            Err(()) => return,
+            Ok(j) => j,
+        };
+        if let Some(job) = job {
+            let Job {
+                sub,
+                frozen,
+                tree,
+                max_seq,
+            } = job;
+            let store = &db.store;
+            let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                spill(
+                    &store.pool,
+                    &store.zones,
+                    db.opts.verify_checksums,
+                    &frozen,
+                    &tree,
+                    max_seq,
+                )
+            }))
+            .unwrap_or_else(|p| {
+                Err(crate::error::Error::Background {
+                    worker: "disk spill",
+                    reason: crate::error::panic_message(&*p),
+                })
+            });
+            if outcome.is_ok() {
+                dirty.insert(sub);
+                newest.insert(sub, max_seq);
+            }
+            disk.queue.finished(Done {
+                sub,
+                frozen,
+                outcome,
+            });
+            db.space.kick();
+            continue;
+        }
+        let Some(&sub) = dirty.iter().next() else {
+            continue;
+        };
+        if db.poisoned().is_some() {
+            dirty.clear();
+            continue;
+        }
+        let tree = match disk.tree(sub) {
+            Ok(t) => t,
+            Err(e) => {
+                db.poison(format!("opening the disk levels failed: {e}"));
+                continue;
+            }
+        };
+        let threshold = db.disk_gc_threshold(newest.get(&sub).copied().unwrap_or(0));
+        let step = std::panic::catch_unwind(AssertUnwindSafe(|| tree.compact(threshold)));
+        match step {
+            Ok(Ok((false, _))) => {
+                dirty.remove(&sub);
+            }
+            Ok(Ok((true, bytes))) => {
+                disk.counters.compactions.fetch_add(1, Ordering::Relaxed);
+                disk.counters
+                    .compaction_bytes
+                    .fetch_add(bytes, Ordering::Relaxed);
+            }
+            Ok(Err(e)) => {
+                db.poison(format!("compacting the disk levels failed: {e}"));
+                dirty.clear();
+            }
+            Err(p) => {
+                db.poison(format!(
+                    "compacting the disk levels panicked: {}",
+                    crate::error::panic_message(&*p)
+                ));
+                dirty.clear();
+            }
+        }
+    }
+}
+
+/// Zones of `sub`'s Global Index that are not frozen.
+fn gi_zones(db: &Engine, sub: &Subtable) -> u64 {
+    let frozen = sub.inner.view.load().frozen.clone();
+    let zones = db.space.zones.lock();
+    zones
+        .values()
+        .filter(|z| z.sub == sub.id())
+        .filter(|z| {
+            frozen
+                .as_ref()
+                .is_none_or(|f| !f.mems.iter().any(|m| Arc::ptr_eq(m, &z.mem)))
+        })
+        .count() as u64
+}
+
+/// Finishes a spill that ran, and freezes a Global Index that is due (one spill at a time).
+/// `urgent`: writers wait for space, so the largest Global Index goes whatever its size.
+/// Whether anything changed; `Ok(true)` from a spill in flight as well (space will come).
+pub(crate) fn step(db: &Engine, retired: &mut Vec<Retired>, urgent: bool) -> Result<(bool, bool)> {
+    let Some(disk) = db.disk.as_ref() else {
+        return Ok((false, false));
+    };
+    let mut progress = false;
+    if let Some(done) = disk.queue.take_done() {
+        finish(db, done, retired)?;
+        progress = true;
+    }
+    if disk.queue.busy() {
+        return Ok((progress, true));
+    }
+    let limit = db.gi_limit_zones();
+    let mut best: Option<(u64, Subtable)> = None;
+    for sub in db.all_subtables() {
+        let n = gi_zones(db, &sub);
+        if (n >= limit || (urgent && n > 0)) && best.as_ref().is_none_or(|(b, _)| n > *b) {
+            best = Some((n, sub));
+        }
+    }
+    let Some((_, sub)) = best else {
+        return Ok((progress, false));
+    };
+    freeze(db, &sub)?;
+    Ok((true, true))
+}
+
+/// Freezes `sub`'s Global Index: readers see a new, empty one, then the frozen one; the disk
+/// worker gets the spill.
+fn freeze(db: &Engine, sub: &Subtable) -> Result<()> {
+    let Some(disk) = db.disk.as_ref() else {
+        return Ok(());
+    };
+    let tree = disk.tree(sub.id())?;
+    let visible = db.visible.load(Ordering::Acquire);
+    let mut frozen: Option<Arc<Frozen>> = None;
+    sub.inner.replace_tiers(&db.tickets, visible, |v, chain| {
+        let in_view = |m: &Arc<crate::memtable::Memtable>| {
+            v.active.as_ref().is_some_and(|a| Arc::ptr_eq(&a.mem, m))
+                || v.immutables.iter().any(|s| Arc::ptr_eq(&s.src.mem, m))
+        };
+        let mems = chain.iter().filter(|m| !in_view(m)).cloned().collect();
+        let f = Arc::new(Frozen {
+            gi: v.gi.clone(),
+            mems,
+        });
+        frozen = Some(f.clone());
+        (Arc::new(GlobalIndex::default()), Some(f))
+    });
+    // Keys the old Global Index kept older versions of: they are spilled as they are.
+    sub.inner.revisit.lock().clear();
+    let Some(frozen) = frozen else { return Ok(()) };
+    tracing::debug!(
+        subtable = %sub.name(),
+        memtables = frozen.mems.len(),
+        keys = frozen.gi.keys(),
+        "froze the Global Index for a spill"
+    );
+    disk.queue.submit(Job {
+        sub: sub.id(),
+        frozen,
+        tree,
+        max_seq: visible,
+    });
+    Ok(())
+}
+
+/// A spill ran: on success, readers stop reading the frozen Global Index, and its zones and
+/// the blobs it names go back once no reader holds them (G2); on failure the database is
+/// poisoned and the frozen Global Index stays readable.
+fn finish(db: &Engine, done: Done, retired: &mut Vec<Retired>) -> Result<()> {
+    let Some(sub) = db.with_subtable(done.sub, Subtable::clone) else {
+        return Ok(());
+    };
+    let s = match done.outcome {
+        Ok(s) => s,
+        Err(e) => {
+            db.poison(format!("spilling to the disk levels failed: {e}"));
+            return Ok(());
+        }
+    };
+    if let Some(disk) = db.disk.as_ref() {
+        disk.spilled(s.entries, s.bytes, s.took);
+    }
+    let frozen = done.frozen;
+    sub.inner.retires.fetch_add(1, Ordering::AcqRel);
+    let ticket =
+        sub.inner
+            .replace_tiers(&db.tickets, db.visible.load(Ordering::Acquire), |v, _| {
+                (v.gi.clone(), None)
+            });
+    {
+        let mut zones = db.space.zones.lock();
+        for m in &frozen.mems {
+            for (slot, z) in m.zones() {
+                zones.remove(&z.0);
+                retired.push(Retired {
+                    ticket,
+                    mem: m.clone(),
+                    slot,
+                });
+            }
+        }
+    }
+    let gone: Vec<Version> = frozen
+        .gi
+        .entries()
+        .flat_map(|e| {
+            e.value()
+                .versions()
+                .iter()
+                .filter(|v| v.blob)
+                .copied()
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    db.blobs.dropped(&db.store, &gone, ticket)?;
+    tracing::info!(
+        subtable = %sub.name(),
+        entries = s.entries,
+        bytes = s.bytes,
+        millis = s.took.as_millis() as u64,
+        memtables = frozen.mems.len(),
+        "spilled the Global Index to the disk levels"
+    );
+    Ok(())
+}

@@ -1,0 +1,284 @@
+//! The disk levels: a Global Index limit of a few zones, so that freezes, spills and
+//! compactions happen constantly, checked against a BTreeMap per subtable with snapshots and
+//! iterators held across spills, reopens after clean closes and after power failures (the
+//! `sim` backend's crash image with the disk directory as the failure left it); and data many
+//! times larger than PM.
+
+use std::collections::BTreeMap;
+
+use nacre::{Db, IterOptions, Options, Snapshot, WriteBatch};
+use nacre_pmem::{Backend, CrashPolicy, Pool, PoolOptions, SplitMix64};
+
+type Model = BTreeMap<u32, BTreeMap<Vec<u8>, Vec<u8>>>;
+
+fn sim_opts(disk: &std::path::Path) -> Options {
+    let mut o = Options::new("sim").backend(Backend::Sim);
+    o.pool_size = 6 << 20;
+    o.zone_size = 64 << 10;
+    o.memtable_size = 128 << 10;
+    o.gi_size_limit = 256 << 10;
+    o.recovery_threads = 2;
+    o.disk_dir = Some(disk.to_path_buf());
+    o
+}
+
+fn key(rng: &mut SplitMix64) -> Vec<u8> {
+    format!("k{:04}", rng.next_u64() % 2000).into_bytes()
+}
+
+fn value(rng: &mut SplitMix64) -> Vec<u8> {
+    let n = (rng.next_u64() % 400) as usize;
+    (0..n)
+        .map(|i| (i as u8).wrapping_add(rng.next_u64() as u8))
+        .collect()
+}
+
+fn scan(db: &Db, sub: &nacre::Subtable, o: IterOptions<'_>) -> Vec<(Vec<u8>, Vec<u8>)> {
+    db.iter(sub, o)
+        .expect("iter")
+        .map(|r| r.expect("record"))
+        .collect()
+}
+
+/// Full scans both ways and one bounded scan, against `m`.
+fn check_scans(
+    db: &Db,
+    sub: &nacre::Subtable,
+    m: &BTreeMap<Vec<u8>, Vec<u8>>,
+    snap: Option<&Snapshot>,
+    rng: &mut SplitMix64,
+    at: &str,
+) {
+    let all: Vec<_> = m.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let fwd = scan(
+        db,
+        sub,
+        IterOptions {
+            snapshot: snap,
+            ..Default::default()
+        },
+    );
+    assert_eq!(fwd.len(), all.len(), "forward scan length, {at}");
+    assert!(fwd == all, "forward scan, {at}");
+    let mut rev = all.clone();
+    rev.reverse();
+    let got = scan(
+        db,
+        sub,
+        IterOptions {
+            snapshot: snap,
+            reverse: true,
+            ..Default::default()
+        },
+    );
+    assert!(got == rev, "reverse scan, {at}");
+    let (a, b) = (key(rng), key(rng));
+    let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+    let want: Vec<_> = m
+        .range(lo.clone()..hi.clone())
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let reverse = rng.next_u64() % 2 == 0;
+    let mut got = scan(
+        db,
+        sub,
+        IterOptions {
+            snapshot: snap,
+            lower: Some(lo),
+            upper: Some(hi),
+            reverse,
+            ..Default::default()
+        },
+    );
+    if reverse {
+        got.reverse();
+    }
+    assert!(got == want, "bounded scan, {at}");
+}
+
+fn write_random_batch(db: &Db, subs: &[nacre::Subtable], model: &mut Model, rng: &mut SplitMix64) {
+    let mut b = WriteBatch::new();
+    for _ in 0..1 + rng.next_u64() % 6 {
+        let t = &subs[(rng.next_u64() % 2) as usize];
+        let k = key(rng);
+        if rng.next_u64() % 4 == 0 {
+            b.delete(t, &k);
+            model.entry(t.id()).or_default().remove(&k);
+        } else {
+            let v = value(rng);
+            b.put(t, &k, &v);
+            model.entry(t.id()).or_default().insert(k, v);
+        }
+    }
+    db.write(b).expect("batch");
+}
+
+fn reopen(image: Option<Vec<u8>>, o: Options) -> Db {
+    match image {
+        None => Db::open(o).expect("open"),
+        Some(img) => Db::open_pool(
+            Pool::open_sim(img, &PoolOptions::with_backend(Backend::Sim)).expect("image"),
+            o,
+        )
+        .expect("reopen"),
+    }
+}
+
+#[test]
+fn random_operations_match_a_btreemap_across_spills_reopens_and_power_failures() {
+    let dir = tempfile::tempdir().expect("dir");
+    let disk = dir.path().join("disk");
+    let mut model: Model = BTreeMap::new();
+    let mut rng = SplitMix64::new(7);
+    let mut image: Option<Vec<u8>> = None;
+    let mut spills = 0;
+    let mut compactions = 0;
+    for round in 0..6 {
+        let db = reopen(image.take(), sim_opts(&disk));
+        let subs = [db.subtable("a").expect("a"), db.subtable("b").expect("b")];
+        for s in &subs {
+            let m = model.entry(s.id()).or_default();
+            check_scans(&db, s, m, None, &mut rng, &format!("round {round} open"));
+            for (k, v) in m.iter() {
+                assert_eq!(db.get(s, k).expect("get").as_deref(), Some(&v[..]));
+            }
+        }
+        let mut snaps: Vec<(Snapshot, Model)> = Vec::new();
+        let held_sub = subs[0].clone();
+        let held_model: Vec<_> = model
+            .get(&held_sub.id())
+            .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+            .unwrap_or_default();
+        let mut held = db.iter(&held_sub, IterOptions::default()).expect("iter");
+        let mut held_seen = Vec::new();
+        for step in 0..2500 {
+            let s = &subs[(rng.next_u64() % 2) as usize];
+            let at = format!("round {round} step {step}");
+            match rng.next_u64() % 14 {
+                0..=6 => {
+                    let (k, v) = (key(&mut rng), value(&mut rng));
+                    if let Err(e) = db.put(s, &k, &v) {
+                        panic!("put: {e}: {:#?}", db.stats());
+                    }
+                    model.entry(s.id()).or_default().insert(k, v);
+                }
+                7 | 8 => {
+                    let k = key(&mut rng);
+                    db.delete(s, &k).expect("delete");
+                    model.entry(s.id()).or_default().remove(&k);
+                }
+                9 => write_random_batch(&db, &subs, &mut model, &mut rng),
+                10 => {
+                    if let Some(r) = held.next() {
+                        held_seen.push(r.expect("held iterator"));
+                    }
+                }
+                _ if snaps.len() < 3 => snaps.push((db.snapshot(), model.clone())),
+                _ => {
+                    let (snap, old) = snaps.remove((rng.next_u64() % 3) as usize);
+                    for s in &subs {
+                        let m = old.get(&s.id()).cloned().unwrap_or_default();
+                        let k = key(&mut rng);
+                        assert_eq!(
+                            db.get_at(s, &k, &snap).expect("get"),
+                            m.get(&k).cloned(),
+                            "snapshot get, {at}"
+                        );
+                        check_scans(&db, s, &m, Some(&snap), &mut rng, &at);
+                    }
+                }
+            }
+            let k = key(&mut rng);
+            assert_eq!(
+                db.get(s, &k).expect("get"),
+                model.get(&s.id()).and_then(|m| m.get(&k)).cloned(),
+                "{at}"
+            );
+        }
+        held_seen.extend(held.map(|r| r.expect("held iterator")));
+        assert!(
+            held_seen == held_model,
+            "an iterator held across spills, round {round}"
+        );
+        for (snap, old) in &snaps {
+            for s in &subs {
+                let m = old.get(&s.id()).cloned().unwrap_or_default();
+                check_scans(&db, s, &m, Some(snap), &mut rng, "snapshots at the end");
+            }
+        }
+        drop(snaps);
+        let st = db.stats();
+        let d = st.disk.clone().expect("disk stats");
+        spills = spills.max(d.spills);
+        compactions = compactions.max(d.compactions);
+        db.check().expect("check");
+        let sim = db.sim().expect("sim");
+        if round % 2 == 0 {
+            sim.stop_now();
+            image = Some(sim.crash(CrashPolicy::KeepNone));
+            drop(db);
+        } else {
+            db.close().expect("close");
+            image = Some(sim.crash(CrashPolicy::KeepNone));
+        }
+    }
+    assert!(spills >= 3, "spills happened: {spills}");
+    eprintln!("spills per round (max) {spills}, compactions {compactions}");
+}
+
+#[test]
+fn data_many_times_larger_than_pm_reads_back_after_reopen() {
+    let dir = tempfile::tempdir().expect("dir");
+    let disk = dir.path().join("disk");
+    let mut o = Options::new(dir.path().join("pool")).backend(Backend::Emulated);
+    o.pool_size = 8 << 20;
+    o.zone_size = 64 << 10;
+    o.memtable_size = 256 << 10;
+    o.disk_dir = Some(disk.clone());
+    let n = 32_000u64;
+    // Incompressible values, so the tables' size shows the data's.
+    let val = |i: u64| {
+        let mut r = SplitMix64::new(i);
+        (0..125)
+            .flat_map(|_| r.next_u64().to_le_bytes())
+            .collect::<Vec<u8>>()
+    };
+    let k = |i: u64| format!("user{:08}", i.wrapping_mul(0x9E37_79B9) % 100_000_000).into_bytes();
+    {
+        let db = Db::open(o.clone()).expect("open");
+        let t = db.subtable("t").expect("t");
+        for i in 0..n {
+            db.put(&t, k(i), val(i)).expect("put");
+        }
+        for i in (0..n).step_by(7) {
+            assert_eq!(db.get(&t, k(i)).expect("get"), Some(val(i)), "key {i}");
+        }
+        let st = db.stats();
+        let d = st.disk.expect("disk");
+        assert!(d.spills >= 2, "{d:?}");
+        assert!(
+            d.disk_bytes > 2 * o.pool_size,
+            "data outgrew PM: {d:?}, pool {}",
+            o.pool_size
+        );
+        db.close().expect("close");
+    }
+    let db = Db::open(o.clone()).expect("reopen");
+    let t = db.subtable("t").expect("t");
+    for i in (0..n).step_by(3) {
+        assert_eq!(db.get(&t, k(i)).expect("get"), Some(val(i)), "key {i}");
+    }
+    let rows = db.iter(&t, IterOptions::default()).expect("iter").count();
+    assert_eq!(rows as u64, n);
+    drop(db);
+    // Without its disk levels the database does not open.
+    let mut bare = o.clone();
+    bare.disk_dir = None;
+    let e = Db::open(bare).expect_err("needs its disk levels");
+    assert!(e.to_string().contains("disk_dir"), "{e}");
+    // Nor on another directory.
+    let mut other = o;
+    other.disk_dir = Some(dir.path().join("elsewhere"));
+    let e = Db::open(other).expect_err("another directory");
+    assert!(e.to_string().contains("identity"), "{e}");
+}
