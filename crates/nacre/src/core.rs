@@ -148,7 +148,8 @@ impl Shared {
             h,
             snaps,
             ignore_ghosts: self.opts.recovery_mutation == Some(RecoveryMutation::IgnoreGhosts),
-            keep_tombstones: self.disk.is_some(),
+            keep_tombstones: self.disk.is_some()
+                && self.opts.recovery_mutation != Some(RecoveryMutation::DropTombstonesAboveDisk),
         }
     }
 

@@ -95,6 +95,12 @@ pub enum RecoveryMutation {
     /// Take every torn last item for a torn write, even where a later group committed after
     /// it (damaged media then rolls back acknowledged writes).
     SkipTornCheck,
+    /// Index the memtables a registered spill names, as if their records were not on disk
+    /// (their blobs' zones may have been given back and reused).
+    SkipSpilledRelease,
+    /// With disk levels, drop a key's oldest tombstone from the Global Index as in PM-only
+    /// mode (disk may still hold older versions of the key).
+    DropTombstonesAboveDisk,
 }
 
 /// A fault injected so that a test can reach a failure path. Never set outside such tests.

@@ -141,7 +141,10 @@ pub(crate) fn recover(
         match loaded {
             Ok((f, objs)) => {
                 reachable.extend(objs);
-                let births = spilled.as_ref().and_then(|s| s.get(&f.0));
+                let births = spilled
+                    .as_ref()
+                    .and_then(|s| s.get(&f.0))
+                    .filter(|_| mutation != Some(RecoveryMutation::SkipSpilledRelease));
                 for m in &f.3 {
                     if births.is_some_and(|b| b.contains(&m.birth)) {
                         on_disk.insert(all.len());
@@ -369,7 +372,11 @@ pub(crate) fn recover(
             space,
             recs,
             act.as_ref(),
-            (threads, spilled.is_some()),
+            (
+                threads,
+                spilled.is_some(),
+                spilled.is_some() && mutation != Some(RecoveryMutation::DropTombstonesAboveDisk),
+            ),
         )?;
         claims.extend(blobs);
         let active_mem = act.as_ref().map(|a| a.mem.clone());
@@ -552,13 +559,14 @@ enum Rebuilt {
 /// Builds a subtable's Global Index from every record found in its Global Index memtables:
 /// per key, the newest version stays (nobody reads older ones yet), the other copies count
 /// as ghosts (GI2), and a tombstone with no other copy goes (GI3). Also returns the records
-/// naming blobs that are their key's newest version (none in the `active` memtable).
+/// naming blobs that are their key's newest version in the Global Index (in PM-only mode, none
+/// shadowed by the `active` memtable).
 fn build_gi(
     store: &Store,
     space: &Space,
     recs: Vec<Found>,
     active: Option<&MemSource>,
-    (threads, keep_tombstones): (usize, bool),
+    (threads, disk, keep_tombstones): (usize, bool, bool),
 ) -> Result<(GlobalIndex, Vec<Vec<u8>>, Vec<Claim>)> {
     // Every copy of a key goes to one bucket; buckets are sorted and inserted in parallel
     // (the index is a concurrent skip list).
@@ -574,7 +582,9 @@ fn build_gi(
 
     let count_dups = store.mutation != Some(RecoveryMutation::CountCopiesOnce);
     let every_blob = store.mutation == Some(RecoveryMutation::ClaimEveryBlob);
-    let shadowed = |k: &[u8]| active.is_some_and(|a| a.index.get(k, u64::MAX).is_some());
+    // A version the active memtable shadows is never read in PM-only mode, so its blob's
+    // zones can go; with disk levels it is spilled, value and all, so its blob stays.
+    let shadowed = |k: &[u8]| !disk && active.is_some_and(|a| a.index.get(k, u64::MAX).is_some());
     let zone_of = |at| store.zones.zone_of(at).map_or(u64::MAX, |z| z.0);
     let built = parallel(buckets, buckets, |b| {
         let mut recs = std::mem::take(&mut *parts[b].lock().unwrap_or_else(|e| e.into_inner()));

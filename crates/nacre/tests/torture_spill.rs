@@ -1,0 +1,373 @@
+//! Power-failure torture across spills to the disk levels: a Global Index limit of a few
+//! zones makes every run freeze, spill, give zones back and compact. Two writer threads put
+//! and delete values over their own keys (some stored out of line, as blobs); the power fails
+//! at a random fence with a random subset of unflushed words kept, and the disk directory is
+//! left as the failure found it (nothing registers after it). The database is recovered and
+//! checked: every acknowledged write is there, no deleted key comes back, forward and reverse
+//! scans agree with gets (no duplicate or missing rows), and every zone is free or owned once.
+//! A second phase writes on the recovered database and crashes again. Mutation tests switch
+//! off one recovery rule of the disk levels at a time.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use nacre::{Db, IterOptions, Options, RecoveryMutation, WriteBatch};
+use nacre_pmem::{Backend, CrashPolicy, Pool, PoolOptions, SplitMix64};
+
+const THREADS: u64 = 2;
+const KEYS: u64 = 12;
+const OPS: u64 = 300;
+const VALUE: usize = 1000;
+const BLOB: usize = 12 << 10;
+
+fn opts(disk: &Path, mutation: Option<RecoveryMutation>) -> Options {
+    let mut o = Options::new("sim").backend(Backend::Sim);
+    o.recovery_mutation = mutation;
+    o.commit_mode = nacre::CommitMode::SingleFence;
+    o.pool_size = 3 << 20;
+    o.zone_size = 64 << 10;
+    o.memtable_size = 128 << 10;
+    o.gi_size_limit = 192 << 10;
+    o.ring_capacity = 4;
+    o.batch_size = 2;
+    o.commit_buckets = 2;
+    o.recovery_threads = 2;
+    o.disk_dir = Some(disk.to_path_buf());
+    o
+}
+
+fn key(t: u64, k: u64) -> Vec<u8> {
+    format!("t{t}/k{k:02}").into_bytes()
+}
+
+fn subtable_of(key: &[u8]) -> usize {
+    usize::from(key.starts_with(b"t1/"))
+}
+
+fn subtables(db: &Db) -> [nacre::Subtable; 2] {
+    [
+        db.subtable("sp0").expect("subtable"),
+        db.subtable("sp1").expect("subtable"),
+    ]
+}
+
+/// Op `j` of thread `t` in phase `p`: the key it touches and the value it leaves.
+fn op(p: u64, t: u64, j: u64) -> (u64, Option<Vec<u8>>) {
+    let k = (j * 7 + t * 3 + p * 5) % KEYS;
+    if (j + p) % 6 == 5 {
+        return (k, None);
+    }
+    let len = if k % 6 == 1 { BLOB } else { VALUE };
+    let mut v = format!("p{p}/t{t}/j{j}/").into_bytes();
+    v.resize(len, (j as u8) ^ (t as u8) << 4 ^ p as u8);
+    (k, Some(v))
+}
+
+type Expect = BTreeMap<Vec<u8>, Vec<Option<Vec<u8>>>>;
+type State = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
+
+/// Copies directory `from` into a new directory `to`.
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for e in std::fs::read_dir(from).expect("read dir") {
+        let e = e.expect("entry");
+        let dst = to.join(e.file_name());
+        if e.file_type().expect("type").is_dir() {
+            copy_dir(&e.path(), &dst);
+        } else {
+            std::fs::copy(e.path(), dst).expect("copy");
+        }
+    }
+}
+
+fn open_image(
+    image: Vec<u8>,
+    disk: &Path,
+    mutation: Option<RecoveryMutation>,
+) -> Result<Db, String> {
+    let pool = Pool::open_sim(image, &PoolOptions::with_backend(Backend::Sim))
+        .map_err(|e| format!("image: {e}"))?;
+    Db::open_pool(pool, opts(disk, mutation)).map_err(|e| format!("recovery failed: {e}"))
+}
+
+/// The base image and disk directory: a prefix workload that spilled at least once.
+fn base(disk: &Path, mutation: Option<RecoveryMutation>) -> (Vec<u8>, State) {
+    let db = Db::open(opts(disk, mutation)).expect("open");
+    let subs = subtables(&db);
+    let mut state = State::new();
+    for j in 0..500u64 {
+        for t in 0..THREADS {
+            let (k, v) = op(9, t, j);
+            let sub = &subs[t as usize];
+            match &v {
+                Some(v) => db.put(sub, key(t, k), v).expect("put"),
+                None => db.delete(sub, key(t, k)).expect("delete"),
+            }
+            state.insert(key(t, k), v);
+        }
+        if j % 3 == 0 {
+            let (k, mut v) = (format!("cold/{j:04}").into_bytes(), vec![j as u8; VALUE]);
+            v[..8].copy_from_slice(&j.to_le_bytes());
+            db.put(&subs[0], &k, &v).expect("put");
+            state.insert(k, Some(v));
+        }
+        if j >= 60 && (j - 60) % 6 == 0 {
+            // Deleted for good: the put is on disk, the tombstone in PM for a while.
+            let k = format!("cold/{:04}", j - 60).into_bytes();
+            db.delete(&subs[0], &k).expect("delete");
+            state.insert(k, None);
+        }
+    }
+    common::eventually(&db, "a spill finished", |s| {
+        s.disk.as_ref().is_some_and(|d| d.spills >= 2)
+    });
+    let sim = db.sim().expect("sim");
+    sim.stop_now();
+    let image = sim.crash(CrashPolicy::KeepNone);
+    drop(subs);
+    drop(db);
+    (image, state)
+}
+
+macro_rules! ensure {
+    ($cond:expr, $($fmt:tt)+) => {
+        if !$cond {
+            return Err(format!($($fmt)+));
+        }
+    };
+}
+
+/// What the phases went through.
+#[derive(Debug, Default)]
+struct Coverage {
+    phases: u64,
+    /// The power failed mid-phase (else after it).
+    stopped: u64,
+    /// A spill finished before the failure.
+    spilled: u64,
+}
+
+fn phase(
+    db: Db,
+    p: u64,
+    state: &State,
+    rng: &mut SplitMix64,
+    cov: &mut Coverage,
+) -> Result<(Vec<u8>, Expect), String> {
+    let subs = subtables(&db);
+    let sim = db.sim().expect("sim");
+    let start = sim.fence_count();
+    let spills0 = db.stats().disk.map_or(0, |d| d.spills);
+    let stop = 1 + rng.next_u64() % 1500;
+    sim.stop_at_fence(start + stop);
+    let acked: Mutex<Vec<u64>> = Mutex::new(vec![0; THREADS as usize]);
+    let failed: Mutex<Option<String>> = Mutex::new(None);
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let (db, sub, acked, sim, failed) = (&db, &subs[t as usize], &acked, &sim, &failed);
+            s.spawn(move || {
+                for j in 0..OPS {
+                    let (k, v) = op(p, t, j);
+                    let mut b = WriteBatch::new();
+                    match &v {
+                        Some(v) => b.put(sub, key(t, k), v),
+                        None => b.delete(sub, key(t, k)),
+                    };
+                    let r = db.write(b);
+                    if sim.is_stopped() {
+                        // After the power failure (a spill refused to register poisons the
+                        // database): nothing more counts.
+                        return;
+                    }
+                    if let Err(e) = r {
+                        *failed.lock().expect("lock") = Some(format!("phase {p}: write: {e}"));
+                        return;
+                    }
+                    acked.lock().expect("lock")[t as usize] = j + 1;
+                }
+            });
+        }
+    });
+    if let Some(e) = failed.into_inner().expect("failed") {
+        return Err(format!("{e}: {:#?}", db.stats()));
+    }
+    if !sim.is_stopped() {
+        db.check()?;
+    }
+    let st = db.stats();
+    cov.phases += 1;
+    cov.stopped += u64::from(sim.is_stopped());
+    cov.spilled += u64::from(st.disk.map_or(0, |d| d.spills) > spills0);
+    sim.stop_now();
+    let image = sim.crash(CrashPolicy::KeepRandom {
+        seed: rng.next_u64(),
+        keep: rng.next_f64(),
+    });
+    drop(subs);
+    drop(db);
+    let acked = acked.into_inner().expect("acked");
+    let mut expect: Expect = state
+        .iter()
+        .map(|(k, v)| (k.clone(), vec![v.clone()]))
+        .collect();
+    for t in 0..THREADS {
+        let n = acked[t as usize];
+        for j in 0..n {
+            let (k, v) = op(p, t, j);
+            expect.insert(key(t, k), vec![v]);
+        }
+        if n < OPS {
+            let (k, v) = op(p, t, n);
+            expect.entry(key(t, k)).or_default().push(v);
+        }
+    }
+    Ok((image, expect))
+}
+
+fn show(v: &Option<Vec<u8>>) -> Option<String> {
+    v.as_ref()
+        .map(|v| String::from_utf8_lossy(&v[..16.min(v.len())]).into_owned())
+}
+
+fn verify(db: &Db, expect: &Expect) -> Result<State, String> {
+    let subs = subtables(db);
+    let mut state = State::new();
+    for (k, options) in expect {
+        let got = db
+            .get(&subs[subtable_of(k)], k)
+            .map_err(|e| format!("get {k:?}: {e}"))?;
+        ensure!(
+            options.contains(&got),
+            "key {:?}: holds {:?}, expected one of {:?}",
+            String::from_utf8_lossy(k),
+            show(&got),
+            options.iter().map(show).collect::<Vec<_>>()
+        );
+        state.insert(k.clone(), got);
+    }
+    for (i, sub) in subs.iter().enumerate() {
+        let live: Vec<(Vec<u8>, Vec<u8>)> = state
+            .iter()
+            .filter(|(k, _)| subtable_of(k) == i)
+            .filter_map(|(k, v)| v.clone().map(|v| (k.clone(), v)))
+            .collect();
+        let fwd: Vec<(Vec<u8>, Vec<u8>)> = db
+            .iter(sub, IterOptions::default())
+            .map_err(|e| e.to_string())?
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("scan: {e}"))?;
+        ensure!(
+            fwd == live,
+            "forward scan of sp{i} disagrees with gets: {} rows, {} live",
+            fwd.len(),
+            live.len()
+        );
+        let mut rev: Vec<(Vec<u8>, Vec<u8>)> = db
+            .iter(
+                sub,
+                IterOptions {
+                    reverse: true,
+                    ..Default::default()
+                },
+            )
+            .map_err(|e| e.to_string())?
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("reverse scan: {e}"))?;
+        rev.reverse();
+        ensure!(rev == live, "reverse scan of sp{i} disagrees with gets");
+    }
+    db.check()?;
+    Ok(state)
+}
+
+fn run_once(
+    (base, base_disk, base_state): (&[u8], &Path, &State),
+    work: &Path,
+    seed: u64,
+    mutation: Option<RecoveryMutation>,
+    cov: &mut Coverage,
+) -> Result<(), String> {
+    let mut rng = SplitMix64::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) + 17);
+    let disk: PathBuf = work.join(format!("seed{seed}"));
+    copy_dir(base_disk, &disk);
+    let db = open_image(base.to_vec(), &disk, mutation)?;
+    let mut state = verify(
+        &db,
+        &base_state
+            .iter()
+            .map(|(k, v)| (k.clone(), vec![v.clone()]))
+            .collect(),
+    )
+    .map_err(|e| format!("seed {seed}: base: {e}"))?;
+    let mut db = Some(db);
+    for p in 0..2 {
+        let (image, expect) = phase(db.take().expect("db"), p, &state, &mut rng, cov)
+            .map_err(|e| format!("seed {seed}: {e}"))?;
+        let recovered = open_image(image, &disk, mutation)
+            .map_err(|e| format!("seed {seed} phase {p}: {e}"))?;
+        state = verify(&recovered, &expect).map_err(|e| format!("seed {seed} phase {p}: {e}"))?;
+        db = Some(recovered);
+    }
+    drop(db);
+    let _ = std::fs::remove_dir_all(&disk);
+    Ok(())
+}
+
+fn torture(crashes: u64, mutation: Option<RecoveryMutation>) -> Result<Coverage, String> {
+    let dir = tempfile::tempdir().expect("dir");
+    let base_disk = dir.path().join("base");
+    let (image, state) = base(&base_disk, mutation);
+    let mut cov = Coverage::default();
+    let only: Option<u64> = std::env::var("NACRE_TORTURE_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok());
+    for seed in (0..crashes).filter(|s| only.is_none_or(|o| o == *s)) {
+        run_once(
+            (&image, &base_disk, &state),
+            dir.path(),
+            seed,
+            mutation,
+            &mut cov,
+        )?;
+    }
+    Ok(cov)
+}
+
+#[test]
+fn power_failures_during_spills_lose_nothing_and_leak_no_zone() {
+    let cov = torture(260, None).unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("{cov:?}");
+    assert!(
+        cov.stopped > cov.phases / 2 && cov.spilled > cov.phases / 4,
+        "crashes hit spills at work: {cov:?}"
+    );
+}
+
+#[test]
+#[ignore = "long run: cargo test -p nacre --release --test torture_spill -- --ignored"]
+fn power_failures_during_spills_long() {
+    let cov = torture(5_000, None).unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("{cov:?}");
+}
+
+fn mutation_is_caught(mutation: RecoveryMutation, crashes: u64) {
+    match torture(crashes, Some(mutation)) {
+        Ok(cov) => {
+            panic!("torture passed without the {mutation:?} rule in {crashes} crashes: {cov:?}")
+        }
+        Err(e) => eprintln!("without {mutation:?}: {e}"),
+    }
+}
+
+#[test]
+fn torture_catches_spilled_memtables_indexed_again() {
+    mutation_is_caught(RecoveryMutation::SkipSpilledRelease, 260);
+}
+
+#[test]
+fn torture_catches_tombstones_dropped_above_the_disk_levels() {
+    mutation_is_caught(RecoveryMutation::DropTombstonesAboveDisk, 260);
+}
