@@ -342,3 +342,122 @@ fn sigkill_with_the_cleaner_running_loses_no_acknowledged_batch() {
     }
     assert!(freed > 0, "the cleaner gave zones back in the children");
 }
+
+const SPILL_ENV: &str = "NACRE_SPILL_CHILD";
+const SPILL_KILLS: u64 = 30;
+
+/// A pool smaller than what the children write, with disk levels and a Global Index limit of
+/// a few zones: spills and compactions run all the time.
+fn spill_opts(path: &str) -> Options {
+    let mut o = Options::new(path).backend(Backend::Emulated);
+    o.pool_size = 6 << 20;
+    o.zone_size = 128 << 10;
+    o.memtable_size = 256 << 10;
+    o.gi_size_limit = 512 << 10;
+    o.disk_dir = Some(format!("{path}.disk").into());
+    o
+}
+
+fn spill_value(round: u64, n: u64, i: u64) -> Vec<u8> {
+    let mut v = format!("{round}:{n}:{i}:").into_bytes();
+    v.resize(400 + (n % 5) as usize * 100, b's');
+    v
+}
+
+/// Not a test on its own: the child of `sigkill_during_spills_...`, run only when the parent
+/// sets `NACRE_SPILL_CHILD=<pool path>:<round>`. Each batch writes three new keys and
+/// deletes one of the previous batch's.
+#[test]
+fn spill_child_body() {
+    let Ok(spec) = std::env::var(SPILL_ENV) else {
+        return;
+    };
+    let (path, round) = spec.rsplit_once(':').expect("spec");
+    let round: u64 = round.parse().expect("round");
+    let db = Db::open(spill_opts(path)).expect("child open");
+    let sub = db.subtable("spill").expect("subtable");
+    ack("OPEN");
+    for n in 0.. {
+        let mut b = WriteBatch::new();
+        for i in 0..3 {
+            b.put(&sub, key(round, n, i), spill_value(round, n, i));
+        }
+        if n > 0 {
+            b.delete(&sub, key(round, n - 1, 2));
+        }
+        db.write(b).expect("write");
+        let spills = db.stats().disk.map_or(0, |d| d.spills);
+        ack(&format!("ACK {n} {spills}"));
+    }
+}
+
+#[test]
+fn sigkill_during_spills_and_compactions_loses_no_acknowledged_batch() {
+    let dir = tempfile::tempdir_in("/dev/shm")
+        .or_else(|_| tempfile::tempdir())
+        .expect("dir");
+    let path = dir.path().join("spill.pool");
+    let path = path.to_str().expect("utf8").to_string();
+    let exe = std::env::current_exe().expect("exe");
+    let mut rng = SplitMix64::new(23);
+    let mut acked: Vec<u64> = Vec::new();
+    let mut spills = 0u64;
+    for round in 0..SPILL_KILLS {
+        let (high, s) = kill_child(
+            &exe,
+            "spill_child_body",
+            SPILL_ENV,
+            format!("{path}:{round}"),
+            50 + rng.next_u64() % 250,
+        )
+        .map_or((0, 0), |a| {
+            let (n, s) = a.split_once(' ').expect("ACK n spills");
+            (n.parse::<u64>().expect("n") + 1, s.parse().expect("spills"))
+        });
+        spills += s;
+        acked.push(high);
+        let db = Db::open(spill_opts(&path)).expect("reopen after SIGKILL");
+        let sub = db.subtable("spill").expect("subtable");
+        let full = round % 10 == 9 || round + 1 == SPILL_KILLS;
+        for (r, &high) in acked
+            .iter()
+            .enumerate()
+            .filter(|(r, _)| full || *r as u64 == round)
+        {
+            let r = r as u64;
+            for n in 0..high {
+                for i in 0..3 {
+                    // Key 2 of batch n was deleted by batch n + 1 if that one committed.
+                    let deleted = i == 2 && n + 1 < high;
+                    let got = db.get(&sub, key(r, n, i)).expect("get");
+                    if deleted {
+                        assert_eq!(got, None, "round {r}: batch {n} key {i} came back");
+                    } else if !(i == 2 && n + 1 == high) {
+                        assert_eq!(
+                            got,
+                            Some(spill_value(r, n, i)),
+                            "round {r}: acknowledged batch {n} lost"
+                        );
+                    }
+                }
+            }
+        }
+        if full {
+            // Scans agree with gets: every row once.
+            let rows = db
+                .iter(&sub, nacre::IterOptions::default())
+                .expect("iter")
+                .map(|r| r.expect("row"))
+                .count() as u64;
+            let low: u64 = acked.iter().map(|h| h * 2).sum();
+            let high: u64 = acked.iter().map(|h| h * 2 + 2).sum();
+            assert!(
+                (low..=high).contains(&rows),
+                "round {round}: {rows} rows, expected {low}..={high}"
+            );
+        }
+        db.check().expect("consistent after recovery");
+        db.close().expect("close");
+    }
+    assert!(spills > 0, "children spilled to the disk levels");
+}

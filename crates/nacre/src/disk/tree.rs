@@ -306,6 +306,7 @@ impl DiskTree {
         };
         DiskRange {
             inner: self.tree.range((lo, hi), seq + 1, None),
+            tree: self.tree.clone(),
             path: self.path.clone(),
         }
     }
@@ -326,16 +327,37 @@ impl DiskTree {
 /// An iterator over a tree's live keys (see [`DiskTree::range`]).
 pub(crate) struct DiskRange {
     inner: Box<dyn DoubleEndedIterator<Item = lsm_tree::IterGuardImpl> + Send + 'static>,
+    tree: AnyTree,
     path: PathBuf,
 }
 
 impl DiskRange {
     fn row(&self, g: lsm_tree::IterGuardImpl) -> Result<(Vec<u8>, Vec<u8>)> {
         use lsm_tree::Guard;
-        let (k, v) = g
-            .into_inner()
-            .map_err(|e| Error::disk("reading the disk levels", &self.path, e))?;
+        let (k, v) = g.into_inner().map_err(|e| self.scan_err(e))?;
         Ok((k.get(1..).unwrap_or_default().to_vec(), v.to_vec()))
+    }
+
+    /// A scan failed with `e`: lsm-tree's error names no table, so every table is read
+    /// through to find one that fails its checks, and the error names its file.
+    fn scan_err(&self, e: lsm_tree::Error) -> Error {
+        if let lsm_tree::Error::Io(e) = e {
+            return Error::disk("reading the disk levels", &self.path, e);
+        }
+        let version = self.tree.current_version();
+        for t in version.iter_tables() {
+            if let Some(Err(te)) = t.iter().find(|r| r.is_err()) {
+                let file = self.path.join("tables").join(t.id().to_string());
+                return Error::corrupt(format!(
+                    "disk table {} fails its checks: {te:?}",
+                    file.display()
+                ));
+            }
+        }
+        Error::corrupt(format!(
+            "disk levels at {} fail their checks: {e:?}",
+            self.path.display()
+        ))
     }
 }
 
