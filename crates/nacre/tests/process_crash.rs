@@ -447,7 +447,7 @@ fn sigkill_during_spills_and_compactions_loses_no_acknowledged_batch() {
             let rows = db
                 .iter(&sub, nacre::IterOptions::default())
                 .expect("iter")
-                .map(|r| r.expect("row"))
+                .inspect(|r| assert!(r.is_ok(), "row: {r:?}"))
                 .count() as u64;
             let low: u64 = acked.iter().map(|h| h * 2).sum();
             let high: u64 = acked.iter().map(|h| h * 2 + 2).sum();
