@@ -77,6 +77,13 @@ pub struct Config {
     pub pmem_size: u64,
     /// Nacre: durability backend (`pmem-backend`, default auto).
     pub pmem_backend: Backend,
+    /// Nacre: directory of the disk levels (`disk-dir`, default empty: PM only). With one,
+    /// data the pool cannot hold spills to lsm-tree tables there; once used, the database
+    /// must always start with it.
+    pub disk_dir: Option<PathBuf>,
+    /// Nacre: PM bytes a subtable's Global Index takes before it spills to the disk levels
+    /// (`gi-size-limit`, default 0: half the pool).
+    pub gi_size_limit: u64,
     /// Keyspace notification classes (`notify-keyspace-events`, default none; flags of
     /// [`crate::notify`]).
     pub notify_keyspace_events: u32,
@@ -98,6 +105,8 @@ impl Default for Config {
             logfile: String::new(),
             pmem_size: 1 << 30,
             pmem_backend: Backend::Auto,
+            disk_dir: None,
+            gi_size_limit: 0,
             notify_keyspace_events: 0,
         }
     }
@@ -129,7 +138,7 @@ pub enum ConfigError {
 }
 
 /// Every directive, as `CONFIG GET` names them.
-pub const DIRECTIVES: [&str; 13] = [
+pub const DIRECTIVES: [&str; 15] = [
     "port",
     "bind",
     "dir",
@@ -142,6 +151,8 @@ pub const DIRECTIVES: [&str; 13] = [
     "logfile",
     "pmem-size",
     "pmem-backend",
+    "disk-dir",
+    "gi-size-limit",
     "notify-keyspace-events",
 ];
 
@@ -183,6 +194,21 @@ fn memory(s: &str, lo: u64) -> Result<u64, String> {
 }
 
 impl Config {
+    /// The engine options for the pool under `dir` (the data directory, or a checkpoint's
+    /// directory: a checkpoint keeps its disk levels in `disk` inside it).
+    pub fn engine_options(&self, dir: &Path, checkpoint: bool) -> nacre::Options {
+        let mut o =
+            nacre::Options::new(dir.join(crate::store::open::POOL_FILE)).backend(self.pmem_backend);
+        o.pool_size = self.pmem_size;
+        o.gi_size_limit = self.gi_size_limit;
+        o.disk_dir = match (&self.disk_dir, checkpoint) {
+            (None, _) => None,
+            (Some(_), true) => Some(dir.join("disk")),
+            (Some(d), false) => Some(d.clone()),
+        };
+        o
+    }
+
     /// The configuration from the program's arguments (without the program name):
     /// an optional config file first, then `--directive args...` groups.
     pub fn from_args(args: &[String]) -> Result<Config, ConfigError> {
@@ -299,6 +325,14 @@ impl Config {
                     }
                 }
             }
+            "disk-dir" => {
+                let d = one()?;
+                self.disk_dir = (!d.is_empty()).then(|| PathBuf::from(d));
+            }
+            "gi-size-limit" => {
+                let v = one()?;
+                self.gi_size_limit = if v == "0" { 0 } else { memory(v, 64 << 10)? };
+            }
             _ => return Err("Bad directive or wrong number of arguments".into()),
         }
         Ok(())
@@ -319,6 +353,12 @@ impl Config {
             "logfile" => self.logfile.clone(),
             "pmem-size" => self.pmem_size.to_string(),
             "pmem-backend" => self.pmem_backend.to_string(),
+            "disk-dir" => self
+                .disk_dir
+                .as_ref()
+                .map(|d| d.display().to_string())
+                .unwrap_or_default(),
+            "gi-size-limit" => self.gi_size_limit.to_string(),
             "notify-keyspace-events" => crate::notify::format(self.notify_keyspace_events),
             _ => return None,
         })

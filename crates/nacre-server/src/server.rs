@@ -79,6 +79,13 @@ pub async fn run(
         report.backend,
         report.survives
     );
+    match &cfg.disk_dir {
+        Some(d) => tracing::info!(
+            "disk levels in {}: data beyond the Global Index limit spills there",
+            d.display()
+        ),
+        None => tracing::info!("PM only (no disk-dir): the zone cleaner reclaims space in place"),
+    }
     if report.clean {
         tracing::info!(
             "recovered in {} ms; {} keys (clean shutdown: key counts read from its record)",

@@ -259,6 +259,22 @@ pub fn info_text(shared: &Shared, sections: &[String]) -> String {
             stats.damaged_zones,
             store.gc_records.load(Ordering::Relaxed),
         ));
+        if let Some(d) = &stats.disk {
+            // Replace the section's blank line: the disk figures belong to it.
+            out.truncate(out.len() - 2);
+            let levels: Vec<String> = d.level_tables.iter().map(u64::to_string).collect();
+            out.push_str(&format!(
+                "disk_level_tables:{}\r\ndisk_bytes:{}\r\ndisk_spills:{}\r\ndisk_spill_time_ms:{}\r\ndisk_spill_bytes_written:{}\r\ndisk_compactions:{}\r\ndisk_compaction_bytes_written:{}\r\ndisk_cache_hit_rate:{:.4}\r\n\r\n",
+                levels.join(","),
+                d.disk_bytes,
+                d.spills,
+                d.spill_time.as_millis(),
+                d.spill_bytes_written,
+                d.compactions,
+                d.compaction_bytes_written,
+                d.cache_hit_rate,
+            ));
+        }
     }
     if want("keyspace") {
         out.push_str("# Keyspace\r\n");
@@ -355,7 +371,9 @@ pub fn config(shared: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
                     },
                     "save" => Ok(()),
                     "port" | "bind" | "dir" | "databases" | "pmem-size" | "pmem-backend"
-                    | "logfile" => Err("can't set immutable config".to_string()),
+                    | "disk-dir" | "gi-size-limit" | "logfile" => {
+                        Err("can't set immutable config".to_string())
+                    }
                     n if crate::config::DIRECTIVES.contains(&n) => {
                         let words = nacre_resp::split_args(&pair[1]).unwrap_or_default();
                         let words: Vec<String> = if name == "requirepass" {
@@ -446,10 +464,7 @@ pub fn lastsave(shared: &Shared, _: &mut Client, _: &[Vec<u8>]) -> Outcome {
 pub fn checkpoint(shared: &Shared) -> Result<(), String> {
     let (dir, opts) = {
         let cfg = shared.config.read();
-        let mut o = nacre::Options::new(cfg.dir.join(crate::store::open::POOL_FILE))
-            .backend(cfg.pmem_backend);
-        o.pool_size = cfg.pmem_size;
-        (cfg.dir.clone(), o)
+        (cfg.dir.clone(), cfg.engine_options(&cfg.dir, false))
     };
     let t = std::time::Instant::now();
     let r = crate::store::checkpoint::save(&shared.store, &dir, &opts);

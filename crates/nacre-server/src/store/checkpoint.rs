@@ -76,6 +76,9 @@ pub fn save(store: &Store, data_dir: &Path, template: &Options) -> Result<Saved>
     std::fs::create_dir_all(&tmp).map_err(io)?;
     let mut opts = Options::new(tmp.join(super::open::POOL_FILE)).backend(template.pool.backend);
     opts.pool_size = template.pool_size;
+    opts.gi_size_limit = template.gi_size_limit;
+    // A checkpoint of a database with disk levels keeps its own in `disk` inside it.
+    opts.disk_dir = template.disk_dir.as_ref().map(|_| tmp.join("disk"));
     let dst = nacre::Db::open(opts)?;
     let subs = super::Subtables {
         meta: dst.subtable("meta")?,

@@ -50,9 +50,7 @@ fn le_u64(b: &[u8], at: usize) -> Result<u64> {
 pub fn open(cfg: &Config) -> Result<Opened> {
     std::fs::create_dir_all(&cfg.dir)
         .map_err(|e| StoreError::Corrupt(format!("cannot create {}: {e}", cfg.dir.display())))?;
-    let mut opts = Options::new(cfg.dir.join(POOL_FILE)).backend(cfg.pmem_backend);
-    opts.pool_size = cfg.pmem_size;
-    open_with(opts, cfg.databases as usize)
+    open_with(cfg.engine_options(&cfg.dir, false), cfg.databases as usize)
 }
 
 /// Opens the keyspace on engine options `opts` with `databases` logical databases.
