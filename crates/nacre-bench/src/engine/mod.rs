@@ -80,6 +80,7 @@ pub struct BenchDb {
     /// The subtable benchmarks write to.
     pub table: Subtable,
     _file: TempFile,
+    _disk: Option<dbbench::TempDir>,
 }
 
 impl BenchDb {
@@ -103,12 +104,18 @@ impl BenchDb {
         let mut opts = Options::new(&path).backend(backend);
         opts.pool_size = pool_size;
         tune(&mut opts);
+        // Disk levels the options name are this run's too (removed after the database).
+        let disk = match &opts.disk_dir {
+            Some(d) => Some(dbbench::TempDir::fresh(d.clone())?),
+            None => None,
+        };
         let db = Db::open(opts)?;
         let table = db.subtable(DEFAULT_SUBTABLE)?;
         Ok(BenchDb {
             db,
             table,
             _file: file,
+            _disk: disk,
         })
     }
 }

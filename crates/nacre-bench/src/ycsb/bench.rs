@@ -187,6 +187,14 @@ pub struct YcsbConfig {
     /// Nacre memtable size in MiB.
     #[arg(long, default_value_t = 64)]
     pub memtable_mib: u64,
+    /// Nacre pool size in MiB, with disk levels beside the pool (lsm-tree tables in the same
+    /// directory) taking what the pool cannot hold [default 0: a pool sized for every
+    /// version the run writes, PM only].
+    #[arg(long, default_value_t = 0)]
+    pub nacre_pm_mib: u64,
+    /// With `--nacre-pm-mib`: the Global Index limit in MiB [default 0: half the pool].
+    #[arg(long, default_value_t = 0)]
+    pub nacre_gi_mib: u64,
     /// Directory for the process-crash pairing [default: /dev/shm, else the temp dir].
     #[arg(long)]
     pub shm_dir: Option<PathBuf>,
@@ -228,6 +236,19 @@ pub struct YcsbRow {
     pub disk_bytes: Option<u64>,
     /// Durable commits the store made during the phase, where it counts them.
     pub commits: Option<u64>,
+    /// Bytes this process wrote to files during the phase (`wchar` of /proc/self/io: WAL,
+    /// tables; Nacre's PM stores through a mapping are not in it), where it can be read.
+    pub file_bytes: Option<u64>,
+    /// Bytes Nacre wrote into PM zones during the phase.
+    pub pm_bytes: Option<u64>,
+}
+
+/// Bytes this process has passed to write(2) and its kind (`wchar` in /proc/self/io).
+fn process_written_bytes() -> Option<u64> {
+    let io = std::fs::read_to_string("/proc/self/io").ok()?;
+    io.lines()
+        .find_map(|l| l.strip_prefix("wchar:"))
+        .and_then(|v| v.trim().parse().ok())
 }
 
 /// Bytes written so far by the block device holding `dir` (`/sys/dev/block/M:m/stat`,
@@ -323,15 +344,30 @@ fn open_store(cfg: &YcsbConfig, t: TargetKind) -> Result<Box<dyn Store>> {
                     EMULATED_SURVIVES,
                 )
             };
-            let pool = cfg.nacre_pool(records, ops);
+            let tiered = cfg.nacre_pm_mib > 0;
+            let pool = if tiered {
+                cfg.nacre_pm_mib << 20
+            } else {
+                cfg.nacre_pool(records, ops)
+            };
             let memtable = cfg.memtable_mib << 20;
+            let gi = cfg.nacre_gi_mib << 20;
             let bench = BenchDb::create(&dir, "ycsb", backend, pool, |o| {
                 o.memtable_size = memtable;
                 o.verify_checksums = verify;
+                if tiered {
+                    o.disk_dir = Some(o.path.with_extension("disk"));
+                    o.gi_size_limit = gi;
+                }
             })?;
+            let name = if tiered {
+                format!("{name}, disk levels")
+            } else {
+                name.to_string()
+            };
             Ok(Box::new(NacreStore::new(
                 bench,
-                name,
+                &name,
                 survives,
                 cfg.field_count,
             )))
@@ -433,9 +469,18 @@ fn run_all(cfg: &YcsbConfig) -> Result<Vec<YcsbRow>> {
         } else {
             cfg.shm()
         };
-        // Counters before a phase: device bytes written and the store's commits.
-        let counters = || (device_written_bytes(&dir), store.commits());
-        let row = |records: u64, result: PhaseResult, before: (Option<u64>, Option<u64>)| {
+        // Counters before a phase: device bytes written, the store's commits, bytes written
+        // to files, PM bytes written.
+        let counters = || {
+            (
+                device_written_bytes(&dir),
+                store.commits(),
+                process_written_bytes(),
+                store.pm_written(),
+            )
+        };
+        type Counters = (Option<u64>, Option<u64>, Option<u64>, Option<u64>);
+        let row = |records: u64, result: PhaseResult, before: Counters| {
             let after = counters();
             let delta = |a: Option<u64>, b: Option<u64>| Some(a?.saturating_sub(b?));
             YcsbRow {
@@ -447,6 +492,8 @@ fn run_all(cfg: &YcsbConfig) -> Result<Vec<YcsbRow>> {
                 result,
                 disk_bytes: delta(after.0, before.0),
                 commits: delta(after.1, before.1),
+                file_bytes: delta(after.2, before.2),
+                pm_bytes: delta(after.3, before.3),
             }
         };
         let load_w = cfg.workload(WorkloadName::A, records, ops);
@@ -519,6 +566,18 @@ pub fn markdown(cfg: &YcsbConfig, machine: &MachineInfo, rows: &[YcsbRow]) -> St
         cfg.sync_operations,
         cfg.disk_dir.display()
     );
+    if cfg.nacre_pm_mib > 0 {
+        let gi = match cfg.nacre_gi_mib {
+            0 => cfg.nacre_pm_mib / 2,
+            g => g,
+        };
+        let _ = writeln!(
+            s,
+            "Nacre: a {} MiB pool with disk levels (lsm-tree tables) beside it, Global Index \
+             limit {gi} MiB, memtables of {} MiB.\n",
+            cfg.nacre_pm_mib, cfg.memtable_mib
+        );
+    }
     s.push_str("| workload | store | survives | records | ops/s | vs anchor |\n");
     s.push_str("|---|---|---|---|---|---|\n");
     let mut names = vec!["load".to_string()];
@@ -585,6 +644,34 @@ pub fn markdown(cfg: &YcsbConfig, machine: &MachineInfo, rows: &[YcsbRow]) -> St
         }
     }
     s.push_str(
+        "\nWrite amplification per phase: bytes written to files (WAL and tables; the process's \
+         write(2) bytes) and, for Nacre, into PM, per byte of user data written (key and \
+         fields of each insert and update).\n\n\
+         | workload | store | write ops | file MiB written | file bytes per user byte | PM bytes per user byte |\n\
+         |---|---|---|---|---|---|\n",
+    );
+    let user = |w: u64| w * (24 + (cfg.field_count * cfg.field_length) as u64);
+    for r in rows {
+        let w = writes(&r.result);
+        if w == 0 {
+            continue;
+        }
+        let per = |x: Option<u64>| match x {
+            Some(b) => sig3(b as f64 / user(w) as f64),
+            None => "-".into(),
+        };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {w} | {} | {} | {} |",
+            r.result.workload.to_uppercase(),
+            r.label,
+            r.file_bytes
+                .map_or_else(|| "-".into(), |b| sig3(b as f64 / (1 << 20) as f64)),
+            per(r.file_bytes),
+            per(r.pm_bytes),
+        );
+    }
+    s.push_str(
         "\n| workload | store | op | count | avg us | p50 us | p99 us | p99.9 us | max us |\n",
     );
     s.push_str("|---|---|---|---|---|---|---|---|---|\n");
@@ -627,6 +714,8 @@ pub fn json_rows(
             params["run_operations"] = ops.into();
             params["disk_bytes"] = serde_json::json!(r.disk_bytes);
             params["commits"] = serde_json::json!(r.commits);
+            params["file_bytes"] = serde_json::json!(r.file_bytes);
+            params["pm_bytes"] = serde_json::json!(r.pm_bytes);
             let results = serde_json::json!(r.result);
             json_row("ycsb", machine, &r.backend, &r.durability, params, results)
         })

@@ -71,6 +71,11 @@ pub trait Store: Sync {
     fn durability(&self) -> String;
     /// A session for one client thread.
     fn session(&self) -> Result<Box<dyn Session + '_>>;
+    /// Bytes the store wrote into PM so far, where it has PM.
+    fn pm_written(&self) -> Option<u64> {
+        None
+    }
+
     /// Durable commits (group commits) the store made so far, where it counts them.
     fn commits(&self) -> Option<u64> {
         None

@@ -70,6 +70,9 @@ impl Store for NacreStore {
     fn durability(&self) -> String {
         self.durability.clone()
     }
+    fn pm_written(&self) -> Option<u64> {
+        Some(self.bench.db.stats().pm_bytes_written)
+    }
     fn commits(&self) -> Option<u64> {
         Some(self.bench.db.stats().commit_groups)
     }
