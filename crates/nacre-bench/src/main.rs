@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 use nacre_bench::alloc::{self, AllocConfig};
 use nacre_bench::engine::{
-    async_writes, fill, forever, memtable, recovery, recovery_child, ror, verify,
+    async_writes, fill, forever, memtable, piled, recovery, recovery_child, ror, verify,
 };
 use nacre_bench::{json, report, PmemConfig, Target};
 use tracing_subscriber::EnvFilter;
@@ -40,6 +40,9 @@ enum Command {
     /// Durable random puts against RocksDB's db_bench fillrandom: emulated vs --sync=0 and
     /// msync vs --sync=1.
     Fillrandom(fill::FillConfig),
+    /// The Global Index against a piled-up L0: random writes, reads and scans at a data size
+    /// that fits the Global Index, against db_bench with compactions off (seed 000 Fig. 15).
+    PiledL0(piled::PiledConfig),
     /// YCSB A on a pool half full of live data until many pools are written: throughput per
     /// tenth, update tail latency, PM write amplification, the cleaner's work.
     Forever(forever::ForeverConfig),
@@ -224,6 +227,7 @@ fn run(cli: Cli) -> Result<(), Box<dyn Error>> {
         Command::Memtable(c) => memtable::main(&c)?,
         Command::MemtableOne(a) => memtable::one_main(&a)?,
         Command::Fillrandom(c) => fill::main(&c)?,
+        Command::PiledL0(c) => piled::main(&c)?,
         Command::Forever(c) => forever::main(&c)?,
         Command::Recovery(c) => recovery::main(&c)?,
         Command::Verify(c) => verify::main(&c)?,

@@ -22,6 +22,7 @@ pub mod dbbench;
 pub mod fill;
 pub mod forever;
 pub mod memtable;
+pub mod piled;
 pub mod recovery;
 pub mod recovery_child;
 pub mod recovery_redis;
