@@ -58,7 +58,7 @@ impl std::ops::Deref for SimHandle {
 pub struct Db {
     inner: Arc<Engine>,
     worker: Option<std::thread::JoinHandle<()>>,
-    disk_worker: Option<std::thread::JoinHandle<()>>,
+    disk_workers: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for Db {
@@ -196,25 +196,29 @@ impl Db {
                     reason: e.to_string(),
                 })?
         };
-        let disk_worker = match inner.disk.is_some() {
-            false => None,
-            true => {
+        let mut disk_workers = Vec::new();
+        if inner.disk.is_some() {
+            let workers: [(&str, fn(Arc<Engine>)); 2] = [
+                ("nacre-spill", crate::spiller::run_spills),
+                ("nacre-compact", crate::spiller::run_compactions),
+            ];
+            for (name, body) in workers {
                 let inner = inner.clone();
-                Some(
+                disk_workers.push(
                     std::thread::Builder::new()
-                        .name("nacre-disk".into())
-                        .spawn(move || crate::spiller::run(inner))
+                        .name(name.into())
+                        .spawn(move || body(inner))
                         .map_err(|e| Error::Background {
                             worker: "spawn",
                             reason: e.to_string(),
                         })?,
-                )
+                );
             }
-        };
+        }
         let db = Db {
             inner,
             worker: Some(worker),
-            disk_worker,
+            disk_workers,
         };
         db.subtable(DEFAULT_SUBTABLE)?;
         Ok(db)
@@ -648,9 +652,9 @@ impl Db {
             }
         }
         if let Some(d) = &self.inner.disk {
-            d.queue.stop();
+            d.stop();
         }
-        if let Some(w) = self.disk_worker.take() {
+        for w in self.disk_workers.drain(..) {
             if w.join().is_err() {
                 tracing::error!("disk worker panicked");
             }

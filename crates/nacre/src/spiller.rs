@@ -1,7 +1,8 @@
 //! Spilling to the disk levels (DESIGN §4.5): the background worker freezes a subtable's
-//! Global Index when it reaches `gi_size_limit` (or when writers wait for space), the disk
-//! worker streams it into tables and then compacts while idle, and the background worker
-//! finishes the spill by giving the frozen memtables' zones back (G2 in disk/mod.rs).
+//! Global Index when it reaches `gi_size_limit` (or when writers wait for space), the spill
+//! worker streams it into tables, a compaction worker compacts the trees spills changed, and
+//! the background worker finishes the spill by giving the frozen memtables' zones back (G2 in
+//! disk/mod.rs).
 //!
 //! A failed spill or compaction (an I/O error, a full disk, a damaged record or table)
 //! poisons the database: reads go on (the frozen Global Index stays readable in PM), writes
@@ -10,7 +11,7 @@
 //! Thread safety: freezing and finishing run on the background worker, which is the only
 //! writer of the Global Indexes; the disk worker only reads a frozen Global Index.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -25,70 +26,73 @@ use crate::space::cleaner::Retired;
 use crate::subtable::Subtable;
 use crate::view::Frozen;
 
-/// Runs the disk worker until the database stops.
-pub(crate) fn run(db: Arc<Engine>) {
+/// Runs the spill worker until the database stops: the spills the background worker hands it,
+/// one at a time.
+pub(crate) fn run_spills(db: Arc<Engine>) {
     let Some(disk) = db.disk.as_ref() else { return };
-    let mut dirty: BTreeSet<u32> = BTreeSet::new();
-    let mut newest: HashMap<u32, u64> = HashMap::new();
-    for (id, t) in disk.trees() {
-        if let Ok(Some(m)) = t.marker() {
-            newest.insert(id, m.max_seq);
-        }
-        dirty.insert(id);
-    }
     loop {
-        let idle = if dirty.is_empty() {
-            Duration::from_millis(200)
-        } else {
-            Duration::ZERO
-        };
-        let job = match disk.queue.next_job(idle) {
+        let job = match disk.queue.next_job(Duration::from_secs(1)) {
             Err(()) => return,
-            Ok(j) => j,
+            Ok(None) => continue,
+            Ok(Some(j)) => j,
         };
-        if let Some(job) = job {
-            let Job {
-                sub,
-                frozen,
-                tree,
+        let Job {
+            sub,
+            frozen,
+            tree,
+            max_seq,
+        } = job;
+        let store = &db.store;
+        let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            spill(
+                &store.pool,
+                &store.zones,
+                db.opts.verify_checksums,
+                &frozen,
+                &tree,
                 max_seq,
-            } = job;
-            let store = &db.store;
-            let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                spill(
-                    &store.pool,
-                    &store.zones,
-                    db.opts.verify_checksums,
-                    &frozen,
-                    &tree,
-                    max_seq,
-                )
-            }))
-            .unwrap_or_else(|p| {
-                Err(crate::error::Error::Background {
-                    worker: "disk spill",
-                    reason: crate::error::panic_message(&*p),
-                })
-            });
-            if outcome.is_ok() {
-                dirty.insert(sub);
-                newest.insert(sub, max_seq);
-            }
-            disk.queue.finished(Done {
-                sub,
-                frozen,
-                outcome,
-            });
-            db.space.kick();
+            )
+        }))
+        .unwrap_or_else(|p| {
+            Err(crate::error::Error::Background {
+                worker: "disk spill",
+                reason: crate::error::panic_message(&*p),
+            })
+        });
+        disk.queue.finished(Done {
+            sub,
+            frozen,
+            outcome,
+        });
+        db.space.kick();
+        disk.wake_compactor();
+    }
+}
+
+/// Runs the compaction worker until the database stops: compaction steps on every tree a
+/// spill changed, beside spills (a spill never waits for a compaction).
+pub(crate) fn run_compactions(db: Arc<Engine>) {
+    let Some(disk) = db.disk.as_ref() else { return };
+    let mut busy: BTreeSet<u32> = BTreeSet::new();
+    loop {
+        if busy.is_empty() && disk.compactor_wait(Duration::from_millis(200)) {
+            return;
+        }
+        if disk.stopping() {
+            return;
+        }
+        if db.poisoned().is_some() {
+            busy.clear();
             continue;
         }
-        let Some(&sub) = dirty.iter().next() else {
+        for (id, t) in disk.trees() {
+            if t.take_dirty() {
+                busy.insert(id);
+            }
+        }
+        let Some(&sub) = busy.iter().next() else {
             continue;
         };
-        if db.poisoned().is_some() {
-            dirty.clear();
-            continue;
-        }
         let tree = match disk.tree(sub) {
             Ok(t) => t,
             Err(e) => {
@@ -96,7 +100,7 @@ pub(crate) fn run(db: Arc<Engine>) {
                 continue;
             }
         };
-        let threshold = db.disk_gc_threshold(newest.get(&sub).copied().unwrap_or(0));
+        let threshold = db.disk_gc_threshold(tree.newest());
         let step = std::panic::catch_unwind(AssertUnwindSafe(|| match db.store.pool.sim() {
             None => tree.compact(threshold),
             // After a simulated power failure nothing runs, compactions included.
@@ -106,7 +110,7 @@ pub(crate) fn run(db: Arc<Engine>) {
         }));
         match step {
             Ok(Ok((false, _))) => {
-                dirty.remove(&sub);
+                busy.remove(&sub);
             }
             Ok(Ok((true, bytes))) => {
                 disk.counters.compactions.fetch_add(1, Ordering::Relaxed);
@@ -116,14 +120,14 @@ pub(crate) fn run(db: Arc<Engine>) {
             }
             Ok(Err(e)) => {
                 db.poison(format!("compacting the disk levels failed: {e}"));
-                dirty.clear();
+                busy.clear();
             }
             Err(p) => {
                 db.poison(format!(
                     "compacting the disk levels panicked: {}",
                     crate::error::panic_message(&*p)
                 ));
-                dirty.clear();
+                busy.clear();
             }
         }
     }

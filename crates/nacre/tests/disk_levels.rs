@@ -209,8 +209,8 @@ fn random_operations_match_a_btreemap_across_spills_reopens_and_power_failures()
         drop(snaps);
         let st = db.stats();
         let d = st.disk.clone().expect("disk stats");
-        spills = spills.max(d.spills);
-        compactions = compactions.max(d.compactions);
+        spills += d.spills;
+        compactions += d.compactions;
         db.check().expect("check");
         let sim = db.sim().expect("sim");
         if round % 2 == 0 {
@@ -222,8 +222,8 @@ fn random_operations_match_a_btreemap_across_spills_reopens_and_power_failures()
             image = Some(sim.crash(CrashPolicy::KeepNone));
         }
     }
-    assert!(spills >= 3, "spills happened: {spills}");
-    eprintln!("spills per round (max) {spills}, compactions {compactions}");
+    assert!(spills >= 6, "spills happened: {spills}");
+    eprintln!("spills {spills}, compactions {compactions}");
 }
 
 #[test]

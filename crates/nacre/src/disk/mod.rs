@@ -57,6 +57,9 @@ pub(crate) struct DiskTier {
     pub counters: DiskCounters,
     /// Spills between the background worker and the disk worker.
     pub queue: queue::Queue,
+    /// The compaction worker's stop flag and wake-up.
+    stopped: Mutex<bool>,
+    compactor: parking_lot::Condvar,
 }
 
 fn io(what: &'static str, path: &Path, e: std::io::Error) -> Error {
@@ -150,6 +153,8 @@ impl DiskTier {
             trees: Mutex::new(HashMap::new()),
             counters: DiskCounters::default(),
             queue: queue::Queue::default(),
+            stopped: Mutex::new(false),
+            compactor: parking_lot::Condvar::new(),
         };
         Ok((tier, id))
     }
@@ -241,6 +246,32 @@ impl DiskTier {
             .collect();
         v.sort_by_key(|(k, _)| *k);
         v
+    }
+
+    /// Stops both disk workers.
+    pub fn stop(&self) {
+        self.queue.stop();
+        *self.stopped.lock() = true;
+        self.compactor.notify_all();
+    }
+
+    /// Wakes the compaction worker (a spill registered tables).
+    pub fn wake_compactor(&self) {
+        self.compactor.notify_all();
+    }
+
+    /// Compaction worker: waits up to `idle` for a wake-up; whether the workers are stopping.
+    pub fn compactor_wait(&self, idle: std::time::Duration) -> bool {
+        let mut s = self.stopped.lock();
+        if !*s {
+            self.compactor.wait_for(&mut s, idle);
+        }
+        *s
+    }
+
+    /// Whether the workers are stopping.
+    pub fn stopping(&self) -> bool {
+        *self.stopped.lock()
     }
 
     /// Counts one spill.

@@ -9,21 +9,25 @@
 //! - D2: every entry carries Nacre's sequence number; a read at Nacre sequence `s` asks
 //!   lsm-tree for `s + 1` (its reads are exclusive).
 //! - D3: the tree's own version counter (which stamps its versions; a read picks the newest
-//!   version stamped below the read's sequence number) is private and held at 0, so every read
-//!   sees the tree's newest version and filters entries by sequence number alone. Spills and
-//!   compactions are serialised by `changes`, so no stamp is ever above 0.
+//!   version stamped below the read's sequence number) is private and set to 0 right before
+//!   every spill and compaction. One spill and one compaction may run at once, so a stamp is
+//!   0 or 1, and every read at Nacre sequence `s >= 1` (asking `s + 1 >= 2`) sees the tree's
+//!   newest version and filters entries by sequence number alone. A read at 0 (an empty
+//!   database's snapshot) finds nothing on disk without asking the tree.
 //! - D4: user keys are stored behind the tag byte [`DATA`]; the spill marker is the one key
 //!   behind [`META`], written in the same tables as the entries it describes, so both are
 //!   registered (made durable) by one version change.
 //!
-//! Thread safety: reads are lock-free (lsm-tree's versions); `spill` and `compact` take
-//! `changes`.
+//! Thread safety: reads are lock-free (lsm-tree's versions); spills run one at a time
+//! (`spills`), as do compactions (`compactions`); a spill and a compaction may overlap
+//! (lsm-tree serialises their version changes).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use lsm_tree::{AbstractTree, AnyTree, InternalValue, SequenceNumberCounter, ValueType};
 use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::error::{Error, Result};
 
@@ -91,8 +95,12 @@ pub(crate) struct DiskTree {
     path: PathBuf,
     /// The private version counter (D3).
     counter: SequenceNumberCounter,
-    /// Serialises spills and compactions (D3).
-    changes: Mutex<()>,
+    spills: Mutex<()>,
+    compactions: Mutex<()>,
+    /// The newest spilled sequence number (the marker's).
+    newest: AtomicU64,
+    /// A spill registered tables since compaction last found nothing to do.
+    dirty: AtomicBool,
 }
 
 fn tagged(key: &[u8]) -> Vec<u8> {
@@ -110,12 +118,33 @@ impl DiskTree {
             .use_cache(cache)
             .open()
             .map_err(|e| Error::disk("opening the disk levels", path, e))?;
-        Ok(DiskTree {
+        let t = DiskTree {
             tree,
             path: path.to_path_buf(),
             counter,
-            changes: Mutex::new(()),
-        })
+            spills: Mutex::new(()),
+            compactions: Mutex::new(()),
+            newest: AtomicU64::new(0),
+            dirty: AtomicBool::new(true),
+        };
+        let newest = t.marker()?.map_or(0, |m| m.max_seq);
+        t.newest.store(newest, Ordering::Release);
+        Ok(t)
+    }
+
+    /// The newest spilled sequence number.
+    pub fn newest(&self) -> u64 {
+        self.newest.load(Ordering::Acquire)
+    }
+
+    /// Whether a spill registered tables since compaction last had nothing to do; clears it.
+    pub fn take_dirty(&self) -> bool {
+        self.dirty.swap(false, Ordering::AcqRel)
+    }
+
+    /// Marks the tree for compaction again (a step changed it).
+    pub fn set_dirty(&self) {
+        self.dirty.store(true, Ordering::Release);
     }
 
     /// What the newest spill recorded, if any spill was registered.
@@ -149,7 +178,7 @@ impl DiskTree {
         marker: &Marker,
         gate: impl FnOnce(&mut dyn FnMut() -> Result<()>) -> Result<()>,
     ) -> Result<u64> {
-        let _g = self.changes.lock();
+        let _g = self.spills.lock();
         let mark = InternalValue::from_components(
             MARKER_KEY.to_vec(),
             marker.encode(),
@@ -208,6 +237,8 @@ impl DiskTree {
                 .register_tables(&tables, None, None, &[], 1)
                 .map_err(|e| self.err("registering spilled tables", e))
         })?;
+        self.newest.fetch_max(marker.max_seq, Ordering::AcqRel);
+        self.set_dirty();
         Ok(bytes)
     }
 
@@ -219,7 +250,7 @@ impl DiskTree {
     /// that a newer version shadows may be dropped (0 keeps every version). Returns whether
     /// the tree changed, and the bytes of the tables it wrote.
     pub fn compact(&self, threshold: u64) -> Result<(bool, u64)> {
-        let _g = self.changes.lock();
+        let _g = self.compactions.lock();
         let version = self.tree.current_version();
         let before: std::collections::HashSet<u64> =
             version.iter_tables().map(|t| t.id()).collect();
@@ -251,6 +282,9 @@ impl DiskTree {
     /// there is none or it is a tombstone. Reads the tables level by level, newest run first,
     /// as lsm-tree's own `get` does, so that a table failing its checks is named.
     pub fn get(&self, key: &[u8], seq: u64) -> Result<Option<(u64, Vec<u8>)>> {
+        if seq == 0 {
+            return Ok(None);
+        }
         let k = tagged(key);
         let version = self.tree.current_version();
         let hash = lsm_tree::table::filter::standard_bloom::Builder::get_hash(&k);
@@ -305,7 +339,11 @@ impl DiskTree {
             Bound::Unbounded => Bound::Excluded(vec![DATA + 1]),
         };
         DiskRange {
-            inner: self.tree.range((lo, hi), seq + 1, None),
+            inner: match seq {
+                // D3: nothing on disk is at sequence 0.
+                0 => Box::new(std::iter::empty()),
+                _ => self.tree.range((lo, hi), seq + 1, None),
+            },
             tree: self.tree.clone(),
             path: self.path.clone(),
         }
@@ -380,6 +418,92 @@ impl DoubleEndedIterator for DiskRange {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn entry(k: &[u8], seq: u64, v: Option<&[u8]>) -> Result<Entry> {
+        Ok(Entry {
+            key: k.to_vec(),
+            seq,
+            value: v.map(<[u8]>::to_vec),
+        })
+    }
+
+    fn spill(t: &DiskTree, entries: Vec<Result<Entry>>, max_seq: u64) {
+        let m = Marker {
+            max_seq,
+            births: vec![max_seq],
+        };
+        t.spill(entries.into_iter(), &m, |r| r()).expect("spill");
+    }
+
+    /// Compacts until nothing changes (every table ends in the last level).
+    fn compact_fully(t: &DiskTree, threshold: u64) {
+        for _ in 0..64 {
+            if !t.compact(threshold).expect("compact").0 {
+                return;
+            }
+        }
+        panic!("compaction never settled");
+    }
+
+    #[test]
+    fn compaction_at_threshold_zero_keeps_what_snapshots_read_and_hides_deleted_keys() {
+        let dir = tempfile::tempdir().expect("dir");
+        let cache = Arc::new(lsm_tree::Cache::with_capacity_bytes(1 << 20));
+        let t = DiskTree::open(dir.path(), cache).expect("open");
+        // Five spills, each overwriting or deleting keys of the previous ones.
+        for round in 0..5u64 {
+            let base = 100 * (round + 1);
+            let mut es = Vec::new();
+            for k in 0..50u64 {
+                let key = format!("k{k:03}").into_bytes();
+                let v = format!("r{round}").into_bytes();
+                let del = (k + round) % 3 == 0;
+                es.push(entry(&key, base + k, (!del).then_some(&v[..])));
+            }
+            spill(&t, es, base + 99);
+        }
+        let want = |k: u64, at: u64| -> Option<Vec<u8>> {
+            // The newest round whose write of k is at or below `at`.
+            (0..5u64)
+                .rev()
+                .find(|r| 100 * (r + 1) + k <= at)
+                .and_then(|r| ((k + r) % 3 != 0).then(|| format!("r{r}").into_bytes()))
+        };
+        let check = |what: &str| {
+            for k in 0..50u64 {
+                let key = format!("k{k:03}").into_bytes();
+                for at in [150, 250, 350, 450, 600] {
+                    let got = t.get(&key, at).expect("get").map(|(_, v)| v);
+                    assert_eq!(got, want(k, at), "{what}: k{k} at {at}");
+                }
+            }
+        };
+        check("before compaction");
+        assert_eq!(t.figures().tables[0], 5, "five L0 runs");
+        compact_fully(&t, 0);
+        let f = t.figures();
+        assert!(
+            f.tables[0] < 5 && f.tables.iter().sum::<u64>() > 0,
+            "compacted: {f:?}"
+        );
+        check("after compaction at threshold 0");
+        // Every reader at or above the newest sequence number: older versions may go, and
+        // deleted keys stay deleted.
+        compact_fully(&t, 600);
+        for k in 0..50u64 {
+            let key = format!("k{k:03}").into_bytes();
+            assert_eq!(t.get(&key, 600).expect("get").map(|(_, v)| v), want(k, 600));
+        }
+        let rows: Vec<_> = t
+            .range(std::ops::Bound::Unbounded, std::ops::Bound::Unbounded, 600)
+            .map(|r| r.expect("row").0)
+            .collect();
+        let live: Vec<Vec<u8>> = (0..50u64)
+            .filter(|&k| want(k, 600).is_some())
+            .map(|k| format!("k{k:03}").into_bytes())
+            .collect();
+        assert_eq!(rows, live);
+    }
 
     #[test]
     fn markers_round_trip_and_reject_bad_lengths() {
