@@ -198,7 +198,8 @@ impl Db {
         };
         let mut disk_workers = Vec::new();
         if inner.disk.is_some() {
-            let workers: [(&str, fn(Arc<Engine>)); 2] = [
+            type Body = fn(Arc<Engine>);
+            let workers: [(&str, Body); 2] = [
                 ("nacre-spill", crate::spiller::run_spills),
                 ("nacre-compact", crate::spiller::run_compactions),
             ];

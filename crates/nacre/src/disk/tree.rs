@@ -416,6 +416,7 @@ impl DoubleEndedIterator for DiskRange {
 }
 
 #[cfg(test)]
+#[allow(clippy::expect_used)]
 mod tests {
     use super::*;
 
