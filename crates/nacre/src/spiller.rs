@@ -163,9 +163,16 @@ pub(crate) fn step(db: &Engine, retired: &mut Vec<Retired>, urgent: bool) -> Res
     if disk.queue.busy() {
         return Ok((progress, true));
     }
+    if db.poisoned().is_some() {
+        // A failed spill leaves its frozen Global Index readable in PM; nothing more spills.
+        return Ok((progress, false));
+    }
     let limit = db.gi_limit_zones();
     let mut best: Option<(u64, Subtable)> = None;
     for sub in db.all_subtables() {
+        if sub.inner.view.load().frozen.is_some() {
+            continue;
+        }
         let n = gi_zones(db, &sub);
         if (n >= limit || (urgent && n > 0)) && best.as_ref().is_none_or(|(b, _)| n > *b) {
             best = Some((n, sub));

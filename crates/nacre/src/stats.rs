@@ -29,6 +29,8 @@ pub struct SubtableStats {
 pub struct DiskStats {
     /// Tables per level, L1 first (the Global Index in PM is L0), summed over subtables.
     pub level_tables: Vec<u64>,
+    /// Bytes of tables per level, as `level_tables`.
+    pub level_bytes: Vec<u64>,
     /// Bytes of tables on disk.
     pub disk_bytes: u64,
     /// Spills of a frozen Global Index, and the time they took.

@@ -213,6 +213,7 @@ impl DiskTier {
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let mut s = crate::stats::DiskStats {
             level_tables: vec![0; 7],
+            level_bytes: vec![0; 7],
             spills: get(&c.spills),
             spill_time: std::time::Duration::from_nanos(get(&c.spill_nanos)),
             spilled_entries: get(&c.spilled_entries),
@@ -225,8 +226,11 @@ impl DiskTier {
         let (mut hits, mut n) = (0.0, 0usize);
         for (_, t) in self.trees() {
             let f = t.figures();
-            for (i, c) in f.tables.iter().enumerate() {
+            for (i, c) in f.tables.iter().enumerate().take(7) {
                 s.level_tables[i] += c;
+            }
+            for (i, b) in f.level_bytes.iter().enumerate().take(7) {
+                s.level_bytes[i] += b;
             }
             s.disk_bytes += f.disk_bytes;
             hits += f.cache_hit_rate;
