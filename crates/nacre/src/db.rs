@@ -122,12 +122,14 @@ impl Db {
         };
         let spilled = match &disk {
             None => None,
-            Some(d) => Some(
-                d.markers()?
-                    .into_iter()
-                    .map(|(id, m)| (id, m.births.into_iter().collect()))
-                    .collect(),
-            ),
+            Some(d) => {
+                let mut on = recovery::OnDisk::default();
+                for (id, m) in d.markers()? {
+                    on.max_seq = on.max_seq.max(m.max_seq);
+                    on.births.insert(id, m.births.into_iter().collect());
+                }
+                Some(on)
+            }
         };
         let how = recovery::How {
             threads: opts.recovery_threads,

@@ -101,8 +101,18 @@ pub(crate) struct How {
     pub threads: usize,
     pub mutation: Option<RecoveryMutation>,
     pub salvage: bool,
-    /// With disk levels: per subtable id, the memtables (by birth) its newest spill holds.
-    pub spilled: Option<HashMap<u64, HashSet<u64>>>,
+    /// With disk levels: what their newest spills hold.
+    pub spilled: Option<OnDisk>,
+}
+
+/// What the disk levels hold, from each subtable's newest spill marker.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct OnDisk {
+    /// Per subtable id, the memtables (by birth) its newest spill holds.
+    pub births: HashMap<u64, HashSet<u64>>,
+    /// The highest sequence number of a record on disk: the last visible group is at least
+    /// this one, whatever PM still holds (the newest records may all have been spilled).
+    pub max_seq: u64,
 }
 
 pub(crate) fn recover(
@@ -143,7 +153,7 @@ pub(crate) fn recover(
                 reachable.extend(objs);
                 let births = spilled
                     .as_ref()
-                    .and_then(|s| s.get(&f.0))
+                    .and_then(|s| s.births.get(&f.0))
                     .filter(|_| mutation != Some(RecoveryMutation::SkipSpilledRelease));
                 for m in &f.3 {
                     if births.is_some_and(|b| b.contains(&m.birth)) {
@@ -268,7 +278,8 @@ pub(crate) fn recover(
         .into_iter()
         .map(|r| r.unwrap_or((ScanStats::default(), Rebuilt::Taken)))
         .collect();
-    let mut max_seq = 0;
+    // Records spilled to disk count too: the newest groups may live only there.
+    let mut max_seq = spilled.as_ref().map_or(0, |s| s.max_seq);
     let mut by_mem: Vec<Rebuilt> = Vec::with_capacity(all.len());
     for (st, r) in rebuilt {
         let st: ScanStats = st;

@@ -40,7 +40,7 @@ pub(crate) fn run_spills(db: Arc<Engine>) {
             sub,
             frozen,
             tree,
-            max_seq,
+            seq,
         } = job;
         let store = &db.store;
         let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
@@ -50,7 +50,7 @@ pub(crate) fn run_spills(db: Arc<Engine>) {
                 db.opts.verify_checksums,
                 &frozen,
                 &tree,
-                max_seq,
+                seq,
             )
         }))
         .unwrap_or_else(|p| {
@@ -216,11 +216,16 @@ fn freeze(db: &Engine, sub: &Subtable) -> Result<()> {
         keys = frozen.gi.keys(),
         "froze the Global Index for a spill"
     );
+    // Markers' sequence numbers strictly grow: two spills with no commit between them (writers
+    // blocked on space, say) must not write two versions of the marker at one sequence
+    // number, or lsm-tree may answer the older one and recovery would index again memtables
+    // the newer spill holds, some of their zones already given back.
+    let seq = visible.max(tree.newest() + 1);
     disk.queue.submit(Job {
         sub: sub.id(),
         frozen,
         tree,
-        max_seq: visible,
+        seq,
     });
     Ok(())
 }

@@ -12,10 +12,11 @@
 //! crashed through. Mutation tests switch off one recovery rule at a time.
 
 mod common;
+mod crash_check;
 
-use std::collections::BTreeMap;
 use std::sync::Mutex;
 
+use crash_check::{Expect, State};
 use nacre::{Db, IterOptions, Options, RecoveryMutation, WriteBatch};
 use nacre_pmem::{Backend, CrashPolicy, Pool, PoolOptions, SplitMix64};
 
@@ -77,13 +78,6 @@ fn op(p: u64, t: u64, j: u64) -> (u64, Option<Vec<u8>>) {
     (k, Some(v))
 }
 
-/// Per key, the states it may be in: the last acknowledged one, and the one its thread's
-/// unacknowledged write would leave.
-type Expect = BTreeMap<Vec<u8>, Vec<Option<Vec<u8>>>>;
-
-/// Current known state of every key (all acknowledged), as (thread, key) -> value.
-type State = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
-
 fn open_image(image: Vec<u8>, mutation: Option<RecoveryMutation>) -> Result<Db, String> {
     let pool = Pool::open_sim(image, &PoolOptions::with_backend(Backend::Sim))
         .map_err(|e| format!("image: {e}"))?;
@@ -133,14 +127,6 @@ fn base(mutation: Option<RecoveryMutation>) -> (Vec<u8>, State) {
     );
     let image = db.sim().expect("sim").crash(CrashPolicy::KeepNone);
     (image, state)
-}
-
-macro_rules! ensure {
-    ($cond:expr, $($fmt:tt)+) => {
-        if !$cond {
-            return Err(format!($($fmt)+));
-        }
-    };
 }
 
 /// Runs phase `p` on `db` with a power failure at a random fence; returns the crash image and
@@ -198,21 +184,10 @@ fn phase(
     drop(subs);
     drop(db);
     let acked = acked.into_inner().expect("acked");
-    let mut expect: Expect = state
-        .iter()
-        .map(|(k, v)| (k.clone(), vec![v.clone()]))
-        .collect();
-    for t in 0..THREADS {
-        let n = acked[t as usize];
-        for j in 0..n {
-            let (k, v) = op(p, t, j);
-            expect.insert(key(t, k), vec![v]);
-        }
-        if n < OPS {
-            let (k, v) = op(p, t, n);
-            expect.entry(key(t, k)).or_default().push(v);
-        }
-    }
+    let expect = crash_check::expected(state, &acked, OPS, |t, j| {
+        let (k, v) = op(p, t, j);
+        (key(t, k), v)
+    });
     Ok((image, expect))
 }
 
@@ -228,62 +203,8 @@ struct Coverage {
     freed: u64,
 }
 
-/// Checks a recovered database against `expect`; returns the state it holds.
 fn verify(db: &Db, expect: &Expect) -> Result<State, String> {
-    let subs = subtables(db);
-    let mut state = State::new();
-    for (k, options) in expect {
-        let got = db
-            .get(&subs[subtable_of(k)], k)
-            .map_err(|e| format!("get {k:?}: {e}"))?;
-        ensure!(
-            options.contains(&got),
-            "key {:?}: holds {:?}, expected one of {:?}",
-            String::from_utf8_lossy(k),
-            got.as_ref()
-                .map(|v| String::from_utf8_lossy(&v[..16]).into_owned()),
-            options
-                .iter()
-                .map(|o| o
-                    .as_ref()
-                    .map(|v| String::from_utf8_lossy(&v[..16]).into_owned()))
-                .collect::<Vec<_>>()
-        );
-        state.insert(k.clone(), got);
-    }
-    for (i, sub) in subs.iter().enumerate() {
-        let live: Vec<(Vec<u8>, Vec<u8>)> = state
-            .iter()
-            .filter(|(k, _)| subtable_of(k) == i)
-            .filter_map(|(k, v)| v.clone().map(|v| (k.clone(), v)))
-            .collect();
-        let fwd: Vec<(Vec<u8>, Vec<u8>)> = db
-            .iter(sub, IterOptions::default())
-            .map_err(|e| e.to_string())?
-            .collect::<Result<_, _>>()
-            .map_err(|e| format!("scan: {e}"))?;
-        ensure!(
-            fwd == live,
-            "forward scan of gc{i} disagrees with gets: {} rows, {} live",
-            fwd.len(),
-            live.len()
-        );
-        let mut rev: Vec<(Vec<u8>, Vec<u8>)> = db
-            .iter(
-                sub,
-                IterOptions {
-                    reverse: true,
-                    ..Default::default()
-                },
-            )
-            .map_err(|e| e.to_string())?
-            .collect::<Result<_, _>>()
-            .map_err(|e| format!("reverse scan: {e}"))?;
-        rev.reverse();
-        ensure!(rev == live, "reverse scan of gc{i} disagrees with gets");
-    }
-    db.check()?;
-    Ok(state)
+    crash_check::verify(db, &subtables(db), subtable_of, expect)
 }
 
 fn run_once(

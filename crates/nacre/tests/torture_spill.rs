@@ -9,12 +9,13 @@
 //! off one recovery rule of the disk levels at a time.
 
 mod common;
+mod crash_check;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use nacre::{Db, IterOptions, Options, RecoveryMutation, WriteBatch};
+use crash_check::{Expect, State};
+use nacre::{Db, Options, RecoveryMutation, WriteBatch};
 use nacre_pmem::{Backend, CrashPolicy, Pool, PoolOptions, SplitMix64};
 
 const THREADS: u64 = 2;
@@ -65,9 +66,6 @@ fn op(p: u64, t: u64, j: u64) -> (u64, Option<Vec<u8>>) {
     v.resize(len, (j as u8) ^ (t as u8) << 4 ^ p as u8);
     (k, Some(v))
 }
-
-type Expect = BTreeMap<Vec<u8>, Vec<Option<Vec<u8>>>>;
-type State = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
 
 /// Copies directory `from` into a new directory `to`.
 fn copy_dir(from: &Path, to: &Path) {
@@ -130,14 +128,6 @@ fn base(disk: &Path, mutation: Option<RecoveryMutation>) -> (Vec<u8>, State) {
     drop(subs);
     drop(db);
     (image, state)
-}
-
-macro_rules! ensure {
-    ($cond:expr, $($fmt:tt)+) => {
-        if !$cond {
-            return Err(format!($($fmt)+));
-        }
-    };
 }
 
 /// What the phases went through.
@@ -209,78 +199,15 @@ fn phase(
     drop(subs);
     drop(db);
     let acked = acked.into_inner().expect("acked");
-    let mut expect: Expect = state
-        .iter()
-        .map(|(k, v)| (k.clone(), vec![v.clone()]))
-        .collect();
-    for t in 0..THREADS {
-        let n = acked[t as usize];
-        for j in 0..n {
-            let (k, v) = op(p, t, j);
-            expect.insert(key(t, k), vec![v]);
-        }
-        if n < OPS {
-            let (k, v) = op(p, t, n);
-            expect.entry(key(t, k)).or_default().push(v);
-        }
-    }
+    let expect = crash_check::expected(state, &acked, OPS, |t, j| {
+        let (k, v) = op(p, t, j);
+        (key(t, k), v)
+    });
     Ok((image, expect))
 }
 
-fn show(v: &Option<Vec<u8>>) -> Option<String> {
-    v.as_ref()
-        .map(|v| String::from_utf8_lossy(&v[..16.min(v.len())]).into_owned())
-}
-
 fn verify(db: &Db, expect: &Expect) -> Result<State, String> {
-    let subs = subtables(db);
-    let mut state = State::new();
-    for (k, options) in expect {
-        let got = db
-            .get(&subs[subtable_of(k)], k)
-            .map_err(|e| format!("get {k:?}: {e}"))?;
-        ensure!(
-            options.contains(&got),
-            "key {:?}: holds {:?}, expected one of {:?}",
-            String::from_utf8_lossy(k),
-            show(&got),
-            options.iter().map(show).collect::<Vec<_>>()
-        );
-        state.insert(k.clone(), got);
-    }
-    for (i, sub) in subs.iter().enumerate() {
-        let live: Vec<(Vec<u8>, Vec<u8>)> = state
-            .iter()
-            .filter(|(k, _)| subtable_of(k) == i)
-            .filter_map(|(k, v)| v.clone().map(|v| (k.clone(), v)))
-            .collect();
-        let fwd: Vec<(Vec<u8>, Vec<u8>)> = db
-            .iter(sub, IterOptions::default())
-            .map_err(|e| e.to_string())?
-            .collect::<Result<_, _>>()
-            .map_err(|e| format!("scan: {e}"))?;
-        ensure!(
-            fwd == live,
-            "forward scan of sp{i} disagrees with gets: {} rows, {} live",
-            fwd.len(),
-            live.len()
-        );
-        let mut rev: Vec<(Vec<u8>, Vec<u8>)> = db
-            .iter(
-                sub,
-                IterOptions {
-                    reverse: true,
-                    ..Default::default()
-                },
-            )
-            .map_err(|e| e.to_string())?
-            .collect::<Result<_, _>>()
-            .map_err(|e| format!("reverse scan: {e}"))?;
-        rev.reverse();
-        ensure!(rev == live, "reverse scan of sp{i} disagrees with gets");
-    }
-    db.check()?;
-    Ok(state)
+    crash_check::verify(db, &subtables(db), subtable_of, expect)
 }
 
 fn run_once(

@@ -20,7 +20,8 @@ pub(crate) struct Job {
     pub sub: u32,
     pub frozen: Arc<Frozen>,
     pub tree: Arc<DiskTree>,
-    pub max_seq: u64,
+    /// The marker's sequence number.
+    pub seq: u64,
 }
 
 /// A spill that ran, and how it went.

@@ -22,19 +22,25 @@ pub(crate) struct Spilled {
 }
 
 /// Writes every version `frozen` indexes into `tree`, with a marker naming its memtables,
-/// and registers the tables (durable on return). `max_seq`: every record in the frozen
-/// memtables is at or below it.
+/// and registers the tables (durable on return). `seq`: the marker's sequence number, above
+/// every earlier marker's (D4 in tree.rs).
 pub(crate) fn spill(
     pool: &Pool,
     zones: &ZonePool,
     verify: bool,
     frozen: &Arc<Frozen>,
     tree: &DiskTree,
-    max_seq: u64,
+    seq: u64,
 ) -> Result<Spilled> {
     let t0 = Instant::now();
     let marker = Marker {
-        max_seq,
+        seq,
+        max_seq: frozen
+            .gi
+            .entries()
+            .filter_map(|e| e.value().versions().first().map(|v| v.seq))
+            .max()
+            .unwrap_or(0),
         births: frozen.mems.iter().map(|m| m.birth).collect(),
     };
     let mut entries = 0u64;

@@ -16,7 +16,8 @@
 //!   database's snapshot) finds nothing on disk without asking the tree.
 //! - D4: user keys are stored behind the tag byte [`DATA`]; the spill marker is the one key
 //!   behind [`META`], written in the same tables as the entries it describes, so both are
-//!   registered (made durable) by one version change.
+//!   registered (made durable) by one version change. Each marker's sequence number is above
+//!   every earlier one's, so a read of the marker key answers the newest spill's.
 //!
 //! Thread safety: reads are lock-free (lsm-tree's versions); spills run one at a time
 //! (`spills`), as do compactions (`compactions`); a spill and a compaction may overlap
@@ -48,9 +49,11 @@ pub(crate) struct Entry {
 }
 
 /// What the newest spill recorded: the memtables whose records it holds (by birth number) and
-/// the highest sequence number among them.
+/// the highest sequence number of a record it holds; `seq` is the marker's own sequence
+/// number (D4), not stored in its value.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Marker {
+    pub seq: u64,
     pub max_seq: u64,
     pub births: Vec<u64>,
 }
@@ -66,7 +69,7 @@ impl Marker {
         v
     }
 
-    fn decode(b: &[u8]) -> Option<Marker> {
+    fn decode(seq: u64, b: &[u8]) -> Option<Marker> {
         let max_seq = u64::from_le_bytes(b.get(..8)?.try_into().ok()?);
         let n = u32::from_le_bytes(b.get(8..12)?.try_into().ok()?) as usize;
         if b.len() != 12 + 8 * n {
@@ -76,7 +79,11 @@ impl Marker {
             .chunks_exact(8)
             .map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
             .collect();
-        Some(Marker { max_seq, births })
+        Some(Marker {
+            seq,
+            max_seq,
+            births,
+        })
     }
 }
 
@@ -129,7 +136,7 @@ impl DiskTree {
             newest: AtomicU64::new(0),
             dirty: AtomicBool::new(true),
         };
-        let newest = t.marker()?.map_or(0, |m| m.max_seq);
+        let newest = t.marker()?.map_or(0, |m| m.seq);
         t.newest.store(newest, Ordering::Release);
         Ok(t)
     }
@@ -151,13 +158,9 @@ impl DiskTree {
 
     /// What the newest spill recorded, if any spill was registered.
     pub fn marker(&self) -> Result<Option<Marker>> {
-        let v = self
-            .tree
-            .get(MARKER_KEY, u64::MAX >> 1)
-            .map_err(|e| self.err("reading the spill marker", e))?;
-        match v {
+        match self.get_tagged(MARKER_KEY, u64::MAX >> 2)? {
             None => Ok(None),
-            Some(b) => Marker::decode(&b).map(Some).ok_or_else(|| {
+            Some((seq, b)) => Marker::decode(seq, &b).map(Some).ok_or_else(|| {
                 Error::corrupt(format!(
                     "disk levels at {}: the spill marker does not decode",
                     self.path.display()
@@ -181,10 +184,17 @@ impl DiskTree {
         gate: impl FnOnce(&mut dyn FnMut() -> Result<()>) -> Result<()>,
     ) -> Result<u64> {
         let _g = self.spills.lock();
+        if marker.seq <= self.newest() {
+            return Err(Error::corrupt(format!(
+                "spill marker at sequence {} not above the last one's {} (D4)",
+                marker.seq,
+                self.newest()
+            )));
+        }
         let mark = InternalValue::from_components(
             MARKER_KEY.to_vec(),
             marker.encode(),
-            marker.max_seq,
+            marker.seq,
             ValueType::Value,
         );
         let mut failed: Option<Error> = None;
@@ -239,7 +249,7 @@ impl DiskTree {
                 .register_tables(&tables, None, None, &[], 1)
                 .map_err(|e| self.err("registering spilled tables", e))
         })?;
-        self.newest.fetch_max(marker.max_seq, Ordering::AcqRel);
+        self.newest.fetch_max(marker.seq, Ordering::AcqRel);
         self.set_dirty();
         Ok(bytes)
     }
@@ -287,15 +297,19 @@ impl DiskTree {
         if seq == 0 {
             return Ok(None);
         }
-        let k = tagged(key);
+        self.get_tagged(&tagged(key), seq)
+    }
+
+    /// [`DiskTree::get`] of a tagged key.
+    fn get_tagged(&self, k: &[u8], seq: u64) -> Result<Option<(u64, Vec<u8>)>> {
         let version = self.tree.current_version();
-        let hash = lsm_tree::table::filter::standard_bloom::Builder::get_hash(&k);
+        let hash = lsm_tree::table::filter::standard_bloom::Builder::get_hash(k);
         for level in version.iter_levels() {
             for run in level.iter() {
-                let Some(t) = run.get_for_key(&k) else {
+                let Some(t) = run.get_for_key(k) else {
                     continue;
                 };
-                match t.get(&k, seq + 1, hash) {
+                match t.get(k, seq + 1, hash) {
                     Ok(None) => {}
                     Ok(Some(iv)) => {
                         return Ok((iv.key.value_type == ValueType::Value)
@@ -459,6 +473,7 @@ mod tests {
 
     fn spill(t: &DiskTree, entries: Vec<Result<Entry>>, max_seq: u64) {
         let m = Marker {
+            seq: max_seq,
             max_seq,
             births: vec![max_seq],
         };
@@ -538,12 +553,13 @@ mod tests {
     #[test]
     fn markers_round_trip_and_reject_bad_lengths() {
         let m = Marker {
+            seq: 80,
             max_seq: 77,
             births: vec![3, 9, 12],
         };
-        assert_eq!(Marker::decode(&m.encode()), Some(m.clone()));
+        assert_eq!(Marker::decode(80, &m.encode()), Some(m.clone()));
         let mut b = m.encode();
         b.pop();
-        assert_eq!(Marker::decode(&b), None);
+        assert_eq!(Marker::decode(80, &b), None);
     }
 }

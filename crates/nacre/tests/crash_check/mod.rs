@@ -1,0 +1,112 @@
+//! What the power-failure tortures over two subtables share: the states each key may hold
+//! after a crash, built from what two writer threads had acknowledged, and the check of a
+//! recovered database against them (gets, forward and reverse scans, `Db::check`).
+
+use std::collections::BTreeMap;
+
+use nacre::{Db, IterOptions, Subtable};
+
+/// Per key, the states it may be in: the last acknowledged one, and the one its thread's
+/// unacknowledged write would leave.
+pub type Expect = BTreeMap<Vec<u8>, Vec<Option<Vec<u8>>>>;
+
+/// Rows of a scan.
+type Rows = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// The state every key holds (all acknowledged).
+pub type State = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
+
+/// What each key may hold after a crash: `state`, then thread `t`'s first `acked[t]` ops
+/// (of `ops`) acknowledged, and its next one maybe applied; `op(t, j)` gives op `j`'s key
+/// and the value it leaves.
+pub fn expected(
+    state: &State,
+    acked: &[u64],
+    ops: u64,
+    op: impl Fn(u64, u64) -> (Vec<u8>, Option<Vec<u8>>),
+) -> Expect {
+    let mut expect: Expect = state
+        .iter()
+        .map(|(k, v)| (k.clone(), vec![v.clone()]))
+        .collect();
+    for (t, &n) in acked.iter().enumerate() {
+        let t = t as u64;
+        for j in 0..n {
+            let (k, v) = op(t, j);
+            expect.insert(k, vec![v]);
+        }
+        if n < ops {
+            let (k, v) = op(t, n);
+            expect.entry(k).or_default().push(v);
+        }
+    }
+    expect
+}
+
+fn show(v: &Option<Vec<u8>>) -> Option<String> {
+    v.as_ref()
+        .map(|v| String::from_utf8_lossy(&v[..16.min(v.len())]).into_owned())
+}
+
+/// Checks a recovered database against `expect` (each key in `subs[of(key)]`); returns the
+/// state it holds.
+pub fn verify(
+    db: &Db,
+    subs: &[Subtable],
+    of: impl Fn(&[u8]) -> usize,
+    expect: &Expect,
+) -> Result<State, String> {
+    let mut state = State::new();
+    for (k, options) in expect {
+        let got = db
+            .get(&subs[of(k)], k)
+            .map_err(|e| format!("get {k:?}: {e}"))?;
+        if !options.contains(&got) {
+            return Err(format!(
+                "key {:?}: holds {:?}, expected one of {:?}",
+                String::from_utf8_lossy(k),
+                show(&got),
+                options.iter().map(show).collect::<Vec<_>>()
+            ));
+        }
+        state.insert(k.clone(), got);
+    }
+    for (i, sub) in subs.iter().enumerate() {
+        let live: Rows = state
+            .iter()
+            .filter(|(k, _)| of(k) == i)
+            .filter_map(|(k, v)| v.clone().map(|v| (k.clone(), v)))
+            .collect();
+        let scan = |reverse| -> Result<Rows, String> {
+            db.iter(
+                sub,
+                IterOptions {
+                    reverse,
+                    ..Default::default()
+                },
+            )
+            .map_err(|e| e.to_string())?
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("scan: {e}"))
+        };
+        let fwd = scan(false)?;
+        if fwd != live {
+            return Err(format!(
+                "forward scan of {} disagrees with gets: {} rows, {} live",
+                sub.name(),
+                fwd.len(),
+                live.len()
+            ));
+        }
+        let mut rev = scan(true)?;
+        rev.reverse();
+        if rev != live {
+            return Err(format!(
+                "reverse scan of {} disagrees with gets",
+                sub.name()
+            ));
+        }
+    }
+    db.check()?;
+    Ok(state)
+}
