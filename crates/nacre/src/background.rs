@@ -69,7 +69,8 @@ fn step(db: &Engine, retired: &mut Vec<Retired>, stuck: &mut u32) -> Result<bool
         .any(|s| !s.inner.view.load().immutables.is_empty());
     let clean = free < db.space.clean_below || waiting;
     let disk = db.disk.as_ref();
-    let spill_due = disk.is_some_and(|d| d.queue.busy()) || disk.is_some() && gi_due(db);
+    let spill_due = disk.is_some_and(|d| d.queue.busy())
+        || disk.is_some() && (gi_due(db) || db.spill_all.load(Ordering::Acquire));
     if !sealed && !clean && !spill_due && retired.is_empty() && db.blobs.retired_count() == 0 {
         return Ok(false);
     }

@@ -43,6 +43,8 @@ pub(crate) struct Shared {
     pub pause: parking_lot::Mutex<()>,
     /// The disk levels, if the database has them.
     pub disk: Option<Arc<DiskTier>>,
+    /// `Db::flush` asks the background worker to spill every Global Index.
+    pub spill_all: AtomicBool,
 }
 
 impl Shared {

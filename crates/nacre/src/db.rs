@@ -181,6 +181,7 @@ impl Db {
                 stop: AtomicBool::new(false),
                 pause: parking_lot::Mutex::new(()),
                 disk,
+                spill_all: AtomicBool::new(false),
                 store,
                 opts,
             },
@@ -431,6 +432,60 @@ impl Db {
         let mut b = WriteBatch::new();
         b.delete(subtable, key);
         self.write(b)
+    }
+
+    /// Seals every subtable's active memtable and waits until the background worker has
+    /// merged them into the Global Index; with disk levels, also spills every Global Index
+    /// and waits until its tables are durable and its zones given back (RocksDB's `Flush`).
+    /// Writes may go on meanwhile; what they add may stay in PM.
+    pub fn flush(&self) -> Result<()> {
+        let inner = &self.inner;
+        for sub in inner.all_subtables() {
+            inner.seal(sub.id());
+        }
+        inner.space.kick();
+        self.wait_background("merging the sealed memtables", |db| {
+            db.all_subtables()
+                .iter()
+                .all(|s| s.inner.view.load().immutables.is_empty())
+        })?;
+        let Some(disk) = &inner.disk else {
+            return Ok(());
+        };
+        inner.spill_all.store(true, Ordering::Release);
+        inner.space.kick();
+        let done = self.wait_background("spilling every Global Index", |db| {
+            let zones = db.space.zones.lock();
+            !disk.queue.busy()
+                && zones.is_empty()
+                && db
+                    .all_subtables()
+                    .iter()
+                    .all(|s| s.inner.view.load().frozen.is_none())
+        });
+        inner.spill_all.store(false, Ordering::Release);
+        done
+    }
+
+    /// Waits until `cond` holds, the database is poisoned (its cause), or 10 minutes pass.
+    fn wait_background(&self, what: &'static str, cond: impl Fn(&Engine) -> bool) -> Result<()> {
+        let start = std::time::Instant::now();
+        loop {
+            if let Some(why) = self.inner.poisoned() {
+                return Err(Error::Poisoned(why));
+            }
+            if cond(&self.inner) {
+                return Ok(());
+            }
+            if start.elapsed() > std::time::Duration::from_secs(600) {
+                return Err(Error::Background {
+                    worker: "flush",
+                    reason: format!("{what} did not finish in 10 minutes"),
+                });
+            }
+            self.inner.space.kick();
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
     }
 
     /// A snapshot of everything acknowledged so far.

@@ -101,6 +101,9 @@ pub enum RecoveryMutation {
     /// With disk levels, drop a key's oldest tombstone from the Global Index as in PM-only
     /// mode (disk may still hold older versions of the key).
     DropTombstonesAboveDisk,
+    /// Lower `commit_id` to the newest record found in PM, ignoring the records on disk (the
+    /// newest groups may have been spilled).
+    IgnoreDiskSequences,
 }
 
 /// A fault injected so that a test can reach a failure path. Never set outside such tests.

@@ -279,7 +279,10 @@ pub(crate) fn recover(
         .map(|r| r.unwrap_or((ScanStats::default(), Rebuilt::Taken)))
         .collect();
     // Records spilled to disk count too: the newest groups may live only there.
-    let mut max_seq = spilled.as_ref().map_or(0, |s| s.max_seq);
+    let mut max_seq = spilled
+        .as_ref()
+        .filter(|_| mutation != Some(RecoveryMutation::IgnoreDiskSequences))
+        .map_or(0, |s| s.max_seq);
     let mut by_mem: Vec<Rebuilt> = Vec::with_capacity(all.len());
     for (st, r) in rebuilt {
         let st: ScanStats = st;

@@ -168,6 +168,8 @@ pub(crate) fn step(db: &Engine, retired: &mut Vec<Retired>, urgent: bool) -> Res
         return Ok((progress, false));
     }
     let limit = db.gi_limit_zones();
+    // `Db::flush` spills every Global Index that holds anything.
+    let urgent = urgent || db.spill_all.load(Ordering::Acquire);
     let mut best: Option<(u64, Subtable)> = None;
     for sub in db.all_subtables() {
         if sub.inner.view.load().frozen.is_some() {
