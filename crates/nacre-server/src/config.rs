@@ -435,6 +435,40 @@ mod tests {
     }
 
     #[test]
+    fn disk_levels_directives_reach_the_engine_options() {
+        let c = Config::from_args(&args(&[
+            "--dir",
+            "/data",
+            "--disk-dir",
+            "/levels",
+            "--gi-size-limit",
+            "256mb",
+        ]))
+        .unwrap();
+        assert_eq!(c.get("disk-dir").as_deref(), Some("/levels"));
+        assert_eq!(c.get("gi-size-limit").as_deref(), Some("268435456"));
+        let o = c.engine_options(&c.dir, false);
+        assert_eq!(o.disk_dir.as_deref(), Some(std::path::Path::new("/levels")));
+        assert_eq!(o.gi_size_limit, 256 << 20);
+        // A checkpoint keeps its disk levels inside its own directory.
+        let ck = c.engine_options(std::path::Path::new("/data/checkpoint"), true);
+        assert_eq!(
+            ck.disk_dir.as_deref(),
+            Some(std::path::Path::new("/data/checkpoint/disk"))
+        );
+        // PM only by default, and an empty disk-dir turns the disk levels off again.
+        assert_eq!(
+            Config::default().engine_options(&c.dir, false).disk_dir,
+            None
+        );
+        let mut off = c.clone();
+        off.set("disk-dir", &[String::new()]).unwrap();
+        assert_eq!(off.disk_dir, None);
+        assert!(off.set("gi-size-limit", &["1kb".to_string()]).is_err());
+        assert!(off.set("gi-size-limit", &["0".to_string()]).is_ok());
+    }
+
+    #[test]
     fn bad_lines_are_refused_with_their_number_and_reason() {
         for (line, reason) in [
             ("port 70000", "between 0 and 65535"),
