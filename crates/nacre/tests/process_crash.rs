@@ -452,7 +452,10 @@ fn sigkill_during_spills_and_compactions_loses_no_acknowledged_batch() {
             // Per round with `h` acknowledged batches: keys 0 and 1 of each, key 2 of the last
             // (each batch deletes the previous one's); the batch in flight at the kill, if it
             // committed, adds three keys and deletes one.
-            let low: u64 = acked.iter().map(|&h| if h > 0 { 2 * h + 1 } else { 0 }).sum();
+            let low: u64 = acked
+                .iter()
+                .map(|&h| if h > 0 { 2 * h + 1 } else { 0 })
+                .sum();
             let high: u64 = acked.iter().map(|&h| 2 * h + 3).sum();
             assert!(
                 (low..=high).contains(&rows),
