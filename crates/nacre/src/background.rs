@@ -70,7 +70,7 @@ fn step(db: &Engine, retired: &mut Vec<Retired>, stuck: &mut u32) -> Result<bool
     let clean = free < db.space.clean_below || waiting;
     let disk = db.disk.as_ref();
     let spill_due = disk.is_some_and(|d| d.queue.busy())
-        || disk.is_some() && (gi_due(db) || db.spill_all.load(Ordering::Acquire));
+        || disk.is_some() && (crate::spiller::due(db) || db.spill_all.load(Ordering::Acquire));
     if !sealed && !clean && !spill_due && retired.is_empty() && db.blobs.retired_count() == 0 {
         return Ok(false);
     }
@@ -146,17 +146,6 @@ fn step(db: &Engine, retired: &mut Vec<Retired>, stuck: &mut u32) -> Result<bool
         db.space.progressed();
     }
     Ok(progress)
-}
-
-/// Whether a Global Index is due to be spilled (disk levels only).
-fn gi_due(db: &Engine) -> bool {
-    let limit = db.gi_limit_zones();
-    let zones = db.space.zones.lock();
-    let mut per: std::collections::HashMap<u32, u64> = std::collections::HashMap::new();
-    for z in zones.values() {
-        *per.entry(z.sub).or_insert(0) += 1;
-    }
-    per.values().any(|&n| n >= limit)
 }
 
 /// Merges the oldest sealed memtable of `sub` once every group that wrote into it has

@@ -148,6 +148,12 @@ fn gi_zones(db: &Engine, sub: &Subtable) -> u64 {
         .count() as u64
 }
 
+/// Whether some subtable's Global Index has reached its limit (frozen zones not counted).
+pub(crate) fn due(db: &Engine) -> bool {
+    let limit = db.gi_limit_zones();
+    db.all_subtables().iter().any(|s| gi_zones(db, s) >= limit)
+}
+
 /// Finishes a spill that ran, and freezes a Global Index that is due (one spill at a time).
 /// `urgent`: writers wait for space, so the largest Global Index goes whatever its size.
 /// Whether anything changed; `Ok(true)` from a spill in flight as well (space will come).

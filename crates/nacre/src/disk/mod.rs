@@ -163,15 +163,11 @@ impl DiskTier {
         self.dir.join(format!("subtable-{sub}"))
     }
 
-    /// The tree of subtable `sub`, if it has one on disk (or opened in this run).
+    /// The tree of subtable `sub`, if it has one: every tree on disk is opened by
+    /// [`DiskTier::markers`] when the database opens, and every later one by
+    /// [`DiskTier::tree`], so this is a map lookup (reads call it on every miss in PM).
     pub fn existing(&self, sub: u32) -> Result<Option<Arc<DiskTree>>> {
-        if let Some(t) = self.trees.lock().get(&sub) {
-            return Ok(Some(t.clone()));
-        }
-        if !self.tree_dir(sub).exists() {
-            return Ok(None);
-        }
-        self.tree(sub).map(Some)
+        Ok(self.trees.lock().get(&sub).cloned())
     }
 
     /// The tree of subtable `sub`, created on first use.
