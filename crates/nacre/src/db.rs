@@ -549,7 +549,7 @@ impl Db {
         if hit.is_none() {
             // G3: nothing in PM; the disk levels, read after the view was loaded, hold
             // everything a spill took out of it.
-            if let Some(t) = self.disk_tree(subtable)? {
+            if let Some(t) = self.disk_tree(subtable) {
                 return t.get(key, seq);
             }
         }
@@ -569,11 +569,8 @@ impl Db {
     }
 
     /// The disk levels of `subtable`, if it has any.
-    fn disk_tree(&self, subtable: &Subtable) -> Result<Option<Arc<crate::disk::DiskTree>>> {
-        match &self.inner.disk {
-            None => Ok(None),
-            Some(d) => d.existing(subtable.id()),
-        }
+    fn disk_tree(&self, subtable: &Subtable) -> Option<Arc<crate::disk::DiskTree>> {
+        self.inner.disk.as_ref()?.existing(subtable.id())
     }
 
     /// Scrubs the whole database: re-checks the engine root, every subtable and memtable

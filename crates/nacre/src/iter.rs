@@ -94,7 +94,6 @@ pub struct DbIterator {
     disk_rows: Option<DiskRange>,
     disk_head: Option<Result<(Vec<u8>, Vec<u8>)>>,
     disk_done: bool,
-    disk_err: Option<crate::Error>,
     /// The last key returned (or skipped as deleted): where rebuilt sources resume.
     out: Option<Vec<u8>>,
     /// Key buffers reused by index steps (rows take theirs to the caller).
@@ -147,7 +146,6 @@ impl DbIterator {
             disk_rows: None,
             disk_head: None,
             disk_done: true,
-            disk_err: None,
             out: None,
             spare: IKey::default(),
             probe: IKey::default(),
@@ -198,13 +196,8 @@ impl DbIterator {
         self.disk_rows = None;
         self.disk_done = true;
         let Some(tier) = &self.tier else { return };
-        let tree = match tier.existing(self.sub.id()) {
-            Ok(Some(t)) => t,
-            Ok(None) => return,
-            Err(e) => {
-                self.disk_err = Some(e);
-                return;
-            }
+        let Some(tree) = tier.existing(self.sub.id()) else {
+            return;
         };
         let lo = self.lower.as_deref();
         let hi = self.upper.as_deref();
@@ -434,10 +427,6 @@ impl DbIterator {
     /// The next row: PM and disk merged, PM winning a key both hold (G3), tombstones and
     /// deleted keys skipped.
     fn next_row(&mut self) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
-        if let Some(e) = self.disk_err.take() {
-            self.done = true;
-            return Some(Err(e));
-        }
         loop {
             self.fill_mem();
             self.fill_disk();

@@ -166,8 +166,8 @@ impl DiskTier {
     /// The tree of subtable `sub`, if it has one: every tree on disk is opened by
     /// [`DiskTier::markers`] when the database opens, and every later one by
     /// [`DiskTier::tree`], so this is a map lookup (reads call it on every miss in PM).
-    pub fn existing(&self, sub: u32) -> Result<Option<Arc<DiskTree>>> {
-        Ok(self.trees.lock().get(&sub).cloned())
+    pub fn existing(&self, sub: u32) -> Option<Arc<DiskTree>> {
+        self.trees.lock().get(&sub).cloned()
     }
 
     /// The tree of subtable `sub`, created on first use.
