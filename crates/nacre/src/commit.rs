@@ -16,6 +16,13 @@
 //! - A failed group (pool full) consumes no sequence numbers and undoes its reservations in
 //!   stage 2, so nothing of it is ever committed. A failed fence poisons the database: no
 //!   later group commits.
+//! - C5 (transactions): a batch with a [`Check`] is validated in stage 2, before its group is
+//!   numbered, against every version that can be newer than the check's read points: the
+//!   batches earlier in its own group, the groups granted and not yet through stage 4
+//!   (`in_flight`, pushed in stage 2 and popped in stage 4, both serial), and the subtable's
+//!   indexes and disk levels (which hold every group that left `in_flight`: stage 3 indexed it
+//!   before its stage 4). A batch that fails takes no sequence number and writes nothing; the
+//!   rest of its group commits without it.
 //!
 //! Thread safety: a bucket's queue is a mutex-guarded deque; each waiter and group is completed
 //! through its own `OneShot`.
@@ -45,11 +52,22 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// Why a group failed; cloned to every writer in it.
 #[derive(Clone, Debug)]
 pub(crate) enum GroupError {
+    /// The writer's own batch failed its [`Check`] (the rest of its group is unaffected).
+    Conflict {
+        subtable: String,
+        key: Vec<u8>,
+    },
     PoolFull(crate::error::FullCause),
     /// Only the zones kept for the cleaner are free: wait for merges and cleaning, retry.
     NoSpace {
         free: u64,
         keep: u64,
+    },
+    /// A read of the disk levels failed (checking a batch for conflicts).
+    Disk {
+        what: &'static str,
+        path: std::path::PathBuf,
+        reason: String,
     },
     /// Metadata failed a check.
     Corrupt {
@@ -66,12 +84,14 @@ pub(crate) enum GroupError {
 impl From<GroupError> for Error {
     fn from(e: GroupError) -> Error {
         match e {
+            GroupError::Conflict { subtable, key } => Error::Conflict { subtable, key },
             GroupError::PoolFull(cause) => Error::PoolFull {
                 cause,
                 free_zones: 0,
             },
             GroupError::NoSpace { free, keep } => Error::NoSpace { free, keep },
             GroupError::Corrupt { what, at } => Error::Corrupt { what, at },
+            GroupError::Disk { what, path, reason } => Error::Disk { what, path, reason },
             GroupError::TooLarge { len, max } => Error::TooLarge {
                 what: "batch records for one subtable",
                 len,
@@ -91,10 +111,32 @@ enum Wake {
     Done(Result<(), GroupError>),
 }
 
+/// What a transaction's batch must pass to commit (C5): no version of any of its keys newer
+/// than the key's read point.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Check {
+    /// (subtable, key, read point): the batch conflicts if the key has a version with a
+    /// sequence number above the read point.
+    pub keys: Vec<(u32, Vec<u8>, u64)>,
+}
+
 pub(crate) struct Waiter {
     batch: WriteBatch,
     bytes: Vec<(u32, usize)>,
+    check: Option<Check>,
+    /// Set in stage 2 when the batch fails its check: it is left out of its group.
+    conflict: std::sync::OnceLock<GroupError>,
     wake: OneShot<Wake>,
+}
+
+impl Waiter {
+    /// This writer's outcome when its group's is `r`.
+    fn outcome(&self, r: &Result<(), GroupError>) -> Result<(), GroupError> {
+        match self.conflict.get() {
+            Some(e) => Err(e.clone()),
+            None => r.clone(),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -140,12 +182,15 @@ struct Part {
     len: usize,
 }
 
-/// Splits a group's operations by subtable, in operation order; returns the parts and the
-/// number of operations.
+/// Splits a group's operations by subtable, in operation order, leaving out batches that
+/// failed their check; returns the parts and the number of operations.
 fn layout(group: &[Arc<Waiter>]) -> (Vec<Part>, u64) {
     let mut parts: Vec<Part> = Vec::new();
     let mut k = 0u64;
     for (wi, w) in group.iter().enumerate() {
+        if w.conflict.get().is_some() {
+            continue;
+        }
         for (oi, op) in w.batch.ops.iter().enumerate() {
             let size = crate::record::record_size(op.key.len(), op.value.len());
             match parts.iter_mut().find(|p| p.subtable == op.subtable) {
@@ -245,6 +290,9 @@ pub(crate) struct CommitPath {
     patience: std::time::Duration,
     /// Groups that committed records (each one durable commit: one fence, or two).
     pub groups: AtomicU64,
+    /// Writers of the groups between stage 2 and stage 4, with their group's last sequence
+    /// number, in grant order (C5).
+    in_flight: Mutex<VecDeque<(u64, Arc<Waiter>)>>,
 }
 
 impl CommitPath {
@@ -273,23 +321,28 @@ impl CommitPath {
                 std::time::Duration::from_micros(1000)
             },
             groups: AtomicU64::new(0),
+            in_flight: Mutex::new(VecDeque::new()),
         }
     }
 }
 
 impl CommitPath {
-    /// Queues `batch` in this thread's bucket and returns when its group is committed (C3).
-    /// `bytes` is `batch.bytes_per_subtable()`, already computed by the caller's checks.
+    /// Queues `batch` in this thread's bucket and returns when its group is committed (C3),
+    /// or, if it fails `check` (C5), with [`Error::Conflict`] and nothing applied. `bytes` is
+    /// `batch.bytes_per_subtable()`, already computed by the caller's checks.
     pub(crate) fn write_batch(
         &self,
         sh: &Shared,
         batch: WriteBatch,
         bytes: Vec<(u32, usize)>,
+        check: Option<Check>,
     ) -> Result<()> {
         sh.space.throttle(sh.store.zones.free_zones());
         let mut w = Arc::new(Waiter {
             batch,
             bytes,
+            check,
+            conflict: std::sync::OnceLock::new(),
             wake: OneShot::new(),
         });
         let mut verdicts = 0;
@@ -300,6 +353,8 @@ impl CommitPath {
                     w = Arc::new(Waiter {
                         batch: w.batch.clone(),
                         bytes: w.bytes.clone(),
+                        check: w.check.clone(),
+                        conflict: std::sync::OnceLock::new(),
                         wake: OneShot::new(),
                     });
                 }
@@ -371,9 +426,9 @@ impl CommitPath {
             pass_leadership(&mut lock(&bucket.q));
         }
         for w in group.iter().skip(1) {
-            w.wake.set(Wake::Done(r.clone()));
+            w.wake.set(Wake::Done(w.outcome(&r)));
         }
-        r
+        group[0].outcome(&r)
     }
 
     /// Runs one stage of the commit path; a panic in it poisons the database and comes back
@@ -392,13 +447,16 @@ impl CommitPath {
     fn stage2(
         &self,
         sh: &Shared,
-        parts: Vec<Part>,
-        n: u64,
+        group: &[Arc<Waiter>],
+        (mut parts, mut n): (Vec<Part>, u64),
         keep: u64,
         g: &Group,
     ) -> Result<(), GroupError> {
         if let Some(why) = sh.poisoned() {
             return Err(GroupError::Poisoned(why));
+        }
+        if group.iter().any(|w| w.check.is_some()) && self.validate(sh, group) {
+            (parts, n) = layout(group);
         }
         let mut items: Vec<Item> = Vec::with_capacity(parts.len());
         for p in parts {
@@ -422,12 +480,74 @@ impl CommitPath {
         let seq_start = self.next_seq.load(Ordering::Acquire) + 1;
         let seq_end = seq_start + n - 1;
         self.next_seq.store(seq_end, Ordering::Release);
+        if !group.is_empty() && !items.is_empty() {
+            let mut f = lock(&self.in_flight);
+            for w in group.iter().filter(|w| w.conflict.get().is_none()) {
+                f.push_back((seq_end, w.clone()));
+            }
+        }
         *lock(&g.plan) = Plan {
             seq_start,
             seq_end,
             items,
         };
         Ok(())
+    }
+
+    /// C5: checks every batch of `group` that carries a [`Check`], in group order, marking
+    /// those that fail; whether any failed. Runs in stage 2, so no group is granted meanwhile.
+    fn validate(&self, sh: &Shared, group: &[Arc<Waiter>]) -> bool {
+        // Versions no index may hold yet: the writes of groups granted and not committed,
+        // then those of this group's batches accepted so far.
+        let others: Vec<Arc<Waiter>> = lock(&self.in_flight)
+            .iter()
+            .map(|(_, w)| w.clone())
+            .collect();
+        let mut pending: std::collections::HashSet<(u32, &[u8])> = others
+            .iter()
+            .flat_map(|w| w.batch.ops.iter())
+            .map(|op| (op.subtable, op.key.as_slice()))
+            .collect();
+        let mut any = false;
+        for w in group {
+            if let Some(check) = &w.check {
+                let hit = check.keys.iter().find_map(|(sub, key, since)| {
+                    if pending.contains(&(*sub, key.as_slice())) {
+                        return Some((*sub, key, None));
+                    }
+                    match sh.newer_than(*sub, key, *since) {
+                        Ok(false) => None,
+                        Ok(true) => Some((*sub, key, None)),
+                        Err(e) => Some((*sub, key, Some(e))),
+                    }
+                });
+                if let Some((sub, key, err)) = hit {
+                    let subtable = sh
+                        .with_subtable(sub, |s| s.name().to_string())
+                        .unwrap_or_default();
+                    let e = match err {
+                        // A read that failed decides nothing: the batch fails with its error.
+                        Some(Error::Disk { what, path, reason }) => {
+                            GroupError::Disk { what, path, reason }
+                        }
+                        Some(Error::Corrupt { what, at }) => GroupError::Corrupt { what, at },
+                        Some(other) => GroupError::Corrupt {
+                            what: other.to_string(),
+                            at: None,
+                        },
+                        None => GroupError::Conflict {
+                            subtable,
+                            key: key.clone(),
+                        },
+                    };
+                    let _ = w.conflict.set(e);
+                    any = true;
+                    continue;
+                }
+            }
+            pending.extend(w.batch.ops.iter().map(|op| (op.subtable, op.key.as_slice())));
+        }
+        any
     }
 
     /// Space for `len` bytes in subtable `sub`: in its active memtable, or (`moved`) in its
@@ -562,6 +682,17 @@ impl CommitPath {
         // The plan (and its memtable references) is dropped by the group's owner, outside
         // this serial stage.
         let plan = lock(&g.plan);
+        if plan.items.is_empty() {
+            // Every batch of the group failed its check: nothing to commit.
+            g.finish(Ok(()));
+            return;
+        }
+        {
+            let mut f = lock(&self.in_flight);
+            while f.front().is_some_and(|(end, _)| *end <= plan.seq_end) {
+                f.pop_front();
+            }
+        }
         if let Some(why) = sh.poisoned() {
             g.finish(Err(GroupError::Poisoned(why)));
             return;
@@ -688,7 +819,7 @@ impl CommitPath {
         // A panic in any stage poisons the database and fails the group, and the ring still
         // moves on: no writer waits forever behind a stage that will never finish.
         let (h, planned) = self.ring.grant(g.clone(), || {
-            self.guard(sh, "stage 2", || self.stage2(sh, parts, n, keep, &g))
+            self.guard(sh, "stage 2", || self.stage2(sh, group, (parts, n), keep, &g))
                 .unwrap_or_else(|why| Err(GroupError::Poisoned(why)))
         });
         match &planned {

@@ -14,6 +14,7 @@ use crate::blob::{inline_max, Blobs};
 use crate::disk::DiskTier;
 use crate::error::{Error, Result};
 use crate::gi::Horizon;
+use crate::index::MemIndex;
 use crate::options::{Inject, Options, RecoveryMutation};
 use crate::record::Kind;
 use crate::space::{Space, Stop};
@@ -119,6 +120,29 @@ impl Shared {
             }
         }
         e
+    }
+
+    /// Whether `key` of subtable `sub` has a version (a tombstone included) with a sequence
+    /// number above `since`, among the versions any index or the disk levels hold (C5 in
+    /// commit.rs). The newest version of a key is in PM whenever any of its versions is:
+    /// spills take whole Global Indexes, older than every memtable and than the index that
+    /// replaced them. The view is loaded before the disk levels are read (G3).
+    pub(crate) fn newer_than(&self, sub: u32, key: &[u8], since: u64) -> Result<bool> {
+        let Some(view) = self.with_subtable(sub, |s| s.inner.view.load_full()) else {
+            return Ok(false);
+        };
+        let newest = view
+            .indexes()
+            .find_map(|ix| ix.get(key, u64::MAX))
+            .or_else(|| view.gi.get(key, u64::MAX))
+            .or_else(|| view.frozen.as_ref().and_then(|f| f.gi.get(key, u64::MAX)));
+        if let Some((seq, _)) = newest {
+            return Ok(seq > since);
+        }
+        match self.disk.as_ref().and_then(|d| d.existing(sub)) {
+            Some(t) if t.newest() > since => Ok(t.newest_seq(key)?.is_some_and(|s| s > since)),
+            _ => Ok(false),
+        }
     }
 
     /// Runs `f` on subtable `id`, if it exists, without taking a counted reference (a

@@ -18,14 +18,13 @@ use nacre_pmem::{Backend, Pool};
 
 use crate::art::ArtIndex;
 use crate::batch::WriteBatch;
-use crate::blob::{value_at, Blobs};
+use crate::blob::Blobs;
 use crate::commit::CommitPath;
 use crate::core::Shared;
 use crate::disk::DiskTier;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::gi::GlobalIndex;
-use crate::index::MemIndex;
 use crate::iter::{DbIterator, IterOptions};
 use crate::memtable::{Memtable, Role};
 use crate::options::{CommitMode, Options};
@@ -33,7 +32,8 @@ use crate::recovery::{self, RecoveryReport};
 use crate::space::Space;
 use crate::store::Store;
 use crate::subtable::Subtable;
-use crate::view::{Holder, MemSource, Snapshot, Snapshots, Tickets, View};
+use crate::view::{MemSource, Snapshot, Snapshots, Tickets, View};
+use crate::txn::{Transaction, TxnOptions};
 use crate::write::WriteFuture;
 
 /// Name of the subtable every database has.
@@ -188,6 +188,7 @@ impl Db {
             recovery: rec,
             closed: AtomicBool::new(false),
             writes: crate::write::Committer::default(),
+            locks: crate::txn::LockTable::new(1024),
         });
         let worker = {
             let inner = inner.clone();
@@ -381,16 +382,6 @@ impl Db {
         v
     }
 
-    fn check_subtable(&self, s: &Subtable) -> Result<()> {
-        if s.inner.db == self.inner.id {
-            return Ok(());
-        }
-        Err(Error::InvalidOptions(format!(
-            "subtable {:?} does not belong to this database",
-            s.name()
-        )))
-    }
-
     /// Applies `batch` atomically and durably: when this returns `Ok`, every operation in it
     /// survives what the backend survives; after a crash, all or none of it is present.
     /// Values longer than an eighth of a zone are stored out of line, in zones of their own;
@@ -490,18 +481,27 @@ impl Db {
 
     /// A snapshot of everything acknowledged so far.
     pub fn snapshot(&self) -> Snapshot {
-        let visible = &self.inner.visible;
-        Snapshot {
-            guard: self
-                .inner
-                .snapshots
-                .register(Holder::Snapshot, || visible.load(Ordering::Acquire)),
-        }
+        self.inner.snapshot()
+    }
+
+    /// Begins an optimistic transaction: it takes no locks, reads at a snapshot taken now,
+    /// and its commit fails with [`Error::Conflict`] if a key it wrote or read for update was
+    /// written by anyone after that snapshot. See [`Transaction`].
+    pub fn begin_optimistic(&self) -> Transaction {
+        self.inner.begin(None)
+    }
+
+    /// Begins a pessimistic transaction: it reads at a snapshot taken now, locks each key it
+    /// writes or reads for update (waiting, failing with [`Error::LockTimeout`] or
+    /// [`Error::Deadlock`] as `opts` say) and holds the locks until it ends. See
+    /// [`Transaction`].
+    pub fn begin_pessimistic(&self, opts: TxnOptions) -> Transaction {
+        self.inner.begin(Some(opts))
     }
 
     /// The latest value of `key`, if any.
     pub fn get(&self, subtable: &Subtable, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
-        Ok(self.lookup(subtable, key.as_ref(), None)?.map(|(_, v)| v))
+        Ok(self.inner.lookup(subtable, key.as_ref(), None)?.map(|(_, v)| v))
     }
 
     /// The value of `key` as of `snapshot`.
@@ -512,6 +512,7 @@ impl Db {
         snapshot: &Snapshot,
     ) -> Result<Option<Vec<u8>>> {
         Ok(self
+            .inner
             .lookup(subtable, key.as_ref(), Some(snapshot.sequence()))?
             .map(|(_, v)| v))
     }
@@ -522,55 +523,12 @@ impl Db {
         subtable: &Subtable,
         key: impl AsRef<[u8]>,
     ) -> Result<Option<(u64, Vec<u8>)>> {
-        self.lookup(subtable, key.as_ref(), None)
+        self.inner.lookup(subtable, key.as_ref(), None)
     }
 
     /// The sequence number of the last acknowledged write.
     pub fn latest_sequence(&self) -> u64 {
         self.inner.visible.load(Ordering::Acquire)
-    }
-
-    /// The newest version of `key` at `seq` (default: the latest acknowledged write). The
-    /// view is loaded before `visible` is read (V1 in view.rs).
-    fn lookup(
-        &self,
-        subtable: &Subtable,
-        key: &[u8],
-        seq: Option<u64>,
-    ) -> Result<Option<(u64, Vec<u8>)>> {
-        self.check_subtable(subtable)?;
-        let view = subtable.inner.view.load();
-        let seq = seq.unwrap_or_else(|| self.inner.visible.load(Ordering::Acquire));
-        let hit = view
-            .indexes()
-            .find_map(|ix| ix.get(key, seq))
-            .or_else(|| view.gi.get(key, seq))
-            .or_else(|| view.frozen.as_ref().and_then(|f| f.gi.get(key, seq)));
-        if hit.is_none() {
-            // G3: nothing in PM; the disk levels, read after the view was loaded, hold
-            // everything a spill took out of it.
-            if let Some(t) = self.disk_tree(subtable) {
-                return t.get(key, seq);
-            }
-        }
-        match hit {
-            Some((s, at)) => {
-                let store = &self.inner.store;
-                Ok(value_at(
-                    &store.pool,
-                    &store.zones,
-                    at,
-                    self.inner.opts.verify_checksums,
-                )?
-                .map(|v| (s, v)))
-            }
-            None => Ok(None),
-        }
-    }
-
-    /// The disk levels of `subtable`, if it has any.
-    fn disk_tree(&self, subtable: &Subtable) -> Option<Arc<crate::disk::DiskTree>> {
-        self.inner.disk.as_ref()?.existing(subtable.id())
     }
 
     /// Scrubs the whole database: re-checks the engine root, every subtable and memtable
@@ -646,6 +604,7 @@ impl Db {
             slowing_writers: zones_free < space.slow_below,
             snapshots: held.iter().map(|(_, n)| *n as u64).sum(),
             oldest_snapshot: held.first().map(|(s, _)| *s),
+            locked_keys: inner.locks.held() as u64,
             disk: inner.disk.as_ref().map(|d| d.stats()),
         }
     }
@@ -653,29 +612,7 @@ impl Db {
     /// An iterator over `subtable` with the bounds and direction in `opts`, at `opts`'
     /// snapshot or at the latest acknowledged write.
     pub fn iter(&self, subtable: &Subtable, opts: IterOptions<'_>) -> Result<DbIterator> {
-        self.check_subtable(subtable)?;
-        let visible = &self.inner.visible;
-        let pin = match opts.snapshot {
-            Some(s) => self
-                .inner
-                .snapshots
-                .register(Holder::Iterator, || s.sequence()),
-            None => self
-                .inner
-                .snapshots
-                .register(Holder::Iterator, || visible.load(Ordering::Acquire)),
-        };
-        Ok(DbIterator::new(
-            (
-                self.inner.store.pool.clone(),
-                self.inner.store.zones.clone(),
-                self.inner.opts.verify_checksums,
-                self.inner.disk.clone(),
-            ),
-            subtable.clone(),
-            pin,
-            opts,
-        ))
+        self.inner.iter_at(subtable, opts)
     }
 
     /// Closes the database, recording a clean shutdown so the next open skips rollback

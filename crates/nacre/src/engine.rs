@@ -15,6 +15,8 @@ pub(crate) struct Engine {
     pub closed: AtomicBool,
     /// The queue and thread behind `Db::write_async`.
     pub writes: crate::write::Committer,
+    /// Pessimistic transactions' locks (volatile: L4 in txn/locks.rs).
+    pub locks: crate::txn::LockTable,
 }
 
 impl std::ops::Deref for Engine {

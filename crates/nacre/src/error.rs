@@ -100,6 +100,43 @@ pub enum Error {
         /// lsm-tree's error.
         reason: String,
     },
+    /// A transaction's commit found a key it wrote, or read for update, written by someone
+    /// else after the transaction read it (optimistic: after its snapshot; pessimistic: after
+    /// it locked the key, by a write that took no lock). Nothing of the transaction was
+    /// applied; retry it from the start.
+    #[error("transaction conflict: key {} of subtable {subtable:?} was written after this transaction read or locked it; nothing was applied", show_key(key))]
+    Conflict {
+        /// The subtable.
+        subtable: String,
+        /// The key written by someone else.
+        key: Vec<u8>,
+    },
+    /// A pessimistic transaction waited longer than its lock timeout for a key another
+    /// transaction holds. The operation did nothing; the transaction stays usable.
+    #[error("lock timeout after {waited:?} waiting for key {} of subtable {subtable:?}", show_key(key))]
+    LockTimeout {
+        /// The subtable.
+        subtable: String,
+        /// The key.
+        key: Vec<u8>,
+        /// How long the transaction waited.
+        waited: std::time::Duration,
+    },
+    /// Waiting for a key would close a cycle of pessimistic transactions each waiting for a
+    /// lock the next one holds. The operation did nothing; the transaction stays usable
+    /// (usually it is rolled back and retried).
+    #[error("deadlock: waiting for key {} of subtable {subtable:?} would close a cycle of {cycle} transactions", show_key(key))]
+    Deadlock {
+        /// The subtable.
+        subtable: String,
+        /// The key.
+        key: Vec<u8>,
+        /// Transactions in the cycle, this one included.
+        cycle: usize,
+    },
+    /// `rollback_to_savepoint` without a savepoint set.
+    #[error("no savepoint to roll back to")]
+    NoSavepoint,
     /// An earlier failure to make a write durable stopped all writes; reopen to recover.
     #[error("database poisoned by an earlier write failure ({0}); reopen it")]
     Poisoned(String),
@@ -194,6 +231,17 @@ impl Error {
             at: Some(at.get()),
         }
     }
+}
+
+/// A key for an error message: printable ASCII as is, other bytes escaped, long keys cut.
+fn show_key(key: &[u8]) -> String {
+    const SHOWN: usize = 64;
+    let head = &key[..key.len().min(SHOWN)];
+    let mut s = format!("\"{}\"", head.escape_ascii());
+    if key.len() > SHOWN {
+        s.push_str(&format!(" ({} bytes)", key.len()));
+    }
+    s
 }
 
 /// The message a caught panic carried ("panic" if it carried none that is text).

@@ -36,6 +36,26 @@ pub struct IterOptions<'a> {
     pub reverse: bool,
 }
 
+impl IterOptions<'_> {
+    /// The key range the options select: (inclusive lower, exclusive upper), the prefix
+    /// folded in.
+    pub(crate) fn bounds(&self) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
+        let mut lower = self.lower.clone();
+        let mut upper = self.upper.clone();
+        if let Some(p) = &self.prefix {
+            if lower.as_ref().is_none_or(|l| l < p) {
+                lower = Some(p.clone());
+            }
+            if let Some(end) = prefix_end(p) {
+                if upper.as_ref().is_none_or(|u| *u > end) {
+                    upper = Some(end);
+                }
+            }
+        }
+        (lower, upper)
+    }
+}
+
 /// The smallest key above every key with this prefix, if any.
 fn prefix_end(p: &[u8]) -> Option<Vec<u8>> {
     let mut v = p.to_vec();
@@ -109,18 +129,7 @@ impl DbIterator {
         o: IterOptions<'_>,
     ) -> Self {
         let seq = pin.seq;
-        let mut lower = o.lower;
-        let mut upper = o.upper;
-        if let Some(p) = &o.prefix {
-            if lower.as_ref().is_none_or(|l| l < p) {
-                lower = Some(p.clone());
-            }
-            if let Some(end) = prefix_end(p) {
-                if upper.as_ref().is_none_or(|u| *u > end) {
-                    upper = Some(end);
-                }
-            }
-        }
+        let (lower, upper) = o.bounds();
         let inner = sub.inner.clone();
         let view = inner.view.load();
         let retires = inner.retires.load(std::sync::atomic::Ordering::Acquire);

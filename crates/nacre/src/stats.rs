@@ -100,6 +100,8 @@ pub struct Stats {
     pub snapshots: u64,
     /// The oldest read point held, if any.
     pub oldest_snapshot: Option<u64>,
+    /// Keys pessimistic transactions hold locks on.
+    pub locked_keys: u64,
     /// The disk levels, if the database has them.
     pub disk: Option<DiskStats>,
 }

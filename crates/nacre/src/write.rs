@@ -20,6 +20,7 @@ use std::task::{Context, Poll, Waker};
 
 use crate::batch::WriteBatch;
 use crate::blob::{inline_max, MAX_VALUE};
+use crate::commit::Check;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::record::{record_size, ITEM_HEADER};
@@ -110,20 +111,30 @@ impl Engine {
             return Ok(());
         }
         self.check_ops(&batch)?;
-        self.write_checked(batch)
+        self.write_checked(batch, None)
+    }
+
+    /// A transaction's commit: `batch` applied atomically if no key in `check` was written
+    /// after its read point, else [`Error::Conflict`] and nothing applied (C5 in commit.rs).
+    pub(crate) fn write_checked_batch(&self, batch: WriteBatch, check: Check) -> Result<()> {
+        if batch.is_empty() && check.keys.is_empty() {
+            return Ok(());
+        }
+        self.check_ops(&batch)?;
+        self.write_checked(batch, Some(check))
     }
 
     /// [`Engine::write`] of a batch that passed [`Engine::check_ops`].
-    fn write_checked(&self, mut batch: WriteBatch) -> Result<()> {
+    fn write_checked(&self, mut batch: WriteBatch, check: Option<Check>) -> Result<()> {
         if !self.has_blobs(&batch) {
             let bytes = self.check_records(&batch)?;
-            return self.commit.write_batch(&self.sh, batch, bytes);
+            return self.commit.write_batch(&self.sh, batch, bytes, check);
         }
         let in_flight = &self.blobs.in_flight;
         in_flight.fetch_add(1, Ordering::AcqRel);
         let r = self.write_blobs(&mut batch).and_then(|blobs| {
             self.check_records(&batch)
-                .and_then(|bytes| self.commit.write_batch(&self.sh, batch, bytes))
+                .and_then(|bytes| self.commit.write_batch(&self.sh, batch, bytes, check))
                 .map_err(|e| self.give_back(e, &blobs))
         });
         in_flight.fetch_sub(1, Ordering::AcqRel);
@@ -285,8 +296,8 @@ impl Engine {
         // A3: a panic below still completes every future of the run.
         let commit = || match bytes {
             _ if merged.is_empty() => Ok(()),
-            Some(bytes) => self.commit.write_batch(&self.sh, merged, bytes),
-            None => self.write_checked(merged),
+            Some(bytes) => self.commit.write_batch(&self.sh, merged, bytes, None),
+            None => self.write_checked(merged, None),
         };
         let r =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(commit)).unwrap_or_else(|p| {

@@ -300,8 +300,24 @@ impl DiskTree {
         self.get_tagged(&tagged(key), seq)
     }
 
+    /// The sequence number of the newest version of `key`, a tombstone included (what a
+    /// transaction's conflict check asks).
+    pub fn newest_seq(&self, key: &[u8]) -> Result<Option<u64>> {
+        Ok(self
+            .newest_tagged(&tagged(key), u64::MAX - 1)?
+            .map(|(seq, _)| seq))
+    }
+
     /// [`DiskTree::get`] of a tagged key.
     fn get_tagged(&self, k: &[u8], seq: u64) -> Result<Option<(u64, Vec<u8>)>> {
+        Ok(self
+            .newest_tagged(k, seq)?
+            .and_then(|(s, v)| v.map(|v| (s, v))))
+    }
+
+    /// The newest version of tagged key `k` visible at `seq`: its sequence number and value
+    /// (`None`: a tombstone).
+    fn newest_tagged(&self, k: &[u8], seq: u64) -> Result<Option<(u64, Option<Vec<u8>>)>> {
         let version = self.tree.current_version();
         let hash = lsm_tree::table::filter::standard_bloom::Builder::get_hash(k);
         for level in version.iter_levels() {
@@ -312,8 +328,9 @@ impl DiskTree {
                 match t.get(k, seq + 1, hash) {
                     Ok(None) => {}
                     Ok(Some(iv)) => {
-                        return Ok((iv.key.value_type == ValueType::Value)
-                            .then(|| (iv.key.seqno, iv.value.to_vec())));
+                        let value = (iv.key.value_type == ValueType::Value)
+                            .then(|| iv.value.to_vec());
+                        return Ok(Some((iv.key.seqno, value)));
                     }
                     Err(e) => return Err(self.table_err(t.id(), e)),
                 }
