@@ -455,7 +455,8 @@ impl CommitPath {
         if let Some(why) = sh.poisoned() {
             return Err(GroupError::Poisoned(why));
         }
-        if group.iter().any(|w| w.check.is_some()) && self.validate(sh, group) {
+        let checked = sh.opts.inject != Some(crate::options::Inject::SkipConflictCheck);
+        if checked && group.iter().any(|w| w.check.is_some()) && self.validate(sh, group) {
             (parts, n) = layout(group);
         }
         let mut items: Vec<Item> = Vec::with_capacity(parts.len());
@@ -545,7 +546,12 @@ impl CommitPath {
                     continue;
                 }
             }
-            pending.extend(w.batch.ops.iter().map(|op| (op.subtable, op.key.as_slice())));
+            pending.extend(
+                w.batch
+                    .ops
+                    .iter()
+                    .map(|op| (op.subtable, op.key.as_slice())),
+            );
         }
         any
     }
@@ -819,8 +825,10 @@ impl CommitPath {
         // A panic in any stage poisons the database and fails the group, and the ring still
         // moves on: no writer waits forever behind a stage that will never finish.
         let (h, planned) = self.ring.grant(g.clone(), || {
-            self.guard(sh, "stage 2", || self.stage2(sh, group, (parts, n), keep, &g))
-                .unwrap_or_else(|why| Err(GroupError::Poisoned(why)))
+            self.guard(sh, "stage 2", || {
+                self.stage2(sh, group, (parts, n), keep, &g)
+            })
+            .unwrap_or_else(|why| Err(GroupError::Poisoned(why)))
         });
         match &planned {
             Ok(()) => {

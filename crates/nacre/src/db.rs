@@ -32,8 +32,8 @@ use crate::recovery::{self, RecoveryReport};
 use crate::space::Space;
 use crate::store::Store;
 use crate::subtable::Subtable;
-use crate::view::{MemSource, Snapshot, Snapshots, Tickets, View};
 use crate::txn::{Transaction, TxnOptions};
+use crate::view::{MemSource, Snapshot, Snapshots, Tickets, View};
 use crate::write::WriteFuture;
 
 /// Name of the subtable every database has.
@@ -501,7 +501,10 @@ impl Db {
 
     /// The latest value of `key`, if any.
     pub fn get(&self, subtable: &Subtable, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
-        Ok(self.inner.lookup(subtable, key.as_ref(), None)?.map(|(_, v)| v))
+        Ok(self
+            .inner
+            .lookup(subtable, key.as_ref(), None)?
+            .map(|(_, v)| v))
     }
 
     /// The value of `key` as of `snapshot`.

@@ -113,7 +113,10 @@ pub enum Error {
     },
     /// A pessimistic transaction waited longer than its lock timeout for a key another
     /// transaction holds. The operation did nothing; the transaction stays usable.
-    #[error("lock timeout after {waited:?} waiting for key {} of subtable {subtable:?}", show_key(key))]
+    #[error(
+        "lock timeout after {waited:?} waiting for key {} of subtable {subtable:?}",
+        show_key(key)
+    )]
     LockTimeout {
         /// The subtable.
         subtable: String,

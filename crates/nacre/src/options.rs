@@ -114,6 +114,9 @@ pub enum Inject {
     BackgroundPanic,
     /// Stage 3 of the commit path panics on a group that writes a key starting with `panic`.
     CommitPanic,
+    /// Transactions' commits skip their conflict check (C5 in commit.rs), so that tests can
+    /// show they fail without it.
+    SkipConflictCheck,
 }
 
 /// Database options. `Options::new(path)` gives the defaults below.

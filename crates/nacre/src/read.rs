@@ -61,8 +61,10 @@ impl Engine {
         match hit {
             Some((s, at)) => {
                 let store = &self.store;
-                Ok(value_at(&store.pool, &store.zones, at, self.opts.verify_checksums)?
-                    .map(|v| (s, v)))
+                Ok(
+                    value_at(&store.pool, &store.zones, at, self.opts.verify_checksums)?
+                        .map(|v| (s, v)),
+                )
             }
             None => Ok(None),
         }

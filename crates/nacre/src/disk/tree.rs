@@ -328,8 +328,8 @@ impl DiskTree {
                 match t.get(k, seq + 1, hash) {
                     Ok(None) => {}
                     Ok(Some(iv)) => {
-                        let value = (iv.key.value_type == ValueType::Value)
-                            .then(|| iv.value.to_vec());
+                        let value =
+                            (iv.key.value_type == ValueType::Value).then(|| iv.value.to_vec());
                         return Ok(Some((iv.key.seqno, value)));
                     }
                     Err(e) => return Err(self.table_err(t.id(), e)),

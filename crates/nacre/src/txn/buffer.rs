@@ -160,7 +160,11 @@ mod tests {
         b.write(k("c"), Some(b"3".to_vec()));
         assert!(b.pop_savepoint());
         let mut changes = Vec::new();
-        assert!(b.rollback_to_savepoint(|key, now, before| changes.push((key.clone(), now, before))));
+        assert!(b.rollback_to_savepoint(|key, now, before| changes.push((
+            key.clone(),
+            now,
+            before
+        ))));
         assert_eq!(b.own(&k("a")), Some(Some(&b"1"[..])));
         assert_eq!(b.own(&k("b")), None);
         assert_eq!(b.own(&k("c")), None);

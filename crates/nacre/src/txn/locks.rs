@@ -251,8 +251,14 @@ mod tests {
     fn shared_locks_share_and_exclusive_ones_exclude() {
         let t = LockTable::new(4);
         let none = Some(Duration::ZERO);
-        assert_eq!(t.lock(1, &k("a"), Mode::Shared, none, true), Ok(Granted::New));
-        assert_eq!(t.lock(2, &k("a"), Mode::Shared, none, true), Ok(Granted::New));
+        assert_eq!(
+            t.lock(1, &k("a"), Mode::Shared, none, true),
+            Ok(Granted::New)
+        );
+        assert_eq!(
+            t.lock(2, &k("a"), Mode::Shared, none, true),
+            Ok(Granted::New)
+        );
         assert!(matches!(
             t.lock(3, &k("a"), Mode::Exclusive, none, true),
             Err(LockFail::Timeout(_))
@@ -264,10 +270,16 @@ mod tests {
             t.lock(1, &k("a"), Mode::Exclusive, none, true),
             Ok(Granted::Upgraded)
         );
-        assert_eq!(t.lock(1, &k("a"), Mode::Shared, none, true), Ok(Granted::Held));
+        assert_eq!(
+            t.lock(1, &k("a"), Mode::Shared, none, true),
+            Ok(Granted::Held)
+        );
         assert!(t.lock(2, &k("a"), Mode::Shared, none, true).is_err());
         t.downgrade(1, &k("a"));
-        assert_eq!(t.lock(2, &k("a"), Mode::Shared, none, true), Ok(Granted::New));
+        assert_eq!(
+            t.lock(2, &k("a"), Mode::Shared, none, true),
+            Ok(Granted::New)
+        );
         t.unlock(1, &k("a"));
         t.unlock(2, &k("a"));
         assert_eq!(t.held(), 0);
@@ -314,7 +326,13 @@ mod tests {
     fn without_detection_a_deadlock_ends_in_a_timeout() {
         let t = LockTable::new(8);
         t.lock(1, &k("a"), Mode::Exclusive, None, false).unwrap();
-        let r = t.lock(2, &k("a"), Mode::Exclusive, Some(Duration::from_millis(30)), false);
+        let r = t.lock(
+            2,
+            &k("a"),
+            Mode::Exclusive,
+            Some(Duration::from_millis(30)),
+            false,
+        );
         match r {
             Err(LockFail::Timeout(w)) => assert!(w >= Duration::from_millis(30)),
             other => panic!("{other:?}"),

@@ -128,7 +128,9 @@ impl Transaction {
         let k = self.key(subtable, key.as_ref())?;
         match self.buf.own(&k) {
             Some(v) => Ok(v.map(<[u8]>::to_vec)),
-            None => self.engine.read(subtable, &k.1, Some(self.snapshot.sequence())),
+            None => self
+                .engine
+                .read(subtable, &k.1, Some(self.snapshot.sequence())),
         }
     }
 
