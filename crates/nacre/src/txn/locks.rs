@@ -29,7 +29,7 @@ pub(crate) type TxnId = u64;
 pub(crate) type LockKey = (u32, Vec<u8>);
 
 /// A lock's mode.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Mode {
     /// Any number of transactions may hold it; no one may write the key meanwhile.
     Shared,
