@@ -19,6 +19,8 @@
 //! - [`ycsb`]: `nacre-bench ycsb`, YCSB workloads A-F (generators, runner, stores) against
 //!   embedded Nacre, RESP servers and, with the `rocksdb` feature, embedded RocksDB
 //!   ([`rocksdb`]).
+//! - [`tpcc`]: `nacre-bench tpcc`, TPC-C on Nacre's transactions against RocksDB's
+//!   TransactionDB and OptimisticTransactionDB.
 //! - [`resp`]: a RESP2/RESP3 client with pipelining, and a throwaway `redis-server` to run
 //!   it against.
 #![deny(clippy::unwrap_used, clippy::expect_used)]
@@ -44,6 +46,7 @@ pub mod results;
 pub mod rocksdb;
 pub mod server;
 pub mod suite;
+pub mod tpcc;
 pub mod ycsb;
 
 pub use config::{PmemConfig, Target};

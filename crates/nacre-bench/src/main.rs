@@ -60,6 +60,10 @@ enum Command {
     /// redis-benchmark against nacre-server and redis-server with AOF (always, everysec,
     /// no), and restart after SIGKILL against Redis loading its AOF.
     Server(nacre_bench::server::ServerBenchConfig),
+    /// TPC-C (New-Order, Payment, Order-Status, Delivery, Stock-Level) on Nacre's optimistic
+    /// and pessimistic transactions against RocksDB's TransactionDB and
+    /// OptimisticTransactionDB, with consistency checks 1-4 after each run.
+    Tpcc(nacre_bench::tpcc::TpccConfig),
     /// Markdown tables and SVG charts from the JSON lines of `ycsb` and `recovery` runs.
     Report(nacre_bench::publish::ReportConfig),
     /// (internal) One measurement of `memtable`, printed as `MEMTABLE <insert> <lookup>`.
@@ -236,6 +240,7 @@ fn run(cli: Cli) -> Result<(), Box<dyn Error>> {
         Command::Ycsb(c) => nacre_bench::ycsb::bench::main(&c)?,
         Command::Anchors(c) => nacre_bench::anchors::main(&c)?,
         Command::Report(c) => nacre_bench::publish::main(&c)?,
+        Command::Tpcc(c) => nacre_bench::tpcc::main(&c)?,
         Command::RecoveryChild(a) => recovery_child::load(&a)?,
         Command::RecoveryOpen(a) => recovery_child::open(&a)?,
     }

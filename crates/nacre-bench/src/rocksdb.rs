@@ -11,40 +11,40 @@ use std::path::Path;
 use crate::error::{BenchError, Result};
 
 #[repr(C)]
-struct RdbT {
+pub(crate) struct RdbT {
     _private: [u8; 0],
 }
 #[repr(C)]
-struct RdbOptions {
+pub(crate) struct RdbOptions {
     _private: [u8; 0],
 }
 #[repr(C)]
-struct RdbWriteOptions {
+pub(crate) struct RdbWriteOptions {
     _private: [u8; 0],
 }
 #[repr(C)]
-struct RdbReadOptions {
+pub(crate) struct RdbReadOptions {
     _private: [u8; 0],
 }
 #[repr(C)]
-struct RdbIterator {
+pub(crate) struct RdbIterator {
     _private: [u8; 0],
 }
 
 #[link(name = "rocksdb")]
 extern "C" {
-    fn rocksdb_options_create() -> *mut RdbOptions;
-    fn rocksdb_options_destroy(o: *mut RdbOptions);
-    fn rocksdb_options_set_create_if_missing(o: *mut RdbOptions, v: c_uchar);
-    fn rocksdb_options_increase_parallelism(o: *mut RdbOptions, threads: c_int);
-    fn rocksdb_open(o: *const RdbOptions, name: *const c_char, err: *mut *mut c_char) -> *mut RdbT;
-    fn rocksdb_close(db: *mut RdbT);
-    fn rocksdb_writeoptions_create() -> *mut RdbWriteOptions;
-    fn rocksdb_writeoptions_destroy(o: *mut RdbWriteOptions);
-    fn rocksdb_writeoptions_set_sync(o: *mut RdbWriteOptions, v: c_uchar);
-    fn rocksdb_readoptions_create() -> *mut RdbReadOptions;
-    fn rocksdb_readoptions_destroy(o: *mut RdbReadOptions);
-    fn rocksdb_put(
+    pub(crate) fn rocksdb_options_create() -> *mut RdbOptions;
+    pub(crate) fn rocksdb_options_destroy(o: *mut RdbOptions);
+    pub(crate) fn rocksdb_options_set_create_if_missing(o: *mut RdbOptions, v: c_uchar);
+    pub(crate) fn rocksdb_options_increase_parallelism(o: *mut RdbOptions, threads: c_int);
+    pub(crate) fn rocksdb_open(o: *const RdbOptions, name: *const c_char, err: *mut *mut c_char) -> *mut RdbT;
+    pub(crate) fn rocksdb_close(db: *mut RdbT);
+    pub(crate) fn rocksdb_writeoptions_create() -> *mut RdbWriteOptions;
+    pub(crate) fn rocksdb_writeoptions_destroy(o: *mut RdbWriteOptions);
+    pub(crate) fn rocksdb_writeoptions_set_sync(o: *mut RdbWriteOptions, v: c_uchar);
+    pub(crate) fn rocksdb_readoptions_create() -> *mut RdbReadOptions;
+    pub(crate) fn rocksdb_readoptions_destroy(o: *mut RdbReadOptions);
+    pub(crate) fn rocksdb_put(
         db: *mut RdbT,
         o: *const RdbWriteOptions,
         key: *const c_char,
@@ -53,7 +53,7 @@ extern "C" {
         vlen: usize,
         err: *mut *mut c_char,
     );
-    fn rocksdb_get(
+    pub(crate) fn rocksdb_get(
         db: *mut RdbT,
         o: *const RdbReadOptions,
         key: *const c_char,
@@ -61,19 +61,19 @@ extern "C" {
         vlen: *mut usize,
         err: *mut *mut c_char,
     ) -> *mut c_char;
-    fn rocksdb_create_iterator(db: *mut RdbT, o: *const RdbReadOptions) -> *mut RdbIterator;
-    fn rocksdb_iter_destroy(it: *mut RdbIterator);
-    fn rocksdb_iter_seek(it: *mut RdbIterator, k: *const c_char, klen: usize);
-    fn rocksdb_iter_valid(it: *const RdbIterator) -> c_uchar;
-    fn rocksdb_iter_next(it: *mut RdbIterator);
-    fn rocksdb_iter_key(it: *const RdbIterator, klen: *mut usize) -> *const c_char;
-    fn rocksdb_iter_value(it: *const RdbIterator, vlen: *mut usize) -> *const c_char;
-    fn rocksdb_iter_get_error(it: *const RdbIterator, err: *mut *mut c_char);
-    fn rocksdb_free(p: *mut c_void);
+    pub(crate) fn rocksdb_create_iterator(db: *mut RdbT, o: *const RdbReadOptions) -> *mut RdbIterator;
+    pub(crate) fn rocksdb_iter_destroy(it: *mut RdbIterator);
+    pub(crate) fn rocksdb_iter_seek(it: *mut RdbIterator, k: *const c_char, klen: usize);
+    pub(crate) fn rocksdb_iter_valid(it: *const RdbIterator) -> c_uchar;
+    pub(crate) fn rocksdb_iter_next(it: *mut RdbIterator);
+    pub(crate) fn rocksdb_iter_key(it: *const RdbIterator, klen: *mut usize) -> *const c_char;
+    pub(crate) fn rocksdb_iter_value(it: *const RdbIterator, vlen: *mut usize) -> *const c_char;
+    pub(crate) fn rocksdb_iter_get_error(it: *const RdbIterator, err: *mut *mut c_char);
+    pub(crate) fn rocksdb_free(p: *mut c_void);
 }
 
 /// Turns a RocksDB error string (if any) into an error, freeing it.
-fn check(err: *mut c_char, what: &str) -> Result<()> {
+pub(crate) fn check(err: *mut c_char, what: &str) -> Result<()> {
     if err.is_null() {
         return Ok(());
     }

@@ -1,0 +1,458 @@
+//! `nacre-bench tpcc`: TPC-C (the five transactions over the nine tables and the secondary
+//! indexes they need, spec cardinalities) against Nacre's optimistic and pessimistic
+//! transactions and RocksDB 7.8.3's TransactionDB and OptimisticTransactionDB, through the
+//! same driver, in both durability pairings. After each run, consistency conditions 1-4 are
+//! checked and printed one per line.
+//!
+//! Terminals run back to back (no keying or think time): tpmC here is New-Orders committed
+//! per minute of an unthrottled run, a measure of the engines, not an audited TPC-C result.
+
+pub mod check;
+pub mod load;
+#[cfg(feature = "rocksdb")]
+pub mod rocks;
+pub mod schema;
+pub mod store;
+pub mod txns;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use nacre_pmem::Backend;
+use serde::Serialize;
+
+use crate::engine::{default_shm_dir, BenchDb, EMULATED_SURVIVES, MSYNC_SURVIVES};
+use crate::error::{io_err, BenchError, Result};
+use load::{Rand, Scale};
+use store::{TxFail, TxStore};
+use txns::{Done, Kind, Terminal};
+
+/// A store `tpcc` runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TpccTarget {
+    /// Nacre optimistic transactions, emulated backend on tmpfs (survives a process crash).
+    NacreOptimisticEmulated,
+    /// Nacre pessimistic transactions, emulated backend.
+    NacrePessimisticEmulated,
+    /// RocksDB TransactionDB (pessimistic), WAL not synced (survives a process crash).
+    RocksdbPessimisticSync0,
+    /// RocksDB OptimisticTransactionDB, WAL not synced.
+    RocksdbOptimisticSync0,
+    /// Nacre optimistic transactions, msync backend on disk (survives power loss).
+    NacreOptimisticMsync,
+    /// Nacre pessimistic transactions, msync backend.
+    NacrePessimisticMsync,
+    /// RocksDB TransactionDB, WAL synced on every commit (survives power loss).
+    RocksdbPessimisticSync1,
+    /// RocksDB OptimisticTransactionDB, WAL synced on every commit.
+    RocksdbOptimisticSync1,
+}
+
+impl TpccTarget {
+    /// Whether its commits survive power loss (else a process crash).
+    pub fn power_loss(self) -> bool {
+        matches!(
+            self,
+            TpccTarget::NacreOptimisticMsync
+                | TpccTarget::NacrePessimisticMsync
+                | TpccTarget::RocksdbPessimisticSync1
+                | TpccTarget::RocksdbOptimisticSync1
+        )
+    }
+
+    fn pessimistic(self) -> bool {
+        matches!(
+            self,
+            TpccTarget::NacrePessimisticEmulated
+                | TpccTarget::NacrePessimisticMsync
+                | TpccTarget::RocksdbPessimisticSync0
+                | TpccTarget::RocksdbPessimisticSync1
+        )
+    }
+}
+
+/// Parameters of `nacre-bench tpcc`.
+#[derive(clap::Args, Clone, Debug, Serialize)]
+pub struct TpccConfig {
+    /// Warehouses.
+    #[arg(long, default_value_t = 1)]
+    pub warehouses: u32,
+    /// Seconds each store runs the mix after loading.
+    #[arg(long, default_value_t = 30.0)]
+    pub seconds: f64,
+    /// Terminals (client threads), spread over the warehouses [default: 4].
+    #[arg(long, default_value_t = 4)]
+    pub terminals: usize,
+    /// Stores, comma-separated.
+    #[arg(long, value_enum, value_delimiter = ',',
+          default_values_t = [TpccTarget::NacreOptimisticEmulated,
+                              TpccTarget::NacrePessimisticEmulated,
+                              TpccTarget::RocksdbPessimisticSync0,
+                              TpccTarget::RocksdbOptimisticSync0])]
+    pub targets: Vec<TpccTarget>,
+    /// Directory for the process-crash pairing [default: /dev/shm, else the temp dir].
+    #[arg(long)]
+    pub shm_dir: Option<PathBuf>,
+    /// Directory on disk for the power-loss pairing.
+    #[arg(long, default_value = "bench-results")]
+    pub disk_dir: PathBuf,
+    /// Seed of every random stream.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Write one JSON object per store to this file (replaced if it exists).
+    #[arg(long)]
+    #[serde(skip)]
+    pub json: Option<PathBuf>,
+}
+
+/// Latency and counts of one transaction kind.
+#[derive(Clone, Debug, Serialize)]
+pub struct KindRow {
+    /// The kind's name.
+    pub kind: &'static str,
+    /// Committed (New-Order: rolled back as the spec asks counts too).
+    pub done: u64,
+    /// Attempts that ended in a conflict, deadlock or lock timeout and were run again.
+    pub retries: u64,
+    /// Latency percentiles in microseconds (from the first attempt to the commit).
+    pub p50_us: u64,
+    /// 95th percentile.
+    pub p95_us: u64,
+    /// 99th percentile.
+    pub p99_us: u64,
+}
+
+/// One store's run.
+#[derive(Clone, Debug, Serialize)]
+pub struct TpccRow {
+    /// The store.
+    pub label: String,
+    /// What a commit survives.
+    pub durability: String,
+    /// Warehouses and terminals.
+    pub warehouses: u32,
+    /// Terminals.
+    pub terminals: usize,
+    /// Seconds measured.
+    pub seconds: f64,
+    /// New-Orders committed per minute.
+    pub tpmc: f64,
+    /// Transactions committed (all kinds) per second.
+    pub tps: f64,
+    /// Per kind.
+    pub kinds: Vec<KindRow>,
+    /// Durable commits (device flushes) the engine made during the run, where it counts them.
+    pub flushes: Option<u64>,
+    /// Rows loaded and seconds the load took.
+    pub loaded_rows: u64,
+    /// Load seconds.
+    pub load_secs: f64,
+    /// Consistency conditions 1-4: `None` holds.
+    pub consistency: [Option<String>; 4],
+}
+
+impl TpccRow {
+    /// Transactions committed per durable commit.
+    pub fn per_flush(&self) -> Option<f64> {
+        let done: u64 = self.kinds.iter().map(|k| k.done).sum();
+        self.flushes
+            .filter(|&f| f > 0)
+            .map(|f| done as f64 / f as f64)
+    }
+
+    /// The 95th percentile of New-Order latency, microseconds.
+    pub fn new_order_p95(&self) -> u64 {
+        self.kinds.first().map_or(0, |k| k.p95_us)
+    }
+}
+
+/// What one terminal measured.
+struct Tally {
+    hist: Vec<Histogram<u64>>,
+    retries: Vec<u64>,
+}
+
+fn hist() -> Result<Histogram<u64>> {
+    Histogram::new_with_bounds(1, 600_000_000, 3).map_err(|e| BenchError::InvalidParams(e.to_string()))
+}
+
+/// Runs the mix on `store` with `terminals` terminals until `until` passes or `stop` is set;
+/// the per-kind rows and seconds measured.
+pub fn run_mix(
+    store: &dyn TxStore,
+    warehouses: u32,
+    scale: Scale,
+    terminals: usize,
+    until: Duration,
+    seed: u64,
+    stop: &AtomicBool,
+) -> Result<(Vec<KindRow>, f64)> {
+    let start = Instant::now();
+    let tallies: Vec<Result<Tally>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..terminals)
+            .map(|t| {
+                let term = Terminal {
+                    warehouses,
+                    w: (t as u32 % warehouses) + 1,
+                    d: (t as u32 / warehouses) % scale.districts + 1,
+                    id: t as u32 + 1,
+                    scale,
+                };
+                s.spawn(move || terminal(store, term, seed ^ ((t as u64 + 1) << 32), start, until, stop))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(BenchError::Process {
+                        what: "TPC-C terminal".into(),
+                        why: "panicked".into(),
+                    })
+                })
+            })
+            .collect()
+    });
+    let secs = start.elapsed().as_secs_f64();
+    let mut merged: Vec<Histogram<u64>> = (0..Kind::ALL.len()).map(|_| hist()).collect::<Result<_>>()?;
+    let mut retries = vec![0u64; Kind::ALL.len()];
+    for t in tallies {
+        let t = t?;
+        for (i, h) in t.hist.iter().enumerate() {
+            merged[i].add(h).map_err(|e| BenchError::InvalidParams(e.to_string()))?;
+            retries[i] += t.retries[i];
+        }
+    }
+    let rows = Kind::ALL
+        .iter()
+        .enumerate()
+        .map(|(i, k)| KindRow {
+            kind: k.name(),
+            done: merged[i].len(),
+            retries: retries[i],
+            p50_us: merged[i].value_at_quantile(0.50),
+            p95_us: merged[i].value_at_quantile(0.95),
+            p99_us: merged[i].value_at_quantile(0.99),
+        })
+        .collect();
+    Ok((rows, secs))
+}
+
+fn terminal(
+    store: &dyn TxStore,
+    term: Terminal,
+    seed: u64,
+    start: Instant,
+    until: Duration,
+    stop: &AtomicBool,
+) -> Result<Tally> {
+    let mut r = Rand::new(seed);
+    let mut tally = Tally {
+        hist: (0..Kind::ALL.len()).map(|_| hist()).collect::<Result<_>>()?,
+        retries: vec![0; Kind::ALL.len()],
+    };
+    let mut seq = 0u32;
+    while start.elapsed() < until && !stop.load(Ordering::Relaxed) {
+        let kind = Kind::draw(&mut r);
+        let i = Kind::ALL.iter().position(|k| *k == kind).unwrap_or(0);
+        let input = term.input(kind, &mut r);
+        seq += 1;
+        let t0 = Instant::now();
+        loop {
+            match term.run(store.begin(), &input, seq) {
+                Ok(Done::Committed | Done::RolledBack) => break,
+                Err(TxFail::Retry(_)) => tally.retries[i] += 1,
+                Err(TxFail::Fatal(e)) => return Err(e),
+            }
+            if stop.load(Ordering::Relaxed) {
+                return Ok(tally);
+            }
+        }
+        let us = t0.elapsed().as_micros().max(1) as u64;
+        tally.hist[i].saturating_record(us);
+    }
+    Ok(tally)
+}
+
+/// Pool bytes a Nacre store needs for `warehouses` warehouses and the versions a run adds
+/// before the cleaner reclaims them.
+fn nacre_pool(warehouses: u32) -> u64 {
+    (768u64 << 20) + u64::from(warehouses) * (384 << 20)
+}
+
+fn open_store(cfg: &TpccConfig, t: TpccTarget) -> Result<Box<dyn TxStore>> {
+    let pess = t.pessimistic();
+    match t {
+        TpccTarget::NacreOptimisticEmulated
+        | TpccTarget::NacrePessimisticEmulated
+        | TpccTarget::NacreOptimisticMsync
+        | TpccTarget::NacrePessimisticMsync => {
+            let (dir, backend, name, survives) = if t.power_loss() {
+                (cfg.disk_dir.clone(), Backend::Msync, "msync", MSYNC_SURVIVES)
+            } else {
+                (
+                    cfg.shm_dir.clone().unwrap_or_else(default_shm_dir),
+                    Backend::Emulated,
+                    "emulated",
+                    EMULATED_SURVIVES,
+                )
+            };
+            let bench = BenchDb::create(&dir, "tpcc", backend, nacre_pool(cfg.warehouses), |_| {})?;
+            Ok(Box::new(store::NacreTxStore::bench(bench, pess, name, survives)?))
+        }
+        _ => rocks_store(cfg, t),
+    }
+}
+
+#[cfg(feature = "rocksdb")]
+fn rocks_store(cfg: &TpccConfig, t: TpccTarget) -> Result<Box<dyn TxStore>> {
+    let sync = t.power_loss();
+    let dir = if sync {
+        cfg.disk_dir.clone()
+    } else {
+        cfg.shm_dir.clone().unwrap_or_else(default_shm_dir)
+    };
+    let path = dir.join(crate::bench::file_name("tpcc-rocksdb"));
+    Ok(Box::new(rocks::RocksTxStore::create(
+        path,
+        t.pessimistic(),
+        sync,
+        cfg.terminals.max(2),
+    )?))
+}
+
+#[cfg(not(feature = "rocksdb"))]
+fn rocks_store(_: &TpccConfig, t: TpccTarget) -> Result<Box<dyn TxStore>> {
+    Err(BenchError::InvalidParams(format!(
+        "target {t:?} needs embedded RocksDB: rebuild with `--features rocksdb` (and Debian's \
+         librocksdb-dev installed), or leave it out of --targets"
+    )))
+}
+
+/// Loads, runs and checks one store.
+pub fn run_target(cfg: &TpccConfig, t: TpccTarget) -> Result<TpccRow> {
+    let store = open_store(cfg, t)?;
+    let scale = Scale::SPEC;
+    let t0 = Instant::now();
+    eprintln!("{}: loading {} warehouses", store.label(), cfg.warehouses);
+    let loaded = load::load(&*store, cfg.warehouses, scale, cfg.seed)?;
+    let load_secs = t0.elapsed().as_secs_f64();
+    eprintln!(
+        "{}: loaded {loaded} rows in {load_secs:.1} s; running {} terminals for {} s",
+        store.label(),
+        cfg.terminals,
+        cfg.seconds
+    );
+    let before = store.commits();
+    let stop = AtomicBool::new(false);
+    let (kinds, secs) = run_mix(
+        &*store,
+        cfg.warehouses,
+        scale,
+        cfg.terminals,
+        Duration::from_secs_f64(cfg.seconds),
+        cfg.seed,
+        &stop,
+    )?;
+    let flushes = match (before, store.commits()) {
+        (Some(a), Some(b)) => Some(b - a),
+        _ => None,
+    };
+    let consistency = check::consistency(&*store, cfg.warehouses, scale)?;
+    let done: u64 = kinds.iter().map(|k| k.done).sum();
+    Ok(TpccRow {
+        label: store.label(),
+        durability: store.durability(),
+        warehouses: cfg.warehouses,
+        terminals: cfg.terminals,
+        seconds: secs,
+        tpmc: kinds[0].done as f64 * 60.0 / secs,
+        tps: done as f64 / secs,
+        kinds,
+        flushes,
+        loaded_rows: loaded,
+        load_secs,
+        consistency,
+    })
+}
+
+/// Prints one store's rows.
+fn print(row: &TpccRow) {
+    println!(
+        "## {} ({}), {} warehouses, {} terminals, {:.1} s",
+        row.label, row.durability, row.warehouses, row.terminals, row.seconds
+    );
+    let flush = row
+        .per_flush()
+        .map_or_else(|| "-".to_string(), |f| format!("{f:.2}"));
+    println!(
+        "tpmC {:.0} | transactions/s {:.0} | commits per device flush {flush}",
+        row.tpmc, row.tps
+    );
+    println!("| transaction | done | retries | p50 µs | p95 µs | p99 µs |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    for k in &row.kinds {
+        println!(
+            "| {} | {} | {} | {} | {} | {} |",
+            k.kind, k.done, k.retries, k.p50_us, k.p95_us, k.p99_us
+        );
+    }
+    for l in check::lines(&row.consistency) {
+        println!("{l}");
+    }
+}
+
+/// `nacre-bench tpcc`.
+pub fn main(cfg: &TpccConfig) -> Result<()> {
+    if cfg.warehouses == 0 || cfg.terminals == 0 || !(cfg.seconds > 0.0) || cfg.targets.is_empty()
+    {
+        return Err(BenchError::InvalidParams(
+            "tpcc needs at least one warehouse, terminal, second and target".into(),
+        ));
+    }
+    if cfg.targets.iter().any(|t| t.power_loss()) {
+        std::fs::create_dir_all(&cfg.disk_dir).map_err(io_err("create", &cfg.disk_dir))?;
+    }
+    let mut rows = Vec::new();
+    for &t in &cfg.targets {
+        let row = run_target(cfg, t)?;
+        print(&row);
+        rows.push(row);
+    }
+    // Ratios against the first RocksDB store of each pairing.
+    for power in [false, true] {
+        let anchor = rows
+            .iter()
+            .zip(&cfg.targets)
+            .find(|(_, t)| t.power_loss() == power && !format!("{t:?}").starts_with("Nacre"));
+        let Some((a, _)) = anchor else { continue };
+        for (r, t) in rows.iter().zip(&cfg.targets) {
+            if t.power_loss() == power && !std::ptr::eq(r, a) {
+                println!(
+                    "{} vs {}: tpmC {:.2}x, New-Order p95 {:.2}x",
+                    r.label,
+                    a.label,
+                    r.tpmc / a.tpmc.max(1e-9),
+                    r.new_order_p95() as f64 / a.new_order_p95().max(1) as f64
+                );
+            }
+        }
+    }
+    if let Some(path) = &cfg.json {
+        let text: String = rows
+            .iter()
+            .map(|r| serde_json::to_string(r).map(|s| s + "\n"))
+            .collect::<std::result::Result<_, _>>()?;
+        std::fs::write(path, text).map_err(io_err("write", path))?;
+    }
+    if rows.iter().any(|r| r.consistency.iter().any(Option::is_some)) {
+        return Err(BenchError::Process {
+            what: "TPC-C".into(),
+            why: "a consistency condition failed (see above)".into(),
+        });
+    }
+    Ok(())
+}
