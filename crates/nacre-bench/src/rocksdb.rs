@@ -37,7 +37,11 @@ extern "C" {
     pub(crate) fn rocksdb_options_destroy(o: *mut RdbOptions);
     pub(crate) fn rocksdb_options_set_create_if_missing(o: *mut RdbOptions, v: c_uchar);
     pub(crate) fn rocksdb_options_increase_parallelism(o: *mut RdbOptions, threads: c_int);
-    pub(crate) fn rocksdb_open(o: *const RdbOptions, name: *const c_char, err: *mut *mut c_char) -> *mut RdbT;
+    pub(crate) fn rocksdb_open(
+        o: *const RdbOptions,
+        name: *const c_char,
+        err: *mut *mut c_char,
+    ) -> *mut RdbT;
     pub(crate) fn rocksdb_close(db: *mut RdbT);
     pub(crate) fn rocksdb_writeoptions_create() -> *mut RdbWriteOptions;
     pub(crate) fn rocksdb_writeoptions_destroy(o: *mut RdbWriteOptions);
@@ -61,7 +65,10 @@ extern "C" {
         vlen: *mut usize,
         err: *mut *mut c_char,
     ) -> *mut c_char;
-    pub(crate) fn rocksdb_create_iterator(db: *mut RdbT, o: *const RdbReadOptions) -> *mut RdbIterator;
+    pub(crate) fn rocksdb_create_iterator(
+        db: *mut RdbT,
+        o: *const RdbReadOptions,
+    ) -> *mut RdbIterator;
     pub(crate) fn rocksdb_iter_destroy(it: *mut RdbIterator);
     pub(crate) fn rocksdb_iter_seek(it: *mut RdbIterator, k: *const c_char, klen: usize);
     pub(crate) fn rocksdb_iter_valid(it: *const RdbIterator) -> c_uchar;

@@ -180,7 +180,7 @@ fn run_once(
     std::thread::scope(|s| {
         for t in 0..THREADS {
             let (db, subs, acked) = (&db, &subs, &acked);
-            let mut rng = SplitMix64::new(seed ^ (t + 1) * 0x51_7CC1_B727_220A);
+            let mut rng = SplitMix64::new(seed ^ ((t + 1) * 0x51_7CC1_B727_220A));
             s.spawn(move || {
                 for i in 0..TXNS {
                     for n in 0.. {

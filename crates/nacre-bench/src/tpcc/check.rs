@@ -28,10 +28,12 @@ pub fn consistency(store: &dyn TxStore, warehouses: u32, scale: Scale) -> Result
         }
     };
     let get = |tx: &mut Box<dyn super::store::Tx + '_>, t: Table, k: Vec<u8>| {
-        tx.get(t, &k).map_err(fatal)?.ok_or_else(|| BenchError::Process {
-            what: "TPC-C consistency check".into(),
-            why: format!("a {} row is missing", t.name()),
-        })
+        tx.get(t, &k)
+            .map_err(fatal)?
+            .ok_or_else(|| BenchError::Process {
+                what: "TPC-C consistency check".into(),
+                why: format!("a {} row is missing", t.name()),
+            })
     };
     for w in 1..=warehouses {
         let wh = Warehouse::dec(&get(&mut tx, Table::Warehouse, Key::of(&[w]))?)?;
@@ -79,7 +81,9 @@ pub fn consistency(store: &dyn TxStore, warehouses: u32, scale: Scale) -> Result
                 }
             }
             // 4: sum(O_OL_CNT) = rows in ORDER-LINE.
-            let orders = tx.scan(Table::Order, &lo, &hi, false, usize::MAX).map_err(fatal)?;
+            let orders = tx
+                .scan(Table::Order, &lo, &hi, false, usize::MAX)
+                .map_err(fatal)?;
             let mut ol_cnt = 0i64;
             for (_, v) in &orders {
                 ol_cnt += Order::dec(v)?.ol_cnt;
@@ -91,13 +95,18 @@ pub fn consistency(store: &dyn TxStore, warehouses: u32, scale: Scale) -> Result
             if ol_cnt != lines {
                 note(
                     3,
-                    format!("district ({w},{d}): sum(O_OL_CNT) = {ol_cnt}, ORDER-LINE rows = {lines}"),
+                    format!(
+                        "district ({w},{d}): sum(O_OL_CNT) = {ol_cnt}, ORDER-LINE rows = {lines}"
+                    ),
                 );
             }
         }
         // 1: W_YTD = sum(D_YTD).
         if wh.ytd != d_ytd {
-            note(0, format!("warehouse {w}: W_YTD = {}, sum(D_YTD) = {d_ytd}", wh.ytd));
+            note(
+                0,
+                format!("warehouse {w}: W_YTD = {}, sum(D_YTD) = {d_ytd}", wh.ytd),
+            );
         }
     }
     tx.rollback();

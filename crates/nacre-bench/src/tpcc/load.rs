@@ -75,7 +75,9 @@ impl Rand {
 
     /// Random digits, `n` of them.
     pub fn nstring(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| b'0' + (self.0.next_u64() % 10) as u8).collect()
+        (0..n)
+            .map(|_| b'0' + (self.0.next_u64() % 10) as u8)
+            .collect()
     }
 
     /// Text of `lo..=hi` bytes holding "ORIGINAL" 10% of the time (I_DATA, S_DATA).
@@ -124,7 +126,11 @@ pub const FIRST_LEN: usize = 16;
 /// The index key of a customer by name.
 pub fn by_name_key(w: u32, d: u32, last: &[u8], first: &[u8], c: u32) -> Vec<u8> {
     let mut k = Key::default();
-    k.u32(w).u32(d).text(last, LAST_LEN).text(first, FIRST_LEN).u32(c);
+    k.u32(w)
+        .u32(d)
+        .text(last, LAST_LEN)
+        .text(first, FIRST_LEN)
+        .u32(c);
     k.0
 }
 
@@ -183,7 +189,8 @@ pub fn load(store: &dyn TxStore, warehouses: u32, scale: Scale, seed: u64) -> Re
     let entry = now();
     for w in 1..=warehouses {
         let wh = Warehouse {
-            ytd: 30_000_000,
+            // 300,000.00 with the spec's ten districts of 30,000.00 each.
+            ytd: 3_000_000 * i64::from(scale.districts),
             tax: r.uniform(0, 2000) as i64,
             name: r.astring(6, 10),
             address: r.astring(60, 80),

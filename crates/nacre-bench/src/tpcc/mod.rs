@@ -63,6 +63,16 @@ impl TpccTarget {
         )
     }
 
+    fn is_rocksdb(self) -> bool {
+        matches!(
+            self,
+            TpccTarget::RocksdbPessimisticSync0
+                | TpccTarget::RocksdbOptimisticSync0
+                | TpccTarget::RocksdbPessimisticSync1
+                | TpccTarget::RocksdbOptimisticSync1
+        )
+    }
+
     fn pessimistic(self) -> bool {
         matches!(
             self,
@@ -176,7 +186,8 @@ struct Tally {
 }
 
 fn hist() -> Result<Histogram<u64>> {
-    Histogram::new_with_bounds(1, 600_000_000, 3).map_err(|e| BenchError::InvalidParams(e.to_string()))
+    Histogram::new_with_bounds(1, 600_000_000, 3)
+        .map_err(|e| BenchError::InvalidParams(e.to_string()))
 }
 
 /// Runs the mix on `store` with `terminals` terminals until `until` passes or `stop` is set;
@@ -201,7 +212,16 @@ pub fn run_mix(
                     id: t as u32 + 1,
                     scale,
                 };
-                s.spawn(move || terminal(store, term, seed ^ ((t as u64 + 1) << 32), start, until, stop))
+                s.spawn(move || {
+                    terminal(
+                        store,
+                        term,
+                        seed ^ ((t as u64 + 1) << 32),
+                        start,
+                        until,
+                        stop,
+                    )
+                })
             })
             .collect();
         handles
@@ -217,12 +237,16 @@ pub fn run_mix(
             .collect()
     });
     let secs = start.elapsed().as_secs_f64();
-    let mut merged: Vec<Histogram<u64>> = (0..Kind::ALL.len()).map(|_| hist()).collect::<Result<_>>()?;
+    let mut merged: Vec<Histogram<u64>> = (0..Kind::ALL.len())
+        .map(|_| hist())
+        .collect::<Result<_>>()?;
     let mut retries = vec![0u64; Kind::ALL.len()];
     for t in tallies {
         let t = t?;
         for (i, h) in t.hist.iter().enumerate() {
-            merged[i].add(h).map_err(|e| BenchError::InvalidParams(e.to_string()))?;
+            merged[i]
+                .add(h)
+                .map_err(|e| BenchError::InvalidParams(e.to_string()))?;
             retries[i] += t.retries[i];
         }
     }
@@ -251,7 +275,9 @@ fn terminal(
 ) -> Result<Tally> {
     let mut r = Rand::new(seed);
     let mut tally = Tally {
-        hist: (0..Kind::ALL.len()).map(|_| hist()).collect::<Result<_>>()?,
+        hist: (0..Kind::ALL.len())
+            .map(|_| hist())
+            .collect::<Result<_>>()?,
         retries: vec![0; Kind::ALL.len()],
     };
     let mut seq = 0u32;
@@ -291,7 +317,12 @@ fn open_store(cfg: &TpccConfig, t: TpccTarget) -> Result<Box<dyn TxStore>> {
         | TpccTarget::NacreOptimisticMsync
         | TpccTarget::NacrePessimisticMsync => {
             let (dir, backend, name, survives) = if t.power_loss() {
-                (cfg.disk_dir.clone(), Backend::Msync, "msync", MSYNC_SURVIVES)
+                (
+                    cfg.disk_dir.clone(),
+                    Backend::Msync,
+                    "msync",
+                    MSYNC_SURVIVES,
+                )
             } else {
                 (
                     cfg.shm_dir.clone().unwrap_or_else(default_shm_dir),
@@ -301,7 +332,9 @@ fn open_store(cfg: &TpccConfig, t: TpccTarget) -> Result<Box<dyn TxStore>> {
                 )
             };
             let bench = BenchDb::create(&dir, "tpcc", backend, nacre_pool(cfg.warehouses), |_| {})?;
-            Ok(Box::new(store::NacreTxStore::bench(bench, pess, name, survives)?))
+            Ok(Box::new(store::NacreTxStore::bench(
+                bench, pess, name, survives,
+            )?))
         }
         _ => rocks_store(cfg, t),
     }
@@ -407,7 +440,11 @@ fn print(row: &TpccRow) {
 
 /// `nacre-bench tpcc`.
 pub fn main(cfg: &TpccConfig) -> Result<()> {
-    if cfg.warehouses == 0 || cfg.terminals == 0 || !(cfg.seconds > 0.0) || cfg.targets.is_empty()
+    if cfg.warehouses == 0
+        || cfg.terminals == 0
+        || cfg.seconds.is_nan()
+        || cfg.seconds <= 0.0
+        || cfg.targets.is_empty()
     {
         return Err(BenchError::InvalidParams(
             "tpcc needs at least one warehouse, terminal, second and target".into(),
@@ -422,23 +459,22 @@ pub fn main(cfg: &TpccConfig) -> Result<()> {
         print(&row);
         rows.push(row);
     }
-    // Ratios against the first RocksDB store of each pairing.
-    for power in [false, true] {
-        let anchor = rows
-            .iter()
-            .zip(&cfg.targets)
-            .find(|(_, t)| t.power_loss() == power && !format!("{t:?}").starts_with("Nacre"));
-        let Some((a, _)) = anchor else { continue };
-        for (r, t) in rows.iter().zip(&cfg.targets) {
-            if t.power_loss() == power && !std::ptr::eq(r, a) {
-                println!(
-                    "{} vs {}: tpmC {:.2}x, New-Order p95 {:.2}x",
-                    r.label,
-                    a.label,
-                    r.tpmc / a.tpmc.max(1e-9),
-                    r.new_order_p95() as f64 / a.new_order_p95().max(1) as f64
-                );
-            }
+    // Each Nacre store against RocksDB's store of the same transaction kind and pairing.
+    for (r, t) in rows.iter().zip(&cfg.targets) {
+        let anchor = rows.iter().zip(&cfg.targets).find(|(_, a)| {
+            a.power_loss() == t.power_loss()
+                && a.pessimistic() == t.pessimistic()
+                && a.is_rocksdb()
+                && !t.is_rocksdb()
+        });
+        if let Some((a, _)) = anchor {
+            println!(
+                "{} vs {}: tpmC {:.2}x, New-Order p95 {:.2}x",
+                r.label,
+                a.label,
+                r.tpmc / a.tpmc.max(1e-9),
+                r.new_order_p95() as f64 / a.new_order_p95().max(1) as f64
+            );
         }
     }
     if let Some(path) = &cfg.json {
@@ -448,7 +484,10 @@ pub fn main(cfg: &TpccConfig) -> Result<()> {
             .collect::<std::result::Result<_, _>>()?;
         std::fs::write(path, text).map_err(io_err("write", path))?;
     }
-    if rows.iter().any(|r| r.consistency.iter().any(Option::is_some)) {
+    if rows
+        .iter()
+        .any(|r| r.consistency.iter().any(Option::is_some))
+    {
         return Err(BenchError::Process {
             what: "TPC-C".into(),
             why: "a consistency condition failed (see above)".into(),

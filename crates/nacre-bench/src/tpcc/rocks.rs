@@ -14,9 +14,9 @@ use crate::rocksdb::{
     check, rocksdb_free, rocksdb_iter_destroy, rocksdb_iter_get_error, rocksdb_iter_key,
     rocksdb_iter_next, rocksdb_iter_seek, rocksdb_iter_valid, rocksdb_iter_value,
     rocksdb_options_create, rocksdb_options_destroy, rocksdb_options_increase_parallelism,
-    rocksdb_options_set_create_if_missing, rocksdb_readoptions_create,
-    rocksdb_readoptions_destroy, rocksdb_writeoptions_create, rocksdb_writeoptions_destroy,
-    rocksdb_writeoptions_set_sync, RdbIterator, RdbOptions, RdbReadOptions, RdbWriteOptions,
+    rocksdb_options_set_create_if_missing, rocksdb_readoptions_create, rocksdb_readoptions_destroy,
+    rocksdb_writeoptions_create, rocksdb_writeoptions_destroy, rocksdb_writeoptions_set_sync,
+    RdbIterator, RdbOptions, RdbReadOptions, RdbWriteOptions,
 };
 
 #[repr(C)]
@@ -122,8 +122,16 @@ extern "C" {
         vlen: usize,
         err: *mut *mut c_char,
     );
-    fn rocksdb_transaction_delete(t: *mut Txn, k: *const c_char, klen: usize, err: *mut *mut c_char);
-    fn rocksdb_transaction_create_iterator(t: *mut Txn, r: *const RdbReadOptions) -> *mut RdbIterator;
+    fn rocksdb_transaction_delete(
+        t: *mut Txn,
+        k: *const c_char,
+        klen: usize,
+        err: *mut *mut c_char,
+    );
+    fn rocksdb_transaction_create_iterator(
+        t: *mut Txn,
+        r: *const RdbReadOptions,
+    ) -> *mut RdbIterator;
     fn rocksdb_transaction_commit(t: *mut Txn, err: *mut *mut c_char);
     fn rocksdb_transaction_rollback(t: *mut Txn, err: *mut *mut c_char);
     fn rocksdb_transaction_destroy(t: *mut Txn);
@@ -282,7 +290,13 @@ struct RocksTx<'a> {
 
 impl RocksTx<'_> {
     /// Copies and frees a value RocksDB returned.
-    fn value(&self, p: *mut c_char, len: usize, err: *mut c_char, what: &str) -> TxResult<Option<Vec<u8>>> {
+    fn value(
+        &self,
+        p: *mut c_char,
+        len: usize,
+        err: *mut c_char,
+        what: &str,
+    ) -> TxResult<Option<Vec<u8>>> {
         classify(err, what)?;
         if p.is_null() {
             return Ok(None);
@@ -302,7 +316,14 @@ impl Tx for RocksTx<'_> {
         let (mut len, mut err) = (0usize, std::ptr::null_mut());
         // SAFETY: `txn` and `read` are live; `k` outlives the call.
         let p = unsafe {
-            rocksdb_transaction_get(self.txn, self.store.read, k.as_ptr().cast(), k.len(), &mut len, &mut err)
+            rocksdb_transaction_get(
+                self.txn,
+                self.store.read,
+                k.as_ptr().cast(),
+                k.len(),
+                &mut len,
+                &mut err,
+            )
         };
         self.value(p, len, err, "get")
     }
@@ -453,7 +474,9 @@ impl TxStore for RocksTxStore {
                 rocksdb_writebatch_put(b, k.as_ptr().cast(), k.len(), v.as_ptr().cast(), v.len());
             }
             match self.db {
-                Handle::Pessimistic(db, _) => rocksdb_transactiondb_write(db, self.write, b, &mut err),
+                Handle::Pessimistic(db, _) => {
+                    rocksdb_transactiondb_write(db, self.write, b, &mut err)
+                }
                 Handle::Optimistic(db, _) => {
                     rocksdb_optimistictransactiondb_write(db, self.write, b, &mut err)
                 }

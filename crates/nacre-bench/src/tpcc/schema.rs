@@ -136,7 +136,9 @@ impl Dec<'_> {
     fn i64(&mut self) -> Result<i64> {
         let (h, t) = self.0.split_at_checked(8).ok_or_else(|| damaged("row"))?;
         self.0 = t;
-        Ok(i64::from_le_bytes(h.try_into().map_err(|_| damaged("row"))?))
+        Ok(i64::from_le_bytes(
+            h.try_into().map_err(|_| damaged("row"))?,
+        ))
     }
     fn bytes(&mut self) -> Result<Vec<u8>> {
         let (h, t) = self.0.split_at_checked(2).ok_or_else(|| damaged("row"))?;

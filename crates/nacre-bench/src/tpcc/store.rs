@@ -40,8 +40,14 @@ pub trait Tx {
     /// Buffers a delete.
     fn delete(&mut self, t: Table, key: &[u8]) -> TxResult<()>;
     /// Rows with keys in `[lo, hi)`, ascending (descending if `reverse`), at most `limit`.
-    fn scan(&mut self, t: Table, lo: &[u8], hi: &[u8], reverse: bool, limit: usize)
-        -> TxResult<Rows>;
+    fn scan(
+        &mut self,
+        t: Table,
+        lo: &[u8],
+        hi: &[u8],
+        reverse: bool,
+        limit: usize,
+    ) -> TxResult<Rows>;
     /// Commits.
     fn commit(self: Box<Self>) -> TxResult<()>;
     /// Rolls back.
@@ -108,7 +114,12 @@ impl NacreTxStore {
 
     /// A store on `db` (tests: a `sim` database).
     pub fn on(db: Db, pessimistic: bool) -> Result<Self> {
-        Self::with(Holder::Plain(db), pessimistic, "sim", "as the backend survives")
+        Self::with(
+            Holder::Plain(db),
+            pessimistic,
+            "sim",
+            "as the backend survives",
+        )
     }
 
     /// The database.
@@ -131,9 +142,9 @@ impl NacreTxStore {
 
 fn fail(e: NacreError) -> TxFail {
     match e {
-        NacreError::Conflict { .. } | NacreError::Deadlock { .. } | NacreError::LockTimeout { .. } => {
-            TxFail::Retry(e.to_string())
-        }
+        NacreError::Conflict { .. }
+        | NacreError::Deadlock { .. }
+        | NacreError::LockTimeout { .. } => TxFail::Retry(e.to_string()),
         other => TxFail::Fatal(other.into()),
     }
 }
@@ -155,7 +166,9 @@ impl Tx for NacreTx<'_> {
     }
 
     fn put(&mut self, t: Table, key: &[u8], value: &[u8]) -> TxResult<()> {
-        self.txn.put(&self.subs[t.index()], key, value).map_err(fail)
+        self.txn
+            .put(&self.subs[t.index()], key, value)
+            .map_err(fail)
     }
 
     fn delete(&mut self, t: Table, key: &[u8]) -> TxResult<()> {

@@ -3,7 +3,9 @@
 //! either for a benchmark that measures the engine).
 
 use super::load::{by_name_key, now, Rand, Scale, C_OL_I_ID, FIRST_LEN, LAST_LEN};
-use super::schema::{key_u32, Customer, District, History, Item, Key, Order, OrderLine, Stock, Table, Warehouse};
+use super::schema::{
+    key_u32, Customer, District, History, Item, Key, Order, OrderLine, Stock, Table, Warehouse,
+};
 use super::store::{Tx, TxFail, TxResult};
 use crate::error::BenchError;
 
@@ -210,13 +212,19 @@ impl Terminal {
         lines: &[(u32, u32, i64)],
     ) -> TxResult<Done> {
         let w = self.w;
-        let wh = Warehouse::dec(&need(tx.get(Table::Warehouse, &Key::of(&[w]))?, "warehouse")?)?;
+        let wh = Warehouse::dec(&need(
+            tx.get(Table::Warehouse, &Key::of(&[w]))?,
+            "warehouse",
+        )?)?;
         let dk = Key::of(&[w, d]);
         let mut dist = District::dec(&need(tx.get_for_update(Table::District, &dk)?, "district")?)?;
         let o = dist.next_o_id as u32;
         dist.next_o_id += 1;
         tx.put(Table::District, &dk, &dist.enc())?;
-        let cust = Customer::dec(&need(tx.get(Table::Customer, &Key::of(&[w, d, c]))?, "customer")?)?;
+        let cust = Customer::dec(&need(
+            tx.get(Table::Customer, &Key::of(&[w, d, c]))?,
+            "customer",
+        )?)?;
         let all_local = lines.iter().all(|&(_, sw, _)| sw == w);
         let order = Order {
             c_id: c as i64,
@@ -259,10 +267,15 @@ impl Terminal {
                 amount,
                 dist_info: st.dist.get(at..at + 24).unwrap_or_default().to_vec(),
             };
-            tx.put(Table::OrderLine, &Key::of(&[w, d, o, n as u32 + 1]), &line.enc())?;
+            tx.put(
+                Table::OrderLine,
+                &Key::of(&[w, d, o, n as u32 + 1]),
+                &line.enc(),
+            )?;
         }
         // The order's total with discount and taxes, as the terminal would display it.
-        let _total = total * (10_000 - cust.discount) / 10_000 * (10_000 + wh.tax + dist.tax) / 10_000;
+        let _total =
+            total * (10_000 - cust.discount) / 10_000 * (10_000 + wh.tax + dist.tax) / 10_000;
         Ok(Done::Committed)
     }
 
@@ -275,7 +288,11 @@ impl Terminal {
         };
         let lo = by_name_key(w, d, last, &[], 0);
         let mut hi = Key::default();
-        hi.u32(w).u32(d).text(last, LAST_LEN).text(&[0xFF; FIRST_LEN], FIRST_LEN).u32(u32::MAX);
+        hi.u32(w)
+            .u32(d)
+            .text(last, LAST_LEN)
+            .text(&[0xFF; FIRST_LEN], FIRST_LEN)
+            .u32(u32::MAX);
         let rows = tx.scan(Table::CustomerByName, &lo, &hi.0, false, usize::MAX)?;
         if rows.is_empty() {
             // Only at reduced scales, where some last names are unused.
@@ -296,7 +313,10 @@ impl Terminal {
     ) -> TxResult<Done> {
         let w = self.w;
         let wk = Key::of(&[w]);
-        let mut wh = Warehouse::dec(&need(tx.get_for_update(Table::Warehouse, &wk)?, "warehouse")?)?;
+        let mut wh = Warehouse::dec(&need(
+            tx.get_for_update(Table::Warehouse, &wk)?,
+            "warehouse",
+        )?)?;
         wh.ytd += amount;
         tx.put(Table::Warehouse, &wk, &wh.enc())?;
         let dk = Key::of(&[w, d]);
@@ -397,7 +417,8 @@ impl Terminal {
                 tx.put(Table::OrderLine, &k, &line.enc())?;
             }
             let ck = Key::of(&[w, d, order.c_id as u32]);
-            let mut cust = Customer::dec(&need(tx.get_for_update(Table::Customer, &ck)?, "customer")?)?;
+            let mut cust =
+                Customer::dec(&need(tx.get_for_update(Table::Customer, &ck)?, "customer")?)?;
             cust.balance += sum;
             cust.delivery_cnt += 1;
             tx.put(Table::Customer, &ck, &cust.enc())?;
@@ -407,7 +428,10 @@ impl Terminal {
 
     fn stock_level(&self, tx: &mut dyn Tx, threshold: i64) -> TxResult<Done> {
         let (w, d) = (self.w, self.d);
-        let dist = District::dec(&need(tx.get(Table::District, &Key::of(&[w, d]))?, "district")?)?;
+        let dist = District::dec(&need(
+            tx.get(Table::District, &Key::of(&[w, d]))?,
+            "district",
+        )?)?;
         let next = dist.next_o_id as u32;
         let lines = tx.scan(
             Table::OrderLine,

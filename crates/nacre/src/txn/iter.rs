@@ -9,13 +9,16 @@ use crate::iter::DbIterator;
 /// Rows of a transaction's iterator.
 type Row = Result<(Vec<u8>, Vec<u8>)>;
 
+/// The transaction's own writes, in iteration order (`None`: a delete).
+type Own = Peekable<std::vec::IntoIter<(Vec<u8>, Option<Vec<u8>>)>>;
+
 /// Iterator over (key, value) pairs of one subtable as a transaction sees them: its own puts
 /// and deletes (those made before the iterator was created) over the database at its
 /// snapshot.
 pub struct TxnIterator {
     base: Peekable<DbIterator>,
     /// The transaction's writes in the bounds, in iteration order (`None`: a delete).
-    own: Peekable<std::vec::IntoIter<(Vec<u8>, Option<Vec<u8>>)>>,
+    own: Own,
     reverse: bool,
 }
 

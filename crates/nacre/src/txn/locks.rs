@@ -16,7 +16,7 @@
 //! the other way round).
 
 use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -100,9 +100,7 @@ impl LockTable {
     }
 
     fn stripe(&self, key: &LockKey) -> &Stripe {
-        let mut h = self.hasher.build_hasher();
-        key.hash(&mut h);
-        &self.stripes[(h.finish() % self.stripes.len() as u64) as usize]
+        &self.stripes[(self.hasher.hash_one(key) % self.stripes.len() as u64) as usize]
     }
 
     /// Locks `key` for `txn` in `mode`, waiting up to `timeout` (`None`: forever) for
@@ -288,20 +286,27 @@ mod tests {
     #[test]
     fn a_waiter_gets_the_lock_when_it_is_released() {
         let t = std::sync::Arc::new(LockTable::new(1));
-        t.lock(1, &k("a"), Mode::Exclusive, None, true).unwrap();
+        t.lock(1, &k("a"), Mode::Exclusive, None, true)
+            .unwrap_or_else(|e| panic!("{e:?}"));
         let t2 = t.clone();
         let h = std::thread::spawn(move || t2.lock(2, &k("a"), Mode::Exclusive, None, true));
         std::thread::sleep(Duration::from_millis(20));
         t.unlock(1, &k("a"));
-        assert_eq!(h.join().unwrap(), Ok(Granted::New));
+        assert_eq!(
+            h.join().unwrap_or_else(|_| panic!("waiter")),
+            Ok(Granted::New)
+        );
     }
 
     #[test]
     fn a_cycle_of_waits_is_refused_to_the_transaction_closing_it() {
         let t = std::sync::Arc::new(LockTable::new(8));
-        t.lock(1, &k("a"), Mode::Exclusive, None, true).unwrap();
-        t.lock(2, &k("b"), Mode::Exclusive, None, true).unwrap();
-        t.lock(3, &k("c"), Mode::Exclusive, None, true).unwrap();
+        t.lock(1, &k("a"), Mode::Exclusive, None, true)
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        t.lock(2, &k("b"), Mode::Exclusive, None, true)
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        t.lock(3, &k("c"), Mode::Exclusive, None, true)
+            .unwrap_or_else(|e| panic!("{e:?}"));
         let t1 = t.clone();
         let w1 = std::thread::spawn(move || t1.lock(1, &k("b"), Mode::Exclusive, None, true));
         let t2 = t.clone();
@@ -315,17 +320,24 @@ mod tests {
             Err(LockFail::Deadlock(3))
         );
         t.unlock(3, &k("c"));
-        assert_eq!(w2.join().unwrap(), Ok(Granted::New));
+        assert_eq!(
+            w2.join().unwrap_or_else(|_| panic!("waiter")),
+            Ok(Granted::New)
+        );
         t.unlock(2, &k("b"));
         t.unlock(2, &k("c"));
-        assert_eq!(w1.join().unwrap(), Ok(Granted::New));
+        assert_eq!(
+            w1.join().unwrap_or_else(|_| panic!("waiter")),
+            Ok(Granted::New)
+        );
         assert!(t.waits.lock().is_empty());
     }
 
     #[test]
     fn without_detection_a_deadlock_ends_in_a_timeout() {
         let t = LockTable::new(8);
-        t.lock(1, &k("a"), Mode::Exclusive, None, false).unwrap();
+        t.lock(1, &k("a"), Mode::Exclusive, None, false)
+            .unwrap_or_else(|e| panic!("{e:?}"));
         let r = t.lock(
             2,
             &k("a"),
