@@ -202,6 +202,7 @@ pub fn run_mix(
     stop: &AtomicBool,
 ) -> Result<(Vec<KindRow>, f64)> {
     let start = Instant::now();
+    let hints = txns::hints(warehouses, scale);
     let tallies: Vec<Result<Tally>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..terminals)
             .map(|t| {
@@ -211,6 +212,7 @@ pub fn run_mix(
                     d: (t as u32 / warehouses) % scale.districts + 1,
                     id: t as u32 + 1,
                     scale,
+                    hints: hints.clone(),
                 };
                 s.spawn(move || {
                     terminal(
