@@ -32,8 +32,6 @@ use crate::superblock::{
 
 static NEXT_POOL_ID: AtomicU64 = AtomicU64::new(1);
 
-/// msync backend: dirty ranges closer than this are synced by one call.
-const MSYNC_MERGE_GAP: usize = 16 << 20;
 
 thread_local! {
     /// msync backend: page ranges this thread flushed and has not fenced, as (pool, start, end).
@@ -300,29 +298,25 @@ impl Pool {
         });
     }
 
-    fn take_dirty(&self) -> Vec<(usize, usize)> {
+    /// The span of every range this thread flushed on this pool since its last fence, taken
+    /// off the thread's list.
+    fn take_dirty(&self) -> Option<(usize, usize)> {
         MSYNC_DIRTY.with(|d| {
             let mut d = d.borrow_mut();
-            let mut mine: Vec<(usize, usize)> = Vec::new();
+            let mut span: Option<(usize, usize)> = None;
             d.retain(|&(id, s, e)| {
                 if id == self.id {
-                    mine.push((s, e));
+                    span = Some(span.map_or((s, e), |(a, b)| (a.min(s), b.max(e))));
                     false
                 } else {
                     true
                 }
             });
-            mine.sort_unstable();
-            let mut merged: Vec<(usize, usize)> = Vec::with_capacity(mine.len());
-            // Nearby ranges share one msync: each call is a file sync (journal commit, device
-            // flush), while the clean pages in a gap cost only a page-table walk.
-            for (s, e) in mine {
-                match merged.last_mut() {
-                    Some(m) if s <= m.1 + MSYNC_MERGE_GAP => m.1 = m.1.max(e),
-                    _ => merged.push((s, e)),
-                }
-            }
-            merged
+            // Every range shares one msync: each call is a file sync (a journal commit and a
+            // device flush), while a wider range costs only the kernel's walk of the file's
+            // dirty pages in it (it finds them by tag, not page by page). A commit that
+            // touches several memtables far apart in the pool still waits for one flush.
+            span
         })
     }
 
