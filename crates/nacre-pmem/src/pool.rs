@@ -330,7 +330,7 @@ impl Pool {
                 Ok(())
             }
             ActiveBackend::Msync => {
-                for (s, e) in self.take_dirty() {
+                if let Some((s, e)) = self.take_dirty() {
                     self.map.msync(s, e - s).map_err(|source| PmemError::Io {
                         op: "msync",
                         path: self.path.clone(),
