@@ -32,7 +32,6 @@ use crate::superblock::{
 
 static NEXT_POOL_ID: AtomicU64 = AtomicU64::new(1);
 
-
 thread_local! {
     /// msync backend: page ranges this thread flushed and has not fenced, as (pool, start, end).
     static MSYNC_DIRTY: RefCell<Vec<(u64, usize, usize)>> = const { RefCell::new(Vec::new()) };

@@ -487,7 +487,7 @@ impl Db {
     /// Begins an optimistic transaction: it takes no locks, reads at a snapshot taken now,
     /// and its commit fails with [`Error::Conflict`] if a key it wrote or read for update was
     /// written by anyone after that snapshot. See [`Transaction`].
-    pub fn begin_optimistic(&self) -> Transaction {
+    pub fn begin_optimistic(&self) -> Transaction<'_> {
         self.inner.begin(None)
     }
 
@@ -495,7 +495,7 @@ impl Db {
     /// writes or reads for update (waiting, failing with [`Error::LockTimeout`] or
     /// [`Error::Deadlock`] as `opts` say) and holds the locks until it ends. See
     /// [`Transaction`].
-    pub fn begin_pessimistic(&self, opts: TxnOptions) -> Transaction {
+    pub fn begin_pessimistic(&self, opts: TxnOptions) -> Transaction<'_> {
         self.inner.begin(Some(opts))
     }
 

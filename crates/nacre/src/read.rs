@@ -3,7 +3,6 @@
 //! and never block writers.
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
 use crate::blob::value_at;
 use crate::engine::Engine;
@@ -106,9 +105,9 @@ impl Engine {
 
     /// A transaction reading at a fresh snapshot: optimistic, or pessimistic with `opts`.
     pub(crate) fn begin(
-        self: &Arc<Self>,
+        &self,
         opts: Option<crate::txn::TxnOptions>,
-    ) -> crate::txn::Transaction {
-        crate::txn::Transaction::begin(self.clone(), self.snapshot(), opts)
+    ) -> crate::txn::Transaction<'_> {
+        crate::txn::Transaction::begin(self, self.snapshot(), opts)
     }
 }

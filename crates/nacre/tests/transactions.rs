@@ -234,7 +234,7 @@ fn write_skew_is_allowed_by_plain_reads_and_prevented_by_reads_for_update() {
         db.put(&s, "bob", "on").expect("put");
         let mut ta = db.begin_optimistic();
         let mut tb = db.begin_optimistic();
-        let read = |t: &mut Transaction, k: &str| {
+        let read = |t: &mut Transaction<'_>, k: &str| {
             if for_update {
                 t.get_for_update(&s, k).expect("get")
             } else {
@@ -385,6 +385,28 @@ fn bad_input_is_refused_with_clear_errors() {
     t.put(&s, "small", "v").expect("put");
     t.commit().expect("commit");
     assert_eq!(db.get(&s, "big").expect("get"), Some(big));
+}
+
+#[test]
+fn a_conflicting_commit_gives_back_the_zones_of_its_long_values() {
+    let (db, s) = open();
+    db.put(&s, "x", "1").expect("put");
+    let before = db.stats().blob_zones;
+    let mut t = db.begin_optimistic();
+    t.get_for_update(&s, "x").expect("get");
+    t.put(&s, "big", vec![3u8; 1 << 20]).expect("put");
+    db.put(&s, "x", "2").expect("put");
+    assert!(matches!(t.commit(), Err(Error::Conflict { .. })));
+    assert_eq!(db.get(&s, "big").expect("get"), None);
+    let start = std::time::Instant::now();
+    while db.stats().blob_zones != before {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{:?}",
+            db.stats()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 #[test]

@@ -154,7 +154,9 @@ pub struct TpccRow {
     pub tps: f64,
     /// Per kind.
     pub kinds: Vec<KindRow>,
-    /// Durable commits (device flushes) the engine made during the run, where it counts them.
+    /// Durable commits the engine made during the run, where it counts them: Nacre's group
+    /// commits (one `msync`, so one device flush, each on `msync`), RocksDB's WAL syncs (none
+    /// with `sync=0`).
     pub flushes: Option<u64>,
     /// Rows loaded and seconds the load took.
     pub loaded_rows: u64,
@@ -424,7 +426,7 @@ fn print(row: &TpccRow) {
         .per_flush()
         .map_or_else(|| "-".to_string(), |f| format!("{f:.2}"));
     println!(
-        "tpmC {:.0} | transactions/s {:.0} | commits per device flush {flush}",
+        "tpmC {:.0} | transactions/s {:.0} | transactions per durable commit {flush}",
         row.tpmc, row.tps
     );
     println!("| transaction | done | retries | p50 µs | p95 µs | p99 µs |");

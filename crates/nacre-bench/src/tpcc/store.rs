@@ -150,7 +150,7 @@ fn fail(e: NacreError) -> TxFail {
 }
 
 struct NacreTx<'a> {
-    txn: Transaction,
+    txn: Transaction<'a>,
     subs: &'a [Subtable],
 }
 

@@ -10,9 +10,9 @@ use super::schema::{
     key_u32, Customer, District, History, Item, Key, Order, OrderLine, Stock, Table, Warehouse,
 };
 use super::store::{Tx, TxFail, TxResult};
+use crate::error::BenchError;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
-use crate::error::BenchError;
 
 /// The five transactions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

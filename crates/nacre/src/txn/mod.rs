@@ -22,7 +22,6 @@ mod iter;
 mod locks;
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::time::Duration;
 
 pub use iter::TxnIterator;
@@ -67,16 +66,17 @@ enum Kind2 {
     Pessimistic(TxnOptions),
 }
 
-/// A transaction: see the module documentation. Dropping it rolls it back.
-pub struct Transaction {
-    engine: Arc<Engine>,
+/// A transaction: see the module documentation. Dropping it rolls it back. It borrows its
+/// `Db`, which therefore cannot close while the transaction lives.
+pub struct Transaction<'db> {
+    engine: &'db Engine,
     snapshot: Snapshot,
     kind: Kind2,
     id: TxnId,
     buf: Buffer,
 }
 
-impl std::fmt::Debug for Transaction {
+impl std::fmt::Debug for Transaction<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Transaction")
             .field("id", &self.id)
@@ -87,8 +87,8 @@ impl std::fmt::Debug for Transaction {
     }
 }
 
-impl Transaction {
-    pub(crate) fn begin(engine: Arc<Engine>, snapshot: Snapshot, opts: Option<TxnOptions>) -> Self {
+impl<'db> Transaction<'db> {
+    pub(crate) fn begin(engine: &'db Engine, snapshot: Snapshot, opts: Option<TxnOptions>) -> Self {
         let id = engine.locks.next_id();
         Transaction {
             engine,
@@ -357,7 +357,7 @@ impl Transaction {
     }
 }
 
-impl Drop for Transaction {
+impl Drop for Transaction<'_> {
     fn drop(&mut self) {
         self.release(self.buf.tracked.keys());
     }
