@@ -97,6 +97,22 @@ pub(crate) fn check(err: *mut c_char, what: &str) -> Result<()> {
     })
 }
 
+/// Copies and frees a value RocksDB returned (`None` for a null pointer: no value).
+///
+/// # Safety
+/// `p` is null or a buffer of `len` bytes RocksDB allocated for the caller, not yet freed.
+pub(crate) unsafe fn take_value(p: *mut c_char, len: usize) -> Option<Vec<u8>> {
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: the caller's promise: `p` holds `len` bytes RocksDB allocated, freed once here.
+    unsafe {
+        let v = std::slice::from_raw_parts(p.cast::<u8>(), len).to_vec();
+        rocksdb_free(p.cast());
+        Some(v)
+    }
+}
+
 /// An open RocksDB database (WAL on). Thread-safe: RocksDB's `DB` allows concurrent calls.
 pub struct RocksDb {
     db: *mut RdbT,
@@ -177,12 +193,7 @@ impl RocksDb {
                 &mut err,
             );
             check(err, "get")?;
-            if p.is_null() {
-                return Ok(None);
-            }
-            let v = std::slice::from_raw_parts(p.cast::<u8>(), len).to_vec();
-            rocksdb_free(p.cast());
-            Ok(Some(v))
+            Ok(take_value(p, len))
         }
     }
 

@@ -523,9 +523,6 @@ impl CommitPath {
                     }
                 });
                 if let Some((sub, key, err)) = hit {
-                    let subtable = sh
-                        .with_subtable(sub, |s| s.name().to_string())
-                        .unwrap_or_default();
                     let e = match err {
                         // A read that failed decides nothing: the batch fails with its error.
                         Some(Error::Disk { what, path, reason }) => {
@@ -537,7 +534,9 @@ impl CommitPath {
                             at: None,
                         },
                         None => GroupError::Conflict {
-                            subtable,
+                            subtable: sh
+                                .with_subtable(sub, |s| s.name().to_string())
+                                .unwrap_or_default(),
                             key: key.clone(),
                         },
                     };

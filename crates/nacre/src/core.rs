@@ -14,7 +14,6 @@ use crate::blob::{inline_max, Blobs};
 use crate::disk::DiskTier;
 use crate::error::{Error, Result};
 use crate::gi::Horizon;
-use crate::index::MemIndex;
 use crate::options::{Inject, Options, RecoveryMutation};
 use crate::record::Kind;
 use crate::space::{Space, Stop};
@@ -131,12 +130,7 @@ impl Shared {
         let Some(view) = self.with_subtable(sub, |s| s.inner.view.load_full()) else {
             return Ok(false);
         };
-        let newest = view
-            .indexes()
-            .find_map(|ix| ix.get(key, u64::MAX))
-            .or_else(|| view.gi.get(key, u64::MAX))
-            .or_else(|| view.frozen.as_ref().and_then(|f| f.gi.get(key, u64::MAX)));
-        if let Some((seq, _)) = newest {
+        if let Some((seq, _)) = view.newest(key, u64::MAX) {
             return Ok(seq > since);
         }
         match self.disk.as_ref().and_then(|d| d.existing(sub)) {

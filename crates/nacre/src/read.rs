@@ -7,7 +7,6 @@ use std::sync::atomic::Ordering;
 use crate::blob::value_at;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::index::MemIndex;
 use crate::iter::{DbIterator, IterOptions};
 use crate::subtable::Subtable;
 use crate::view::Holder;
@@ -45,11 +44,7 @@ impl Engine {
         self.check_subtable(subtable)?;
         let view = subtable.inner.view.load();
         let seq = seq.unwrap_or_else(|| self.visible.load(Ordering::Acquire));
-        let hit = view
-            .indexes()
-            .find_map(|ix| ix.get(key, seq))
-            .or_else(|| view.gi.get(key, seq))
-            .or_else(|| view.frozen.as_ref().and_then(|f| f.gi.get(key, seq)));
+        let hit = view.newest(key, seq);
         if hit.is_none() {
             // G3: nothing in PM; the disk levels, read after the view was loaded, hold
             // everything a spill took out of it.

@@ -63,6 +63,16 @@ pub(crate) struct Frozen {
 }
 
 impl View {
+    /// The newest version of `key` with sequence at most `seq` in PM: memtables (newest
+    /// first), then the Global Index, then the frozen one.
+    pub fn newest(&self, key: &[u8], seq: u64) -> Option<(u64, nacre_pmem::PmOffset)> {
+        use crate::index::MemIndex;
+        self.indexes()
+            .find_map(|ix| ix.get(key, seq))
+            .or_else(|| self.gi.get(key, seq))
+            .or_else(|| self.frozen.as_ref().and_then(|f| f.gi.get(key, seq)))
+    }
+
     /// Memtable indexes, newest first.
     pub fn indexes(&self) -> impl Iterator<Item = &Arc<ArtIndex>> {
         self.active

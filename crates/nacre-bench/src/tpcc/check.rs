@@ -41,8 +41,7 @@ pub fn consistency(store: &dyn TxStore, warehouses: u32, scale: Scale) -> Result
         for d in 1..=scale.districts {
             let dist = District::dec(&get(&mut tx, Table::District, Key::of(&[w, d]))?)?;
             d_ytd += dist.ytd;
-            let range = |t: Table| (Key::of(&[w, d]), Key::of(&[w, d + 1]), t);
-            let (lo, hi, _) = range(Table::Order);
+            let (lo, hi) = (Key::of(&[w, d]), Key::of(&[w, d + 1]));
             let last_order = tx
                 .scan(Table::Order, &lo, &hi, true, 1)
                 .map_err(fatal)?

@@ -203,50 +203,24 @@ pub fn run_mix(
     seed: u64,
     stop: &AtomicBool,
 ) -> Result<(Vec<KindRow>, f64)> {
-    let start = Instant::now();
     let hints = txns::hints(warehouses, scale);
-    let tallies: Vec<Result<Tally>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..terminals)
-            .map(|t| {
-                let term = Terminal {
-                    warehouses,
-                    w: (t as u32 % warehouses) + 1,
-                    d: (t as u32 / warehouses) % scale.districts + 1,
-                    id: t as u32 + 1,
-                    scale,
-                    hints: hints.clone(),
-                };
-                s.spawn(move || {
-                    terminal(
-                        store,
-                        term,
-                        seed ^ ((t as u64 + 1) << 32),
-                        start,
-                        until,
-                        stop,
-                    )
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    Err(BenchError::Process {
-                        what: "TPC-C terminal".into(),
-                        why: "panicked".into(),
-                    })
-                })
-            })
-            .collect()
-    });
-    let secs = start.elapsed().as_secs_f64();
+    let (secs, tallies) = crate::engine::run_threads(terminals, |t| {
+        let term = Terminal {
+            warehouses,
+            w: (t as u32 % warehouses) + 1,
+            d: (t as u32 / warehouses) % scale.districts + 1,
+            id: t as u32 + 1,
+            scale,
+            hints: hints.clone(),
+        };
+        let seed = seed ^ ((t as u64 + 1) << 32);
+        terminal(store, term, seed, Instant::now(), until, stop)
+    })?;
     let mut merged: Vec<Histogram<u64>> = (0..Kind::ALL.len())
         .map(|_| hist())
         .collect::<Result<_>>()?;
     let mut retries = vec![0u64; Kind::ALL.len()];
     for t in tallies {
-        let t = t?;
         for (i, h) in t.hist.iter().enumerate() {
             merged[i]
                 .add(h)

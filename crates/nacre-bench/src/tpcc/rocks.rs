@@ -16,7 +16,7 @@ use crate::rocksdb::{
     rocksdb_options_create, rocksdb_options_destroy, rocksdb_options_increase_parallelism,
     rocksdb_options_set_create_if_missing, rocksdb_readoptions_create, rocksdb_readoptions_destroy,
     rocksdb_writeoptions_create, rocksdb_writeoptions_destroy, rocksdb_writeoptions_set_sync,
-    RdbIterator, RdbOptions, RdbReadOptions, RdbWriteOptions,
+    take_value, RdbIterator, RdbOptions, RdbReadOptions, RdbWriteOptions,
 };
 
 #[repr(C)]
@@ -289,7 +289,7 @@ struct RocksTx<'a> {
 }
 
 impl RocksTx<'_> {
-    /// Copies and frees a value RocksDB returned.
+    /// A value RocksDB returned, after its error (if any).
     fn value(
         &self,
         p: *mut c_char,
@@ -298,15 +298,8 @@ impl RocksTx<'_> {
         what: &str,
     ) -> TxResult<Option<Vec<u8>>> {
         classify(err, what)?;
-        if p.is_null() {
-            return Ok(None);
-        }
-        // SAFETY: RocksDB returned a malloc'd buffer of `len` bytes, copied and freed once.
-        unsafe {
-            let v = std::slice::from_raw_parts(p.cast::<u8>(), len).to_vec();
-            rocksdb_free(p.cast());
-            Ok(Some(v))
-        }
+        // SAFETY: RocksDB returned `p` (null or `len` bytes it allocated) to this call alone.
+        Ok(unsafe { take_value(p, len) })
     }
 }
 

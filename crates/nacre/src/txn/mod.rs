@@ -60,8 +60,8 @@ impl Default for TxnOptions {
     }
 }
 
-/// How a transaction guards what it reads and writes.
-enum Kind2 {
+/// How a transaction guards what it reads and writes: checks at commit, or locks.
+enum Guard {
     Optimistic,
     Pessimistic(TxnOptions),
 }
@@ -71,7 +71,7 @@ enum Kind2 {
 pub struct Transaction<'db> {
     engine: &'db Engine,
     snapshot: Snapshot,
-    kind: Kind2,
+    kind: Guard,
     id: TxnId,
     buf: Buffer,
 }
@@ -81,7 +81,7 @@ impl std::fmt::Debug for Transaction<'_> {
         f.debug_struct("Transaction")
             .field("id", &self.id)
             .field("snapshot", &self.snapshot.sequence())
-            .field("pessimistic", &matches!(self.kind, Kind2::Pessimistic(_)))
+            .field("pessimistic", &matches!(self.kind, Guard::Pessimistic(_)))
             .field("writes", &self.buf.writes.len())
             .finish()
     }
@@ -94,8 +94,8 @@ impl<'db> Transaction<'db> {
             engine,
             snapshot,
             kind: match opts {
-                None => Kind2::Optimistic,
-                Some(o) => Kind2::Pessimistic(o),
+                None => Guard::Optimistic,
+                Some(o) => Guard::Pessimistic(o),
             },
             id,
             buf: Buffer::default(),
@@ -109,7 +109,7 @@ impl<'db> Transaction<'db> {
 
     /// Whether the transaction is pessimistic.
     pub fn is_pessimistic(&self) -> bool {
-        matches!(self.kind, Kind2::Pessimistic(_))
+        matches!(self.kind, Guard::Pessimistic(_))
     }
 
     /// Keys the transaction has written (the last write of each counts once).
@@ -181,14 +181,14 @@ impl<'db> Transaction<'db> {
     fn guard(&mut self, subtable: &Subtable, k: &LockKey, mode: Mode) -> Result<u64> {
         let held = self.buf.tracked.get(k).copied();
         let opts = match &self.kind {
-            Kind2::Optimistic => {
+            Guard::Optimistic => {
                 let since = self.snapshot.sequence();
                 if held.is_none() {
                     self.buf.track(k, Tracked { since, lock: None });
                 }
                 return Ok(since);
             }
-            Kind2::Pessimistic(o) => o,
+            Guard::Pessimistic(o) => o,
         };
         let granted = self
             .engine
