@@ -9,6 +9,15 @@ use std::path::Path;
 
 const MIB: u64 = 1 << 20;
 
+/// Held by every test here that opens a pool file. The lock test spawns flock(1): the forked
+/// child holds a copy of every descriptor the process has open until it execs, so another
+/// test's pool, closed and reopened meanwhile, would find itself locked by that copy.
+static FILES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn files() -> std::sync::MutexGuard<'static, ()> {
+    FILES.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn emu() -> PoolOptions {
     PoolOptions::with_backend(Backend::Emulated)
 }
@@ -41,6 +50,7 @@ fn open_fails(path: &Path, check: impl Fn(&PmemError) -> bool) {
 
 #[test]
 fn random_bytes_are_not_a_pool() {
+    let _files = files();
     let dir = shm_dir();
     let p = dir.path().join("random.bin");
     let mut rng = SplitMix64::new(1);
@@ -54,6 +64,7 @@ fn random_bytes_are_not_a_pool() {
 
 #[test]
 fn truncated_pool_is_reported_with_both_sizes() {
+    let _files = files();
     let dir = shm_dir();
     let p = make_pool(dir.path());
     let f = std::fs::OpenOptions::new()
@@ -78,6 +89,7 @@ fn truncated_pool_is_reported_with_both_sizes() {
 
 #[test]
 fn corrupt_header_and_metadata_fail_their_checksums() {
+    let _files = files();
     let dir = shm_dir();
     let p = make_pool(dir.path());
     let good = std::fs::read(&p).expect("read");
@@ -114,6 +126,7 @@ fn corrupt_header_and_metadata_fail_their_checksums() {
 
 #[test]
 fn other_format_version_is_refused() {
+    let _files = files();
     let dir = shm_dir();
     let p = make_pool(dir.path());
     let mut b = std::fs::read(&p).expect("read");
@@ -135,6 +148,7 @@ fn other_format_version_is_refused() {
 
 #[test]
 fn second_opener_is_locked_out_until_the_first_closes() {
+    let _files = files();
     for dir in [shm_dir(), disk_dir()] {
         let p = dir.path().join("l.pool");
         let first = Pool::create(&p, MIB, &emu()).expect("create");
@@ -157,6 +171,7 @@ fn second_opener_is_locked_out_until_the_first_closes() {
 
 #[test]
 fn too_small_existing_missing_and_unwritable_paths() {
+    let _files = files();
     let dir = shm_dir();
     let e = Pool::create(dir.path().join("s.pool"), MIN_POOL_SIZE - 1, &emu()).expect_err("small");
     assert!(
