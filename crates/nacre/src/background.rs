@@ -44,8 +44,6 @@ pub(crate) fn run(db: Arc<Engine>) {
             Err(panic) => crate::error::panic_message(&*panic),
         };
         db.poison(format!("background worker failed: {why}"));
-        db.space
-            .worker_failed(format!("background worker failed: {why}"));
         return;
     }
 }

@@ -218,7 +218,10 @@ impl Shared {
 
     pub(crate) fn poison(&self, why: String) {
         tracing::error!(reason = %why, "database poisoned: writes stop until reopen");
-        *self.poison_reason.lock() = why;
+        *self.poison_reason.lock() = why.clone();
         self.poisoned.store(true, Ordering::Release);
+        // Writers held for space or throttled would wait for progress that may never come
+        // (a poisoned database spills nothing, so merges can stall): release them.
+        self.space.stop_writes(why);
     }
 }

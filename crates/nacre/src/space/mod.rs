@@ -44,7 +44,7 @@ pub(crate) struct ZoneInfo {
 pub(crate) enum Stop {
     /// Nothing can be freed.
     Full(FullCause),
-    /// The background worker failed.
+    /// Writes stopped: the background worker failed or the database is poisoned.
     Failed(String),
 }
 
@@ -55,7 +55,7 @@ struct Signal {
     progress: u64,
     /// Writers waiting for space.
     waiting: u64,
-    /// The worker failed: the verdict in `full` stands for every later waiter.
+    /// Writes stopped: the verdict in `full` stands for every later waiter.
     waiting_epoch_failed: bool,
     /// The worker found nothing to free while writers waited (or failed), and why.
     full: Option<Stop>,
@@ -82,7 +82,7 @@ pub(crate) struct Space {
     worker_wake: Mutex<bool>,
     /// Sealed memtables not yet merged.
     sealed: AtomicU64,
-    /// The background worker stopped on a failure: nobody will free space or merge.
+    /// Writes stopped (worker failed, database poisoned): nobody will free space or merge.
     failed: std::sync::atomic::AtomicBool,
     pub stalls: AtomicU64,
     pub stall_nanos: AtomicU64,
@@ -129,8 +129,9 @@ impl Space {
         }
     }
 
-    /// The background worker failed: waiting writers are released with `why`.
-    pub fn worker_failed(&self, why: String) {
+    /// The database takes no more writes (its worker failed, or it is poisoned): writers
+    /// waiting for space or throttled are released, with `why`, and so is every later one.
+    pub fn stop_writes(&self, why: String) {
         self.failed.store(true, Ordering::Release);
         let mut s = self.signal.lock();
         s.full = Some(Stop::Failed(why));
