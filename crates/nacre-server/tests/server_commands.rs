@@ -229,6 +229,22 @@ fn config_get_set_and_rewrite() {
         .query(&mut c)
         .unwrap();
     assert_eq!(v.len(), 4);
+    // No append-only file: every acknowledged write is durable in the pool already.
+    let v: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("appendonly")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(v, vec!["appendonly", "no"]);
+    let e: redis::RedisResult<()> = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("appendonly")
+        .arg("yes")
+        .query(&mut c);
+    assert!(e
+        .unwrap_err()
+        .to_string()
+        .contains("can't set immutable config"));
     let _: () = redis::cmd("CONFIG")
         .arg("SET")
         .arg("maxclients")

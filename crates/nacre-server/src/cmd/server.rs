@@ -311,8 +311,15 @@ pub fn info(shared: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
     reply(Reply::Bulk(info_text(shared, &sections).into_bytes()))
 }
 
-/// Runtime parameters `CONFIG GET` lists besides the file directives.
-const RUNTIME: [&str; 3] = ["slowlog-log-slower-than", "slowlog-max-len", "save"];
+/// Runtime parameters `CONFIG GET` lists besides the file directives. `appendonly` is always
+/// `no`: nacre-server writes no append-only file (every acknowledged write is already durable
+/// in the pool), and tools such as redis-benchmark read it.
+const RUNTIME: [&str; 4] = [
+    "slowlog-log-slower-than",
+    "slowlog-max-len",
+    "save",
+    "appendonly",
+];
 
 fn config_get(shared: &Shared, pat: &[u8]) -> Vec<(String, String)> {
     let cfg = shared.config.read();
@@ -328,6 +335,7 @@ fn config_get(shared: &Shared, pat: &[u8]) -> Vec<(String, String)> {
                 .to_string(),
             "slowlog-max-len" => shared.slowlog_max_len.load(Ordering::Relaxed).to_string(),
             "save" => String::new(),
+            "appendonly" => "no".to_string(),
             n => cfg.get(n).unwrap_or_default(),
         };
         out.push((name.to_string(), v));
@@ -371,7 +379,7 @@ pub fn config(shared: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
                     },
                     "save" => Ok(()),
                     "port" | "bind" | "dir" | "databases" | "pmem-size" | "pmem-backend"
-                    | "disk-dir" | "gi-size-limit" | "logfile" => {
+                    | "disk-dir" | "gi-size-limit" | "logfile" | "appendonly" => {
                         Err("can't set immutable config".to_string())
                     }
                     n if crate::config::DIRECTIVES.contains(&n) => {
