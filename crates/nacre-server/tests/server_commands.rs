@@ -187,6 +187,17 @@ fn deleting_a_large_hash_is_constant_time_and_its_fields_are_cleaned_later() {
     assert_eq!(all, vec!["new".to_string()]);
 }
 
+/// `CONFIG SET name value` fails with an error containing `why`.
+fn config_set_refused(c: &mut redis::Connection, name: &str, value: &str, why: &str) {
+    let e: redis::RedisResult<()> = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg(name)
+        .arg(value)
+        .query(c);
+    let text = e.expect_err("CONFIG SET refused").to_string();
+    assert!(text.contains(why), "CONFIG SET {name} {value}: {text}");
+}
+
 #[test]
 fn config_get_set_and_rewrite() {
     let dir = tempfile::tempdir().unwrap();
@@ -236,42 +247,21 @@ fn config_get_set_and_rewrite() {
         .query(&mut c)
         .unwrap();
     assert_eq!(v, vec!["appendonly", "no"]);
-    let e: redis::RedisResult<()> = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("appendonly")
-        .arg("yes")
-        .query(&mut c);
-    assert!(e
-        .unwrap_err()
-        .to_string()
-        .contains("can't set immutable config"));
+    config_set_refused(&mut c, "appendonly", "yes", "can't set immutable config");
     let _: () = redis::cmd("CONFIG")
         .arg("SET")
         .arg("maxclients")
         .arg("50")
         .query(&mut c)
         .unwrap();
-    let e: redis::RedisResult<()> = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("port")
-        .arg("1")
-        .query(&mut c);
-    assert!(e
-        .unwrap_err()
-        .to_string()
-        .contains("can't set immutable config"));
+    config_set_refused(&mut c, "port", "1", "can't set immutable config");
     let e: redis::RedisResult<()> = redis::cmd("CONFIG")
         .arg("SET")
         .arg("maxclients")
         .arg("abc")
         .query(&mut c);
     assert!(e.is_err());
-    let e: redis::RedisResult<()> = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("nosuch")
-        .arg("1")
-        .query(&mut c);
-    assert!(e.unwrap_err().to_string().contains("Unknown option"));
+    config_set_refused(&mut c, "nosuch", "1", "Unknown option");
     let _: () = redis::cmd("CONFIG").arg("REWRITE").query(&mut c).unwrap();
     let text = std::fs::read_to_string(&conf).unwrap();
     assert!(
