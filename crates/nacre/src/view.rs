@@ -22,6 +22,7 @@ use parking_lot::Mutex;
 
 use crate::art::ArtIndex;
 use crate::gi::GlobalIndex;
+use crate::index::MemIndex;
 use crate::memtable::Memtable;
 
 /// A memtable with its volatile index, as readers and writers reach it.
@@ -66,7 +67,6 @@ impl View {
     /// The newest version of `key` with sequence at most `seq` in PM: memtables (newest
     /// first), then the Global Index, then the frozen one.
     pub fn newest(&self, key: &[u8], seq: u64) -> Option<(u64, nacre_pmem::PmOffset)> {
-        use crate::index::MemIndex;
         self.indexes()
             .find_map(|ix| ix.get(key, seq))
             .or_else(|| self.gi.get(key, seq))

@@ -184,15 +184,12 @@ fn phase(
     if let Some(e) = failed.into_inner().expect("failed") {
         return Err(format!("{e}: {:#?}", db.stats()));
     }
+    // If the writers finished first, disarm the failure: background merges and spills could
+    // otherwise reach it while the check runs, and the check would find the database
+    // poisoned. Once disarmed, whether the power failed is settled.
+    sim.stop_at_fence(u64::MAX);
     if !sim.is_stopped() {
-        // The writers finished first: disarm the failure, or background merges and spills
-        // could reach it while the check runs, and the check would find the database poisoned.
-        sim.stop_at_fence(u64::MAX);
-        if let Err(e) = db.check() {
-            if !sim.is_stopped() {
-                return Err(e);
-            }
-        }
+        db.check()?;
     }
     let st = db.stats();
     cov.phases += 1;

@@ -214,7 +214,7 @@ pub fn run_mix(
             hints: hints.clone(),
         };
         let seed = seed ^ ((t as u64 + 1) << 32);
-        terminal(store, term, seed, Instant::now(), until, stop)
+        terminal(store, term, seed, until, stop)
     })?;
     let mut merged: Vec<Histogram<u64>> = (0..Kind::ALL.len())
         .map(|_| hist())
@@ -247,10 +247,10 @@ fn terminal(
     store: &dyn TxStore,
     term: Terminal,
     seed: u64,
-    start: Instant,
     until: Duration,
     stop: &AtomicBool,
 ) -> Result<Tally> {
+    let start = Instant::now();
     let mut r = Rand::new(seed);
     let mut tally = Tally {
         hist: (0..Kind::ALL.len())
