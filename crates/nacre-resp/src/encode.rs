@@ -16,12 +16,12 @@ pub fn encode_command(out: &mut Vec<u8>, args: &[&[u8]]) {
 /// Appends `reply` to `out` in RESP3 (RESP2 for the types RESP2 has, except that
 /// [`Reply::Nil`] is written as RESP3's `_`).
 ///
-/// Simple strings and errors are written as given: a CR or LF in them makes the output
-/// unparseable, as it would from a server.
+/// A CR or LF in a simple string or an error is written as a space, as Redis writes the
+/// errors it echoes: a line can never turn into several replies.
 pub fn encode_reply(out: &mut Vec<u8>, reply: &Reply) {
     match reply {
-        Reply::Simple(s) => push_line(out, b'+', s.as_bytes()),
-        Reply::Error(s) => push_line(out, b'-', s.as_bytes()),
+        Reply::Simple(s) => push_text_line(out, b'+', s.as_bytes()),
+        Reply::Error(s) => push_text_line(out, b'-', s.as_bytes()),
         Reply::Integer(i) => {
             out.push(b':');
             if *i < 0 {
@@ -80,13 +80,7 @@ pub fn encode_reply_resp2(out: &mut Vec<u8>, reply: &Reply) {
                 encode_reply_resp2(out, item);
             }
         }
-        Reply::BlobError(b) => {
-            let line: Vec<u8> = b
-                .iter()
-                .map(|&c| if c == b'\r' || c == b'\n' { b' ' } else { c })
-                .collect();
-            push_line(out, b'-', &line);
-        }
+        Reply::BlobError(b) => push_text_line(out, b'-', b),
         Reply::Simple(_) | Reply::Error(_) | Reply::Integer(_) | Reply::Bulk(_) => {
             encode_reply(out, reply)
         }
@@ -145,6 +139,16 @@ pub fn format_double(d: f64) -> String {
         }
     }
     out
+}
+
+/// `<ty><line>\r\n` with every CR and LF of `line` written as a space.
+fn push_text_line(out: &mut Vec<u8>, ty: u8, line: &[u8]) {
+    out.push(ty);
+    out.extend(
+        line.iter()
+            .map(|&c| if c == b'\r' || c == b'\n' { b' ' } else { c }),
+    );
+    out.extend_from_slice(b"\r\n");
 }
 
 fn push_line(out: &mut Vec<u8>, ty: u8, line: &[u8]) {

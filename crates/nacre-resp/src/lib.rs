@@ -6,7 +6,7 @@
 //!   a buffer and [`Parser`] for a stream arriving in pieces, both bounded by [`Limits`].
 //!   RESP3 attributes (`|`) are parsed and dropped.
 //! - [`encode`]: [`encode_command`] (an array of bulk strings) and [`encode_reply`].
-//! - [`request`]: [`parse_request`], requests as a Redis server reads them (multibulk or
+//! - [`request`]: [`parse_request`] and the resumable [`RequestParser`], requests as a Redis server reads them (multibulk or
 //!   inline, Redis's limits and protocol error messages).
 //! - [`error`](mod@error): [`CodecError`].
 
@@ -22,5 +22,5 @@ mod tests;
 pub use encode::{encode_command, encode_reply, encode_reply_resp2, format_double};
 pub use error::CodecError;
 pub use parse::{parse, parse_with, Limits, Parser};
-pub use request::{parse_request, split_args, RequestError, RequestLimits};
+pub use request::{parse_request, split_args, RequestError, RequestLimits, RequestParser};
 pub use value::Reply;

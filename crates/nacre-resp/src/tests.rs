@@ -648,3 +648,27 @@ fn encoded_replies_round_trip_in_random_pieces() {
     assert_eq!(nan, b",nan\r\n");
     assert!(matches!(one(&nan), Reply::Double(d) if d.is_nan()));
 }
+
+#[test]
+fn line_replies_with_cr_or_lf_stay_one_reply() {
+    // An error echoing client bytes: CR and LF become spaces, as Redis writes them.
+    let injected = Reply::Error("ERR unknown command 'X\r\n+OK\r\n:42'".into());
+    for resp3 in [false, true] {
+        let mut out = Vec::new();
+        if resp3 {
+            encode_reply(&mut out, &injected);
+            encode_reply(&mut out, &Reply::Simple("a\nb".into()));
+        } else {
+            encode_reply_resp2(&mut out, &injected);
+            encode_reply_resp2(&mut out, &Reply::Simple("a\nb".into()));
+        }
+        let (first, used) = parse(&out).expect("valid").expect("whole");
+        assert_eq!(
+            first,
+            Reply::Error("ERR unknown command 'X  +OK  :42'".into())
+        );
+        let (second, rest) = parse(&out[used..]).expect("valid").expect("whole");
+        assert_eq!(second, simple("a b"));
+        assert_eq!(used + rest, out.len());
+    }
+}

@@ -87,6 +87,143 @@ pub struct Config {
     /// Keyspace notification classes (`notify-keyspace-events`, default none; flags of
     /// [`crate::notify`]).
     pub notify_keyspace_events: u32,
+    /// Who may run `DEBUG` (`enable-debug-command`, default no; set only at start).
+    pub enable_debug_command: DebugAccess,
+    /// Output limits per client class (`client-output-buffer-limit`, default
+    /// `normal 0 0 0 replica 256mb 64mb 60 pubsub 32mb 8mb 60`).
+    pub client_output_buffer_limit: OutputLimits,
+}
+
+/// Who may run a protected command (`enable-debug-command`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DebugAccess {
+    /// Nobody.
+    No,
+    /// Every client.
+    Yes,
+    /// Clients connected from the loopback interface or a Unix socket.
+    Local,
+}
+
+impl DebugAccess {
+    fn parse(s: &str) -> Option<DebugAccess> {
+        Some(match s.to_ascii_lowercase().as_str() {
+            "no" => DebugAccess::No,
+            "yes" => DebugAccess::Yes,
+            "local" => DebugAccess::Local,
+            _ => return None,
+        })
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            DebugAccess::No => "no",
+            DebugAccess::Yes => "yes",
+            DebugAccess::Local => "local",
+        }
+    }
+
+    /// Whether a client whose peer address is `addr` may run it.
+    pub fn allows(self, addr: &str) -> bool {
+        match self {
+            DebugAccess::No => false,
+            DebugAccess::Yes => true,
+            DebugAccess::Local => {
+                addr.starts_with("127.") || addr.starts_with("[::1]") || addr == "in-process"
+            }
+        }
+    }
+}
+
+/// One class's output limits: bytes at once (`hard`), or `soft` bytes for `soft_seconds`
+/// (0: no limit).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct OutputLimit {
+    /// Disconnect as soon as the output passes this.
+    pub hard: u64,
+    /// Disconnect once the output has stayed above this for `soft_seconds`.
+    pub soft: u64,
+    /// How long the soft limit may be passed.
+    pub soft_seconds: u64,
+}
+
+/// `client-output-buffer-limit` for each class of client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OutputLimits {
+    /// Ordinary clients.
+    pub normal: OutputLimit,
+    /// Replicas.
+    pub replica: OutputLimit,
+    /// Clients subscribed to pub/sub channels.
+    pub pubsub: OutputLimit,
+}
+
+impl Default for OutputLimits {
+    fn default() -> Self {
+        OutputLimits {
+            normal: OutputLimit::default(),
+            replica: OutputLimit {
+                hard: 256 << 20,
+                soft: 64 << 20,
+                soft_seconds: 60,
+            },
+            pubsub: OutputLimit {
+                hard: 32 << 20,
+                soft: 8 << 20,
+                soft_seconds: 60,
+            },
+        }
+    }
+}
+
+impl OutputLimits {
+    /// Applies `class hard soft seconds` groups, Redis's syntax; nothing changes on an error.
+    fn set(&mut self, words: &[String]) -> Result<(), String> {
+        const WRONG: &str = "Wrong number of arguments in buffer limit configuration.";
+        if words.is_empty() || words.len() % 4 != 0 {
+            return Err(WRONG.into());
+        }
+        let mut next = *self;
+        for g in words.chunks(4) {
+            let slot = match g[0].to_ascii_lowercase().as_str() {
+                "normal" => &mut next.normal,
+                "replica" | "slave" => &mut next.replica,
+                "pubsub" => &mut next.pubsub,
+                _ => {
+                    return Err(
+                        "Invalid client class specified in buffer limit configuration.".into(),
+                    )
+                }
+            };
+            let (Some(hard), Some(soft), Ok(secs)) = (
+                parse_memory(&g[1]),
+                parse_memory(&g[2]),
+                g[3].parse::<u64>(),
+            ) else {
+                return Err(
+                    "Error in hard, soft or soft_seconds setting in buffer limit configuration."
+                        .into(),
+                );
+            };
+            *slot = OutputLimit {
+                hard,
+                soft,
+                soft_seconds: secs,
+            };
+        }
+        *self = next;
+        Ok(())
+    }
+
+    fn format(&self) -> String {
+        let f = |l: &OutputLimit| format!("{} {} {}", l.hard, l.soft, l.soft_seconds);
+        format!(
+            "normal {} slave {} pubsub {}",
+            f(&self.normal),
+            f(&self.replica),
+            f(&self.pubsub)
+        )
+    }
 }
 
 impl Default for Config {
@@ -108,6 +245,8 @@ impl Default for Config {
             disk_dir: None,
             gi_size_limit: 0,
             notify_keyspace_events: 0,
+            enable_debug_command: DebugAccess::No,
+            client_output_buffer_limit: OutputLimits::default(),
         }
     }
 }
@@ -138,7 +277,7 @@ pub enum ConfigError {
 }
 
 /// Every directive, as `CONFIG GET` names them.
-pub const DIRECTIVES: [&str; 15] = [
+pub const DIRECTIVES: [&str; 17] = [
     "port",
     "bind",
     "dir",
@@ -154,6 +293,8 @@ pub const DIRECTIVES: [&str; 15] = [
     "disk-dir",
     "gi-size-limit",
     "notify-keyspace-events",
+    "enable-debug-command",
+    "client-output-buffer-limit",
 ];
 
 /// A memory amount as Redis writes it: digits and an optional unit (`b`, `k` 1000, `kb` 1024,
@@ -333,6 +474,11 @@ impl Config {
                 let v = one()?;
                 self.gi_size_limit = if v == "0" { 0 } else { memory(v, 64 << 10)? };
             }
+            "enable-debug-command" => {
+                self.enable_debug_command = DebugAccess::parse(one()?)
+                    .ok_or("argument(s) must be one of the following: no, yes, local")?
+            }
+            "client-output-buffer-limit" => self.client_output_buffer_limit.set(args)?,
             _ => return Err("Bad directive or wrong number of arguments".into()),
         }
         Ok(())
@@ -360,6 +506,8 @@ impl Config {
                 .unwrap_or_default(),
             "gi-size-limit" => self.gi_size_limit.to_string(),
             "notify-keyspace-events" => crate::notify::format(self.notify_keyspace_events),
+            "enable-debug-command" => self.enable_debug_command.name().to_string(),
+            "client-output-buffer-limit" => self.client_output_buffer_limit.format(),
             _ => return None,
         })
     }

@@ -1,25 +1,38 @@
 //! One client connection, served by one task: it parses what the client sent, runs each
 //! request in order, and sends each reply once the commit it depends on is durable (K4),
-//! keeping the replies in order. While replies wait for a commit the task goes on reading
-//! and running the client's pipelined requests (so they share the group commit), up to
-//! [`MAX_QUEUED`] replies: a client that does not read its replies stops being read, and
-//! its output does not grow without bound.
+//! keeping the replies in order.
+//!
+//! Invariants:
+//! - (N1) The socket is always read while the query buffer is under
+//!   `client-query-buffer-limit`, whatever the state of the replies: a client that sends its
+//!   whole pipeline before reading (redis-py's `pipeline.execute()`) is never left waiting
+//!   for the server to read while the server waits for it to read.
+//! - (N2) Requests run while fewer than [`MAX_QUEUED`] replies and [`MAX_QUEUED_BYTES`] are
+//!   unsent: a client that does not read stops having its requests run, so its output stays
+//!   bounded (Redis instead grows it without bound for normal clients).
+//! - (N3) Whenever room for replies opens, the whole requests already buffered run at once,
+//!   without waiting for more bytes from the socket.
+//! - (N4) Replies are written without blocking the task; output over the client class's
+//!   `client-output-buffer-limit` disconnects the client, as Redis does.
 
 use std::collections::VecDeque;
+use std::io::ErrorKind;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Instant;
 
-use nacre_resp::{encode_reply, encode_reply_resp2, parse_request, Reply, RequestLimits};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use nacre_resp::{encode_reply, encode_reply_resp2, Reply, RequestLimits, RequestParser};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use crate::client::Client;
 use crate::cmd::{execute, Outcome};
+use crate::config::OutputLimit;
 use crate::shared::{ClientInfo, Shared};
 
-/// Replies held (waiting for their commit) before the connection stops reading.
+/// Replies held (unsent, or waiting for their commit) before requests stop running.
 const MAX_QUEUED: usize = 1024;
-/// Reply bytes held before the connection stops reading.
+/// Reply bytes held before requests stop running.
 const MAX_QUEUED_BYTES: usize = 16 << 20;
 
 fn encode(out: &mut Vec<u8>, r: &Reply, resp: u8) {
@@ -30,14 +43,17 @@ fn encode(out: &mut Vec<u8>, r: &Reply, resp: u8) {
     }
 }
 
-/// Replies not yet sent: each one's end in `bytes` and the ticket it waits for.
+/// Replies not yet sent: each waiting one's end in `bytes` and the ticket it waits for.
 #[derive(Default)]
 struct Queue {
     bytes: Vec<u8>,
-    /// (end offset in `bytes`, ticket, protocol) per reply, in order.
+    /// (end offset in `bytes`, ticket, protocol) per reply still waiting for its commit, in
+    /// order.
     marks: VecDeque<(usize, u64, u8)>,
-    /// Offset where the first unsent reply starts.
+    /// Offset where the first unsent byte is.
     sent: usize,
+    /// End of the replies whose commits are durable (`sent..ready` may go now).
+    ready: usize,
 }
 
 impl Queue {
@@ -51,18 +67,17 @@ impl Queue {
         self.marks.push_back((self.bytes.len(), 0, 2));
     }
 
-    /// The end of the replies that may go now (their commits are durable); a failed commit
-    /// turns its reply into an error.
-    fn ready(&mut self, shared: &Shared) -> usize {
+    /// Moves `ready` past the replies whose commits are durable; a failed commit turns its
+    /// reply into an error.
+    fn settle(&mut self, shared: &Shared) {
         let commits = &shared.store.commits;
-        let mut end = self.sent;
         while let Some(&(e, t, resp)) = self.marks.front() {
             if !commits.is_done(t) {
                 break;
             }
             if let Some(why) = commits.failed(t) {
                 // Replace this reply's bytes with the error.
-                let start = end;
+                let start = self.ready;
                 let mut err = Vec::new();
                 encode(
                     &mut err,
@@ -78,13 +93,12 @@ impl Queue {
                 for m in self.marks.iter_mut() {
                     m.0 = (m.0 as isize + shift) as usize;
                 }
-                end = start + err.len();
+                self.ready = start + err.len();
                 continue;
             }
-            end = e;
+            self.ready = e;
             self.marks.pop_front();
         }
-        end
     }
 
     /// The ticket the first held reply waits for.
@@ -92,16 +106,27 @@ impl Queue {
         self.marks.front().map(|m| m.1)
     }
 
-    fn full(&self) -> bool {
-        self.marks.len() >= MAX_QUEUED || self.bytes.len() - self.sent >= MAX_QUEUED_BYTES
+    /// Bytes not yet written to the socket.
+    fn unsent(&self) -> usize {
+        self.bytes.len() - self.sent
     }
 
-    /// Forgets the first `end` bytes once written.
-    fn consume(&mut self, end: usize) {
-        self.sent = end;
-        if self.marks.is_empty() {
+    /// Whether bytes wait only for the socket.
+    fn writable(&self) -> bool {
+        self.ready > self.sent
+    }
+
+    fn full(&self) -> bool {
+        self.marks.len() >= MAX_QUEUED || self.unsent() >= MAX_QUEUED_BYTES
+    }
+
+    /// Forgets `n` more bytes, written.
+    fn advance(&mut self, n: usize) {
+        self.sent += n;
+        if self.sent == self.bytes.len() {
             self.bytes.clear();
             self.sent = 0;
+            self.ready = 0;
             if self.bytes.capacity() > 1 << 20 {
                 self.bytes.shrink_to(64 << 10);
             }
@@ -110,36 +135,108 @@ impl Queue {
             for m in self.marks.iter_mut() {
                 m.0 -= self.sent;
             }
+            self.ready -= self.sent;
             self.sent = 0;
         }
     }
 }
 
-/// Writes the replies whose commits are durable; false when the client is gone.
-async fn send_ready(shared: &Shared, stream: &mut TcpStream, q: &mut Queue) -> bool {
-    let end = q.ready(shared);
-    if end > q.sent {
-        if stream.write_all(&q.bytes[q.sent..end]).await.is_err() {
-            return false;
+/// Writes what the socket takes now of the replies whose commits are durable; false when
+/// the client is gone.
+fn send_ready(shared: &Shared, stream: &TcpStream, q: &mut Queue) -> bool {
+    q.settle(shared);
+    while q.writable() {
+        match stream.try_write(&q.bytes[q.sent..q.ready]) {
+            Ok(0) => return false,
+            Ok(n) => {
+                shared
+                    .counters
+                    .net_out
+                    .fetch_add(n as u64, Ordering::Relaxed);
+                q.advance(n);
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(_) => return false,
         }
-        shared
-            .counters
-            .net_out
-            .fetch_add((end - q.sent) as u64, Ordering::Relaxed);
-        q.consume(end);
     }
     true
 }
 
+/// Reads what the socket has now into `buf`; false when the client is gone.
+fn receive(shared: &Shared, stream: &TcpStream, buf: &mut Vec<u8>) -> bool {
+    loop {
+        buf.reserve(16 << 10);
+        match stream.try_read_buf(buf) {
+            Ok(0) => return false,
+            Ok(n) => {
+                shared
+                    .counters
+                    .net_in
+                    .fetch_add(n as u64, Ordering::Relaxed);
+                if n < 16 << 10 {
+                    return true;
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return true,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(_) => return false,
+        }
+    }
+}
+
+/// Output over a class's limits: the hard one at once, the soft one once it has lasted its
+/// seconds (Redis's `client-output-buffer-limit`; 0 turns a limit off).
+#[derive(Default)]
+struct OutputWatch {
+    soft_since: Option<Instant>,
+}
+
+impl OutputWatch {
+    fn over(&mut self, unsent: usize, limit: OutputLimit) -> bool {
+        let unsent = unsent as u64;
+        if limit.hard > 0 && unsent > limit.hard {
+            return true;
+        }
+        if limit.soft > 0 && unsent > limit.soft {
+            let since = *self.soft_since.get_or_insert_with(Instant::now);
+            return since.elapsed().as_secs() >= limit.soft_seconds;
+        }
+        self.soft_since = None;
+        false
+    }
+}
+
+/// The socket's state and what waits in it, shared by the main loop and [`park`].
+struct Io {
+    stream: TcpStream,
+    buf: Vec<u8>,
+    q: Queue,
+}
+
+impl Io {
+    /// Waits until the socket has something to read or room to write what is ready, and
+    /// does that; false when the client is gone. Reading stops at `qlimit` (N1).
+    async fn pump(&mut self, shared: &Shared, read: bool) -> bool {
+        let write = self.q.writable();
+        if !read && !write {
+            return std::future::pending().await;
+        }
+        tokio::select! {
+            r = self.stream.readable(), if read => r.is_ok() && receive(shared, &self.stream, &mut self.buf),
+            r = self.stream.writable(), if write => r.is_ok() && send_ready(shared, &self.stream, &mut self.q),
+        }
+    }
+}
+
 /// Parks the client on a blocking command until a writer serves it or its timeout passes
 /// (nil), sending earlier replies meanwhile. `None` when the client disconnects or is
-/// killed while parked (what it sends meanwhile waits in `buf`).
+/// killed while parked (what it sends meanwhile waits in `io.buf`).
 async fn park(
     shared: &Shared,
     client: &mut Client,
-    stream: &mut TcpStream,
-    q: &mut Queue,
-    buf: &mut Vec<u8>,
+    io: &mut Io,
+    qlimit: usize,
     req: crate::cmd::blocking::Request,
 ) -> Option<crate::waiters::Served> {
     let keys: Vec<(usize, Vec<u8>)> = req.keys.iter().map(|k| (client.db, k.clone())).collect();
@@ -149,11 +246,11 @@ async fn park(
     shared.waiters.serve(shared, &keys);
     let info = client.info.clone();
     loop {
-        if !send_ready(shared, stream, q).await {
+        if !send_ready(shared, &io.stream, &mut io.q) || io.buf.len() > qlimit {
             shared.waiters.unpark(parked.id);
             return None;
         }
-        let waiting = q.waiting();
+        let waiting = io.q.waiting();
         tokio::select! {
             r = &mut parked.rx => return r.ok(),
             _ = async {
@@ -168,8 +265,8 @@ async fn park(
                 return (&mut parked.rx).await.ok();
             }
             _ = shared.store.commits.wait(&shared.store, waiting.unwrap_or(0)), if waiting.is_some() => {}
-            r = stream.read_buf(buf) => {
-                if matches!(r, Ok(0) | Err(_)) {
+            alive = io.pump(shared, true) => {
+                if !alive {
                     shared.waiters.unpark(parked.id);
                     return None;
                 }
@@ -182,41 +279,85 @@ async fn park(
     }
 }
 
+/// Waits `d` (`None`: until the client goes) while reading what the client sends and
+/// sending the replies before it; false when the client is gone or killed.
+async fn delay(
+    shared: &Shared,
+    info: &ClientInfo,
+    io: &mut Io,
+    qlimit: usize,
+    d: Option<std::time::Duration>,
+) -> bool {
+    let deadline = d.map(|d| tokio::time::Instant::now() + d);
+    loop {
+        if !send_ready(shared, &io.stream, &mut io.q)
+            || info.killed.load(Ordering::Acquire)
+            || io.buf.len() > qlimit
+        {
+            return false;
+        }
+        let waiting = io.q.waiting();
+        tokio::select! {
+            _ = async {
+                match deadline {
+                    Some(t) => tokio::time::sleep_until(t).await,
+                    None => std::future::pending().await,
+                }
+            } => return true,
+            _ = shared.store.commits.wait(&shared.store, waiting.unwrap_or(0)), if waiting.is_some() => {}
+            alive = io.pump(shared, true) => {
+                if !alive {
+                    return false;
+                }
+            }
+            _ = info.kill.notified() => return false,
+        }
+    }
+}
+
 /// Serves one connection until it closes, is killed or the server stops.
-pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, info: Arc<ClientInfo>) {
+pub async fn serve(shared: Arc<Shared>, stream: TcpStream, info: Arc<ClientInfo>) {
     let _ = stream.set_nodelay(true);
     let authed = shared.config.read().requirepass.is_none();
     let mut client = Client::new(info.clone(), authed);
-    let mut buf: Vec<u8> = Vec::with_capacity(16 << 10);
-    let mut q = Queue::default();
+    let mut io = Io {
+        stream,
+        buf: Vec::with_capacity(16 << 10),
+        q: Queue::default(),
+    };
+    let mut parser = RequestParser::default();
+    let mut watch = OutputWatch::default();
     let mut monitor: Option<tokio::sync::broadcast::Receiver<Arc<Vec<u8>>>> = None;
     let mut closing = false;
     'conn: loop {
-        // Run every whole request buffered, while there is room for replies.
+        // Run every whole request buffered, while there is room for replies (N2).
         let mut start = 0;
-        let (max_bulk, qlimit) = {
+        let mut stalled = false;
+        let (max_bulk, qlimit, limits) = {
             let c = shared.config.read();
-            (c.proto_max_bulk_len as i64, c.client_query_buffer_limit)
+            (
+                c.proto_max_bulk_len as i64,
+                usize::try_from(c.client_query_buffer_limit).unwrap_or(usize::MAX),
+                c.client_output_buffer_limit,
+            )
         };
-        while !closing && !q.full() {
+        while !closing {
+            if io.q.full() {
+                stalled = true;
+                break;
+            }
             let limits = RequestLimits {
                 max_bulk,
                 authenticated: client.authed,
             };
-            let args = match parse_request(&buf[start..], &limits) {
+            let args = match parser.parse(&io.buf[start..], &limits) {
                 Ok(Some((args, used))) => {
                     start += used;
                     args
                 }
-                Ok(None) => {
-                    if (buf.len() - start) as u64 > qlimit {
-                        tracing::warn!(client = %info.addr, "closing a client whose query buffer passed client-query-buffer-limit");
-                        break 'conn;
-                    }
-                    break;
-                }
+                Ok(None) => break,
                 Err(e) => {
-                    q.push(&Reply::Error(format!("ERR {e}")), 0, client.resp);
+                    io.q.push(&Reply::Error(format!("ERR {e}")), 0, client.resp);
                     closing = true;
                     break;
                 }
@@ -236,55 +377,36 @@ pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, info: Arc<ClientI
                 };
             };
             match outcome {
-                Outcome::Reply(r, t) => q.push(&r, t.0, client.resp),
+                Outcome::Reply(r, t) => io.q.push(&r, t.0, client.resp),
                 Outcome::Many(rs) => {
                     for r in &rs {
-                        q.push(r, 0, client.resp);
+                        io.q.push(r, 0, client.resp);
                     }
                 }
                 Outcome::Close(r) => {
-                    q.push(&r, 0, client.resp);
+                    io.q.push(&r, 0, client.resp);
                     closing = true;
                 }
                 Outcome::Delay(d, r) => {
-                    let deadline = d.map(|d| tokio::time::Instant::now() + d);
-                    loop {
-                        // What the client sends meanwhile waits in `buf`.
-                        tokio::select! {
-                            _ = async {
-                                match deadline {
-                                    Some(t) => tokio::time::sleep_until(t).await,
-                                    None => std::future::pending().await,
-                                }
-                            } => break,
-                            r = stream.read_buf(&mut buf) => {
-                                if matches!(r, Ok(0) | Err(_)) {
-                                    break 'conn;
-                                }
-                            }
-                            _ = info.kill.notified() => break 'conn,
-                        }
+                    // What the client sends meanwhile waits in `io.buf`.
+                    if !delay(&shared, &info, &mut io, qlimit, d).await {
+                        break 'conn;
                     }
-                    q.push(&r, 0, client.resp);
-                }
-                Outcome::Sleep(d) => {
-                    tokio::time::sleep(d).await;
-                    q.push(&crate::cmd::ok(), 0, client.resp);
+                    io.q.push(&r, 0, client.resp);
                 }
                 Outcome::Blocking(f) => {
                     let r = tokio::task::spawn_blocking(f)
                         .await
                         .unwrap_or_else(|_| crate::cmd::err("the command panicked"));
-                    q.push(&r, 0, client.resp);
+                    io.q.push(&r, 0, client.resp);
                 }
-                Outcome::Block(req) => {
-                    match park(&shared, &mut client, &mut stream, &mut q, &mut buf, req).await {
-                        Some((r, t)) => q.push(&r, t.0, client.resp),
-                        None => break 'conn,
-                    }
-                }
+                Outcome::Block(req) => match park(&shared, &mut client, &mut io, qlimit, req).await
+                {
+                    Some((r, t)) => io.q.push(&r, t.0, client.resp),
+                    None => break 'conn,
+                },
                 Outcome::Monitor => {
-                    q.push(&crate::cmd::ok(), 0, client.resp);
+                    io.q.push(&crate::cmd::ok(), 0, client.resp);
                     if monitor.is_none() {
                         monitor = Some(shared.monitor.subscribe());
                     }
@@ -297,29 +419,44 @@ pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, info: Arc<ClientI
                 Outcome::Nothing | Outcome::After(..) | Outcome::AfterCount(..) => {}
             }
         }
-        buf.drain(..start);
+        io.buf.drain(..start);
         client.flush_counters(&shared);
         // This round's writes reach the engine together (K2: in ticket order).
         shared.store.commits.flush(&shared.store);
-        if !send_ready(&shared, &mut stream, &mut q).await {
-            break;
-        }
-        if closing && q.waiting().is_none() {
+        if !send_ready(&shared, &io.stream, &mut io.q) {
             break;
         }
         if info.killed.load(Ordering::Acquire) {
             break;
         }
-        // Wait for more input, the next commit, a monitor line or a kill.
-        let waiting = q.waiting();
-        let can_read = !closing && !q.full();
+        if closing && io.q.unsent() == 0 {
+            break;
+        }
+        if io.buf.len() > qlimit {
+            tracing::warn!(client = %info.addr, "closing a client whose query buffer passed client-query-buffer-limit");
+            break;
+        }
+        let class = if client.subscriptions() > 0 {
+            limits.pubsub
+        } else {
+            limits.normal
+        };
+        if watch.over(io.q.unsent(), class) {
+            tracing::warn!(client = %info.addr, unsent = io.q.unsent(), "closing a client over client-output-buffer-limit");
+            break;
+        }
+        // N3: replies went out and made room; run what is buffered before waiting.
+        if stalled && !io.q.full() {
+            continue;
+        }
+        // Wait for input, room in the socket, the next commit, a monitor line or a kill.
+        let waiting = io.q.waiting();
         tokio::select! {
-            r = stream.read_buf(&mut buf), if can_read => match r {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    shared.counters.net_in.fetch_add(n as u64, Ordering::Relaxed);
+            alive = io.pump(&shared, !closing) => {
+                if !alive {
+                    break;
                 }
-            },
+            }
             _ = shared.store.commits.wait(&shared.store, waiting.unwrap_or(0)), if waiting.is_some() => {}
             line = async {
                 match monitor.as_mut() {
@@ -328,7 +465,7 @@ pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, info: Arc<ClientI
                 }
             }, if monitor.is_some() => {
                 if let Some(l) = line {
-                    q.push_raw(&l);
+                    io.q.push_raw(&l);
                 }
             }
             msg = async {
@@ -336,19 +473,19 @@ pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, info: Arc<ClientI
                     Some((_, rx)) => rx.recv().await,
                     None => std::future::pending().await,
                 }
-            }, if client.inbox.is_some() && !q.full() => {
+            }, if client.inbox.is_some() && !io.q.full() => {
                 if let Some(m) = msg {
                     info.pubsub_bytes.fetch_sub(m.size(), Ordering::Relaxed);
-                    q.push(&crate::cmd::pubsub::message_reply(&m), m.ticket, client.resp);
+                    io.q.push(&crate::cmd::pubsub::message_reply(&m), m.ticket, client.resp);
                 }
             }
             _ = info.kill.notified() => break,
         }
-        if buf.capacity() > 1 << 20 && buf.len() < 16 << 10 {
-            buf.shrink_to(64 << 10);
+        if io.buf.capacity() > 1 << 20 && io.buf.len() < 16 << 10 {
+            io.buf.shrink_to(64 << 10);
         }
     }
-    let _ = stream.shutdown().await;
+    let _ = io.stream.shutdown().await;
     client.flush_counters(&shared);
     client.unwatch_all(&shared);
     client.unsubscribe_all(&shared);

@@ -52,10 +52,9 @@ pub enum Outcome {
     Many(Vec<Reply>),
     /// Send this, then close the connection.
     Close(Reply),
-    /// Reply after a while (`None`: only when the client goes; `WAIT` without replicas).
+    /// Reply after a while (`None`: only when the client goes; `WAIT` without replicas,
+    /// `DEBUG SLEEP`), reading what the client sends meanwhile.
     Delay(Option<std::time::Duration>, Reply),
-    /// Sleep, then reply `+OK` (`DEBUG SLEEP`).
-    Sleep(std::time::Duration),
     /// Run on a blocking thread, then reply (`SAVE`, `DEBUG RELOAD`).
     Blocking(Box<dyn FnOnce() -> Reply + Send>),
     /// Wait until this ticket is durable, then run the request again (commands that read

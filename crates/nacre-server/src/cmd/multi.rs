@@ -108,6 +108,9 @@ pub fn exec(shared: &Shared, client: &mut Client, _: &[Vec<u8>]) -> Outcome {
         exclusive |= cmd.flags.contains(&"exclusive")
             || (cmd.flags.contains(&"patterns") && super::sort::uses_patterns(args));
         writes |= cmd.flags.contains(&"write");
+        if cmd.name == "debug" {
+            keys.extend(super::server::debug_keys(db, args));
+        }
         match keys_of(cmd, db, args, shared.store.databases()) {
             Ok(k) => {
                 keys.extend(k);
@@ -155,9 +158,14 @@ pub fn exec(shared: &Shared, client: &mut Client, _: &[Vec<u8>]) -> Outcome {
             replies.push(err("unknown command"));
             continue;
         };
-        let r = match cmd.run {
-            Run::Key(_) => run_key(cmd, &mut txn, client, shared, args),
-            Run::Conn(f) => match f(shared, client, args) {
+        let in_txn = match cmd.name {
+            "debug" => super::server::debug_in_txn(shared, client, &mut txn, args),
+            _ => None,
+        };
+        let r = match (in_txn, cmd.run) {
+            (Some(r), _) => r,
+            (None, Run::Key(_)) => run_key(cmd, &mut txn, client, shared, args),
+            (None, Run::Conn(f)) => match f(shared, client, args) {
                 Outcome::Reply(r, _) | Outcome::Close(r) => r,
                 Outcome::Many(mut rs) if rs.len() == 1 => rs.remove(0),
                 Outcome::Delay(_, r) => r,

@@ -12,7 +12,7 @@ use super::{arity_error, err, ok, syntax, Command, Outcome};
 use crate::client::Client;
 use crate::glob::glob_match;
 use crate::shared::{now_ms, Shared};
-use crate::store::txn::Ticket;
+use crate::store::txn::{Ticket, Txn};
 
 fn reply(r: Reply) -> Outcome {
     Outcome::Reply(r, Ticket(0))
@@ -382,6 +382,7 @@ pub fn config(shared: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
                     | "disk-dir" | "gi-size-limit" | "logfile" | "appendonly" => {
                         Err("can't set immutable config".to_string())
                     }
+                    "enable-debug-command" => Err("can't set protected config".to_string()),
                     n if crate::config::DIRECTIVES.contains(&n) => {
                         let words = nacre_resp::split_args(&pair[1]).unwrap_or_default();
                         let words: Vec<String> = if name == "requirepass" {
@@ -544,9 +545,17 @@ pub fn shutdown(shared: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
 
 /// `DEBUG SLEEP|RELOAD|OBJECT|HELP`.
 pub fn debug(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
+    if !shared
+        .config
+        .read()
+        .enable_debug_command
+        .allows(&client.info.addr)
+    {
+        return reply(debug_refused());
+    }
     match lower(&args[1]).as_str() {
         "sleep" if args.len() == 3 => match float(&args[2]) {
-            Ok(s) if s >= 0.0 => Outcome::Sleep(Duration::from_secs_f64(s.min(1e6))),
+            Ok(s) if s >= 0.0 => Outcome::Delay(Some(Duration::from_secs_f64(s.min(1e6))), ok()),
             _ => reply(err("value is not a valid float")),
         },
         "reload" => {
@@ -556,20 +565,10 @@ pub fn debug(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome 
         }
         "object" if args.len() == 3 => {
             let mut txn = shared.store.txn(&[(client.db, &args[2])], now_ms());
-            match txn.get(client.db, &args[2]) {
-                Ok(Some(m)) => {
-                    let s = format!(
-                        "Value at:0x0 refcount:1 encoding:{} serializedlength:{} lru:0 lru_seconds_idle:0",
-                        super::keys::encoding_of(m),
-                        if m.kind.is_collection() { m.size as usize } else { m.payload.len() }
-                    );
-                    let t = txn.read_ticket();
-                    drop(txn);
-                    Outcome::Reply(Reply::Simple(s), t)
-                }
-                Ok(None) => reply(err("no such key")),
-                Err(e) => reply(e.into()),
-            }
+            let r = debug_object(&mut txn, client.db, &args[2]);
+            let t = txn.read_ticket();
+            drop(txn);
+            Outcome::Reply(r, t)
         }
         "help" => help(&[
             "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -583,6 +582,61 @@ pub fn debug(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome 
             "    Print this help.",
         ]),
         _ => reply(unknown_subcommand(&args[1], "debug")),
+    }
+}
+
+/// The key `DEBUG` reads, if any: `EXEC` locks it with the transaction's other keys and runs
+/// [`debug_in_txn`] in its own transaction.
+pub fn debug_keys(db: usize, args: &[Vec<u8>]) -> Vec<(usize, Vec<u8>)> {
+    match args {
+        [_, sub, key] if lower(sub) == "object" => vec![(db, key.clone())],
+        _ => Vec::new(),
+    }
+}
+
+/// Redis's refusal of `DEBUG` under `enable-debug-command no`.
+fn debug_refused() -> Reply {
+    err("DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.")
+}
+
+/// `DEBUG` queued in `MULTI`: `DEBUG OBJECT` reads through `EXEC`'s transaction (taking the
+/// key's lock again would wait for itself); `None` for the other subcommands, which touch
+/// no key.
+pub fn debug_in_txn(
+    shared: &Shared,
+    client: &Client,
+    txn: &mut Txn<'_>,
+    args: &[Vec<u8>],
+) -> Option<Reply> {
+    let [_, sub, key] = args else { return None };
+    if lower(sub) != "object" {
+        return None;
+    }
+    let allowed = shared
+        .config
+        .read()
+        .enable_debug_command
+        .allows(&client.info.addr);
+    Some(if allowed {
+        debug_object(txn, client.db, key)
+    } else {
+        debug_refused()
+    })
+}
+
+fn debug_object(txn: &mut Txn<'_>, db: usize, key: &[u8]) -> Reply {
+    match txn.get(db, key) {
+        Ok(Some(m)) => Reply::Simple(format!(
+            "Value at:0x0 refcount:1 encoding:{} serializedlength:{} lru:0 lru_seconds_idle:0",
+            super::keys::encoding_of(m),
+            if m.kind.is_collection() {
+                m.size as usize
+            } else {
+                m.payload.len()
+            }
+        )),
+        Ok(None) => err("no such key"),
+        Err(e) => e.into(),
     }
 }
 

@@ -1,7 +1,8 @@
 //! One command's (or one `EXEC`'s) view of the keyspace: the locks of its keys (K1), what it
 //! read and wrote, and the batch it queues (K2, K3, K4).
 
-use std::collections::BTreeMap;
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
 
 use nacre::{IterOptions, WriteBatch};
@@ -65,6 +66,9 @@ impl KeyState {
     }
 }
 
+/// Keys a transaction finds by a scan rather than a map.
+const SCAN_KEYS: usize = 8;
+
 /// A key a command changed: database, key, whether it existed before and after.
 pub type Change = (usize, Vec<u8>, bool, bool);
 
@@ -75,6 +79,8 @@ pub struct Txn<'s> {
     ns: NsGuard<'s>,
     locks: Vec<(usize, MutexGuard<'s, Stripe>)>,
     keys: Vec<KeyState>,
+    /// Where each key is in `keys`, when there are more than [`SCAN_KEYS`].
+    lookup: Option<HashMap<(usize, Vec<u8>), usize>>,
     now: u64,
     wait: u64,
     max_version: u64,
@@ -132,8 +138,20 @@ impl<'s> Txn<'s> {
 
     fn with_ns(store: &'s Store, ns: NsGuard<'s>, keys: &[(usize, &[u8])], now: u64) -> Txn<'s> {
         let mut states: Vec<KeyState> = Vec::with_capacity(keys.len());
+        // Few keys are found by a scan; many (EXEC, MSET) through a map.
+        let mut lookup = (keys.len() > SCAN_KEYS).then(HashMap::new);
         for &(db, key) in keys {
-            if states.iter().any(|k| k.db == db && k.key == key) {
+            let dup = match lookup.as_mut() {
+                Some(m) => match m.entry((db, key.to_vec())) {
+                    Entry::Occupied(_) => true,
+                    Entry::Vacant(v) => {
+                        v.insert(states.len());
+                        false
+                    }
+                },
+                None => states.iter().any(|k| k.db == db && k.key == key),
+            };
+            if dup {
                 continue;
             }
             states.push(KeyState::new(db, key, ns.get().gens[db]));
@@ -151,6 +169,7 @@ impl<'s> Txn<'s> {
             ns,
             locks,
             keys: states,
+            lookup,
             now,
             wait,
             max_version: 0,
@@ -177,10 +196,11 @@ impl<'s> Txn<'s> {
     }
 
     fn index(&self, db: usize, key: &[u8]) -> Result<usize> {
-        self.keys
-            .iter()
-            .position(|k| k.db == db && k.key == key)
-            .ok_or_else(|| StoreError::Corrupt("a command used a key it did not lock".into()))
+        let found = match &self.lookup {
+            Some(m) => m.get(&(db, key.to_vec())).copied(),
+            None => self.keys.iter().position(|k| k.db == db && k.key == key),
+        };
+        found.ok_or_else(|| StoreError::Corrupt("a command used a key it did not lock".into()))
     }
 
     /// Exclusive txns: takes one more key (SORT's BY and GET lookups, known only once the
@@ -202,6 +222,9 @@ impl<'s> Txn<'s> {
             self.locks.insert(pos, (stripe, guard));
         }
         let gen = self.ns.get().gens[db];
+        if let Some(m) = self.lookup.as_mut() {
+            m.insert((db, key.to_vec()), self.keys.len());
+        }
         self.keys.push(KeyState::new(db, key, gen));
         Ok(())
     }
@@ -692,22 +715,17 @@ impl<'s> Txn<'s> {
         let mut changed: Vec<(usize, Vec<u8>, usize)> = Vec::new();
         // Member writes belong to the key whose collection holds their version now (a
         // RENAME inside EXEC moves a collection with its version).
-        let owners: Vec<(u64, usize)> = self
-            .keys
-            .iter()
-            .enumerate()
-            .filter_map(|(i, k)| {
-                k.cur
-                    .as_ref()
-                    .filter(|m| m.kind.is_collection())
-                    .map(|m| (m.version, i))
-            })
-            .collect();
+        let mut owners: HashMap<u64, usize> = HashMap::new();
+        for (i, k) in self.keys.iter().enumerate() {
+            if let Some(m) = k.cur.as_ref().filter(|m| m.kind.is_collection()) {
+                owners.entry(m.version).or_insert(i);
+            }
+        }
         for i in 0..self.keys.len() {
             let subs = std::mem::take(&mut self.keys[i].subs);
             for (sk, v) in subs {
                 let ver = u64::from_be_bytes(sk[..8].try_into().unwrap_or([0; 8]));
-                if let Some(&(_, o)) = owners.iter().find(|(v2, _)| *v2 == ver) {
+                if let Some(&o) = owners.get(&ver) {
                     self.keys[o].subs.insert(sk, v);
                 }
             }

@@ -1,0 +1,293 @@
+//! Clients that misbehave as real ones do: pipelines longer than the server's reply queue,
+//! clients that send everything before reading, clients that never read, commands that echo
+//! hostile bytes, `DEBUG` inside `MULTI` and clients that close while a command sleeps. Each
+//! gets Redis's answer or a clear error, and never stops another client.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use common::Server;
+
+fn cmd(args: &[&[u8]]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}
+
+/// Reads `n` line replies (`+`, `-`, `:`) or bulk replies, failing on a timeout.
+fn read_replies(r: &mut BufReader<TcpStream>, n: usize) -> Vec<String> {
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let mut line = String::new();
+        let got = r.read_line(&mut line);
+        assert!(
+            matches!(got, Ok(k) if k > 0),
+            "reply {i} of {n} did not come: {got:?}"
+        );
+        if let Some(len) = line.strip_prefix('$') {
+            let len: i64 = len.trim().parse().expect("bulk length");
+            if len >= 0 {
+                let mut body = vec![0u8; len as usize + 2];
+                r.read_exact(&mut body).expect("bulk body");
+            }
+        }
+        out.push(line.trim_end().to_string());
+    }
+    out
+}
+
+#[test]
+fn a_pipeline_longer_than_the_reply_queue_is_answered_whole() {
+    let s = Server::start(&[]);
+    let c = s.raw();
+    // A 2 MB SET, then 2,000 small SETs, all in one write and all read by the server while
+    // a blocking pop waits: every request gets its reply, though they outnumber the reply
+    // queue.
+    let mut req = b"BLPOP nosuch 0.3\r\n".to_vec();
+    req.extend_from_slice(&cmd(&[b"SET", b"big", &vec![b'x'; 2 << 20]]));
+    for i in 0..2000 {
+        req.extend_from_slice(format!("SET t:{i} v\r\n").as_bytes());
+    }
+    req.extend_from_slice(b"DBSIZE\r\n");
+    (&c).write_all(&req).expect("send");
+    let mut r = BufReader::new(c);
+    let replies = read_replies(&mut r, 2003);
+    assert!(replies[0].ends_with("-1"), "{}", replies[0]);
+    assert!(replies[1..2002].iter().all(|l| l == "+OK"));
+    assert_eq!(replies[2002], ":2001");
+}
+
+#[test]
+fn a_client_that_sends_everything_before_reading_gets_every_reply() {
+    let s = Server::start(&[]);
+    let mut setup = s.conn();
+    let _: () = redis::cmd("SET")
+        .arg("k")
+        .arg(vec![b'v'; 100])
+        .query(&mut setup)
+        .expect("set");
+    // 400,000 GETs: about 5 MB of requests and 43 MB of replies, more than the socket
+    // buffers hold both ways. The client reads nothing until it has sent everything.
+    let n = 400_000;
+    let req = b"GET k\r\n".repeat(n);
+    let c = s.raw();
+    c.set_write_timeout(Some(Duration::from_secs(60))).ok();
+    c.set_read_timeout(Some(Duration::from_secs(60))).ok();
+    let started = Instant::now();
+    (&c).write_all(&req)
+        .expect("the server reads what the client sends");
+    let mut r = BufReader::with_capacity(1 << 20, c);
+    let replies = read_replies(&mut r, n);
+    assert!(replies.iter().all(|l| l == "$100"));
+    eprintln!("{n} GETs sent before reading: {:?}", started.elapsed());
+}
+
+#[test]
+fn a_client_over_its_output_limit_is_disconnected_and_others_go_on() {
+    let s = Server::start(&[]);
+    let mut admin = s.conn();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("client-output-buffer-limit")
+        .arg("normal 1mb 0 0")
+        .query(&mut admin)
+        .expect("config set");
+    let limit: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("client-output-buffer-limit")
+        .query(&mut admin)
+        .expect("config get");
+    assert_eq!(
+        limit[1],
+        "normal 1048576 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60"
+    );
+    let _: () = redis::cmd("SET")
+        .arg("big")
+        .arg(vec![b'v'; 100_000])
+        .query(&mut admin)
+        .expect("set");
+    // A client that asks for 200 MB and never reads.
+    let c = s.raw();
+    c.set_write_timeout(Some(Duration::from_secs(20))).ok();
+    let _ = (&c).write_all(&b"GET big\r\n".repeat(2000));
+    // The server drops it; everyone else is served meanwhile.
+    let t = Instant::now();
+    loop {
+        let list: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .query(&mut admin)
+            .expect("client list");
+        if list.lines().count() == 1 {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "the client over its limit is still connected:\n{list}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let pong: String = redis::cmd("PING").query(&mut admin).expect("ping");
+    assert_eq!(pong, "PONG");
+    let bad: redis::RedisResult<()> = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("client-output-buffer-limit")
+        .arg("normal 1mb 0")
+        .query(&mut admin);
+    assert!(bad.is_err());
+}
+
+#[test]
+fn echoed_bytes_cannot_inject_replies() {
+    let s = Server::start(&[]);
+    let c = s.raw();
+    let mut req = cmd(&[b"X\r\n+OK\r\n:42", b"a\rb\nc"]);
+    req.extend_from_slice(&cmd(&[b"CONFIG", b"SET", b"no\r\nsuch", b"1"]));
+    req.extend_from_slice(&cmd(&[b"OBJECT", b"x\r\n:1"]));
+    req.extend_from_slice(b"PING\r\n");
+    (&c).write_all(&req).expect("send");
+    let mut r = BufReader::new(c);
+    let replies = read_replies(&mut r, 4);
+    assert_eq!(
+        replies[0],
+        "-ERR unknown command 'X  +OK  :42', with args beginning with: 'a b c'"
+    );
+    assert!(replies[1].starts_with("-ERR") && replies[1].contains("no  such"));
+    assert!(replies[2].starts_with("-ERR") && replies[2].contains("x  :1"));
+    assert_eq!(replies[3], "+PONG");
+}
+
+#[test]
+fn debug_is_refused_unless_enabled() {
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    let e = redis::cmd("DEBUG")
+        .arg("SLEEP")
+        .arg(0)
+        .query::<()>(&mut c)
+        .expect_err("refused");
+    assert!(e.to_string().contains("DEBUG command not allowed"), "{e}");
+    let e = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("enable-debug-command")
+        .arg("yes")
+        .query::<()>(&mut c)
+        .expect_err("protected");
+    assert!(e.to_string().contains("protected config"), "{e}");
+}
+
+#[test]
+fn debug_inside_multi_neither_deadlocks_nor_stops_others() {
+    let s = Server::start(&["--enable-debug-command", "yes"]);
+    let mut a = s.conn();
+    let mut pipe = redis::pipe();
+    pipe.cmd("MULTI")
+        .cmd("SET")
+        .arg("a")
+        .arg(1)
+        .cmd("DEBUG")
+        .arg("OBJECT")
+        .arg("a")
+        .cmd("DEBUG")
+        .arg("SLEEP")
+        .arg(0)
+        .cmd("EXEC");
+    let (_, _, _, _, exec): ((), String, String, String, Vec<redis::Value>) =
+        pipe.query(&mut a).expect("exec");
+    assert_eq!(exec.len(), 3);
+    match &exec[1] {
+        redis::Value::SimpleString(s) => assert!(s.starts_with("Value at:"), "{s}"),
+        other => panic!("DEBUG OBJECT in EXEC answered {other:?}"),
+    }
+    // Another client writes the same key at once.
+    let b = s.raw();
+    (&b).write_all(b"SET a 2\r\n").expect("send");
+    let mut r = BufReader::new(b);
+    assert_eq!(read_replies(&mut r, 1), ["+OK"]);
+    // Every command flagged no-multi is refused inside MULTI, and the server goes on.
+    let c = s.raw();
+    (&c).write_all(b"MULTI\r\nMONITOR\r\nSAVE\r\nSHUTDOWN\r\nEXEC\r\n")
+        .expect("send");
+    let mut r = BufReader::new(c);
+    let replies = read_replies(&mut r, 5);
+    assert_eq!(replies[0], "+OK");
+    for refused in &replies[1..4] {
+        assert_eq!(refused, "-ERR Command not allowed inside a transaction");
+    }
+    assert!(replies[4].starts_with("-EXECABORT"), "{}", replies[4]);
+    let pong: String = redis::cmd("PING").query(&mut a).expect("ping");
+    assert_eq!(pong, "PONG");
+}
+
+#[test]
+fn clients_that_close_or_are_killed_while_sleeping_leave() {
+    let s = Server::start(&["--enable-debug-command", "yes"]);
+    let mut admin = s.conn();
+    let clients = |admin: &mut redis::Connection| -> usize {
+        let list: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .query(admin)
+            .expect("client list");
+        list.lines().count()
+    };
+    for _ in 0..5 {
+        let c = s.raw();
+        (&c).write_all(b"DEBUG SLEEP 1000000\r\n").expect("send");
+        drop(c);
+    }
+    let sleeper = s.raw();
+    (&sleeper)
+        .write_all(b"CLIENT ID\r\nDEBUG SLEEP 1000000\r\n")
+        .expect("send");
+    let mut r = BufReader::new(sleeper.try_clone().expect("clone"));
+    let id = read_replies(&mut r, 1)[0]
+        .trim_start_matches(':')
+        .to_string();
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("ID")
+        .arg(&id)
+        .query(&mut admin)
+        .expect("kill");
+    assert_eq!(killed, 1);
+    let t = Instant::now();
+    while clients(&mut admin) > 1 {
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "sleeping clients stay listed"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn exec_of_many_queued_writes_takes_time_linear_in_their_number() {
+    let s = Server::start(&[]);
+    let c = s.raw();
+    c.set_read_timeout(Some(Duration::from_secs(60))).ok();
+    let n = 50_000;
+    let mut req = b"MULTI\r\n".to_vec();
+    for i in 0..n {
+        req.extend_from_slice(format!("SET m:{i} {i}\r\n").as_bytes());
+    }
+    (&c).write_all(&req).expect("send");
+    let mut r = BufReader::new(c.try_clone().expect("clone"));
+    let queued = read_replies(&mut r, n + 1);
+    assert!(queued[1..].iter().all(|l| l == "+QUEUED"));
+    let started = Instant::now();
+    (&c).write_all(b"EXEC\r\n").expect("send");
+    let mut head = String::new();
+    r.read_line(&mut head).expect("exec");
+    assert_eq!(head.trim_end(), format!("*{n}"));
+    let took = started.elapsed();
+    let oks = read_replies(&mut r, n);
+    assert!(oks.iter().all(|l| l == "+OK"));
+    // Quadratic work was about 16 s here; linear is well under a second.
+    assert!(took < Duration::from_secs(4), "EXEC took {took:?}");
+}
