@@ -229,9 +229,10 @@ impl Space {
         out
     }
 
-    /// Slows a writer while free zones are below `slow_below` (the deeper, the longer), and
-    /// holds it while more than [`MAX_SEALED`] sealed memtables wait to be merged.
-    pub fn throttle(&self, free: u64) {
+    /// Slows a writer while free zones are below `slow_below` (the deeper, the longer; only
+    /// if `slow`: writes that free space are not slowed), and holds it while more than
+    /// [`MAX_SEALED`] sealed memtables wait to be merged.
+    pub fn throttle(&self, free: u64, slow: bool) {
         if self.sealed.load(Ordering::Acquire) > MAX_SEALED {
             let start = Instant::now();
             self.stalls.fetch_add(1, Ordering::Relaxed);
@@ -246,7 +247,7 @@ impl Space {
             self.stall_nanos
                 .fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
         }
-        if free >= self.slow_below {
+        if !slow || free >= self.slow_below {
             return;
         }
         let depth = self.slow_below - free;
