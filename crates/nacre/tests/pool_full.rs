@@ -213,3 +213,42 @@ fn a_batch_over_more_subtables_than_the_pool_can_hold_answers_pool_full() {
     let t = db.subtable("s007").expect("subtable");
     assert_eq!(db.get(&t, "k7").expect("get"), Some(value(7, 60_000)));
 }
+
+/// The sizes of the report (a 1 GiB pool with the default 4 MiB zones and 64 MiB memtables,
+/// 100 KB values in one subtable): seconds, and a GiB of disk for the pool file. Run by hand
+/// with `--ignored`.
+#[test]
+#[ignore = "long: fills a 1 GiB pool"]
+fn long_a_gib_pool_full_of_100_kb_values_answers_pool_full() {
+    let dir = tempfile::tempdir().expect("dir");
+    let pool = 1 << 30;
+    let db =
+        Arc::new(Db::open(opts(&dir.path().join("p"), pool, 4 << 20, 64 << 20)).expect("open"));
+    let (n, e, took) = fill(&db, "big", 100_000, 20_000);
+    let s = db.stats();
+    assert_pool_full(&e, &s);
+    assert!(n > 9_000, "only {n} puts fit: {s:#?}");
+    assert!(took < Duration::from_secs(2), "PoolFull took {took:?}");
+    assert_relocation_bounded(&s, pool, "filling");
+    let ((), took) = bounded(&db, "deleting a quarter", move |db| {
+        let t = db.subtable("big").expect("subtable");
+        for i in (0..n).step_by(4) {
+            db.delete(&t, format!("k{i:08}")).expect("delete");
+        }
+    });
+    eprintln!("deleted {} keys in {took:?}", n / 4);
+    let (r, took) = bounded(&db, "puts after the deletes", move |db| {
+        let t = db.subtable("big").expect("subtable");
+        for i in 0..n / 8 {
+            db.put(&t, format!("new{i:08}"), value(i, 100_000))?;
+        }
+        Ok::<_, Error>(())
+    });
+    let s2 = db.stats();
+    r.unwrap_or_else(|e| panic!("puts after deletes: {e}: {s2:#?}"));
+    eprintln!(
+        "{} puts after the deletes took {took:?}; the cleaner moved {} bytes in all",
+        n / 8,
+        s2.cleaner_moved_bytes
+    );
+}
