@@ -337,7 +337,13 @@ impl CommitPath {
         bytes: Vec<(u32, usize)>,
         check: Option<Check>,
     ) -> Result<()> {
-        sh.space.throttle(sh.store.zones.free_zones());
+        // Deletes are how a full pool frees space: they are not slowed for lack of it.
+        let deletes_only = batch
+            .ops
+            .iter()
+            .all(|o| o.kind == crate::record::Kind::Delete);
+        sh.space
+            .throttle(sh.store.zones.free_zones(), !deletes_only);
         let mut w = Arc::new(Waiter {
             batch,
             bytes,

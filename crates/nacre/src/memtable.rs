@@ -247,6 +247,22 @@ impl Memtable {
         Ok(())
     }
 
+    /// Bytes the next item can take in the zone being filled without starting another
+    /// (0 when the cursor is at a zone boundary). Stable only while no group reserves here.
+    pub fn room_left(&self, zone_size: u64) -> u64 {
+        let cursor = *lock(&self.cursor);
+        let off = cursor % zone_size;
+        let filling = matches!(
+            lock(&self.zones).get((cursor / zone_size) as usize),
+            Some(Slot::Zone(_))
+        );
+        if off > 0 && filling {
+            zone_size - off
+        } else {
+            0
+        }
+    }
+
     /// Reserves `len` bytes for one item (stage 2). `Ok(None)`: the memtable is full. A new
     /// zone is taken only while more than `keep` zones are free (else `Error::NoSpace`).
     pub fn reserve(&self, store: &Store, len: usize, keep: u64) -> Result<Option<Reservation>> {

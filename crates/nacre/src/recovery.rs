@@ -621,7 +621,8 @@ fn build_gi(
                 x.key.cmp(&y.key).then(y.seq.cmp(&x.seq))
             })
         });
-        let mut live: std::collections::HashMap<u64, u64> = std::collections::HashMap::new();
+        // Per zone: live bytes and the largest live record.
+        let mut live: std::collections::HashMap<u64, (u64, u32)> = std::collections::HashMap::new();
         let mut revisit: Vec<Vec<u8>> = Vec::new();
         let mut blobs: Vec<Claim> = Vec::new();
         let mut versions: Vec<Version> = Vec::new();
@@ -656,7 +657,9 @@ fn build_gi(
                 if v.blob && !every_blob && !shadowed(&key) {
                     blobs.push((v.at, v.size));
                 }
-                *live.entry(zone_of(v.at)).or_insert(0) += u64::from(v.size);
+                let z = live.entry(zone_of(v.at)).or_insert((0, 0));
+                z.0 += u64::from(v.size);
+                z.1 = z.1.max(v.size);
                 if v.tomb {
                     // A tombstone waits for its ghosts to leave PM.
                     revisit.push(key.clone());
@@ -674,9 +677,10 @@ fn build_gi(
     for (live, r, b) in built {
         revisit.extend(r);
         blobs.extend(b);
-        for (z, n) in live {
+        for (z, (n, max)) in live {
             if let Some(info) = zones.get_mut(&z) {
                 info.live += n;
+                info.max_record = info.max_record.max(max);
             }
         }
     }

@@ -33,11 +33,46 @@ pub(crate) struct Retired {
 /// The victim: (zone, subtable, memtable, slot).
 type Victim = (u64, u32, Arc<Memtable>, u64);
 
+/// Whether moving zone `info`'s live records elsewhere can gain space: its dead bytes must
+/// exceed what a packed copy may leave unused (a zone's tail, up to its largest record, and
+/// two item headers), and be at least an eighth of the zone (a sixteenth when writers wait).
+/// A zone whose live data is close to its capacity is never worth moving.
+fn worth_moving(info: &ZoneInfo, zs: u64, urgent: bool) -> bool {
+    let dead = zs.saturating_sub(info.live);
+    let floor = if urgent { zs / 16 } else { zs / 8 };
+    dead >= floor.max(2 * (u64::from(info.max_record) + ITEM_HEADER as u64))
+}
+
+/// Whether relocating some of `candidates` (live bytes, largest record) frees at least one
+/// zone more than the copies take. The `k` emptiest zones' records, packed into zones that
+/// each may leave one record and two item headers per victim unused, need
+/// `ceil((live + 2k headers) / (zone - largest record - header))` zones; one `k` must need
+/// fewer than `k - 1`. Without such a set, cleaning would only rewrite live data (wear)
+/// without giving a writer a zone.
+fn gains_a_zone(mut candidates: Vec<(u64, u32)>, zs: u64) -> bool {
+    let header = ITEM_HEADER as u64;
+    candidates.sort_unstable_by_key(|c| c.0);
+    let (mut live, mut largest) = (0u64, 0u64);
+    for (k, (l, r)) in candidates.into_iter().enumerate() {
+        let k = k as u64 + 1;
+        live += l;
+        largest = largest.max(u64::from(r));
+        let per = zs.saturating_sub(largest + header);
+        if per == 0 {
+            return false;
+        }
+        if (live + 2 * k * header).div_ceil(per) < k {
+            return true;
+        }
+    }
+    false
+}
+
 /// Picks the zone with the best benefit/cost: `(1 - u) * age / (1 + u)`, `u` its live
-/// fraction. Zones of a relocation memtable still being written are skipped; with no writer
-/// waiting, a zone must be at least an eighth dead to be worth moving. Nothing is picked
-/// when all candidates together hold less than two zones of dead bytes: moving their live
-/// records would not gain a zone.
+/// fraction, among the zones worth moving ([`worth_moving`]). Zones of a relocation memtable
+/// still being written and zones holding damaged records are skipped. Nothing is picked
+/// unless moving some of the candidates gains a zone ([`gains_a_zone`]): a pass that cannot
+/// free a zone a writer can use moves nothing.
 fn pick(db: &Engine, urgent: bool) -> Option<Victim> {
     let writing: Vec<Arc<Memtable>> = db
         .all_subtables()
@@ -49,19 +84,15 @@ fn pick(db: &Engine, urgent: bool) -> Option<Victim> {
     let damaged = db.space.damaged.lock().clone();
     let zones = db.space.zones.lock();
     let mut best: Option<(f64, Victim)> = None;
-    let mut reclaimable = 0;
+    let mut candidates: Vec<(u64, u32)> = Vec::new();
     for (&z, info) in zones.iter() {
         if writing.iter().any(|m| Arc::ptr_eq(m, &info.mem))
-            || info.live >= zs
             || damaged.contains(&z)
+            || !worth_moving(info, zs, urgent)
         {
             continue;
         }
-        let dead = zs - info.live;
-        reclaimable += dead;
-        if !urgent && dead < zs / 8 {
-            continue;
-        }
+        candidates.push((info.live, info.max_record));
         let u = info.live as f64 / zs as f64;
         let age = (now.saturating_sub(info.stamp) + 1) as f64;
         let score = (1.0 - u) * age / (1.0 + u);
@@ -69,8 +100,9 @@ fn pick(db: &Engine, urgent: bool) -> Option<Victim> {
             best = Some((score, (z, info.sub, info.mem.clone(), info.slot)));
         }
     }
-    tracing::trace!(reclaimable, victim = ?best.as_ref().map(|(_, v)| v.0), "cleaner pick");
-    if reclaimable < 2 * zs {
+    let gains = gains_a_zone(candidates, zs);
+    tracing::trace!(gains, victim = ?best.as_ref().map(|(_, v)| v.0), "cleaner pick");
+    if !gains {
         return None;
     }
     best.map(|(_, v)| v)
@@ -85,6 +117,7 @@ pub(crate) fn register_zones(space: &Space, sub: u32, mem: &Arc<Memtable>, stamp
             mem: mem.clone(),
             slot,
             live: 0,
+            max_record: 0,
             stamp,
         });
     }
@@ -150,9 +183,10 @@ pub(crate) fn clean_one(db: &Engine, retired: &mut Vec<Retired>, urgent: bool) -
             ghosts.push((r.key, r.seq));
         }
     }
-    let room = store.zone_size as usize - ITEM_HEADER;
     let mut chunk: Vec<(Found, Moved)> = Vec::new();
     let mut bytes = 0usize;
+    // The current chunk's limit: set when its first record comes (0: no chunk yet).
+    let mut room = 0usize;
     let mut moved: Vec<(Vec<u8>, u64)> = Vec::new();
     if let Some(r) = live.iter().find(|r| r.damaged) {
         let e = Error::corrupt_at("a live record's value fails its checksum", r.at);
@@ -162,10 +196,13 @@ pub(crate) fn clean_one(db: &Engine, retired: &mut Vec<Retired>, urgent: bool) -
     for r in live {
         let rec = read_record(&store.pool, r.at, r.size as usize)?;
         if bytes + r.size as usize > room {
-            if let Some(why) = relocate(db, &sub, std::mem::take(&mut chunk), &mut moved)? {
-                return Ok(Cleaned::NoRoom(why));
+            if !chunk.is_empty() {
+                if let Some(why) = relocate(db, &sub, std::mem::take(&mut chunk), &mut moved)? {
+                    return Ok(Cleaned::NoRoom(why));
+                }
             }
             bytes = 0;
+            room = chunk_room(db, &sub, r.size as usize);
         }
         bytes += r.size as usize;
         chunk.push((
@@ -198,6 +235,25 @@ pub(crate) fn clean_one(db: &Engine, retired: &mut Vec<Retired>, urgent: bool) -
         });
     retired.push(Retired { ticket, mem, slot });
     Ok(Cleaned::Zone)
+}
+
+/// The most record bytes the next relocation item of `sub` may hold, its first record being
+/// `first` bytes: what is left of the relocation memtable's zone being filled when that
+/// record fits there, else a whole zone. Copies are packed, so moving zones that are mostly
+/// live still gains zones (a copy never starts a new zone while the last one has room).
+fn chunk_room(db: &Engine, sub: &Subtable, first: usize) -> usize {
+    let zs = db.store.zone_size;
+    let left = sub
+        .inner
+        .lock()
+        .reloc
+        .as_ref()
+        .map_or(0, |m| m.room_left(zs)) as usize;
+    if left >= ITEM_HEADER + first {
+        left - ITEM_HEADER
+    } else {
+        zs as usize - ITEM_HEADER
+    }
 }
 
 /// Keeps zone `zone` out of cleaning for the rest of the run: it holds damaged bytes (`why`).
@@ -266,4 +322,36 @@ pub(crate) fn retire_blobs(db: &Engine, sub: &Subtable, gone: &[Version]) -> Res
             (v.active.clone(), v.immutables.clone())
         });
     db.blobs.dropped(&db.store, gone, ticket)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ZS: u64 = 64 << 10;
+
+    #[test]
+    fn zones_full_of_live_records_gain_nothing() {
+        // 64 records of 1,008 bytes fill a 64 KiB zone but for a 1 KB tail.
+        let full = vec![(64 * 1008, 1008); 200];
+        assert!(!gains_a_zone(full, ZS));
+        // Their tails together hold more than two zones: still nothing to gain by moving.
+        const { assert!(200 * (ZS - 64 * 1008) > 2 * ZS) };
+    }
+
+    #[test]
+    fn a_few_half_empty_zones_gain_one() {
+        assert!(gains_a_zone(vec![(ZS / 2, 1008); 3], ZS));
+        assert!(!gains_a_zone(vec![(ZS / 2, 1008); 1], ZS));
+        // Three quarters live: four zones' records fit in three.
+        let mut zones = vec![(ZS - ZS / 4, 1008); 3];
+        assert!(!gains_a_zone(zones.clone(), ZS));
+        zones.extend([(ZS - ZS / 4, 1008); 3]);
+        assert!(gains_a_zone(zones, ZS));
+    }
+
+    #[test]
+    fn records_larger_than_a_zone_can_never_be_packed() {
+        assert!(!gains_a_zone(vec![(ZS / 2, (ZS - 40) as u32); 10], ZS));
+    }
 }

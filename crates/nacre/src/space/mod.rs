@@ -8,6 +8,11 @@
 //!   the Global Index points into it.
 //! - P2: only the relocation of the cleaner may take the last `keep` free zones (deletes may
 //!   take half of them): relocating never waits for the space it is freeing.
+//! - P3: the cleaner moves a zone only while moving some set of candidate zones frees more
+//!   zones than their packed copies take (cleaner.rs, `gains_a_zone`): when live data fills
+//!   the zones, a pass moves nothing, the worker finds no progress and waiting writers get
+//!   `PoolFull` (live data is never rewritten for no gain). Each zone records the largest
+//!   record it held, which bounds what a packed copy leaves unused at a zone's end.
 //!
 //! Thread safety: `zones` is locked by the background worker and by `stats()`; the flow
 //! control state is a mutex and a condition variable shared by writers and the worker.
@@ -35,6 +40,9 @@ pub(crate) struct ZoneInfo {
     pub slot: u64,
     /// Bytes of records the Global Index points at.
     pub live: u64,
+    /// The largest record the Global Index has pointed at in the zone: a copy of its live
+    /// records packed into other zones may leave up to this much unused at a zone's end.
+    pub max_record: u32,
     /// `visible` when the zone joined the Global Index (its age is measured from it).
     pub stamp: u64,
 }
@@ -123,6 +131,7 @@ impl Space {
         if let Some(z) = zones.get_mut(&zone) {
             if add {
                 z.live += u64::from(size);
+                z.max_record = z.max_record.max(size);
             } else {
                 z.live = z.live.saturating_sub(u64::from(size));
             }
@@ -220,9 +229,10 @@ impl Space {
         out
     }
 
-    /// Slows a writer while free zones are below `slow_below` (the deeper, the longer), and
-    /// holds it while more than [`MAX_SEALED`] sealed memtables wait to be merged.
-    pub fn throttle(&self, free: u64) {
+    /// Slows a writer while free zones are below `slow_below` (the deeper, the longer; only
+    /// if `slow`: writes that free space are not slowed), and holds it while more than
+    /// [`MAX_SEALED`] sealed memtables wait to be merged.
+    pub fn throttle(&self, free: u64, slow: bool) {
         if self.sealed.load(Ordering::Acquire) > MAX_SEALED {
             let start = Instant::now();
             self.stalls.fetch_add(1, Ordering::Relaxed);
@@ -237,7 +247,7 @@ impl Space {
             self.stall_nanos
                 .fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
         }
-        if free >= self.slow_below {
+        if !slow || free >= self.slow_below {
             return;
         }
         let depth = self.slow_below - free;
