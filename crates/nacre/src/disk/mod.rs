@@ -23,6 +23,7 @@
 pub(crate) mod queue;
 pub(crate) mod spill;
 pub(crate) mod tree;
+mod version;
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -60,6 +61,8 @@ pub(crate) struct DiskTier {
     /// The compaction worker's stop flag and wake-up.
     stopped: Mutex<bool>,
     compactor: parking_lot::Condvar,
+    /// Whether trees' version files are checked (version.rs; off only for a mutation test).
+    check_versions: bool,
 }
 
 fn io(what: &'static str, path: &Path, e: std::io::Error) -> Error {
@@ -117,8 +120,14 @@ fn fresh_id() -> u64 {
 impl DiskTier {
     /// Opens the disk levels at `dir` for a database whose engine root records identity
     /// `recorded` (0: none yet). Returns the tier and the identity to record (creating the
-    /// directory and its identity file on first use).
-    pub fn open(dir: &Path, recorded: u64, cache_bytes: u64) -> Result<(DiskTier, u64)> {
+    /// directory and its identity file on first use). `check_versions`: check each tree's
+    /// version files when it is opened and verified (version.rs).
+    pub fn open(
+        dir: &Path,
+        recorded: u64,
+        cache_bytes: u64,
+        check_versions: bool,
+    ) -> Result<(DiskTier, u64)> {
         std::fs::create_dir_all(dir).map_err(|e| io("creating the disk directory", dir, e))?;
         let found = read_id(dir)?;
         let id = match (recorded, found) {
@@ -155,6 +164,7 @@ impl DiskTier {
             queue: queue::Queue::default(),
             stopped: Mutex::new(false),
             compactor: parking_lot::Condvar::new(),
+            check_versions,
         };
         Ok((tier, id))
     }
@@ -176,7 +186,11 @@ impl DiskTier {
         if let Some(t) = trees.get(&sub) {
             return Ok(t.clone());
         }
-        let t = Arc::new(DiskTree::open(&self.tree_dir(sub), self.cache.clone())?);
+        let t = Arc::new(DiskTree::open(
+            &self.tree_dir(sub),
+            self.cache.clone(),
+            self.check_versions,
+        )?);
         trees.insert(sub, t.clone());
         Ok(t)
     }
