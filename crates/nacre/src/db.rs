@@ -127,10 +127,12 @@ impl Db {
             None => None,
             Some(d) => {
                 let mut on = recovery::OnDisk::default();
-                for (id, m) in d.markers()? {
+                let (markers, lost) = d.markers(opts.salvage)?;
+                for (id, m) in markers {
                     on.max_seq = on.max_seq.max(m.max_seq);
                     on.births.insert(id, m.births.into_iter().collect());
                 }
+                on.lost = lost;
                 Some(on)
             }
         };

@@ -195,9 +195,15 @@ impl DiskTier {
         Ok(t)
     }
 
-    /// The newest spill marker of every subtable with disk levels.
-    pub fn markers(&self) -> Result<HashMap<u64, Marker>> {
+    /// The newest spill marker of every subtable with disk levels, opening every tree. With
+    /// `salvage`, a tree that fails to open is left closed and named with the failure in the
+    /// second map (its subtable is then lost to this open; nothing in its directory is
+    /// touched, since the version checks run before lsm-tree opens it); without, the first
+    /// failure is the result.
+    #[allow(clippy::type_complexity)]
+    pub fn markers(&self, salvage: bool) -> Result<(HashMap<u64, Marker>, HashMap<u64, String>)> {
         let mut out = HashMap::new();
+        let mut lost = HashMap::new();
         let rd = std::fs::read_dir(&self.dir)
             .map_err(|e| io("listing the disk directory", &self.dir, e))?;
         for e in rd {
@@ -210,11 +216,20 @@ impl DiskTier {
             else {
                 continue;
             };
-            if let Some(m) = self.tree(id)?.marker()? {
-                out.insert(u64::from(id), m);
+            match self.tree(id).and_then(|t| t.marker()) {
+                Ok(Some(m)) => {
+                    out.insert(u64::from(id), m);
+                }
+                Ok(None) => {}
+                Err(e) if salvage => {
+                    // A tree whose open succeeded but whose marker is unreadable stays out too.
+                    self.trees.lock().remove(&id);
+                    lost.insert(u64::from(id), e.to_string());
+                }
+                Err(e) => return Err(e),
             }
         }
-        Ok(out)
+        Ok((out, lost))
     }
 
     /// The figures of every tree and of the spills and compactions so far.
