@@ -4,8 +4,9 @@
 //! does not check it, and a flipped `global_seqno` shifts every sequence number of a table so
 //! that its keys read as missing. Every flipped byte must fail the open with `Corrupt` naming
 //! the file, or leave every key reading back exactly; `Db::verify` must name a version file
-//! damaged while the database is open; and with Nacre's check switched off
-//! (`RecoveryMutation::SkipDiskVersionCheck`) some flip hides keys.
+//! damaged while the database is open; a salvage open loses only the damaged tree's
+//! subtable, which a normal open serves again once the file is repaired; and with Nacre's
+//! check switched off (`RecoveryMutation::SkipDiskVersionCheck`) some flip hides keys.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
