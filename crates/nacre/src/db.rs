@@ -27,7 +27,7 @@ use crate::error::{Error, Result};
 use crate::gi::GlobalIndex;
 use crate::iter::{DbIterator, IterOptions};
 use crate::memtable::{Memtable, Role};
-use crate::options::{CommitMode, Options};
+use crate::options::{CommitMode, Options, RecoveryMutation};
 use crate::recovery::{self, RecoveryReport};
 use crate::space::Space;
 use crate::store::Store;
@@ -113,7 +113,10 @@ impl Db {
                 )))
             }
             (Some(dir), recorded) => {
-                let (tier, id) = DiskTier::open(dir, recorded, opts.disk_cache_size)?;
+                let check_versions =
+                    opts.recovery_mutation != Some(RecoveryMutation::SkipDiskVersionCheck);
+                let (tier, id) =
+                    DiskTier::open(dir, recorded, opts.disk_cache_size, check_versions)?;
                 if recorded == 0 {
                     store.set_disk_tier(id)?;
                 }
@@ -124,10 +127,12 @@ impl Db {
             None => None,
             Some(d) => {
                 let mut on = recovery::OnDisk::default();
-                for (id, m) in d.markers()? {
+                let (markers, lost) = d.markers(opts.salvage)?;
+                for (id, m) in markers {
                     on.max_seq = on.max_seq.max(m.max_seq);
                     on.births.insert(id, m.births.into_iter().collect());
                 }
+                on.lost = lost;
                 Some(on)
             }
         };

@@ -104,6 +104,10 @@ pub enum RecoveryMutation {
     /// Lower `commit_id` to the newest record found in PM, ignoring the records on disk (the
     /// newest groups may have been spilled).
     IgnoreDiskSequences,
+    /// Open and verify the disk levels' trees without checking their version files (the
+    /// checksum `current` records, the tables' global sequence numbers: disk/version.rs), as
+    /// lsm-tree alone does.
+    SkipDiskVersionCheck,
 }
 
 /// A fault injected so that a test can reach a failure path. Never set outside such tests.

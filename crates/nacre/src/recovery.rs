@@ -113,6 +113,9 @@ pub(crate) struct OnDisk {
     /// The highest sequence number of a record on disk: the last visible group is at least
     /// this one, whatever PM still holds (the newest records may all have been spilled).
     pub max_seq: u64,
+    /// Salvage: subtables whose disk levels failed to open, with the failure. They are lost
+    /// to this open like a subtable whose memtables fail their checks.
+    pub lost: HashMap<u64, String>,
 }
 
 pub(crate) fn recover(
@@ -146,6 +149,10 @@ pub(crate) fn recover(
     // they take part in deciding rollbacks like any other, but are not indexed, and their
     // zones go back once the run is settled.
     let mut on_disk: HashSet<usize> = HashSet::new();
+    // Subtables lost to this salvage open after their object loaded (by index in `found`),
+    // with the reason: nothing of theirs is indexed, rolled back or freed.
+    let mut gone: HashMap<usize, String> = HashMap::new();
+    let lost_disk = spilled.as_ref().map(|s| &s.lost);
     for obj in store.subs.objects().committed_ids() {
         let loaded = load_subtable(store, obj, &mut ids, &reachable);
         match loaded {
@@ -155,6 +162,9 @@ pub(crate) fn recover(
                     .as_ref()
                     .and_then(|s| s.births.get(&f.0))
                     .filter(|_| mutation != Some(RecoveryMutation::SkipSpilledRelease));
+                if let Some(why) = lost_disk.and_then(|l| l.get(&f.0)) {
+                    gone.insert(found.len(), why.clone());
+                }
                 for m in &f.3 {
                     if births.is_some_and(|b| b.contains(&m.birth)) {
                         on_disk.insert(all.len());
@@ -166,6 +176,16 @@ pub(crate) fn recover(
             }
             Err(e) if salvage => lost.push(LostSubtable::of(store, obj, &e)),
             Err(e) => return Err(e),
+        }
+    }
+    // Disk levels that failed to open and that no subtable found here owns.
+    for (id, why) in lost_disk.into_iter().flatten() {
+        if !found.iter().any(|f| f.0 == *id) && !lost.iter().any(|l| l.id == Some(*id)) {
+            lost.push(LostSubtable {
+                id: Some(*id),
+                name: None,
+                reason: why.clone(),
+            });
         }
     }
     // Committed memtables no list reaches: a crash between commit and link (a new memtable:
@@ -223,7 +243,6 @@ pub(crate) fn recover(
     // decide, only the steps after it to redo.
     let settled = rep.clean || store.settled_run() == run;
     let check = (!settled).then_some(run);
-    let mut gone: HashMap<usize, String> = HashMap::new();
     let facts = salvaged(
         parallel_each(all.len(), threads, |i| all[i].scan_tail(store, check)),
         salvage,

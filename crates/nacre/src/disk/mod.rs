@@ -23,6 +23,7 @@
 pub(crate) mod queue;
 pub(crate) mod spill;
 pub(crate) mod tree;
+mod version;
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -60,6 +61,8 @@ pub(crate) struct DiskTier {
     /// The compaction worker's stop flag and wake-up.
     stopped: Mutex<bool>,
     compactor: parking_lot::Condvar,
+    /// Whether trees' version files are checked (version.rs; off only for a mutation test).
+    check_versions: bool,
 }
 
 fn io(what: &'static str, path: &Path, e: std::io::Error) -> Error {
@@ -117,8 +120,14 @@ fn fresh_id() -> u64 {
 impl DiskTier {
     /// Opens the disk levels at `dir` for a database whose engine root records identity
     /// `recorded` (0: none yet). Returns the tier and the identity to record (creating the
-    /// directory and its identity file on first use).
-    pub fn open(dir: &Path, recorded: u64, cache_bytes: u64) -> Result<(DiskTier, u64)> {
+    /// directory and its identity file on first use). `check_versions`: check each tree's
+    /// version files when it is opened and verified (version.rs).
+    pub fn open(
+        dir: &Path,
+        recorded: u64,
+        cache_bytes: u64,
+        check_versions: bool,
+    ) -> Result<(DiskTier, u64)> {
         std::fs::create_dir_all(dir).map_err(|e| io("creating the disk directory", dir, e))?;
         let found = read_id(dir)?;
         let id = match (recorded, found) {
@@ -155,6 +164,7 @@ impl DiskTier {
             queue: queue::Queue::default(),
             stopped: Mutex::new(false),
             compactor: parking_lot::Condvar::new(),
+            check_versions,
         };
         Ok((tier, id))
     }
@@ -176,14 +186,24 @@ impl DiskTier {
         if let Some(t) = trees.get(&sub) {
             return Ok(t.clone());
         }
-        let t = Arc::new(DiskTree::open(&self.tree_dir(sub), self.cache.clone())?);
+        let t = Arc::new(DiskTree::open(
+            &self.tree_dir(sub),
+            self.cache.clone(),
+            self.check_versions,
+        )?);
         trees.insert(sub, t.clone());
         Ok(t)
     }
 
-    /// The newest spill marker of every subtable with disk levels.
-    pub fn markers(&self) -> Result<HashMap<u64, Marker>> {
+    /// The newest spill marker of every subtable with disk levels, opening every tree. With
+    /// `salvage`, a tree that fails to open is left closed and named with the failure in the
+    /// second map (its subtable is then lost to this open; nothing in its directory is
+    /// touched, since the version checks run before lsm-tree opens it); without, the first
+    /// failure is the result.
+    #[allow(clippy::type_complexity)]
+    pub fn markers(&self, salvage: bool) -> Result<(HashMap<u64, Marker>, HashMap<u64, String>)> {
         let mut out = HashMap::new();
+        let mut lost = HashMap::new();
         let rd = std::fs::read_dir(&self.dir)
             .map_err(|e| io("listing the disk directory", &self.dir, e))?;
         for e in rd {
@@ -196,11 +216,20 @@ impl DiskTier {
             else {
                 continue;
             };
-            if let Some(m) = self.tree(id)?.marker()? {
-                out.insert(u64::from(id), m);
+            match self.tree(id).and_then(|t| t.marker()) {
+                Ok(Some(m)) => {
+                    out.insert(u64::from(id), m);
+                }
+                Ok(None) => {}
+                Err(e) if salvage => {
+                    // A tree whose open succeeded but whose marker is unreadable stays out too.
+                    self.trees.lock().remove(&id);
+                    lost.insert(u64::from(id), e.to_string());
+                }
+                Err(e) => return Err(e),
             }
         }
-        Ok(out)
+        Ok((out, lost))
     }
 
     /// The figures of every tree and of the spills and compactions so far.

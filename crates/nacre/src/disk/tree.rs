@@ -21,7 +21,8 @@
 //!
 //! Thread safety: reads are lock-free (lsm-tree's versions); spills run one at a time
 //! (`spills`), as do compactions (`compactions`); a spill and a compaction may overlap
-//! (lsm-tree serialises their version changes).
+//! (lsm-tree serialises their version changes). `verify` takes `compactions`, then `spills`
+//! while it checks the version files; nothing else holds both.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -30,6 +31,7 @@ use lsm_tree::{AbstractTree, AnyTree, InternalValue, SequenceNumberCounter, Valu
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use super::version;
 use crate::error::{Error, Result};
 
 /// Tag byte in front of user keys.
@@ -110,6 +112,9 @@ pub(crate) struct DiskTree {
     newest: AtomicU64,
     /// A spill registered tables since compaction last found nothing to do.
     dirty: AtomicBool,
+    /// Whether the version files are checked (V1-V3 in version.rs; off only for a
+    /// mutation test).
+    check_versions: bool,
 }
 
 fn tagged(key: &[u8]) -> Vec<u8> {
@@ -120,8 +125,18 @@ fn tagged(key: &[u8]) -> Vec<u8> {
 }
 
 impl DiskTree {
-    /// Opens (or creates) the tree at `path`, sharing `cache`.
-    pub fn open(path: &Path, cache: Arc<lsm_tree::Cache>) -> Result<DiskTree> {
+    /// Opens (or creates) the tree at `path`, sharing `cache`. With `check_versions`, its
+    /// version files are checked first (V1, V2 in version.rs: lsm-tree does not check them,
+    /// and its open deletes the tables a damaged version does not name), and its tables'
+    /// global sequence numbers after (V3).
+    pub fn open(
+        path: &Path,
+        cache: Arc<lsm_tree::Cache>,
+        check_versions: bool,
+    ) -> Result<DiskTree> {
+        if check_versions {
+            version::check_files(path)?;
+        }
         let counter = SequenceNumberCounter::new(0);
         let tree = lsm_tree::Config::new(path, counter.clone(), SequenceNumberCounter::new(0))
             .use_cache(cache)
@@ -135,7 +150,11 @@ impl DiskTree {
             compactions: Mutex::new(()),
             newest: AtomicU64::new(0),
             dirty: AtomicBool::new(true),
+            check_versions,
         };
+        if let Some(bad) = t.version_problems().into_iter().next() {
+            return Err(Error::corrupt(bad));
+        }
         let newest = t.marker()?.map_or(0, |m| m.seq);
         t.newest.store(newest, Ordering::Release);
         Ok(t)
@@ -382,12 +401,42 @@ impl DiskTree {
         }
     }
 
-    /// Reads every table through (no compaction runs meanwhile, so none is deleted under
-    /// it): tables read, their bytes, and a line per table failing its checks, naming its file.
+    /// V3 for the tree's current version (version.rs): a line per table breaking it.
+    fn version_problems(&self) -> Vec<String> {
+        if !self.check_versions {
+            return Vec::new();
+        }
+        let version = self.tree.current_version();
+        version::check_global_seqnos(
+            &self.path,
+            version.id(),
+            version.iter_tables().map(|t| (t.id(), t.global_seqno())),
+        )
+    }
+
+    /// Checks the version files on disk against what the open tree holds (V1-V3 in
+    /// version.rs, with no spill or compaction changing them meanwhile), then reads every
+    /// table through (no compaction runs meanwhile, so none is deleted under it): tables read,
+    /// their bytes, and a line per problem, naming its file.
     pub fn verify(&self) -> (u64, u64, Vec<String>) {
         let _g = self.compactions.lock();
+        let mut bad = Vec::new();
+        if self.check_versions {
+            let _s = self.spills.lock();
+            let open = self.tree.current_version().id();
+            match version::check_files(&self.path) {
+                Err(e) => bad.push(e.to_string()),
+                Ok(Some(id)) if id == open => {}
+                Ok(named) => bad.push(format!(
+                    "disk levels: {} names version {named:?}, but the open tree is at version \
+                     {open}",
+                    self.path.join("current").display()
+                )),
+            }
+            bad.extend(self.version_problems());
+        }
         let version = self.tree.current_version();
-        let (mut n, mut bytes, mut bad) = (0, 0, Vec::new());
+        let (mut n, mut bytes) = (0, 0);
         for t in version.iter_tables() {
             n += 1;
             bytes += self.table_bytes(t.id());
@@ -511,7 +560,7 @@ mod tests {
     fn compaction_at_threshold_zero_keeps_what_snapshots_read_and_hides_deleted_keys() {
         let dir = tempfile::tempdir().expect("dir");
         let cache = Arc::new(lsm_tree::Cache::with_capacity_bytes(1 << 20));
-        let t = DiskTree::open(dir.path(), cache).expect("open");
+        let t = DiskTree::open(dir.path(), cache, true).expect("open");
         // Five spills, each overwriting or deleting keys of the previous ones.
         for round in 0..5u64 {
             let base = 100 * (round + 1);
@@ -565,6 +614,46 @@ mod tests {
             .map(|k| format!("k{k:03}").into_bytes())
             .collect();
         assert_eq!(rows, live);
+    }
+
+    /// V3 (version.rs) holds on its own: a version file whose table has a global sequence
+    /// number, with `current` recording that file's checksum, still fails the open; without
+    /// the check lsm-tree opens it and the table's keys read as missing.
+    #[test]
+    fn a_table_with_a_global_sequence_number_fails_the_open_even_with_a_matching_checksum() {
+        let dir = tempfile::tempdir().expect("dir");
+        let cache = Arc::new(lsm_tree::Cache::with_capacity_bytes(1 << 20));
+        {
+            let t = DiskTree::open(dir.path(), cache.clone(), true).expect("open");
+            spill(&t, vec![entry(b"k", 5, Some(b"v"))], 5);
+        }
+        let cur = dir.path().join("current");
+        let mut c = std::fs::read(&cur).expect("current");
+        let id = u64::from_le_bytes(c[..8].try_into().expect("8 bytes"));
+        let vfile = dir.path().join(format!("v{id}"));
+        let tables = sfa::Reader::new(&vfile)
+            .expect("sfa")
+            .toc()
+            .section(b"tables")
+            .expect("tables")
+            .pos() as usize;
+        let mut v = std::fs::read(&vfile).expect("version");
+        // Level count, L1's run count and its one run's table count; then the table's id,
+        // checksum type and checksum come before its global_seqno.
+        assert_eq!(v[tables..tables + 6], [7, 1, 1, 0, 0, 0]);
+        let at = tables + 6 + 8 + 1 + 16;
+        assert_eq!(v[at..at + 8], [0; 8], "global_seqno");
+        v[at..at + 8].copy_from_slice(&1000u64.to_le_bytes());
+        std::fs::write(&vfile, &v).expect("write");
+        c[8..24].copy_from_slice(&xxhash_rust::xxh3::xxh3_128(&v).to_le_bytes());
+        std::fs::write(&cur, &c).expect("write");
+        let e = DiskTree::open(dir.path(), cache.clone(), true)
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(e.contains("global sequence number 1000"), "{e}");
+        let t = DiskTree::open(dir.path(), cache, false).expect("lsm-tree alone opens it");
+        assert_eq!(t.get(b"k", 10).expect("get"), None, "the key is hidden");
     }
 
     #[test]
