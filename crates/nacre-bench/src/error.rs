@@ -38,6 +38,18 @@ pub enum BenchError {
     /// Serialising results failed.
     #[error("writing JSON: {0}")]
     Json(#[from] serde_json::Error),
+    /// A target needs an optional part this build was compiled without.
+    #[error("{target} needs nacre-bench built with the `{feature}` feature (cargo build -p nacre-bench --features {feature}; it needs {needs}), or leave it out of {option}")]
+    MissingFeature {
+        /// The target asked for.
+        target: String,
+        /// The option that named it.
+        option: &'static str,
+        /// The cargo feature it needs.
+        feature: &'static str,
+        /// What building with that feature needs.
+        needs: &'static str,
+    },
     /// The parameters cannot produce a meaningful run.
     #[error("invalid benchmark parameters: {0}")]
     InvalidParams(String),

@@ -14,6 +14,8 @@
 //! - [`chart`]: dependency-free SVG bar and line charts for the report pages (`docs/img/`).
 //! - [`mod@bench`]: the timed loops and statistics; [`pmem`] and [`raw`]: the subjects they
 //!   run on.
+//! - [`features`]: which optional parts this build has; targets are checked against them
+//!   before anything runs.
 //! - [`config`], [`results`]: parameters and measured rows; [`report`], [`json`]: Markdown
 //!   table and JSON lines.
 //! - [`ycsb`]: `nacre-bench ycsb`, YCSB workloads A-F (generators, runner, stores) against
@@ -33,6 +35,7 @@ pub mod chart;
 pub mod config;
 pub mod engine;
 pub mod error;
+pub mod features;
 pub mod json;
 #[cfg(feature = "pmdk")]
 pub mod pmdk;

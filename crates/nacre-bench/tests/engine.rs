@@ -218,7 +218,7 @@ fn recovery_after_sigkill_with_tiny_sizes() -> TestResult {
         value_size: 1000,
         memtable_mib: 4,
         overwrite_factor: 2,
-        anchors: anchors(),
+        anchors: Some(anchors()),
         redis_server: PathBuf::from(nacre_bench::resp::DEFAULT_REDIS_SERVER),
         sample: 100,
         repeats: 1,
@@ -227,7 +227,7 @@ fn recovery_after_sigkill_with_tiny_sizes() -> TestResult {
         json: None,
     };
     let (machine, rows) = recovery::run(&cfg)?;
-    assert_eq!(rows.len(), 2 + cfg.anchors.len());
+    assert_eq!(rows.len(), 2 + anchors().len());
     for r in &rows {
         assert!(r.unavailable.is_none(), "{r:?}");
         assert_eq!(r.opens.len(), 1);
@@ -266,7 +266,7 @@ fn invalid_parameters_are_rejected() {
         value_size: 1024,
         memtable_mib: 64,
         overwrite_factor: 0,
-        anchors: Vec::new(),
+        anchors: Some(Vec::new()),
         redis_server: PathBuf::from(nacre_bench::resp::DEFAULT_REDIS_SERVER),
         sample: 10,
         repeats: 1,

@@ -80,6 +80,14 @@ pub enum PmemError {
         /// The existing path.
         path: PathBuf,
     },
+    /// Another process (or another handle in this process) is creating this pool now.
+    #[error("{path}: another opener is creating this pool (under {temporary})")]
+    CreationInProgress {
+        /// The pool being created.
+        path: PathBuf,
+        /// The temporary file it is being built in.
+        temporary: PathBuf,
+    },
     /// `open` was asked for a path that does not exist.
     #[error("{path}: no such pool file")]
     NotFound {

@@ -25,6 +25,7 @@
 #![warn(missing_docs)]
 
 mod backend;
+mod create;
 mod error;
 pub mod flush;
 mod mapping;

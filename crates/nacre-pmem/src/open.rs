@@ -1,6 +1,6 @@
-//! Creating and opening pools: file handling, locking, backend selection, formatting and
-//! superblock validation. Every failure is a typed [`PmemError`]; nothing here panics on
-//! bad files.
+//! Opening pools, and what creating them shares: file handling, locking, backend selection,
+//! formatting and superblock validation (creation itself is in `create.rs`). Every failure is a
+//! typed [`PmemError`]; nothing here panics on bad files.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -22,7 +22,10 @@ use crate::superblock::{
 
 const SIM_PATH: &str = "<sim>";
 
-fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> PmemError + 'a {
+pub(crate) fn io_err<'a>(
+    op: &'static str,
+    path: &'a Path,
+) -> impl FnOnce(io::Error) -> PmemError + 'a {
     move |source| PmemError::Io {
         op,
         path: path.to_path_buf(),
@@ -30,13 +33,13 @@ fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> Pme
     }
 }
 
-fn is_not_writable(e: &io::Error) -> bool {
+pub(crate) fn is_not_writable(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::PermissionDenied || e.raw_os_error() == Some(libc::EROFS)
 }
 
 /// Resolves the flush instruction for `opts`, failing if a backend that flushes cache lines
 /// cannot get one.
-fn flush_instr(opts: &PoolOptions) -> Result<FlushInstr> {
+pub(crate) fn flush_instr(opts: &PoolOptions) -> Result<FlushInstr> {
     let needs = matches!(
         opts.backend,
         Backend::Auto | Backend::Dax | Backend::Emulated
@@ -69,7 +72,7 @@ fn describe_map_sync_failure(e: &io::Error) -> String {
 }
 
 /// Maps `len` bytes of `file` for the requested backend, falling back from dax under `auto`.
-fn map_for_backend(
+pub(crate) fn map_for_backend(
     file: &File,
     path: &Path,
     len: usize,
@@ -137,15 +140,6 @@ fn map_for_backend(
     Ok((map, report))
 }
 
-/// Bytes an unprivileged writer may still allocate on `file`'s file system, if known.
-fn free_bytes(file: &File) -> Option<u64> {
-    // SAFETY: `statvfs` is plain data; fstatvfs fills it for a valid descriptor.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: valid descriptor and a pointer to a properly sized statvfs.
-    let rc = unsafe { libc::fstatvfs(file.as_raw_fd(), &mut st) };
-    (rc == 0).then(|| (st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
-}
-
 /// Whether `file` lives on tmpfs or ramfs.
 fn is_ram_fs(file: &File) -> bool {
     const TMPFS_MAGIC: i64 = 0x0102_1994;
@@ -157,7 +151,7 @@ fn is_ram_fs(file: &File) -> bool {
     rc == 0 && matches!(st.f_type as i64, TMPFS_MAGIC | RAMFS_MAGIC)
 }
 
-fn lock_exclusive(file: &File, path: &Path) -> Result<()> {
+pub(crate) fn lock_exclusive(file: &File, path: &Path) -> Result<()> {
     // SAFETY: flock on a valid descriptor has no memory effects.
     let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
     if rc == 0 {
@@ -174,7 +168,7 @@ fn lock_exclusive(file: &File, path: &Path) -> Result<()> {
 }
 
 /// Size of a file or, for a device-DAX character device, of the device.
-fn device_or_file_len(file: &File, path: &Path) -> Result<(u64, bool)> {
+pub(crate) fn device_or_file_len(file: &File, path: &Path) -> Result<(u64, bool)> {
     let md = file.metadata().map_err(io_err("stat", path))?;
     if md.file_type().is_char_device() {
         let rdev = md.rdev();
@@ -212,56 +206,8 @@ fn random_uuid() -> [u8; 16] {
     u
 }
 
-/// Writes zeros over a new `msync` pool file and drops them from the page cache. `fallocate`
-/// leaves unwritten extents, and the first write-back of each block then converts its extent
-/// in the file system's journal: a journal commit inside the fence of every commit that reaches
-/// a new block. Written extents make a fence cost the pages it syncs and one device flush.
-/// Dropping the cached zeros lets the mapping fault the file back in single pages (see
-/// `Mapping::advise_single_pages`).
-fn write_zeros(file: &File, path: &Path, size: u64) -> Result<()> {
-    const CHUNK: usize = 1 << 20;
-    let started = std::time::Instant::now();
-    let zeros = vec![0u8; CHUNK];
-    let mut off = 0u64;
-    let mut next_report = 1u64 << 30;
-    while off < size {
-        let n = CHUNK.min((size - off) as usize);
-        file.write_all_at(&zeros[..n], off)
-            .map_err(io_err("write zeros", path))?;
-        off += n as u64;
-        if off >= next_report && off < size {
-            tracing::info!(path = %path.display(), written = off, size, "writing the new pool's blocks");
-            next_report += 1 << 30;
-        }
-    }
-    file.sync_data().map_err(io_err("fdatasync", path))?;
-    // SAFETY: posix_fadvise on a valid descriptor has no memory effects.
-    let rc = unsafe {
-        libc::posix_fadvise(
-            file.as_raw_fd(),
-            0,
-            size as libc::off_t,
-            libc::POSIX_FADV_DONTNEED,
-        )
-    };
-    if rc != 0 {
-        tracing::debug!(error = rc, "POSIX_FADV_DONTNEED refused");
-    }
-    tracing::info!(path = %path.display(), size, ms = started.elapsed().as_millis() as u64, "wrote the new pool's blocks");
-    Ok(())
-}
-
-fn sync_parent_dir(path: &Path) -> Result<()> {
-    let parent = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let dir = File::open(parent).map_err(io_err("open directory", parent))?;
-    dir.sync_all().map_err(io_err("fsync directory", parent))
-}
-
 /// Writes a fresh superblock: metadata slot A first, then the header (invariant S1).
-fn format(pool: &Pool) -> Result<()> {
+pub(crate) fn format(pool: &Pool) -> Result<()> {
     let slot_a = PmOffset(META_SLOT_OFFSET);
     // SAFETY: the pool is being created; no other thread has it yet.
     unsafe {
@@ -297,7 +243,7 @@ fn zeroed(n: usize) -> Option<Vec<u8>> {
     Some(unsafe { Vec::from_raw_parts(p, n, n) })
 }
 
-fn checked_size(size: u64) -> Result<u64> {
+pub(crate) fn checked_size(size: u64) -> Result<u64> {
     if size < MIN_POOL_SIZE {
         return Err(PmemError::TooSmall {
             size,
@@ -309,7 +255,7 @@ fn checked_size(size: u64) -> Result<u64> {
     Ok(size.next_multiple_of(4096))
 }
 
-fn new_header(size: u64) -> Header {
+pub(crate) fn new_header(size: u64) -> Header {
     Header {
         version: FORMAT_VERSION,
         pool_size: size,
@@ -337,121 +283,14 @@ fn load_meta(pool_map: &Mapping, path: &Path, pool_size: u64) -> Result<(usize, 
 }
 
 impl Pool {
-    /// Creates and formats a new pool of `size` bytes (rounded up to 4 KiB) at `path`, which
-    /// must not exist (a device-DAX character device is formatted in place).
-    pub fn create(path: impl AsRef<Path>, size: u64, opts: &PoolOptions) -> Result<Pool> {
-        let path = path.as_ref();
-        let size = checked_size(size)?;
-        let instr = flush_instr(opts)?;
-        if opts.backend == Backend::Sim {
-            return Err(PmemError::InvalidOptions(
-                "the sim backend keeps pools in memory: use Pool::create_sim".into(),
-            ));
-        }
-        let is_dev = std::fs::metadata(path).is_ok_and(|m| m.file_type().is_char_device());
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(!is_dev)
-            .open(path)
-            .map_err(|e| match e.kind() {
-                io::ErrorKind::AlreadyExists => PmemError::AlreadyExists {
-                    path: path.to_path_buf(),
-                },
-                _ if is_not_writable(&e) => PmemError::NotWritable {
-                    path: path.to_path_buf(),
-                    source: e,
-                },
-                _ => io_err("create", path)(e),
-            })?;
-        let result = Self::create_in(&file, path, size, opts, instr, is_dev);
-        match result {
-            Ok(p) => Ok(p),
-            Err(e) => {
-                if !is_dev {
-                    let _ = std::fs::remove_file(path);
-                }
-                Err(e)
-            }
-        }
-    }
-
-    fn create_in(
-        file: &File,
-        path: &Path,
-        size: u64,
-        opts: &PoolOptions,
-        instr: FlushInstr,
-        is_dev: bool,
-    ) -> Result<Pool> {
-        lock_exclusive(file, path)?;
-        if is_dev {
-            let (dev_len, _) = device_or_file_len(file, path)?;
-            if dev_len < size {
-                return Err(PmemError::InvalidOptions(format!(
-                    "device {} has {dev_len} bytes, {size} requested",
-                    path.display()
-                )));
-            }
-        } else {
-            // A size beyond the free space fails now, not after filling the file system
-            // (tmpfs and ext4 allocate block by block before they report ENOSPC).
-            if let Some(avail) = free_bytes(file) {
-                if avail < size {
-                    return Err(PmemError::NoSpace {
-                        path: path.to_path_buf(),
-                        size,
-                        source: io::Error::other(format!("the file system has {avail} bytes free")),
-                    });
-                }
-            }
-            // SAFETY: posix_fallocate on a valid descriptor has no memory effects.
-            let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, size as libc::off_t) };
-            match rc {
-                0 => {}
-                libc::EOPNOTSUPP | libc::EINVAL => {
-                    file.set_len(size).map_err(io_err("set_len", path))?
-                }
-                libc::ENOSPC => {
-                    return Err(PmemError::NoSpace {
-                        path: path.to_path_buf(),
-                        size,
-                        source: io::Error::from_raw_os_error(rc),
-                    })
-                }
-                e => return Err(io_err("fallocate", path)(io::Error::from_raw_os_error(e))),
-            }
-        }
-        let (map, report) = map_for_backend(file, path, size as usize, opts, instr)?;
-        if !is_dev && report.active == ActiveBackend::Msync {
-            write_zeros(file, path, size)?;
-        }
-        let lock = file.try_clone().map_err(io_err("dup", path))?;
-        let pool = Pool::assemble(
-            PoolParts {
-                map,
-                report,
-                path: path.to_path_buf(),
-                lock: Some(lock),
-                sim_media: None,
-            },
-            new_header(size),
-            (0, Meta::fresh()),
-        );
-        format(&pool)?;
-        if !is_dev {
-            file.sync_all().map_err(io_err("fsync", path))?;
-            sync_parent_dir(path)?;
-        }
-        tracing::info!(path = %path.display(), size, report = %pool.report(), "created pool");
-        Ok(pool)
-    }
-
     /// Opens an existing pool. The `sim` backend loads the file into an in-memory simulator
     /// (writes never reach the file), which is how saved crash images are reopened.
     pub fn open(path: impl AsRef<Path>, opts: &PoolOptions) -> Result<Pool> {
         let path = path.as_ref();
         let instr = flush_instr(opts)?;
+        if opts.backend != Backend::Sim {
+            crate::create::clean_up_beside(path);
+        }
         if opts.backend == Backend::Sim {
             let image = std::fs::read(path).map_err(|e| match e.kind() {
                 io::ErrorKind::NotFound => PmemError::NotFound {

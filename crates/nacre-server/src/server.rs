@@ -86,7 +86,12 @@ pub async fn run(
         ),
         None => tracing::info!("PM only (no disk-dir): the zone cleaner reclaims space in place"),
     }
-    if report.clean {
+    if report.created {
+        tracing::info!(
+            "created the database in {} ms (a new pool: nothing to recover)",
+            report.recovery.as_millis()
+        );
+    } else if report.clean {
         tracing::info!(
             "recovered in {} ms; {} keys (clean shutdown: key counts read from its record)",
             report.recovery.as_millis(),

@@ -34,3 +34,29 @@ fn starts_serves_shuts_down_and_restarts_with_its_data() {
     let info: String = redis::cmd("INFO").arg("persistence").query(&mut c).unwrap();
     assert!(info.contains("nacre_last_start_clean:1"), "{info}");
 }
+
+#[test]
+fn the_first_start_says_it_created_the_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("server.log");
+    let log_arg = log.to_str().unwrap();
+    let args = ["--loglevel", "notice", "--logfile", log_arg];
+    let mut s = common::Server::start_in(dir.path(), &args);
+    let mut c = s.conn();
+    let info: String = redis::cmd("INFO").arg("persistence").query(&mut c).unwrap();
+    assert!(info.contains("nacre_last_start_created:1"), "{info}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("created the database in"), "{text}");
+    assert!(!text.contains("recovered in"), "{text}");
+    let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut c).unwrap();
+    let _: redis::RedisResult<()> = redis::cmd("SHUTDOWN").query(&mut c);
+    s.wait_exit(Duration::from_secs(20)).expect("exits");
+    std::fs::remove_file(&log).unwrap();
+    s.restart();
+    let mut c = s.conn();
+    let info: String = redis::cmd("INFO").arg("persistence").query(&mut c).unwrap();
+    assert!(info.contains("nacre_last_start_created:0"), "{info}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("recovered in"), "{text}");
+    assert!(!text.contains("created the database"), "{text}");
+}

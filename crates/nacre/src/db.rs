@@ -167,6 +167,7 @@ impl Db {
             pipelined = opts.pipelining.resolve(store.pool.backend()),
             micros = rec.elapsed.as_micros() as u64, memtables = rec.memtables,
             records = rec.records, bytes = rec.bytes_scanned, rolled_back = rec.rolled_back,
+            created = rec.created,
             "opened database"
         );
         let inner = Arc::new(Engine {

@@ -47,6 +47,9 @@ pub struct RecoveryReport {
     pub elapsed: Duration,
     /// Whether the previous close was clean (no rollback check needed).
     pub clean: bool,
+    /// Whether this open created the database (a new pool, or one whose engine root was
+    /// never written): there was nothing to recover, and `clean` is false.
+    pub created: bool,
     /// The persisted commit id (last committed sequence number).
     pub commit_id: u64,
     /// Subtables found.
@@ -136,6 +139,7 @@ pub(crate) fn recover(
     let mut rep = RecoveryReport {
         commit_id: store.commit_id(),
         clean: store.clean(),
+        created: store.created,
         ..Default::default()
     };
     let mut found: Vec<Found0> = Vec::new();

@@ -92,6 +92,8 @@ pub(crate) struct Store {
     pub max_subtables: u64,
     /// A recovery rule switched off (mutation tests only).
     pub mutation: Option<crate::options::RecoveryMutation>,
+    /// Whether this open wrote the engine root: a new database, with nothing to recover.
+    pub created: bool,
     root: PmOffset,
     _halloc: Halloc,
 }
@@ -188,7 +190,8 @@ impl Store {
     /// Opens the engine's pieces on `pool`, creating them on first use.
     pub fn open(pool: Arc<Pool>, opts: &Options) -> Result<Store> {
         let mut root = pool.root(ROOT_SLOT)?;
-        if root.is_null() {
+        let created = root.is_null();
+        if created {
             let region = match pool.region(ROOT_REGION) {
                 Some(r) => r,
                 None => pool.reserve_region(ROOT_REGION, ROOT_LEN, 64, 0)?,
@@ -246,6 +249,7 @@ impl Store {
             zone_size: s.zone_size,
             max_subtables: s.subtables,
             mutation: opts.recovery_mutation,
+            created,
             root,
             _halloc: halloc,
         })

@@ -203,6 +203,26 @@ fn close_says_what_is_still_open() {
     db.close().unwrap();
 }
 
+#[test]
+fn the_report_says_whether_an_open_created_the_database() {
+    let dir = shm_dir();
+    let path = dir.path().join("db.pool");
+    let db = Db::open(small(&path)).unwrap();
+    let rep = db.recovery_report();
+    assert!(rep.created && !rep.clean, "first open: {rep:?}");
+    db.close().unwrap();
+    let db = Db::open(small(&path)).unwrap();
+    let rep = db.recovery_report();
+    assert!(!rep.created && rep.clean, "reopen: {rep:?}");
+    drop(db);
+    // A pool whose engine root was never written (a kill between the two) is created too.
+    let bare = dir.path().join("bare.pool");
+    let opts = small(&bare);
+    drop(nacre_pmem::Pool::create(&bare, opts.pool_size, &opts.pool).unwrap());
+    let db = Db::open(opts).unwrap();
+    assert!(db.recovery_report().created);
+}
+
 fn pick<T: Clone + std::fmt::Debug + 'static>(v: Vec<T>) -> impl Strategy<Value = T> {
     proptest::sample::select(v)
 }

@@ -26,10 +26,26 @@ use super::recovery_child::{spawn_until, Engine};
 use super::{put_footprint, require, EMULATED_SURVIVES};
 use crate::bench::{file_name, median, TempFile};
 use crate::error::{io_err, BenchError, Result};
+use crate::features::{self, Feature, Selection};
 use crate::report::{sig3, MachineInfo};
 
 /// Largest data size accepted (the pool is ~1.5x this, on tmpfs).
 pub const MAX_MIB: u64 = 2048;
+
+/// The anchors measured when `--anchors` is not given (those this build has).
+pub const DEFAULT_ANCHORS: [Engine; 2] = [Engine::Rocksdb, Engine::Redis];
+
+/// The anchors to measure: checked against this build before anything runs (see
+/// [`features::select`]).
+pub fn anchors(cfg: &RecoveryConfig) -> Result<Selection<Engine>> {
+    features::select(
+        "--anchors",
+        cfg.anchors.as_deref(),
+        &DEFAULT_ANCHORS,
+        Engine::needs,
+        Feature::enabled,
+    )
+}
 
 /// Parameters of `nacre-bench recovery`.
 #[derive(clap::Args, Clone, Debug, PartialEq, Serialize)]
@@ -56,9 +72,12 @@ pub struct RecoveryConfig {
     /// (the restart then follows a long write history over the same live data).
     #[arg(long, default_value_t = 0)]
     pub overwrite_factor: u64,
-    /// Anchors measured beside Nacre, comma-separated (none: `--anchors` with no value).
-    #[arg(long, value_enum, value_delimiter = ',', num_args = 0.., default_values_t = [Engine::Rocksdb, Engine::Redis])]
-    pub anchors: Vec<Engine>,
+    /// Anchors measured beside Nacre, comma-separated (none: `--anchors` with no value)
+    /// [default: rocksdb,redis; without the `rocksdb` feature RocksDB is left out, and the
+    /// report says so]. A named anchor this build cannot run stops the command before
+    /// anything runs.
+    #[arg(long, value_enum, value_delimiter = ',', num_args = 0..)]
+    pub anchors: Option<Vec<Engine>>,
     /// The redis-server binary for the `redis` anchor.
     #[arg(long, default_value = crate::resp::DEFAULT_REDIS_SERVER)]
     pub redis_server: PathBuf,
@@ -325,11 +344,15 @@ pub fn run(cfg: &RecoveryConfig) -> Result<(MachineInfo, Vec<RecoveryRow>)> {
         "recovery needs sizes of 1..=2048 MiB, thread counts, writers, a value size, a \
          memtable size and repeats",
     )?;
+    let anchors = anchors(cfg)?;
+    if let Some(note) = anchors.left_out_note() {
+        tracing::warn!("recovery anchors: {note}");
+    }
     let exe = super::child_exe(&cfg.exe)?;
     let mut rows = Vec::new();
     for &mib in &cfg.sizes_mib {
         rows.extend(one_size(cfg, &exe, mib)?);
-        for &anchor in &cfg.anchors {
+        for &anchor in &anchors.run {
             let r = match anchor {
                 Engine::Nacre => continue,
                 Engine::Rocksdb => rocksdb_size(cfg, &exe, mib),
@@ -383,6 +406,9 @@ pub fn markdown(cfg: &RecoveryConfig, machine: &MachineInfo, rows: &[RecoveryRow
         cfg.sample,
         cfg.repeats
     );
+    if let Some(note) = anchors(cfg).ok().and_then(|a| a.left_out_note()) {
+        let _ = writeln!(s, "Anchors {note}.\n");
+    }
     s.push_str(
         "| engine | data MiB | records | memtables | MiB scanned | recovery threads | open ms | \
          recovery_report.elapsed ms | first get ms | full service ms | restart ms |\n",
@@ -500,4 +526,59 @@ pub fn main(cfg: &RecoveryConfig) -> Result<()> {
     super::emit(&markdown(cfg, &machine, &rows), cfg.json.as_deref(), || {
         json_rows(cfg, &machine, &rows)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        recovery: RecoveryConfig,
+    }
+
+    fn anchors_of(args: &[&str]) -> Result<Selection<Engine>> {
+        let argv = std::iter::once("recovery").chain(args.iter().copied());
+        match Cli::try_parse_from(argv) {
+            Ok(c) => anchors(&c.recovery),
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    #[test]
+    fn default_anchors_are_those_this_build_has() {
+        let sel = match anchors_of(&[]) {
+            Ok(s) => s,
+            Err(e) => panic!("{e}"),
+        };
+        if cfg!(feature = "rocksdb") {
+            assert_eq!(sel.run, DEFAULT_ANCHORS);
+            assert!(sel.left_out.is_empty());
+        } else {
+            assert_eq!(sel.run, [Engine::Redis]);
+            assert_eq!(sel.left_out, [(Engine::Rocksdb, Feature::Rocksdb)]);
+        }
+    }
+
+    #[test]
+    fn named_anchors_are_checked_and_none_means_none() {
+        let sel = anchors_of(&["--anchors"]);
+        assert!(sel.is_ok_and(|s| s.run.is_empty() && s.left_out.is_empty()));
+        let sel = anchors_of(&["--anchors", "redis"]);
+        assert!(sel.is_ok_and(|s| s.run == [Engine::Redis]));
+        let r = anchors_of(&["--anchors", "rocksdb,redis"]);
+        assert_eq!(r.is_ok(), cfg!(feature = "rocksdb"), "{r:?}");
+        match r {
+            Ok(s) => assert_eq!(s.run, DEFAULT_ANCHORS),
+            Err(e) => {
+                let text = e.to_string();
+                assert!(
+                    text.contains("`rocksdb` feature") && text.contains("--anchors"),
+                    "{text}"
+                );
+            }
+        }
+    }
 }

@@ -34,6 +34,11 @@ pub enum Engine {
 }
 
 impl Engine {
+    /// The optional part of this build the engine needs, if any.
+    pub fn needs(self) -> Option<crate::features::Feature> {
+        (self == Engine::Rocksdb).then_some(crate::features::Feature::Rocksdb)
+    }
+
     /// The name on the command line.
     pub fn name(self) -> &'static str {
         match self {
@@ -176,9 +181,13 @@ fn open_rocksdb(path: &std::path::Path) -> Result<Box<dyn ChildDb>> {
 
 #[cfg(not(feature = "rocksdb"))]
 fn open_rocksdb(_: &std::path::Path) -> Result<Box<dyn ChildDb>> {
-    Err(BenchError::InvalidParams(
-        "the RocksDB recovery anchor needs the `rocksdb` feature (and librocksdb-dev)".into(),
-    ))
+    let f = crate::features::Feature::Rocksdb;
+    Err(BenchError::MissingFeature {
+        target: "the RocksDB recovery anchor".into(),
+        option: "--anchors",
+        feature: f.name(),
+        needs: f.needs(),
+    })
 }
 
 /// Key `i` of writer `writer`, `size` bytes (at least 16).

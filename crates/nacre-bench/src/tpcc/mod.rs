@@ -25,6 +25,7 @@ use serde::Serialize;
 
 use crate::engine::{default_shm_dir, BenchDb, EMULATED_SURVIVES, MSYNC_SURVIVES};
 use crate::error::{io_err, BenchError, Result};
+use crate::features::{self, Feature, Selection};
 use load::{Rand, Scale};
 use store::{TxFail, TxStore};
 use txns::{Done, Kind, Terminal};
@@ -73,6 +74,11 @@ impl TpccTarget {
         )
     }
 
+    /// The optional part of this build the store needs, if any.
+    pub fn needs(self) -> Option<Feature> {
+        self.is_rocksdb().then_some(Feature::Rocksdb)
+    }
+
     fn pessimistic(self) -> bool {
         matches!(
             self,
@@ -96,13 +102,16 @@ pub struct TpccConfig {
     /// Terminals (client threads), spread over the warehouses [default: 4].
     #[arg(long, default_value_t = 4)]
     pub terminals: usize,
-    /// Stores, comma-separated.
-    #[arg(long, value_enum, value_delimiter = ',',
-          default_values_t = [TpccTarget::NacreOptimisticEmulated,
-                              TpccTarget::NacrePessimisticEmulated,
-                              TpccTarget::RocksdbPessimisticSync0,
-                              TpccTarget::RocksdbOptimisticSync0])]
+    /// Stores, comma-separated [default: nacre-optimistic-emulated, nacre-pessimistic-emulated,
+    /// rocksdb-pessimistic-sync0, rocksdb-optimistic-sync0; without the `rocksdb` feature the
+    /// RocksDB ones are left out, and the run says so]. A named store this build cannot run
+    /// stops the command before anything runs.
+    #[arg(long, value_enum, value_delimiter = ',')]
     pub targets: Vec<TpccTarget>,
+    /// Seconds each store runs the mix, unmeasured, between its load and its measured run, so
+    /// that no store is measured cold and a ratio does not depend on the order of the stores.
+    #[arg(long, default_value_t = 10.0)]
+    pub warmup_seconds: f64,
     /// Directory for the process-crash pairing [default: /dev/shm, else the temp dir].
     #[arg(long)]
     pub shm_dir: Option<PathBuf>,
@@ -116,6 +125,27 @@ pub struct TpccConfig {
     #[arg(long)]
     #[serde(skip)]
     pub json: Option<PathBuf>,
+}
+
+/// The stores run when `--targets` is not given (those this build has).
+pub const DEFAULT_TARGETS: [TpccTarget; 4] = [
+    TpccTarget::NacreOptimisticEmulated,
+    TpccTarget::NacrePessimisticEmulated,
+    TpccTarget::RocksdbPessimisticSync0,
+    TpccTarget::RocksdbOptimisticSync0,
+];
+
+/// The stores to run: checked against this build before anything runs (see
+/// [`features::select`]).
+pub fn targets(cfg: &TpccConfig) -> Result<Selection<TpccTarget>> {
+    let named = (!cfg.targets.is_empty()).then_some(&cfg.targets[..]);
+    features::select(
+        "--targets",
+        named,
+        &DEFAULT_TARGETS,
+        TpccTarget::needs,
+        Feature::enabled,
+    )
 }
 
 /// Latency and counts of one transaction kind.
@@ -337,10 +367,12 @@ fn rocks_store(cfg: &TpccConfig, t: TpccTarget) -> Result<Box<dyn TxStore>> {
 
 #[cfg(not(feature = "rocksdb"))]
 fn rocks_store(_: &TpccConfig, t: TpccTarget) -> Result<Box<dyn TxStore>> {
-    Err(BenchError::InvalidParams(format!(
-        "target {t:?} needs embedded RocksDB: rebuild with `--features rocksdb` (and Debian's \
-         librocksdb-dev installed), or leave it out of --targets"
-    )))
+    Err(BenchError::MissingFeature {
+        target: format!("{t:?}"),
+        option: "--targets",
+        feature: Feature::Rocksdb.name(),
+        needs: Feature::Rocksdb.needs(),
+    })
 }
 
 /// Loads, runs and checks one store.
@@ -351,14 +383,31 @@ pub fn run_target(cfg: &TpccConfig, t: TpccTarget) -> Result<TpccRow> {
     eprintln!("{}: loading {} warehouses", store.label(), cfg.warehouses);
     let loaded = load::load(&*store, cfg.warehouses, scale, cfg.seed)?;
     let load_secs = t0.elapsed().as_secs_f64();
+    let stop = AtomicBool::new(false);
+    if cfg.warmup_seconds > 0.0 {
+        eprintln!(
+            "{}: loaded {loaded} rows in {load_secs:.1} s; warming up {} terminals for {} s",
+            store.label(),
+            cfg.terminals,
+            cfg.warmup_seconds
+        );
+        run_mix(
+            &*store,
+            cfg.warehouses,
+            scale,
+            cfg.terminals,
+            Duration::from_secs_f64(cfg.warmup_seconds),
+            cfg.seed ^ 0x5741_524d,
+            &stop,
+        )?;
+    }
     eprintln!(
-        "{}: loaded {loaded} rows in {load_secs:.1} s; running {} terminals for {} s",
+        "{}: running {} terminals for {} s (measured)",
         store.label(),
         cfg.terminals,
         cfg.seconds
     );
     let before = store.commits();
-    let stop = AtomicBool::new(false);
     let (kinds, secs) = run_mix(
         &*store,
         cfg.warehouses,
@@ -422,24 +471,36 @@ pub fn main(cfg: &TpccConfig) -> Result<()> {
         || cfg.terminals == 0
         || cfg.seconds.is_nan()
         || cfg.seconds <= 0.0
-        || cfg.targets.is_empty()
+        || cfg.warmup_seconds.is_nan()
+        || cfg.warmup_seconds < 0.0
     {
         return Err(BenchError::InvalidParams(
-            "tpcc needs at least one warehouse, terminal, second and target".into(),
+            "tpcc needs at least one warehouse, terminal and second, and a warm-up of zero \
+             seconds or more"
+                .into(),
         ));
     }
-    if cfg.targets.iter().any(|t| t.power_loss()) {
+    let sel = targets(cfg)?;
+    if let Some(note) = sel.left_out_note() {
+        tracing::warn!("{note}");
+        println!("{note}");
+    }
+    if sel.run.is_empty() {
+        return Err(BenchError::InvalidParams("tpcc has no store to run".into()));
+    }
+    let run = sel.run;
+    if run.iter().any(|t| t.power_loss()) {
         std::fs::create_dir_all(&cfg.disk_dir).map_err(io_err("create", &cfg.disk_dir))?;
     }
     let mut rows = Vec::new();
-    for &t in &cfg.targets {
+    for &t in &run {
         let row = run_target(cfg, t)?;
         print(&row);
         rows.push(row);
     }
     // Each Nacre store against RocksDB's store of the same transaction kind and pairing.
-    for (r, t) in rows.iter().zip(&cfg.targets) {
-        let anchor = rows.iter().zip(&cfg.targets).find(|(_, a)| {
+    for (r, t) in rows.iter().zip(&run) {
+        let anchor = rows.iter().zip(&run).find(|(_, a)| {
             a.power_loss() == t.power_loss()
                 && a.pessimistic() == t.pessimistic()
                 && a.is_rocksdb()
@@ -472,4 +533,96 @@ pub fn main(cfg: &TpccConfig) -> Result<()> {
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        tpcc: TpccConfig,
+    }
+
+    fn parse(args: &[&str]) -> TpccConfig {
+        let argv = std::iter::once("tpcc").chain(args.iter().copied());
+        match Cli::try_parse_from(argv) {
+            Ok(c) => c.tpcc,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    #[test]
+    fn without_targets_the_defaults_this_build_has_run() {
+        let sel = match targets(&parse(&[])) {
+            Ok(s) => s,
+            Err(e) => panic!("{e}"),
+        };
+        let rocks = cfg!(feature = "rocksdb");
+        let expect: Vec<TpccTarget> = DEFAULT_TARGETS
+            .into_iter()
+            .filter(|t| rocks || !t.is_rocksdb())
+            .collect();
+        assert_eq!(sel.run, expect);
+        assert_eq!(sel.left_out_note().is_some(), !rocks);
+        if let Some(note) = sel.left_out_note() {
+            assert!(note.contains("RocksdbPessimisticSync0") && note.contains("`rocksdb`"));
+        }
+    }
+
+    #[test]
+    fn named_rocksdb_targets_need_the_feature() {
+        let cfg = parse(&[
+            "--targets",
+            "nacre-optimistic-msync,rocksdb-optimistic-sync1",
+        ]);
+        let r = targets(&cfg);
+        assert_eq!(r.is_ok(), cfg!(feature = "rocksdb"), "{r:?}");
+        match r {
+            Ok(sel) => assert_eq!(sel.run, cfg.targets),
+            Err(e) => {
+                assert!(matches!(
+                    e,
+                    BenchError::MissingFeature {
+                        feature: "rocksdb",
+                        ..
+                    }
+                ));
+                assert!(e.to_string().contains("RocksdbOptimisticSync1"), "{e}");
+            }
+        }
+        let cfg = parse(&["--targets", "nacre-pessimistic-emulated"]);
+        assert!(targets(&cfg).is_ok_and(|s| s.run == [TpccTarget::NacrePessimisticEmulated]));
+    }
+
+    /// Refused before any store is made: nothing is loaded into the directory.
+    #[cfg(not(feature = "rocksdb"))]
+    #[test]
+    fn a_run_with_a_missing_target_stops_before_anything_runs() {
+        let dir = match tempfile::tempdir() {
+            Ok(d) => d,
+            Err(e) => panic!("{e}"),
+        };
+        let shm = dir.path().display().to_string();
+        let cfg = parse(&[
+            "--targets",
+            "nacre-optimistic-emulated,rocksdb-optimistic-sync0",
+            "--shm-dir",
+            &shm,
+        ]);
+        let e = main(&cfg).err();
+        assert!(
+            matches!(e, Some(BenchError::MissingFeature { .. })),
+            "{e:?}"
+        );
+        assert!(std::fs::read_dir(dir.path()).is_ok_and(|mut d| d.next().is_none()));
+    }
+
+    #[test]
+    fn a_negative_warm_up_is_refused() {
+        let cfg = parse(&["--warmup-seconds=-1"]);
+        assert!(matches!(main(&cfg), Err(BenchError::InvalidParams(_))));
+    }
 }

@@ -31,6 +31,8 @@ pub struct StartReport {
     pub counting: Duration,
     /// Whether the previous run shut down cleanly.
     pub clean: bool,
+    /// Whether this start created the database (nothing to recover, no keys to count).
+    pub created: bool,
     /// Keys in all databases.
     pub keys: u64,
     /// The backend in use.
@@ -101,25 +103,29 @@ pub fn open_db(db: Db, databases: usize, recovery: Duration) -> Result<Opened> {
         first.delete(&subs.sys, CLEAN);
     }
     let counting = t1.elapsed();
+    // A new database has no keys: nothing to count.
+    let created = db.recovery_report().created;
+    let counted = was_clean || created;
     if !first.is_empty() {
         db.write(first)?;
     }
     let keys = counts.iter().sum::<i64>().max(0) as u64;
     // Taken before anything is written: the background count reads this snapshot, and every
     // later change is in `counts` as a delta.
-    let snapshot = (!was_clean).then(|| db.snapshot());
+    let snapshot = (!counted).then(|| db.snapshot());
     let backend = db.backend_report();
     let report = StartReport {
         recovery,
         counting,
         clean: was_clean,
+        created,
         keys,
         backend: backend.active.to_string(),
         survives: backend.survives().to_string(),
     };
     let store = Store {
         counts: counts.into_iter().map(AtomicI64::new).collect(),
-        counted: tokio::sync::watch::Sender::new(was_clean),
+        counted: tokio::sync::watch::Sender::new(counted),
         ns: parking_lot::RwLock::new(ns),
         versions: AtomicU64::new(next_version.max(1)),
         stripes: (0..STRIPES).map(|_| Default::default()).collect(),
