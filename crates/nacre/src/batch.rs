@@ -20,6 +20,8 @@ pub(crate) struct Op {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct WriteBatch {
     pub(crate) ops: Vec<Op>,
+    /// Declared by the caller to free space (see [`WriteBatch::frees_space`]).
+    frees: bool,
 }
 
 impl WriteBatch {
@@ -70,6 +72,21 @@ impl WriteBatch {
     /// Removes every operation.
     pub fn clear(&mut self) {
         self.ops.clear();
+    }
+
+    /// Declares that committing the batch frees space (it drops or replaces data: a
+    /// server's `FLUSHALL` writing a new namespace record, an expiry): like a batch of
+    /// deletes, it is not slowed when free zones run low and may use part of the zones kept
+    /// for the cleaner, so that a full pool can always be made writable again. A caller
+    /// that marks batches which add data takes that reserve from the cleaner.
+    pub fn mark_frees_space(&mut self) -> &mut Self {
+        self.frees = true;
+        self
+    }
+
+    /// Whether the batch frees space: marked so, or made of deletes only.
+    pub fn frees_space(&self) -> bool {
+        self.frees || self.ops.iter().all(|o| o.kind == Kind::Delete)
     }
 
     /// Record bytes the batch adds to each subtable it touches, as (subtable, bytes).

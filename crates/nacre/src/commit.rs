@@ -337,13 +337,10 @@ impl CommitPath {
         bytes: Vec<(u32, usize)>,
         check: Option<Check>,
     ) -> Result<()> {
-        // Deletes are how a full pool frees space: they are not slowed for lack of it.
-        let deletes_only = batch
-            .ops
-            .iter()
-            .all(|o| o.kind == crate::record::Kind::Delete);
-        sh.space
-            .throttle(sh.store.zones.free_zones(), !deletes_only);
+        // Deletes (and batches declared to free space) are how a full pool frees space:
+        // they are not slowed for lack of it.
+        let frees = batch.frees_space();
+        sh.space.throttle(sh.store.zones.free_zones(), !frees);
         let mut w = Arc::new(Waiter {
             batch,
             bytes,
@@ -741,14 +738,9 @@ impl CommitPath {
 
     fn commit_group(&self, sh: &Shared, group: &[Arc<Waiter>]) -> Result<(), GroupError> {
         let (parts, n) = layout(group);
-        let deletes_only = group.iter().all(|w| {
-            w.batch
-                .ops
-                .iter()
-                .all(|o| o.kind == crate::record::Kind::Delete)
-        });
+        let frees = group.iter().all(|w| w.batch.frees_space());
         // Deletes may dig into the cleaner's reserve: they are how a full pool frees space.
-        let keep = if deletes_only {
+        let keep = if frees {
             sh.space.keep / 2
         } else {
             sh.space.keep

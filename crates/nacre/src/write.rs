@@ -267,7 +267,12 @@ impl Engine {
             let fits = mine
                 .iter()
                 .all(|(s, n)| bytes.iter().find(|(t, _)| t == s).map_or(0, |(_, m)| *m) + n <= max);
-            if !fits {
+            // A batch that frees space keeps its right to the reserve: it does not merge
+            // with batches that add data.
+            let alike = run
+                .first()
+                .is_none_or(|(f, _)| f.frees_space() == b.frees_space());
+            if !fits || !alike {
                 q.push_front((b, d));
                 break;
             }
@@ -288,6 +293,9 @@ impl Engine {
             return;
         }
         let mut merged = WriteBatch::new();
+        if run.iter().all(|(b, _)| b.frees_space()) {
+            merged.mark_frees_space();
+        }
         let mut dones = Vec::with_capacity(run.len());
         for (b, d) in run {
             merged.ops.extend(b.ops);

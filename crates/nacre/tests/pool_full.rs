@@ -252,3 +252,38 @@ fn long_a_gib_pool_full_of_100_kb_values_answers_pool_full() {
         s2.cleaner_moved_bytes
     );
 }
+
+#[test]
+fn a_full_pool_takes_writes_marked_to_free_space_and_is_writable_after_them() {
+    // As a server does: 10 KB values until the pool is full, then a small write that drops
+    // them all (a new namespace record in another subtable) marked as freeing space.
+    let dir = tempfile::tempdir().expect("dir");
+    let mut o = Options::new(dir.path().join("p")).backend(Backend::Emulated);
+    o.pool_size = 64 << 20;
+    let db = Arc::new(Db::open(o).expect("open"));
+    let (n, e, _) = fill(&db, "data", 10_000, 100_000);
+    assert_pool_full(&e, &db.stats());
+    let (r, took) = bounded(&db, "a write marked as freeing space", move |db| {
+        let sys = db.subtable("sys").expect("subtable");
+        let mut b = WriteBatch::new();
+        b.put(&sys, "namespace", "2").mark_frees_space();
+        db.write(b)
+    });
+    r.unwrap_or_else(|e| panic!("the freeing write failed after {took:?}: {e}"));
+    // What it made unreachable is deleted (as a server's background cleanup does), and the
+    // pool takes new data again.
+    let ((), _) = bounded(&db, "deleting every key", move |db| {
+        let t = db.subtable("data").expect("subtable");
+        for i in 0..n {
+            db.delete(&t, format!("k{i:08}")).expect("delete");
+        }
+    });
+    let (r, _) = bounded(&db, "puts after the deletes", move |db| {
+        let t = db.subtable("data").expect("subtable");
+        for i in 0..n / 2 {
+            db.put(&t, format!("new{i:08}"), value(i, 10_000))?;
+        }
+        Ok::<_, Error>(())
+    });
+    r.unwrap_or_else(|e| panic!("puts after the deletes: {e}: {:#?}", db.stats()));
+}

@@ -25,6 +25,7 @@ use nacre_resp::Reply;
 
 use crate::client::Client;
 use crate::shared::{now_ms, Shared};
+use crate::store::commits::OOM;
 use crate::store::txn::{Ticket, Txn};
 use crate::store::StoreError;
 pub use table::{lookup, lookup_bytes, Command, Run, COMMANDS};
@@ -235,6 +236,10 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
             client.multi_failed = true;
             return Outcome::Reply(err("Command not allowed inside a transaction"), Ticket(0));
         }
+        if cmd.flags.contains(&"denyoom") && shared.store.commits.full() {
+            client.multi_failed = true;
+            return Outcome::Reply(Reply::Error(OOM.into()), Ticket(0));
+        }
         if let Some(q) = client.multi.as_mut() {
             q.push(args.to_vec());
         }
@@ -256,6 +261,11 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
                     );
                 }
             }
+            // A full pool refuses what adds data, as Redis over `maxmemory` does; what
+            // removes data always runs (and may use the engine's reserve to commit).
+            if cmd.flags.contains(&"denyoom") && shared.store.commits.full() {
+                return Outcome::Reply(Reply::Error(OOM.into()), Ticket(0));
+            }
             if cmd.flags.contains(&"whole") {
                 let last = shared.store.commits.last();
                 if !shared.store.commits.is_done(last) {
@@ -274,6 +284,9 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
             } else {
                 shared.store.txn(&refs, now_ms())
             };
+            if !cmd.flags.contains(&"denyoom") {
+                txn.mark_frees_space();
+            }
             let reply = run_key(cmd, &mut txn, client, shared, args);
             // Changes are collected only when someone could receive their events.
             let notifying = shared.notify_flags() != 0 && shared.pubsub.anyone();

@@ -92,6 +92,7 @@ pub fn exec(shared: &Shared, client: &mut Client, _: &[Vec<u8>]) -> Outcome {
     let mut keys: Vec<(usize, Vec<u8>)> = Vec::new();
     let mut exclusive = false;
     let mut writes = false;
+    let mut adds = false;
     let mut key_errors: Vec<Option<Reply>> = Vec::with_capacity(queue.len());
     for args in &queue {
         let Some(cmd) = lookup(&super::args::lower(&args[0])) else {
@@ -108,6 +109,7 @@ pub fn exec(shared: &Shared, client: &mut Client, _: &[Vec<u8>]) -> Outcome {
         exclusive |= cmd.flags.contains(&"exclusive")
             || (cmd.flags.contains(&"patterns") && super::sort::uses_patterns(args));
         writes |= cmd.flags.contains(&"write");
+        adds |= cmd.flags.contains(&"denyoom");
         if cmd.name == "debug" {
             keys.extend(super::server::debug_keys(db, args));
         }
@@ -120,6 +122,13 @@ pub fn exec(shared: &Shared, client: &mut Client, _: &[Vec<u8>]) -> Outcome {
         }
     }
     keys.extend(client.watched.iter().map(|w| (w.db, w.key.clone())));
+    if adds && shared.store.commits.full() {
+        client.end_multi(shared);
+        return reply(Reply::Error(format!(
+            "EXECABORT Transaction discarded because of: {}",
+            crate::store::commits::OOM
+        )));
+    }
     if writes {
         if let Some(why) = shared.store.commits.refusing() {
             client.end_multi(shared);
@@ -135,6 +144,9 @@ pub fn exec(shared: &Shared, client: &mut Client, _: &[Vec<u8>]) -> Outcome {
     } else {
         shared.store.txn(&refs, now)
     };
+    if !adds {
+        txn.mark_frees_space();
+    }
     for w in &client.watched {
         let changed = txn.watch_epoch(w.db, &w.key) != Some(w.epoch);
         let expired = w.existed && txn.expired(w.db, &w.key).unwrap_or(true);

@@ -72,6 +72,8 @@ impl Command {
 }
 
 const W: &[&str] = &["write", "denyoom"];
+/// Writes that add no data (Redis runs them over `maxmemory`).
+const WO: &[&str] = &["write"];
 const WF: &[&str] = &["write", "fast"];
 const WDF: &[&str] = &["write", "denyoom", "fast"];
 const R: &[&str] = &["readonly"];
@@ -148,7 +150,7 @@ pub static COMMANDS: &[Command] = &[
     cmd!("watch", -2, &["noscript", "loading", "stale", "fast"], KR(1, -1, 1), "transactions", "2.2.0", "Monitors changes to keys to determine the execution of a transaction.", Conn(m::watch)),
     cmd!("unwatch", 1, &["noscript", "loading", "stale", "fast"], NK, "transactions", "2.2.0", "Forgets about watched keys of a transaction.", Conn(m::unwatch)),
     // generic
-    cmd!("del", -2, W, KR(1, -1, 1), "generic", "1.0.0", "Deletes one or more keys.", Key(k::del)),
+    cmd!("del", -2, WO, KR(1, -1, 1), "generic", "1.0.0", "Deletes one or more keys.", Key(k::del)),
     cmd!("unlink", -2, WF, KR(1, -1, 1), "generic", "4.0.0", "Asynchronously deletes one or more keys.", Key(k::del)),
     cmd!("exists", -2, RF, KR(1, -1, 1), "generic", "1.0.0", "Determines whether one or more keys exist.", Key(k::exists)),
     cmd!("type", 2, RF, KR(1, 1, 1), "generic", "1.0.0", "Determines the type of value stored at a key.", Key(k::type_)),
@@ -161,7 +163,7 @@ pub static COMMANDS: &[Command] = &[
     cmd!("expiretime", 2, RF, KR(1, 1, 1), "generic", "7.0.0", "Returns the expiration time of a key as a Unix timestamp.", Key(k::expiretime)),
     cmd!("pexpiretime", 2, RF, KR(1, 1, 1), "generic", "7.0.0", "Returns the expiration time of a key as a Unix milliseconds timestamp.", Key(k::pexpiretime)),
     cmd!("persist", 2, WF, KR(1, 1, 1), "generic", "2.2.0", "Removes the expiration time of a key.", Key(k::persist)),
-    cmd!("rename", 3, W, KR(1, 2, 1), "generic", "1.0.0", "Renames a key and overwrites the destination.", Key(k::rename)),
+    cmd!("rename", 3, WO, KR(1, 2, 1), "generic", "1.0.0", "Renames a key and overwrites the destination.", Key(k::rename)),
     cmd!("renamenx", 3, WF, KR(1, 2, 1), "generic", "1.0.0", "Renames a key only when the target key name doesn't exist.", Key(k::renamenx)),
     cmd!("keys", 2, RW, NK, "generic", "1.0.0", "Returns all key names that match a pattern.", Key(k::keys)),
     cmd!("scan", -2, RW, NK, "generic", "2.8.0", "Iterates over the key names in the database.", Key(k::scan)),
@@ -231,13 +233,13 @@ pub static COMMANDS: &[Command] = &[
     cmd!("lrange", 4, R, KR(1, 1, 1), "list", "1.0.0", "Returns a range of elements from a list.", Key(l::lrange)),
     cmd!("lindex", 3, R, KR(1, 1, 1), "list", "1.0.0", "Returns an element from a list by its index.", Key(l::lindex)),
     cmd!("lset", 4, W, KR(1, 1, 1), "list", "1.0.0", "Sets the value of an element in a list by its index.", Key(l::lset)),
-    cmd!("ltrim", 4, W, KR(1, 1, 1), "list", "1.0.0", "Removes elements from both ends a list.", Key(l::ltrim)),
-    cmd!("lrem", 4, W, KR(1, 1, 1), "list", "1.0.0", "Removes elements from a list.", Key(l::lrem)),
+    cmd!("ltrim", 4, WO, KR(1, 1, 1), "list", "1.0.0", "Removes elements from both ends a list.", Key(l::ltrim)),
+    cmd!("lrem", 4, WO, KR(1, 1, 1), "list", "1.0.0", "Removes elements from a list.", Key(l::lrem)),
     cmd!("linsert", 5, W, KR(1, 1, 1), "list", "2.2.0", "Inserts an element before or after another element in a list.", Key(l::linsert)),
     cmd!("lpos", -3, R, KR(1, 1, 1), "list", "6.0.6", "Returns the index of matching elements in a list.", Key(l::lpos)),
     cmd!("lmove", 5, W, KR(1, 2, 1), "list", "6.2.0", "Returns an element after popping it from one list and pushing it to another.", Key(l::lmove)),
     cmd!("rpoplpush", 3, W, KR(1, 2, 1), "list", "1.2.0", "Returns the last element of a list after removing and pushing it to another list.", Key(l::rpoplpush)),
-    cmd!("lmpop", -4, W, Keys::Custom(l::lmpop_keys), "list", "7.0.0", "Returns multiple elements from a list after removing them.", Key(l::lmpop)),
+    cmd!("lmpop", -4, WO, Keys::Custom(l::lmpop_keys), "list", "7.0.0", "Returns multiple elements from a list after removing them.", Key(l::lmpop)),
     cmd!("blpop", -3, WB, Keys::Custom(b::locked_keys), "list", "2.0.0", "Removes and returns the first element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped.", Key(b::run)),
     cmd!("brpop", -3, WB, Keys::Custom(b::locked_keys), "list", "2.0.0", "Removes and returns the last element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped.", Key(b::run)),
     cmd!("blmove", 6, WDB, Keys::Custom(b::locked_keys), "list", "6.2.0", "Pops an element from a list, pushes it to another list and returns it. Blocks until an element is available otherwise.", Key(b::run)),
@@ -279,12 +281,12 @@ pub static COMMANDS: &[Command] = &[
     cmd!("zrevrangebyscore", -4, R, KR(1, 1, 1), "sorted-set", "2.2.0", "Returns members in a sorted set within a range of scores in reverse order.", Key(z::zrevrangebyscore)),
     cmd!("zrangebylex", -4, R, KR(1, 1, 1), "sorted-set", "2.8.9", "Returns members in a sorted set within a lexicographical range.", Key(z::zrangebylex)),
     cmd!("zrevrangebylex", -4, R, KR(1, 1, 1), "sorted-set", "2.8.9", "Returns members in a sorted set within a lexicographical range in reverse order.", Key(z::zrevrangebylex)),
-    cmd!("zremrangebyrank", 4, W, KR(1, 1, 1), "sorted-set", "2.0.0", "Removes members in a sorted set within a range of indexes.", Key(z::zremrangebyrank)),
-    cmd!("zremrangebyscore", 4, W, KR(1, 1, 1), "sorted-set", "1.2.0", "Removes members in a sorted set within a range of scores.", Key(z::zremrangebyscore)),
-    cmd!("zremrangebylex", 4, W, KR(1, 1, 1), "sorted-set", "2.8.9", "Removes members in a sorted set within a lexicographical range.", Key(z::zremrangebylex)),
+    cmd!("zremrangebyrank", 4, WO, KR(1, 1, 1), "sorted-set", "2.0.0", "Removes members in a sorted set within a range of indexes.", Key(z::zremrangebyrank)),
+    cmd!("zremrangebyscore", 4, WO, KR(1, 1, 1), "sorted-set", "1.2.0", "Removes members in a sorted set within a range of scores.", Key(z::zremrangebyscore)),
+    cmd!("zremrangebylex", 4, WO, KR(1, 1, 1), "sorted-set", "2.8.9", "Removes members in a sorted set within a lexicographical range.", Key(z::zremrangebylex)),
     cmd!("zpopmin", -2, WF, KR(1, 1, 1), "sorted-set", "5.0.0", "Returns the lowest-scoring members from a sorted set after removing them.", Key(zo::zpopmin)),
     cmd!("zpopmax", -2, WF, KR(1, 1, 1), "sorted-set", "5.0.0", "Returns the highest-scoring members from a sorted set after removing them.", Key(zo::zpopmax)),
-    cmd!("zmpop", -4, W, Keys::Custom(zo::zmpop_keys), "sorted-set", "7.0.0", "Returns the highest- or lowest-scoring members from one or more sorted sets after removing them.", Key(zo::zmpop)),
+    cmd!("zmpop", -4, WO, Keys::Custom(zo::zmpop_keys), "sorted-set", "7.0.0", "Returns the highest- or lowest-scoring members from one or more sorted sets after removing them.", Key(zo::zmpop)),
     cmd!("bzpopmin", -3, WFB, Keys::Custom(b::locked_keys), "sorted-set", "5.0.0", "Removes and returns the member with the lowest score from one or more sorted sets. Blocks until a member is available otherwise.", Key(b::run)),
     cmd!("bzpopmax", -3, WFB, Keys::Custom(b::locked_keys), "sorted-set", "5.0.0", "Removes and returns the member with the highest score from one or more sorted sets. Blocks until a member available otherwise.", Key(b::run)),
     cmd!("bzmpop", -5, WB, Keys::Custom(b::locked_keys), "sorted-set", "7.0.0", "Removes and returns a member by score from one or more sorted sets. Blocks until a member is available otherwise.", Key(b::run)),

@@ -203,6 +203,8 @@ fn drop_namespace(store: &Store, ns: &[u8], t: Instant, budget: Duration) -> Res
             }
             b.delete(&store.subs.meta, k);
         }
+        // Drops a namespace's keys (with a marker per collection): frees space.
+        b.mark_frees_space();
         store.db.write(b)?;
         store
             .gc_records

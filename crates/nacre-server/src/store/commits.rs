@@ -28,9 +28,13 @@ pub const VERSION_STEP: u64 = 1 << 20;
 /// A queued commit on its way to being durable.
 pub struct InFlight {
     ticket: u64,
+    /// Whether the batch frees space (its success makes a full pool writable again).
+    frees: bool,
     fut: WriteFuture,
     /// (stripe, meta key) of every key it wrote: their pending entries go once it is durable.
     keys: Vec<(usize, Vec<u8>)>,
+    /// Key count changes per database, counted when queued: undone if it fails.
+    deltas: Vec<(usize, i64)>,
 }
 
 /// A batch given its ticket but not yet handed to the engine.
@@ -38,6 +42,7 @@ struct Staged {
     ticket: u64,
     batch: WriteBatch,
     keys: Vec<(usize, Vec<u8>)>,
+    deltas: Vec<(usize, i64)>,
 }
 
 struct Queue {
@@ -62,7 +67,13 @@ pub struct Commits {
     any_staged: std::sync::atomic::AtomicBool,
     /// Writes are refused until this ticket is resolved (after a failed commit).
     refuse_until: std::sync::atomic::AtomicU64,
+    /// A commit failed for lack of space and no commit that frees space has succeeded
+    /// since: commands that add data are refused with Redis's `-OOM`.
+    full: std::sync::atomic::AtomicBool,
 }
+
+/// Redis's refusal of a command that adds data over `maxmemory`.
+pub const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
 
 impl Commits {
     /// Commit tracking starting after ticket 0, with versions below `version_mark` covered.
@@ -81,6 +92,7 @@ impl Commits {
             any_failed: std::sync::atomic::AtomicBool::new(false),
             any_staged: std::sync::atomic::AtomicBool::new(false),
             refuse_until: std::sync::atomic::AtomicU64::new(0),
+            full: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -96,6 +108,7 @@ impl Commits {
         mut batch: WriteBatch,
         max_version: u64,
         keys: Vec<(usize, Vec<u8>)>,
+        deltas: Vec<(usize, i64)>,
     ) -> u64 {
         let mut q = self.queue.lock();
         if max_version >= q.version_mark {
@@ -112,6 +125,7 @@ impl Commits {
             ticket,
             batch,
             keys,
+            deltas,
         });
         if q.tx.is_none() {
             // No completer (shutdown, in-process use): commit in the caller, with anything
@@ -136,25 +150,40 @@ impl Commits {
         let mut meta = Vec::with_capacity(staged.len());
         let mut batches = Vec::with_capacity(staged.len());
         for s in staged {
-            meta.push((s.ticket, s.keys));
+            meta.push((s.ticket, s.batch.frees_space(), s.keys, s.deltas));
             batches.push(s.batch);
         }
         let futs = store.db.write_async_many(batches);
         let mut left = Vec::new();
-        for ((ticket, keys), fut) in meta.into_iter().zip(futs) {
+        for ((ticket, frees, keys, deltas), fut) in meta.into_iter().zip(futs) {
+            let f = InFlight {
+                ticket,
+                frees,
+                fut,
+                keys,
+                deltas,
+            };
             match &q.tx {
                 Some(tx) => {
-                    if let Err(e) = tx.send(InFlight { ticket, fut, keys }) {
+                    if let Err(e) = tx.send(f) {
                         // The completer is gone (shutdown): wait here, which still completes.
-                        left.push((e.0.ticket, e.0.fut));
+                        left.push(e.0);
                     }
                 }
-                None => left.push((ticket, fut)),
+                None => left.push(f),
             }
         }
         drop(q);
-        for (t, f) in left {
-            self.complete_in_caller(t, f.wait());
+        for f in left {
+            let InFlight {
+                ticket,
+                frees,
+                fut,
+                deltas,
+                ..
+            } = f;
+            self.resolve(store, ticket, frees, &deltas, fut.wait());
+            self.publish(ticket);
         }
     }
 
@@ -170,6 +199,22 @@ impl Commits {
         *self.durable.borrow() >= ticket
     }
 
+    /// Whether commands that add data are refused: the pool was found full and nothing has
+    /// freed space since.
+    pub fn full(&self) -> bool {
+        self.full.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// The error line a command whose commit failed answers (without the `-`).
+    pub fn failure_line(&self, ticket: u64) -> Option<String> {
+        let why = self.failed(ticket)?;
+        Some(if why == OOM {
+            why
+        } else {
+            format!("ERR the write was not committed: {why}")
+        })
+    }
+
     /// Why `ticket`'s commit failed, if it did.
     pub fn failed(&self, ticket: u64) -> Option<String> {
         if ticket == 0 || !self.any_failed.load(std::sync::atomic::Ordering::Acquire) {
@@ -181,7 +226,13 @@ impl Commits {
     /// Records that `ticket`'s commit failed; writes are refused until every commit queued
     /// so far is resolved.
     fn record_failure(&self, ticket: u64, e: nacre::Error) {
-        let why = StoreError::Engine(e).to_string();
+        let why = if matches!(e, nacre::Error::PoolFull { .. }) {
+            tracing::warn!(ticket, error = %e, "the pool is full: commands that add data are refused until something frees space");
+            self.full.store(true, std::sync::atomic::Ordering::Release);
+            OOM.to_string()
+        } else {
+            StoreError::Engine(e).to_string()
+        };
         tracing::error!(ticket, error = %why, "a commit failed; writes are refused until the queue drains");
         self.failures.lock().insert(ticket, why);
         self.any_failed
@@ -239,14 +290,26 @@ impl Commits {
         self.failed(ticket).map_or(Ok(()), Err)
     }
 
-    /// Completes `ticket` in the caller: its keys' pending entries stay (they hold what is
-    /// now durable, and the next write replaces them); used once the completer is gone
-    /// (shutdown, in-process use).
-    fn complete_in_caller(&self, ticket: u64, r: nacre::Result<()>) {
-        if let Err(e) = r {
-            self.record_failure(ticket, e);
+    /// Records how `ticket`'s commit ended (before it is published): a failure, or a
+    /// success that frees space and so ends the pool-full state.
+    fn resolve(
+        &self,
+        store: &Store,
+        ticket: u64,
+        frees: bool,
+        deltas: &[(usize, i64)],
+        r: nacre::Result<()>,
+    ) {
+        match r {
+            Err(e) => {
+                for &(db, d) in deltas {
+                    store.counts[db].fetch_sub(d, std::sync::atomic::Ordering::Relaxed);
+                }
+                self.record_failure(ticket, e)
+            }
+            Ok(()) if frees => self.full.store(false, std::sync::atomic::Ordering::Release),
+            Ok(()) => {}
         }
-        self.publish(ticket);
     }
 
     /// Makes everything up to `ticket` durable for waiters.
@@ -298,9 +361,7 @@ impl Commits {
                         (&mut f.fut).await
                     }
                 };
-                if let Err(e) = r {
-                    commits.record_failure(f.ticket, e);
-                }
+                commits.resolve(&store, f.ticket, f.frees, &f.deltas, r);
                 resolved.extend(f.keys.into_iter().map(|(st, k)| (st, k, f.ticket)));
                 done = Some(f.ticket);
             }

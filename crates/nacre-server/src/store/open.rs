@@ -107,6 +107,8 @@ pub fn open_db(db: Db, databases: usize, recovery: Duration) -> Result<Opened> {
     let created = db.recovery_report().created;
     let counted = was_clean || created;
     if !first.is_empty() {
+        // A few bytes of metadata, which a full pool must still take to start.
+        first.mark_frees_space();
         db.write(first)?;
     }
     let keys = counts.iter().sum::<i64>().max(0) as u64;
@@ -232,6 +234,8 @@ impl Store {
         }
         let next = self.versions.load(Ordering::Relaxed);
         b.put(&self.subs.sys, VERSION_MARK, next.to_le_bytes());
+        // A clean shutdown of a full pool still records itself.
+        b.mark_frees_space();
         self.db.write(b)?;
         Ok(())
     }

@@ -86,6 +86,9 @@ pub struct Txn<'s> {
     max_version: u64,
     /// Whole-database changes made under the exclusive namespace lock.
     extra: WriteBatch,
+    /// The command adds no data (Redis would run it over `maxmemory`): its batch may use the
+    /// engine's reserve, so that a full pool can always be emptied.
+    frees: bool,
     count_delta: Vec<(usize, i64)>,
     /// Counts changes (for [`Txn::changes_since`]).
     clock: u64,
@@ -174,6 +177,7 @@ impl<'s> Txn<'s> {
             wait,
             max_version: 0,
             extra: WriteBatch::new(),
+            frees: false,
             count_delta: Vec::new(),
             clock: 0,
             mark: 0,
@@ -276,6 +280,12 @@ impl<'s> Txn<'s> {
         }
         self.clock += 1;
         k.changed_at = self.clock;
+    }
+
+    /// Declares that the command adds no data (it has no `denyoom` flag): see
+    /// [`nacre::WriteBatch::mark_frees_space`].
+    pub fn mark_frees_space(&mut self) {
+        self.frees = true;
     }
 
     /// Starts a segment (one command of an `EXEC`): [`Txn::changes_since`] of what this
@@ -661,9 +671,17 @@ impl<'s> Txn<'s> {
         self.wait = self.wait.max(self.store.commits.last());
     }
 
-    /// The ticket a read-only end waits for (what it read from pending entries).
+    /// The ticket a read-only end waits for (what it read from pending entries); none once
+    /// that commit is resolved: the stripes this command holds keep a commit's pending
+    /// entries until it is resolved (they are dropped under the stripe's lock before it is
+    /// published), so the command read durable data, and a commit that failed before it
+    /// read does not fail its reply.
     pub fn read_ticket(&self) -> Ticket {
-        Ticket(self.wait)
+        if self.store.commits.is_done(self.wait) {
+            Ticket(0)
+        } else {
+            Ticket(self.wait)
+        }
     }
 
     /// Queues what the command changed and releases its locks; the ticket to wait for.
@@ -800,11 +818,19 @@ impl<'s> Txn<'s> {
             pendings.push((k.stripe, k.mkey.clone(), meta_out, subs_all));
         }
         if batch.is_empty() {
-            return Ticket(self.wait);
+            return self.read_ticket();
         }
-        let ticket = store
-            .commits
-            .submit(store, &subs.sys, batch, self.max_version, written);
+        if self.frees {
+            batch.mark_frees_space();
+        }
+        let ticket = store.commits.submit(
+            store,
+            &subs.sys,
+            batch,
+            self.max_version,
+            written,
+            deltas.clone(),
+        );
         if let NsGuard::Exclusive(g) = &mut self.ns {
             g.barrier = ticket;
         }
