@@ -297,3 +297,80 @@ fn power_failures_while_spills_fail_and_during_their_retry_lose_nothing() {
 fn power_failures_while_spills_fail_and_during_their_retry_long() {
     eprintln!("after a successful retry: {}", power_failures(400));
 }
+
+/// A real full file system instead of the injected fault: the disk levels on a 4 MiB tmpfs
+/// (mounting needs root, hence ignored), 1 MiB of it taken by a ballast file. Writes fill
+/// it until a spill gets ENOSPC and writes are refused with `SpillFailed`; deleting the
+/// ballast lets the retried spill through and writes resume without a reopen.
+#[test]
+#[ignore = "needs root to mount a tmpfs: cargo test -p nacre --test disk_full -- --ignored real"]
+fn a_real_full_tmpfs_refuses_writes_until_space_is_freed() {
+    let dir = tempfile::tempdir().expect("dir");
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).expect("mkdir");
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=4m", "tmpfs"])
+        .arg(&mnt)
+        .status()
+        .expect("mount");
+    assert!(mounted.success(), "mounting a tmpfs failed (needs root)");
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(mnt.clone());
+    let ballast = mnt.join("ballast");
+    std::fs::write(&ballast, vec![0u8; 1 << 20]).expect("ballast");
+    let mut o = emulated(dir.path());
+    o.disk_dir = Some(mnt.join("disk"));
+    let db = Db::open(o.clone()).expect("open");
+    let t = db.subtable("t").expect("t");
+    let incompressible = |i: u64| {
+        let mut r = SplitMix64::new(i);
+        (0..40)
+            .flat_map(|_| r.next_u64().to_le_bytes())
+            .collect::<Vec<u8>>()
+    };
+    let mut i = 0u64;
+    let err = loop {
+        match db.put(&t, key(i), incompressible(i)) {
+            Ok(()) => i += 1,
+            Err(e) => break e,
+        }
+        assert!(i < 1_000_000, "the disk never filled");
+    };
+    match &err {
+        Error::SpillFailed { kind, .. } => {
+            assert_eq!(*kind, std::io::ErrorKind::StorageFull, "{err}")
+        }
+        other => panic!("expected SpillFailed, got: {other}"),
+    }
+    eprintln!("refused after {i} puts: {err}");
+    for j in (0..i).step_by(11) {
+        assert_eq!(db.get(&t, key(j)).expect("get"), Some(incompressible(j)));
+    }
+    std::fs::remove_file(&ballast).expect("free space");
+    let t0 = Instant::now();
+    while let Err(e) = db.put(&t, key(i), incompressible(i)) {
+        assert!(matches!(e, Error::SpillFailed { .. }), "{e}");
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "writes never resumed: {e}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    eprintln!("writes resumed after {:?}", t0.elapsed());
+    i += 1;
+    for j in 0..i {
+        assert_eq!(db.get(&t, key(j)).expect("get"), Some(incompressible(j)));
+    }
+    drop(t);
+    db.close().expect("close");
+    let db = Db::open(o).expect("reopen");
+    let t = db.subtable("t").expect("t");
+    for j in 0..i {
+        assert_eq!(db.get(&t, key(j)).expect("get"), Some(incompressible(j)));
+    }
+}
