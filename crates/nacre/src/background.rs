@@ -67,7 +67,7 @@ fn step(db: &Engine, retired: &mut Vec<Retired>, stuck: &mut u32) -> Result<bool
         .any(|s| !s.inner.view.load().immutables.is_empty());
     let clean = free < db.space.clean_below || waiting;
     let disk = db.disk.as_ref();
-    let spill_due = disk.is_some_and(|d| d.queue.busy())
+    let spill_due = disk.is_some_and(|d| d.queue.busy() || d.queue.with_parked(|p| p.is_some()))
         || disk.is_some() && (crate::spiller::due(db) || db.spill_all.load(Ordering::Acquire));
     if !sealed && !clean && !spill_due && retired.is_empty() && db.blobs.retired_count() == 0 {
         return Ok(false);

@@ -88,7 +88,8 @@ impl Shared {
     /// A write found no room with `free` zones free: waits for the background worker. `Ok`
     /// means try again. A pool-full verdict yields to zones freed since the write found no
     /// room (the write tries again, `verdicts` counting how often, a few times at most);
-    /// a poisoned database or a failed worker gives [`Error::Poisoned`].
+    /// a poisoned database or a failed worker gives [`Error::Poisoned`], a spill waiting to be
+    /// retried [`Error::SpillFailed`].
     pub(crate) fn wait_for_room(&self, free: u64, verdicts: &mut u32) -> Result<()> {
         let Err(stop) = self.space.wait_for_space(free) else {
             return Ok(());
@@ -96,6 +97,22 @@ impl Shared {
         let cause = match (self.poisoned(), stop) {
             (Some(p), _) | (None, Stop::Failed(p)) => return Err(Error::Poisoned(p)),
             (None, Stop::Full(cause)) => cause,
+            (
+                None,
+                Stop::SpillFailed {
+                    cause,
+                    kind,
+                    failures,
+                    retry_in,
+                },
+            ) => {
+                return Err(Error::SpillFailed {
+                    cause,
+                    kind,
+                    failures,
+                    retry_in,
+                })
+            }
         };
         *verdicts += 1;
         if self.store.zones.free_zones() > free && *verdicts <= 8 {

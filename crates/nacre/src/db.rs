@@ -434,7 +434,8 @@ impl Db {
     /// Seals every subtable's active memtable and waits until the background worker has
     /// merged them into the Global Index; with disk levels, also spills every Global Index
     /// and waits until its tables are durable and its zones given back (RocksDB's `Flush`).
-    /// Writes may go on meanwhile; what they add may stay in PM.
+    /// Writes may go on meanwhile; what they add may stay in PM. A spill that failed and
+    /// waits for its retry (a full disk) makes this return [`Error::SpillFailed`].
     pub fn flush(&self) -> Result<()> {
         let inner = &self.inner;
         for sub in inner.all_subtables() {
@@ -452,6 +453,9 @@ impl Db {
         inner.spill_all.store(true, Ordering::Release);
         inner.space.kick();
         let done = self.wait_background("spilling every Global Index", |db| {
+            if crate::spiller::parked_error(disk).is_some() {
+                return true;
+            }
             let zones = db.space.zones.lock();
             !disk.queue.busy()
                 && zones.is_empty()
@@ -461,7 +465,21 @@ impl Db {
                     .all(|s| s.inner.view.load().frozen.is_none())
         });
         inner.spill_all.store(false, Ordering::Release);
-        done
+        done?;
+        // A spill that failed and waits for its retry: what is frozen stays in PM for now.
+        match crate::spiller::parked_error(disk) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Injects an I/O failure into the disk levels' spills, or with `None` clears it (tests
+    /// of a full disk). Without disk levels it does nothing.
+    #[doc(hidden)]
+    pub fn inject_disk_fault(&self, fault: Option<crate::options::DiskFault>) {
+        if let Some(d) = &self.inner.disk {
+            d.faults.set(fault);
+        }
     }
 
     /// Waits until `cond` holds, the database is poisoned (its cause), or 10 minutes pass.

@@ -140,6 +140,23 @@ pub enum Error {
     /// `rollback_to_savepoint` without a savepoint set.
     #[error("no savepoint to roll back to")]
     NoSavepoint,
+    /// Persistent memory has no room for this write until a spill to the disk levels
+    /// succeeds, and the last spill failed with an I/O error that left the disk levels as they
+    /// were (a full disk, a quota, a failed table write). Nothing of this write was applied;
+    /// everything acknowledged is intact and readable. The background worker retries the
+    /// spill (waiting 100 ms, doubling up to 5 s); once one succeeds, writes go through again
+    /// without a reopen.
+    #[error("no room in persistent memory until a spill to the disk levels succeeds: {failures} spill attempts failed in a row, the next in {retry_in:?}; the last failed with: {cause}")]
+    SpillFailed {
+        /// The last failure.
+        cause: String,
+        /// Its I/O error kind (`StorageFull` for ENOSPC, `QuotaExceeded` for EDQUOT).
+        kind: std::io::ErrorKind,
+        /// Failed attempts in a row.
+        failures: u32,
+        /// Time until the next attempt, when the write failed.
+        retry_in: std::time::Duration,
+    },
     /// An earlier failure to make a write durable stopped all writes; reopen to recover.
     #[error("database poisoned by an earlier write failure ({0}); reopen it")]
     Poisoned(String),

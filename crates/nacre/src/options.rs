@@ -123,6 +123,19 @@ pub enum Inject {
     SkipConflictCheck,
 }
 
+/// An I/O failure injected into the disk levels so that a test can reach the path of a
+/// failed spill (`Db::inject_disk_fault`). Never set outside such tests.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DiskFault {
+    /// Writing a spill's tables fails with `StorageFull` (ENOSPC) after its first entries,
+    /// so that a partly written table file is left behind.
+    FullWritingTables,
+    /// Registering a spill's tables fails with `StorageFull` (ENOSPC) before the tree's
+    /// version changes on disk.
+    FullRegistering,
+}
+
 /// Database options. `Options::new(path)` gives the defaults below.
 #[derive(Clone, Debug)]
 pub struct Options {

@@ -4,9 +4,18 @@
 //! the background worker finishes the spill by giving the frozen memtables' zones back (G2 in
 //! disk/mod.rs).
 //!
-//! A failed spill or compaction (an I/O error, a full disk, a damaged record or table)
-//! poisons the database: reads go on (the frozen Global Index stays readable in PM), writes
-//! fail with the cause until a reopen.
+//! Failures (D5 in disk/tree.rs, G6 in disk/mod.rs):
+//! - transient: an I/O error writing or registering new tables (a full disk, a quota, EIO)
+//!   that left the tree as it was. The spill's table files are removed, its Global Index stays
+//!   frozen and readable in PM, and the spill runs again after a backoff (100 ms, doubling up
+//!   to 5 s; no other spill starts meanwhile). Writers that need space get
+//!   [`crate::Error::SpillFailed`] with the cause instead of waiting; once a retry succeeds,
+//!   the zones go back and writes resume. A compaction step that fails so is retried with the
+//!   same backoff (compactions are never needed for a write to go through).
+//! - fatal: a damaged record or table, a broken invariant, a failure after which the tree's
+//!   `current` file may name a version the open tree does not hold, a panic: the database is
+//!   poisoned. Reads go on (the frozen Global Index stays readable in PM), writes fail with
+//!   the cause until a reopen.
 //!
 //! Thread safety: freezing and finishing run on the background worker, which is the only
 //! writer of the Global Indexes; the disk worker only reads a frozen Global Index.
@@ -15,14 +24,16 @@ use std::collections::BTreeSet;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use crate::disk::queue::{Done, Job};
+use crate::disk::queue::{Done, Job, Parked};
 use crate::disk::spill::spill;
+use crate::disk::{DiskTier, StepError};
 use crate::engine::Engine;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::gi::{GlobalIndex, Version};
 use crate::space::cleaner::Retired;
+use crate::space::Stop;
 use crate::subtable::Subtable;
 use crate::view::Frozen;
 
@@ -36,34 +47,24 @@ pub(crate) fn run_spills(db: Arc<Engine>) {
             Ok(None) => continue,
             Ok(Some(j)) => j,
         };
-        let Job {
-            sub,
-            frozen,
-            tree,
-            seq,
-        } = job;
         let store = &db.store;
         let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
             spill(
                 &store.pool,
                 &store.zones,
                 db.opts.verify_checksums,
-                &frozen,
-                &tree,
-                seq,
+                &job.frozen,
+                &job.tree,
+                job.seq,
             )
         }))
         .unwrap_or_else(|p| {
-            Err(crate::error::Error::Background {
+            Err(StepError::Fatal(Error::Background {
                 worker: "disk spill",
                 reason: crate::error::panic_message(&*p),
-            })
+            }))
         });
-        disk.queue.finished(Done {
-            sub,
-            frozen,
-            outcome,
-        });
+        disk.queue.finished(Done { job, outcome });
         db.space.kick();
         disk.wake_compactor();
     }
@@ -74,6 +75,9 @@ pub(crate) fn run_spills(db: Arc<Engine>) {
 pub(crate) fn run_compactions(db: Arc<Engine>) {
     let Some(disk) = db.disk.as_ref() else { return };
     let mut busy: BTreeSet<u32> = BTreeSet::new();
+    // Transient failures in a row, and when compacting may start again after the last.
+    let mut failures = 0u32;
+    let mut resume: Option<Instant> = None;
     loop {
         if busy.is_empty() && disk.compactor_wait(Duration::from_millis(200)) {
             return;
@@ -83,6 +87,10 @@ pub(crate) fn run_compactions(db: Arc<Engine>) {
         }
         if db.poisoned().is_some() {
             busy.clear();
+            continue;
+        }
+        // Backing off (`busy` is empty then, so the wait above paces this loop).
+        if resume.is_some_and(|t| Instant::now() < t) {
             continue;
         }
         for (id, t) in disk.trees() {
@@ -108,6 +116,10 @@ pub(crate) fn run_compactions(db: Arc<Engine>) {
                 .unless_stopped(|| tree.compact(threshold))
                 .unwrap_or(Ok((false, 0))),
         }));
+        if matches!(step, Ok(Ok(_))) && std::mem::take(&mut failures) > 0 {
+            resume = None;
+            tracing::info!("compacting the disk levels works again");
+        }
         match step {
             Ok(Ok((false, _))) => {
                 busy.remove(&sub);
@@ -118,7 +130,21 @@ pub(crate) fn run_compactions(db: Arc<Engine>) {
                     .compaction_bytes
                     .fetch_add(bytes, Ordering::Relaxed);
             }
-            Ok(Err(e)) => {
+            Ok(Err(StepError::Transient { error, kind })) => {
+                failures += 1;
+                let delay = backoff(failures);
+                tracing::warn!(
+                    failures,
+                    retry_in_ms = delay.as_millis() as u64,
+                    kind = ?kind,
+                    error = %error,
+                    "compacting the disk levels failed; the tree is as it was, retrying later"
+                );
+                tree.set_dirty();
+                busy.clear();
+                resume = Some(Instant::now() + delay);
+            }
+            Ok(Err(StepError::Fatal(e))) => {
                 db.poison(format!("compacting the disk levels failed: {e}"));
                 busy.clear();
             }
@@ -173,6 +199,24 @@ pub(crate) fn step(db: &Engine, retired: &mut Vec<Retired>, urgent: bool) -> Res
         // A failed spill leaves its frozen Global Index readable in PM; nothing more spills.
         return Ok((progress, false));
     }
+    match disk.queue.unpark_due(Instant::now()) {
+        Some(Parked { job: Some(job), .. }) => {
+            tracing::debug!(subtable = job.sub, "trying the failed spill again");
+            disk.queue.submit(job);
+            return Ok((true, true));
+        }
+        // The tree could not be opened: pick a Global Index again.
+        Some(Parked { job: None, .. }) => {}
+        None => {
+            if let Some(stop) = parked_stop(disk) {
+                // Only the parked spill can free zones: writers waiting for space are told
+                // why now instead of waiting for its retry.
+                db.space
+                    .declare_spill_failed(stop, db.store.zones.free_zones());
+                return Ok((progress, true));
+            }
+        }
+    }
     let limit = db.gi_limit_zones();
     // `Db::flush` spills every Global Index that holds anything.
     let urgent = urgent || db.spill_all.load(Ordering::Acquire);
@@ -199,7 +243,14 @@ fn freeze(db: &Engine, sub: &Subtable) -> Result<()> {
     let Some(disk) = db.disk.as_ref() else {
         return Ok(());
     };
-    let tree = disk.tree(sub.id())?;
+    let tree = match disk.tree_or_step_error(sub.id()) {
+        Ok(t) => t,
+        Err(StepError::Transient { error, kind }) => {
+            park(db, disk, None, sub, error, kind);
+            return Ok(());
+        }
+        Err(StepError::Fatal(e)) => return Err(e),
+    };
     let visible = db.visible.load(Ordering::Acquire);
     let mut frozen: Option<Arc<Frozen>> = None;
     sub.inner.replace_tiers(&db.tickets, visible, |v, chain| {
@@ -238,24 +289,111 @@ fn freeze(db: &Engine, sub: &Subtable) -> Result<()> {
     Ok(())
 }
 
+/// How long to wait before attempt `failures + 1` of a failed spill or compaction: 100 ms,
+/// doubling, at most 5 s.
+pub(crate) fn backoff(failures: u32) -> Duration {
+    let ms = 100u64.saturating_mul(1 << failures.saturating_sub(1).min(16));
+    Duration::from_millis(ms.min(5_000))
+}
+
+/// A spill failed transiently (G6 in disk/mod.rs): `job` (`None`: the tree could not be
+/// opened, nothing was frozen) waits for its retry; writers waiting for space are told.
+fn park(
+    db: &Engine,
+    disk: &DiskTier,
+    job: Option<Job>,
+    sub: &Subtable,
+    error: Error,
+    kind: std::io::ErrorKind,
+) {
+    let failures = disk.queue.failed();
+    let delay = backoff(failures);
+    disk.counters.spill_failures.fetch_add(1, Ordering::Relaxed);
+    tracing::warn!(
+        subtable = %sub.name(),
+        failures,
+        retry_in_ms = delay.as_millis() as u64,
+        kind = ?kind,
+        error = %error,
+        "spilling to the disk levels failed; its Global Index stays readable in PM and the \
+         spill will be retried; writes that need space are refused meanwhile"
+    );
+    disk.queue.park(Parked {
+        job,
+        failures,
+        due: Instant::now() + delay,
+        cause: error.to_string(),
+        kind,
+    });
+    if let Some(stop) = parked_stop(disk) {
+        db.space
+            .declare_spill_failed(stop, db.store.zones.free_zones());
+    }
+}
+
+/// What writers that wait for space are told while a failed spill waits for its retry.
+fn parked_stop(disk: &DiskTier) -> Option<Stop> {
+    disk.queue.with_parked(|p| {
+        p.map(|p| Stop::SpillFailed {
+            cause: p.cause.clone(),
+            kind: p.kind,
+            failures: p.failures,
+            retry_in: p.due.saturating_duration_since(Instant::now()),
+        })
+    })
+}
+
+/// [`Error::SpillFailed`] while a failed spill waits for its retry.
+pub(crate) fn parked_error(disk: &DiskTier) -> Option<Error> {
+    match parked_stop(disk)? {
+        Stop::SpillFailed {
+            cause,
+            kind,
+            failures,
+            retry_in,
+        } => Some(Error::SpillFailed {
+            cause,
+            kind,
+            failures,
+            retry_in,
+        }),
+        _ => None,
+    }
+}
+
 /// A spill ran: on success, readers stop reading the frozen Global Index, and its zones and
-/// the blobs it names go back once no reader holds them (G2); on failure the database is
-/// poisoned and the frozen Global Index stays readable.
+/// the blobs it names go back once no reader holds them (G2); after a transient failure the
+/// spill waits for its retry; after a fatal one the database is poisoned. Either way the
+/// frozen Global Index stays readable until a spill of it succeeds.
 fn finish(db: &Engine, done: Done, retired: &mut Vec<Retired>) -> Result<()> {
-    let Some(sub) = db.with_subtable(done.sub, Subtable::clone) else {
+    let Done { job, outcome } = done;
+    let Some(sub) = db.with_subtable(job.sub, Subtable::clone) else {
         return Ok(());
     };
-    let s = match done.outcome {
+    let Some(disk) = db.disk.as_ref() else {
+        return Ok(());
+    };
+    let s = match outcome {
         Ok(s) => s,
-        Err(e) => {
+        Err(StepError::Transient { error, kind }) => {
+            park(db, disk, Some(job), &sub, error, kind);
+            return Ok(());
+        }
+        Err(StepError::Fatal(e)) => {
             db.poison(format!("spilling to the disk levels failed: {e}"));
             return Ok(());
         }
     };
-    if let Some(disk) = db.disk.as_ref() {
-        disk.spilled(s.entries, s.bytes, s.took);
+    disk.spilled(s.entries, s.bytes, s.took);
+    let failed = disk.queue.succeeded();
+    if failed > 0 {
+        tracing::info!(
+            subtable = %sub.name(),
+            failed,
+            "spilling to the disk levels works again; writes resume"
+        );
     }
-    let frozen = done.frozen;
+    let frozen = job.frozen;
     sub.inner.retires.fetch_add(1, Ordering::AcqRel);
     let ticket =
         sub.inner

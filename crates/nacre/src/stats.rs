@@ -45,6 +45,8 @@ pub struct DiskStats {
     pub compactions: u64,
     /// Bytes of tables compactions wrote.
     pub compaction_bytes_written: u64,
+    /// Spills that failed with an I/O error and were retried (a full disk, say).
+    pub failed_spills: u64,
     /// Block-cache hits per block load, over every tree (1.0 before any load).
     pub cache_hit_rate: f64,
     /// Bytes the shared block cache holds.

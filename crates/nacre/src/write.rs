@@ -45,6 +45,17 @@ fn share(e: &Error) -> Error {
             worker,
             reason: reason.clone(),
         },
+        Error::SpillFailed {
+            cause,
+            kind,
+            failures,
+            retry_in,
+        } => Error::SpillFailed {
+            cause: cause.clone(),
+            kind: *kind,
+            failures: *failures,
+            retry_in: *retry_in,
+        },
         other => Error::Poisoned(other.to_string()),
     }
 }

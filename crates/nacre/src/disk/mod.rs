@@ -18,6 +18,15 @@
 //! - G5: compaction never drops a version a live reader can read: its threshold is 0 while any
 //!   read point is older than the newest spilled sequence number.
 //!
+//! - G6: a spill that fails with an I/O error writing or registering its tables (a full disk,
+//!   a quota, EIO: D5 in tree.rs) leaves the tree as it was and its frozen Global Index
+//!   frozen and readable, its zones in PM: G2 and G3 hold as before the spill, so a crash
+//!   before a retry succeeds recovers the same contents. The same job (frozen Global Index,
+//!   marker sequence number) runs again after a backoff (spiller.rs); no other spill starts
+//!   meanwhile. Damage (a record or table failing its checks), a broken invariant, and a
+//!   registration after which `current` may name a version the open tree does not hold
+//!   poison the database instead: a retry would not be safe.
+//!
 //! Thread safety: `trees` is a mutex-guarded map of shared trees; the counters are atomics.
 
 pub(crate) mod queue;
@@ -28,13 +37,39 @@ mod version;
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
-pub(crate) use tree::{DiskRange, DiskTree, Marker};
+use crate::options::DiskFault;
+pub(crate) use tree::{DiskRange, DiskTree, Marker, StepError};
+
+/// The fault tests inject into the disk levels' spills, if any (`Db::inject_disk_fault`).
+#[derive(Default)]
+pub(crate) struct Faults(AtomicU8);
+
+impl Faults {
+    /// The fault in force.
+    pub fn get(&self) -> Option<DiskFault> {
+        match self.0.load(Ordering::Acquire) {
+            1 => Some(DiskFault::FullWritingTables),
+            2 => Some(DiskFault::FullRegistering),
+            _ => None,
+        }
+    }
+
+    /// Sets (or with `None` clears) the fault.
+    pub fn set(&self, fault: Option<DiskFault>) {
+        let v = match fault {
+            None => 0,
+            Some(DiskFault::FullWritingTables) => 1,
+            Some(DiskFault::FullRegistering) => 2,
+        };
+        self.0.store(v, Ordering::Release);
+    }
+}
 
 /// The file naming the disk levels' identity.
 const ID_FILE: &str = "NACRE-DISK-ID";
@@ -48,6 +83,7 @@ pub(crate) struct DiskCounters {
     pub spill_bytes: AtomicU64,
     pub compactions: AtomicU64,
     pub compaction_bytes: AtomicU64,
+    pub spill_failures: AtomicU64,
 }
 
 /// The database's disk levels.
@@ -63,6 +99,8 @@ pub(crate) struct DiskTier {
     compactor: parking_lot::Condvar,
     /// Whether trees' version files are checked (version.rs; off only for a mutation test).
     check_versions: bool,
+    /// Faults injected by tests, shared with every tree.
+    pub faults: Arc<Faults>,
 }
 
 fn io(what: &'static str, path: &Path, e: std::io::Error) -> Error {
@@ -165,6 +203,7 @@ impl DiskTier {
             stopped: Mutex::new(false),
             compactor: parking_lot::Condvar::new(),
             check_versions,
+            faults: Arc::default(),
         };
         Ok((tier, id))
     }
@@ -182,6 +221,11 @@ impl DiskTier {
 
     /// The tree of subtable `sub`, created on first use.
     pub fn tree(&self, sub: u32) -> Result<Arc<DiskTree>> {
+        self.tree_or_step_error(sub).map_err(StepError::into_error)
+    }
+
+    /// [`DiskTier::tree`], saying whether a failure is transient (D5 in tree.rs).
+    pub fn tree_or_step_error(&self, sub: u32) -> std::result::Result<Arc<DiskTree>, StepError> {
         let mut trees = self.trees.lock();
         if let Some(t) = trees.get(&sub) {
             return Ok(t.clone());
@@ -190,6 +234,7 @@ impl DiskTier {
             &self.tree_dir(sub),
             self.cache.clone(),
             self.check_versions,
+            self.faults.clone(),
         )?);
         trees.insert(sub, t.clone());
         Ok(t)
@@ -245,6 +290,7 @@ impl DiskTier {
             spill_bytes_written: get(&c.spill_bytes),
             compactions: get(&c.compactions),
             compaction_bytes_written: get(&c.compaction_bytes),
+            failed_spills: get(&c.spill_failures),
             cache_bytes: self.cache.size(),
             ..Default::default()
         };

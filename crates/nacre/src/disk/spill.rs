@@ -8,7 +8,7 @@ use nacre_halloc::ZonePool;
 use nacre_pmem::Pool;
 
 use crate::blob::value_at;
-use crate::disk::tree::{Entry, Marker};
+use crate::disk::tree::{Entry, Marker, StepError};
 use crate::disk::DiskTree;
 use crate::error::Result;
 use crate::view::Frozen;
@@ -23,7 +23,8 @@ pub(crate) struct Spilled {
 
 /// Writes every version `frozen` indexes into `tree`, with a marker naming its memtables,
 /// and registers the tables (durable on return). `seq`: the marker's sequence number, above
-/// every earlier marker's (D4 in tree.rs).
+/// every earlier marker's (D4 in tree.rs). A transient failure (D5 in tree.rs) leaves
+/// `frozen` to spill again with the same `seq`.
 pub(crate) fn spill(
     pool: &Pool,
     zones: &ZonePool,
@@ -31,7 +32,7 @@ pub(crate) fn spill(
     frozen: &Arc<Frozen>,
     tree: &DiskTree,
     seq: u64,
-) -> Result<Spilled> {
+) -> std::result::Result<Spilled, StepError> {
     let t0 = Instant::now();
     let marker = Marker {
         seq,

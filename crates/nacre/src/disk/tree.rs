@@ -19,10 +19,19 @@
 //!   registered (made durable) by one version change. Each marker's sequence number is above
 //!   every earlier one's, so a read of the marker key answers the newest spill's.
 //!
+//! - D5: a spill or compaction step that fails with an I/O error while writing its tables, or
+//!   while registering them before `current` changes, leaves the tree as it was, on disk and
+//!   in memory: it is [`StepError::Transient`], and its table files are removed (every file
+//!   in `tables/` numbered from the step's first table id that is neither in the current
+//!   version nor in `registered`, found with both locks held so that no step is writing).
+//!   Any other failure, and a registration that failed after `current` may have changed
+//!   (`current` on disk names another version than the tree holds), is
+//!   [`StepError::Fatal`]: its files are left for the next open to sort out.
+//!
 //! Thread safety: reads are lock-free (lsm-tree's versions); spills run one at a time
 //! (`spills`), as do compactions (`compactions`); a spill and a compaction may overlap
-//! (lsm-tree serialises their version changes). `verify` takes `compactions`, then `spills`
-//! while it checks the version files; nothing else holds both.
+//! (lsm-tree serialises their version changes). `verify` and the removal of a failed step's
+//! files take `compactions`, then `spills`; nothing else holds both.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -31,8 +40,9 @@ use lsm_tree::{AbstractTree, AnyTree, InternalValue, SequenceNumberCounter, Valu
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use super::version;
+use super::{version, Faults};
 use crate::error::{Error, Result};
+use crate::options::DiskFault;
 
 /// Tag byte in front of user keys.
 const DATA: u8 = 1;
@@ -89,6 +99,59 @@ impl Marker {
     }
 }
 
+/// How a spill or compaction step failed (D5).
+#[derive(Debug)]
+pub(crate) enum StepError {
+    /// An I/O error writing or registering new tables; the tree is as it was and the step's
+    /// table files are removed: the step may run again.
+    Transient {
+        error: Error,
+        kind: std::io::ErrorKind,
+    },
+    /// Damage, a broken invariant, or a tree whose state on disk is not known: trying again
+    /// is not safe.
+    Fatal(Error),
+}
+
+impl From<Error> for StepError {
+    fn from(e: Error) -> StepError {
+        StepError::Fatal(e)
+    }
+}
+
+impl StepError {
+    /// The error itself.
+    pub fn into_error(self) -> Error {
+        match self {
+            StepError::Transient { error, .. } | StepError::Fatal(error) => error,
+        }
+    }
+}
+
+impl std::fmt::Display for StepError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StepError::Transient { error, .. } | StepError::Fatal(error) => error.fmt(f),
+        }
+    }
+}
+
+/// The I/O error kind of an lsm-tree error, if it is one.
+fn io_kind(e: &lsm_tree::Error) -> Option<std::io::ErrorKind> {
+    match e {
+        lsm_tree::Error::Io(e) => Some(e.kind()),
+        _ => None,
+    }
+}
+
+/// The error an injected fault stands for.
+fn injected(what: &str) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::StorageFull,
+        format!("no space left on device (injected while {what})"),
+    )
+}
+
 /// Figures of one tree.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct TreeFigures {
@@ -115,6 +178,15 @@ pub(crate) struct DiskTree {
     /// Whether the version files are checked (V1-V3 in version.rs; off only for a
     /// mutation test).
     check_versions: bool,
+    /// Ids of tables that reached a version while a step was in flight (D5): never taken for
+    /// a failed step's files. Ids below every step in flight are dropped.
+    registered: Mutex<std::collections::BTreeSet<u64>>,
+    /// The first table id of the spill and of the compaction step in flight (`u64::MAX`:
+    /// none).
+    spill_from: AtomicU64,
+    compact_from: AtomicU64,
+    /// Faults injected by tests.
+    faults: Arc<Faults>,
 }
 
 fn tagged(key: &[u8]) -> Vec<u8> {
@@ -128,12 +200,14 @@ impl DiskTree {
     /// Opens (or creates) the tree at `path`, sharing `cache`. With `check_versions`, its
     /// version files are checked first (V1, V2 in version.rs: lsm-tree does not check them,
     /// and its open deletes the tables a damaged version does not name), and its tables'
-    /// global sequence numbers after (V3).
+    /// global sequence numbers after (V3). An I/O error of lsm-tree's open is transient (the
+    /// tree's version is unchanged), anything else fatal.
     pub fn open(
         path: &Path,
         cache: Arc<lsm_tree::Cache>,
         check_versions: bool,
-    ) -> Result<DiskTree> {
+        faults: Arc<Faults>,
+    ) -> std::result::Result<DiskTree, StepError> {
         if check_versions {
             version::check_files(path)?;
         }
@@ -141,7 +215,16 @@ impl DiskTree {
         let tree = lsm_tree::Config::new(path, counter.clone(), SequenceNumberCounter::new(0))
             .use_cache(cache)
             .open()
-            .map_err(|e| Error::disk("opening the disk levels", path, e))?;
+            .map_err(|e| {
+                let kind = io_kind(&e);
+                let error = Error::disk("opening the disk levels", path, e);
+                match kind {
+                    // Creating a tree (or deleting an open's orphan tables) failed: nothing
+                    // it holds changed, the open may run again.
+                    Some(kind) => StepError::Transient { error, kind },
+                    None => StepError::Fatal(error),
+                }
+            })?;
         let t = DiskTree {
             tree,
             path: path.to_path_buf(),
@@ -151,9 +234,13 @@ impl DiskTree {
             newest: AtomicU64::new(0),
             dirty: AtomicBool::new(true),
             check_versions,
+            registered: Mutex::new(std::collections::BTreeSet::new()),
+            spill_from: AtomicU64::new(u64::MAX),
+            compact_from: AtomicU64::new(u64::MAX),
+            faults,
         };
         if let Some(bad) = t.version_problems().into_iter().next() {
-            return Err(Error::corrupt(bad));
+            return Err(StepError::Fatal(Error::corrupt(bad)));
         }
         let newest = t.marker()?.map_or(0, |m| m.seq);
         t.newest.store(newest, Ordering::Release);
@@ -188,27 +275,58 @@ impl DiskTree {
         }
     }
 
-    fn err(&self, what: &'static str, e: lsm_tree::Error) -> Error {
+    fn err(&self, what: &'static str, e: impl std::fmt::Debug) -> Error {
         Error::disk(what, &self.path, e)
     }
 
     /// Writes `entries` (sorted, D1) and `marker` as new tables, then registers them through
     /// `gate` (which runs the registration, or refuses it: a simulated power failure): when
     /// this returns `Ok`, they are durable (tables, version file and their directories
-    /// synced). Returns the bytes of the new tables.
+    /// synced). Returns the bytes of the new tables. A failure is transient or fatal as D5
+    /// says; after a transient one the tree is as before and the spill may run again with
+    /// the same marker.
     pub fn spill(
         &self,
         entries: impl Iterator<Item = Result<Entry>>,
         marker: &Marker,
         gate: impl FnOnce(&mut dyn FnMut() -> Result<()>) -> Result<()>,
-    ) -> Result<u64> {
-        let _g = self.spills.lock();
+    ) -> std::result::Result<u64, StepError> {
+        let out = {
+            let _g = self.spills.lock();
+            let from = self.tree.next_table_id();
+            self.spill_from.store(from, Ordering::Release);
+            self.spill_locked(entries, marker, gate)
+                .map_err(|e| (e, from))
+        };
+        match out {
+            Ok(bytes) => {
+                self.spill_from.store(u64::MAX, Ordering::Release);
+                Ok(bytes)
+            }
+            Err((e, from)) => {
+                if let StepError::Transient { .. } = e {
+                    let (_c, _s) = (self.compactions.lock(), self.spills.lock());
+                    self.discard_unregistered(from);
+                }
+                self.spill_from.store(u64::MAX, Ordering::Release);
+                Err(e)
+            }
+        }
+    }
+
+    /// [`DiskTree::spill`] with `spills` held.
+    fn spill_locked(
+        &self,
+        entries: impl Iterator<Item = Result<Entry>>,
+        marker: &Marker,
+        gate: impl FnOnce(&mut dyn FnMut() -> Result<()>) -> Result<()>,
+    ) -> std::result::Result<u64, StepError> {
         if marker.seq <= self.newest() {
-            return Err(Error::corrupt(format!(
+            return Err(StepError::Fatal(Error::corrupt(format!(
                 "spill marker at sequence {} not above the last one's {} (D4)",
                 marker.seq,
                 self.newest()
-            )));
+            ))));
         }
         let mark = InternalValue::from_components(
             MARKER_KEY.to_vec(),
@@ -216,10 +334,17 @@ impl DiskTree {
             marker.seq,
             ValueType::Value,
         );
+        let fault = self.faults.get();
         let mut failed: Option<Error> = None;
         let mut last: Option<(Vec<u8>, u64)> = None;
+        let mut written = 0u64;
         let stream = std::iter::once(Ok(mark)).chain(entries.map_while(|e| match e {
             Ok(e) => {
+                if fault == Some(DiskFault::FullWritingTables) && written == 16 {
+                    // After the writer has created its first table file.
+                    return Some(Err(lsm_tree::Error::Io(injected("writing tables"))));
+                }
+                written += 1;
                 if let Some((k, s)) = &last {
                     let sorted = (k.as_slice(), std::cmp::Reverse(*s))
                         < (e.key.as_slice(), std::cmp::Reverse(e.seq));
@@ -255,22 +380,113 @@ impl DiskTree {
         }));
         let made = self.tree.flush_to_tables(stream);
         if let Some(e) = failed {
-            // Tables written but never registered are deleted when the tree is next opened.
-            return Err(e);
+            // A damaged record or a broken invariant: tables written but never registered are
+            // deleted when the tree is next opened.
+            return Err(StepError::Fatal(e));
         }
-        let Some((tables, _)) = made.map_err(|e| self.err("writing spilled tables", e))? else {
+        let made = match made {
+            Ok(m) => m,
+            Err(e) => {
+                return Err(match io_kind(&e) {
+                    // D5: nothing registered, the tree untouched.
+                    Some(kind) => StepError::Transient {
+                        error: self.err("writing spilled tables", e),
+                        kind,
+                    },
+                    None => StepError::Fatal(self.err("writing spilled tables", e)),
+                });
+            }
+        };
+        let Some((tables, _)) = made else {
             return Ok(0);
         };
         let bytes = tables.iter().map(|t| self.table_bytes(t.id())).sum();
-        gate(&mut || {
+        let mut io: Option<std::io::ErrorKind> = None;
+        let registered = gate(&mut || {
+            if fault == Some(DiskFault::FullRegistering) {
+                io = Some(std::io::ErrorKind::StorageFull);
+                return Err(self.err("registering spilled tables", injected("registering tables")));
+            }
             self.counter.set(0);
             self.tree
                 .register_tables(&tables, None, None, &[], 1)
-                .map_err(|e| self.err("registering spilled tables", e))
-        })?;
+                .map_err(|e| {
+                    io = io_kind(&e);
+                    self.err("registering spilled tables", e)
+                })
+        });
+        if let Err(error) = registered {
+            return Err(match io {
+                Some(kind) if self.version_unchanged() => StepError::Transient { error, kind },
+                _ => StepError::Fatal(error),
+            });
+        }
+        self.record_registered(tables.iter().map(|t| t.id()));
         self.newest.fetch_max(marker.seq, Ordering::AcqRel);
         self.set_dirty();
         Ok(bytes)
+    }
+
+    /// Whether `current` on disk names the version the open tree holds: a registration that
+    /// failed left the tree as it was (D5).
+    fn version_unchanged(&self) -> bool {
+        let open = self.tree.current_version().id();
+        match version::check_files(&self.path) {
+            Ok(Some(id)) => id == open,
+            Ok(None) => false,
+            Err(e) => {
+                tracing::warn!(error = %e, "reading the disk levels' current version");
+                false
+            }
+        }
+    }
+
+    /// Tables `ids` reached a version: kept from every failed step's removal (D5).
+    fn record_registered(&self, ids: impl Iterator<Item = u64>) {
+        let floor = self
+            .spill_from
+            .load(Ordering::Acquire)
+            .min(self.compact_from.load(Ordering::Acquire));
+        let mut r = self.registered.lock();
+        r.retain(|&id| id >= floor);
+        r.extend(ids.filter(|&id| id >= floor));
+    }
+
+    /// Removes the files a failed step left (D5): every table file numbered `from` or above
+    /// that neither the current version names nor any version named while a step was in
+    /// flight. The caller holds `compactions` and `spills`, so no step is writing a table.
+    fn discard_unregistered(&self, from: u64) {
+        let dir = self.path.join("tables");
+        let version = self.tree.current_version();
+        let live: std::collections::HashSet<u64> = version.iter_tables().map(|t| t.id()).collect();
+        let kept = self.registered.lock().clone();
+        let rd = match std::fs::read_dir(&dir) {
+            Ok(rd) => rd,
+            Err(e) => {
+                tracing::warn!(dir = %dir.display(), error = %e, "listing tables to remove a failed step's files");
+                return;
+            }
+        };
+        for e in rd.flatten() {
+            let Some(id) = e.file_name().to_str().and_then(|n| n.parse::<u64>().ok()) else {
+                continue;
+            };
+            if id < from || live.contains(&id) || kept.contains(&id) {
+                continue;
+            }
+            let file = e.path();
+            if !e.file_type().is_ok_and(|t| t.is_file()) {
+                continue;
+            }
+            match std::fs::remove_file(&file) {
+                Ok(()) => {
+                    tracing::debug!(file = %file.display(), "removed a failed step's table file")
+                }
+                Err(e) => {
+                    tracing::warn!(file = %file.display(), error = %e, "removing a failed step's table file")
+                }
+            }
+        }
     }
 
     fn table_bytes(&self, id: u64) -> u64 {
@@ -279,33 +495,56 @@ impl DiskTree {
 
     /// Runs one leveled compaction step if the tree needs one. `threshold`: versions below it
     /// that a newer version shadows may be dropped (0 keeps every version). Returns whether
-    /// the tree changed, and the bytes of the tables it wrote.
-    pub fn compact(&self, threshold: u64) -> Result<(bool, u64)> {
+    /// the tree changed, and the bytes of the tables it wrote. A failure is transient or
+    /// fatal as D5 says.
+    pub fn compact(&self, threshold: u64) -> std::result::Result<(bool, u64), StepError> {
         let _g = self.compactions.lock();
+        let from = self.tree.next_table_id();
+        self.compact_from.store(from, Ordering::Release);
+        let out = self.compact_locked(threshold);
+        if let Err(StepError::Transient { .. }) = out {
+            let _s = self.spills.lock();
+            self.discard_unregistered(from);
+        }
+        self.compact_from.store(u64::MAX, Ordering::Release);
+        out
+    }
+
+    /// [`DiskTree::compact`] with `compactions` held.
+    fn compact_locked(&self, threshold: u64) -> std::result::Result<(bool, u64), StepError> {
         let version = self.tree.current_version();
         let before: std::collections::HashSet<u64> =
             version.iter_tables().map(|t| t.id()).collect();
+        let fail = |what: &'static str, e: lsm_tree::Error| match io_kind(&e) {
+            Some(kind) if self.version_unchanged() => StepError::Transient {
+                error: self.err(what, e),
+                kind,
+            },
+            _ => StepError::Fatal(self.err(what, e)),
+        };
         self.counter.set(0);
         let strategy = Arc::new(lsm_tree::compaction::Leveled::default());
-        self.tree
-            .compact(strategy, threshold)
-            .map_err(|e| self.err("compacting the disk levels", e))?;
+        let compacted = self.tree.compact(strategy, threshold);
+        // A step that installed its tables and then failed (pruning old version files) still
+        // changed the tree: what it wrote is kept.
         let after = self.tree.current_version();
-        if after.id() == version.id() {
-            return Ok((false, 0));
-        }
-        let written = after
+        let new: Vec<u64> = after
             .iter_tables()
             .map(|t| t.id())
             .filter(|id| !before.contains(id))
-            .map(|id| self.table_bytes(id))
-            .sum();
+            .collect();
+        self.record_registered(new.iter().copied());
+        compacted.map_err(|e| fail("compacting the disk levels", e))?;
+        if after.id() == version.id() {
+            return Ok((false, 0));
+        }
+        let written = new.iter().map(|&id| self.table_bytes(id)).sum();
         // Old versions (and the files only they name) go once no read holds them: a
         // compaction with threshold 0 does not prune them itself.
         self.counter.set(0);
         self.tree
             .register_tables(&[], None, None, &[], 1)
-            .map_err(|e| self.err("pruning old versions of the disk levels", e))?;
+            .map_err(|e| fail("pruning old versions of the disk levels", e))?;
         Ok((true, written))
     }
 
@@ -543,13 +782,20 @@ mod tests {
             max_seq,
             births: vec![max_seq],
         };
-        t.spill(entries.into_iter(), &m, |r| r()).expect("spill");
+        t.spill(entries.into_iter(), &m, |r| r())
+            .map_err(StepError::into_error)
+            .expect("spill");
     }
 
     /// Compacts until nothing changes (every table ends in the last level).
     fn compact_fully(t: &DiskTree, threshold: u64) {
         for _ in 0..64 {
-            if !t.compact(threshold).expect("compact").0 {
+            if !t
+                .compact(threshold)
+                .map_err(StepError::into_error)
+                .expect("compact")
+                .0
+            {
                 return;
             }
         }
@@ -560,7 +806,7 @@ mod tests {
     fn compaction_at_threshold_zero_keeps_what_snapshots_read_and_hides_deleted_keys() {
         let dir = tempfile::tempdir().expect("dir");
         let cache = Arc::new(lsm_tree::Cache::with_capacity_bytes(1 << 20));
-        let t = DiskTree::open(dir.path(), cache, true).expect("open");
+        let t = DiskTree::open(dir.path(), cache, true, Arc::default()).expect("open");
         // Five spills, each overwriting or deleting keys of the previous ones.
         for round in 0..5u64 {
             let base = 100 * (round + 1);
@@ -624,7 +870,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("dir");
         let cache = Arc::new(lsm_tree::Cache::with_capacity_bytes(1 << 20));
         {
-            let t = DiskTree::open(dir.path(), cache.clone(), true).expect("open");
+            let t = DiskTree::open(dir.path(), cache.clone(), true, Arc::default()).expect("open");
             spill(&t, vec![entry(b"k", 5, Some(b"v"))], 5);
         }
         let cur = dir.path().join("current");
@@ -647,13 +893,126 @@ mod tests {
         std::fs::write(&vfile, &v).expect("write");
         c[8..24].copy_from_slice(&xxhash_rust::xxh3::xxh3_128(&v).to_le_bytes());
         std::fs::write(&cur, &c).expect("write");
-        let e = DiskTree::open(dir.path(), cache.clone(), true)
+        let e = DiskTree::open(dir.path(), cache.clone(), true, Arc::default())
             .err()
             .expect("refused")
             .to_string();
         assert!(e.contains("global sequence number 1000"), "{e}");
-        let t = DiskTree::open(dir.path(), cache, false).expect("lsm-tree alone opens it");
+        let t = DiskTree::open(dir.path(), cache, false, Arc::default())
+            .expect("lsm-tree alone opens it");
         assert_eq!(t.get(b"k", 10).expect("get"), None, "the key is hidden");
+    }
+
+    /// Table files in the tree's `tables` directory.
+    fn table_files(dir: &Path) -> Vec<u64> {
+        let mut v: Vec<u64> = std::fs::read_dir(dir.join("tables"))
+            .expect("tables")
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// D5: a spill that runs out of disk space while writing its tables, or while registering
+    /// them, is transient: the tree reads as before, the spill's table files are gone, and the
+    /// same spill (same marker) succeeds once the fault clears.
+    #[test]
+    fn a_spill_failing_for_lack_of_space_leaves_the_tree_as_it_was_and_succeeds_again() {
+        for fault in [DiskFault::FullWritingTables, DiskFault::FullRegistering] {
+            let dir = tempfile::tempdir().expect("dir");
+            let cache = Arc::new(lsm_tree::Cache::with_capacity_bytes(1 << 20));
+            let faults = Arc::new(Faults::default());
+            let t = DiskTree::open(dir.path(), cache, true, faults.clone()).expect("open");
+            let batch = |round: u64| -> Vec<Result<Entry>> {
+                (0..500u64)
+                    .map(|k| {
+                        let v = format!("r{round}/{k}").into_bytes();
+                        entry(
+                            format!("k{k:04}").as_bytes(),
+                            1000 * round + k,
+                            Some(&v[..]),
+                        )
+                    })
+                    .collect()
+            };
+            spill(&t, batch(1), 1999);
+            let before = table_files(dir.path());
+            let version = version::check_files(dir.path()).expect("current");
+            faults.set(Some(fault));
+            let m = Marker {
+                seq: 2999,
+                max_seq: 2999,
+                births: vec![2],
+            };
+            for attempt in 0..3 {
+                match t.spill(batch(2).into_iter(), &m, |r| r()) {
+                    Err(StepError::Transient { kind, error }) => {
+                        assert_eq!(kind, std::io::ErrorKind::StorageFull, "{fault:?}");
+                        assert!(error.to_string().contains("injected"), "{error}");
+                    }
+                    other => panic!("{fault:?} attempt {attempt}: {other:?}"),
+                }
+                assert_eq!(table_files(dir.path()), before, "{fault:?}: files removed");
+                assert_eq!(version::check_files(dir.path()).expect("current"), version);
+                assert_eq!(t.newest(), 1999);
+                let got = t.get(b"k0007", 5000).expect("get").map(|(_, v)| v);
+                assert_eq!(got.as_deref(), Some(&b"r1/7"[..]), "{fault:?}");
+            }
+            faults.set(None);
+            t.spill(batch(2).into_iter(), &m, |r| r())
+                .map_err(StepError::into_error)
+                .expect("the same spill succeeds");
+            assert_eq!(t.marker().expect("marker"), Some(m.clone()));
+            for k in 0..500u64 {
+                let got = t.get(format!("k{k:04}").as_bytes(), 5000).expect("get");
+                assert_eq!(got.map(|(_, v)| v), Some(format!("r2/{k}").into_bytes()));
+            }
+        }
+    }
+
+    /// D5: when `current` on disk no longer names the version the open tree holds (a
+    /// registration that failed after replacing it), a failed registration is fatal and no
+    /// file is removed.
+    #[test]
+    fn a_registration_failing_after_current_changed_is_fatal() {
+        let dir = tempfile::tempdir().expect("dir");
+        let cache = Arc::new(lsm_tree::Cache::with_capacity_bytes(1 << 20));
+        let faults = Arc::new(Faults::default());
+        let t = DiskTree::open(dir.path(), cache, true, faults.clone()).expect("open");
+        spill(&t, vec![entry(b"a", 5, Some(b"v"))], 5);
+        // Stand-in for a `current` replaced by the failed registration: it names no version
+        // the open tree holds.
+        let cur = dir.path().join("current");
+        let good = std::fs::read(&cur).expect("current");
+        let mut c = good.clone();
+        let id = u64::from_le_bytes(c[..8].try_into().expect("8 bytes"));
+        c[..8].copy_from_slice(&(id + 1).to_le_bytes());
+        std::fs::write(&cur, &c).expect("write");
+        faults.set(Some(DiskFault::FullRegistering));
+        let m = Marker {
+            seq: 9,
+            max_seq: 9,
+            births: vec![9],
+        };
+        let before = table_files(dir.path());
+        match t.spill(vec![entry(b"b", 9, Some(b"w"))].into_iter(), &m, |r| r()) {
+            Err(StepError::Fatal(_)) => {}
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            table_files(dir.path()).len() > before.len(),
+            "nothing removed"
+        );
+        std::fs::write(&cur, &good).expect("restore");
+    }
+
+    #[test]
+    fn backoff_doubles_from_100_ms_to_5_s() {
+        let ms: Vec<u64> = (1..=9)
+            .map(|f| crate::spiller::backoff(f).as_millis() as u64)
+            .collect();
+        assert_eq!(ms, [100, 200, 400, 800, 1600, 3200, 5000, 5000, 5000]);
+        assert_eq!(crate::spiller::backoff(u32::MAX).as_millis(), 5000);
     }
 
     #[test]

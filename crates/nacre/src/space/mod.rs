@@ -54,6 +54,14 @@ pub(crate) enum Stop {
     Full(FullCause),
     /// Writes stopped: the background worker failed or the database is poisoned.
     Failed(String),
+    /// Only a spill to the disk levels can free zones, and the last one failed transiently;
+    /// it is retried in the background (spiller.rs).
+    SpillFailed {
+        cause: String,
+        kind: std::io::ErrorKind,
+        failures: u32,
+        retry_in: Duration,
+    },
 }
 
 /// What writers and the background worker share about free space.
@@ -182,6 +190,21 @@ impl Space {
     /// more zones are free now (`free`) than a waiting writer saw when it found no room; then
     /// they try again.
     pub fn declare_full(&self, why: FullCause, free: u64) {
+        let log = |why: &Stop| {
+            if let Stop::Full(why) = why {
+                tracing::warn!(reason = %why, "pool full");
+            }
+        };
+        self.declare(Stop::Full(why), free, log);
+    }
+
+    /// Like [`Space::declare_full`], for a spill that failed and waits to be retried:
+    /// waiting writers fail with [`crate::Error::SpillFailed`] instead of waiting for it.
+    pub fn declare_spill_failed(&self, why: Stop, free: u64) {
+        self.declare(why, free, |_| {});
+    }
+
+    fn declare(&self, why: Stop, free: u64, log: impl FnOnce(&Stop)) {
         let mut s = self.signal.lock();
         if s.waiting > 0 && free > s.seen_free {
             s.progress += 1;
@@ -190,8 +213,8 @@ impl Space {
             return;
         }
         if s.waiting > 0 && s.full.is_none() {
-            tracing::warn!(reason = %why, "pool full");
-            s.full = Some(Stop::Full(why));
+            log(&why);
+            s.full = Some(why);
             self.writers.notify_all();
         }
     }
