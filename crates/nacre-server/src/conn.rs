@@ -75,7 +75,7 @@ impl Queue {
             if !commits.is_done(t) {
                 break;
             }
-            if let Some(line) = commits.failure_line(t) {
+            if let Some(line) = commits.failed(t) {
                 // Replace this reply's bytes with the error.
                 let start = self.ready;
                 let mut err = Vec::new();

@@ -427,6 +427,12 @@ fn sorted_sets() {
     d.script(&[
         "ZADD z 1 a 2 b 3 c",
         "ZADD z 1.1 d -inf e +inf f 1e3 g -0.5 h",
+        "ZADD hex 0x10 a 0x1p4 b -0x1.8p1 c 0X1P-2 d 0x.8 e",
+        "ZRANGE hex 0 -1 WITHSCORES",
+        "ZADD hex 0x x",
+        "ZADD hex 1e999 x",
+        "ZADD hex 1e-999 x",
+        "ZADD hex 0x1p99999 x",
         "ZRANGE z 0 -1 WITHSCORES",
         "ZSCORE z d",
         "ZSCORE z e",

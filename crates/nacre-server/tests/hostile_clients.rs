@@ -291,3 +291,21 @@ fn exec_of_many_queued_writes_takes_time_linear_in_their_number() {
     // Quadratic work was about 16 s here; linear is well under a second.
     assert!(took < Duration::from_secs(4), "EXEC took {took:?}");
 }
+
+#[test]
+fn an_unauthenticated_exec_is_aborted_as_redis_aborts_it() {
+    let s = Server::start(&["--requirepass", "secret"]);
+    let c = s.raw();
+    (&c).write_all(b"EXEC\r\nMULTI\r\nAUTH secret\r\nEXEC x\r\n")
+        .expect("send");
+    let mut r = BufReader::new(c);
+    assert_eq!(
+        read_replies(&mut r, 4),
+        [
+            "-EXECABORT Transaction discarded because of: NOAUTH Authentication required.",
+            "-NOAUTH Authentication required.",
+            "+OK",
+            "-EXECABORT Transaction discarded because of: wrong number of arguments for 'exec' command",
+        ]
+    );
+}

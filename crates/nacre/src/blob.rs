@@ -37,8 +37,9 @@ use crate::gi::Version;
 use crate::record::{read_record, read_value, Kind};
 use crate::store::Store;
 
-/// The longest value accepted (Redis's `proto-max-bulk-len`).
-pub const MAX_VALUE: usize = 512 << 20;
+/// The longest value accepted: Redis's largest (`proto-max-bulk-len`, 512 MiB) and room for
+/// the framing a caller such as nacre-server puts around it.
+pub const MAX_VALUE: usize = (512 << 20) + (64 << 10);
 
 /// Bytes of a descriptor before its zone list.
 const DESC_HEAD: usize = 24;

@@ -59,13 +59,73 @@ pub fn parse_f64(b: &[u8]) -> Option<f64> {
     {
         return None;
     }
-    let v: f64 = match s.to_ascii_lowercase().as_str() {
-        "inf" | "+inf" | "infinity" | "+infinity" => f64::INFINITY,
-        "-inf" | "-infinity" => f64::NEG_INFINITY,
+    let lower = s.to_ascii_lowercase();
+    let v: f64 = match lower.as_str() {
+        "inf" | "+inf" | "infinity" | "+infinity" => return Some(f64::INFINITY),
+        "-inf" | "-infinity" => return Some(f64::NEG_INFINITY),
         l if l.contains("nan") || l.contains("inf") => return None,
+        l if l.trim_start_matches(['+', '-']).starts_with("0x") => parse_hex_f64(l)?,
         _ => s.parse().ok()?,
     };
-    (!v.is_nan()).then_some(v)
+    // As strtod's ERANGE, which Redis refuses: a finite text that overflows, or one with a
+    // nonzero digit that underflows to zero.
+    let mantissa = lower.split(['e', 'p']).next().unwrap_or("");
+    let nonzero = mantissa
+        .trim_start_matches(['+', '-'])
+        .trim_start_matches("0x")
+        .bytes()
+        .any(|c| c.is_ascii_hexdigit() && c != b'0');
+    if v.is_nan() || v.is_infinite() || (v == 0.0 && nonzero) {
+        return None;
+    }
+    Some(v)
+}
+
+/// A C99 hexadecimal float (`0x1.8p3`, `-0X10`, `0x.8`), lowercase, as strtod reads one:
+/// hex digits with an optional point (at least one digit), then an optional binary
+/// exponent `p[+-]digits`.
+fn parse_hex_f64(l: &str) -> Option<f64> {
+    let (neg, rest) = match l.as_bytes().first() {
+        Some(b'-') => (true, &l[1..]),
+        Some(b'+') => (false, &l[1..]),
+        _ => (false, l),
+    };
+    let body = rest.strip_prefix("0x")?;
+    let (digits, exp) = match body.split_once('p') {
+        Some((d, e)) => {
+            let e = e.strip_prefix('+').unwrap_or(e);
+            let (neg_e, num) = e.strip_prefix('-').map_or((false, e), |n| (true, n));
+            if num.is_empty() || !num.bytes().all(|c| c.is_ascii_digit()) {
+                return None;
+            }
+            // Exponents beyond any double saturate (the value overflows or underflows).
+            let n = num.parse::<i64>().unwrap_or(100_000).min(100_000);
+            (d, if neg_e { -n } else { n })
+        }
+        None => (body, 0),
+    };
+    let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
+    if int.is_empty() && frac.is_empty() {
+        return None;
+    }
+    let mut mant: u64 = 0;
+    let mut shift: i64 = 0;
+    for (i, c) in int.bytes().chain(frac.bytes()).enumerate() {
+        let d = u64::from((c as char).to_digit(16)?);
+        if mant >> 56 == 0 {
+            mant = mant * 16 + d;
+            if i >= int.len() {
+                shift -= 4;
+            }
+        } else if i < int.len() {
+            // Digits past a u64's precision still scale an integer part.
+            shift += 4;
+        }
+    }
+    let e = (exp + shift).clamp(-2000, 2000) as i32;
+    // Two steps keep each power of two within a double's range.
+    let v = (mant as f64) * 2f64.powi(e / 2) * 2f64.powi(e - e / 2);
+    Some(if neg { -v } else { v })
 }
 
 /// A float argument, or Redis's float error.
@@ -169,6 +229,34 @@ pub fn range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn floats_read_as_strtod_reads_them_for_redis() {
+        for (text, want) in [
+            ("0x10", Some(16.0)),
+            ("0x1p4", Some(16.0)),
+            ("-0x1.8p1", Some(-3.0)),
+            ("0X1P-2", Some(0.25)),
+            ("0x.8", Some(0.5)),
+            ("0x", None),
+            ("0x1p", None),
+            ("0x1p99999", None),
+            ("0x1p-99999", None),
+            ("1e999", None),
+            ("1e-999", None),
+            ("0e-999", Some(0.0)),
+            ("1e-310", Some(1e-310)),
+            ("  1", None),
+            ("1.", Some(1.0)),
+            (".5", Some(0.5)),
+            ("+5", Some(5.0)),
+            ("0x10 ", None),
+            ("inf", Some(f64::INFINITY)),
+            ("nan", None),
+        ] {
+            assert_eq!(parse_f64(text.as_bytes()), want, "{text}");
+        }
+    }
+
     use super::*;
 
     #[test]

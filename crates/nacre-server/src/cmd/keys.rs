@@ -137,7 +137,8 @@ fn ttl_generic(ctx: &mut Ctx, args: &[Vec<u8>], ms: bool, absolute: bool) -> Cmd
             if ms {
                 m.expire_at as i64
             } else {
-                (m.expire_at / 1000) as i64
+                // Rounded, as Redis does.
+                (m.expire_at as i64 + 500) / 1000
             }
         }
         Some(m) => {

@@ -102,7 +102,11 @@ pub fn ok() -> Reply {
 
 /// The wrong-arity error for `name`.
 pub fn arity_error(name: &str) -> Reply {
-    err(format!("wrong number of arguments for '{name}' command"))
+    Reply::Error(arity_text(name))
+}
+
+fn arity_text(name: &str) -> String {
+    format!("ERR wrong number of arguments for '{name}' command")
 }
 
 fn unknown_command(args: &[Vec<u8>]) -> Reply {
@@ -183,6 +187,22 @@ fn feed_monitor(shared: &Shared, client: &Client, args: &[Vec<u8>]) {
     let _ = shared.monitor.send(std::sync::Arc::new(line.into_bytes()));
 }
 
+/// A command refused before it runs, as Redis's `rejectCommand`: a transaction being queued
+/// is marked failed, and a refused `EXEC` discards it, answering `EXECABORT`.
+fn reject(shared: &Shared, client: &mut Client, cmd: &Command, error: String) -> Outcome {
+    let reply = if cmd.name == "exec" {
+        client.end_multi(shared);
+        let why = error.strip_prefix("ERR ").unwrap_or(&error);
+        format!("EXECABORT Transaction discarded because of: {why}")
+    } else {
+        if client.multi.is_some() {
+            client.multi_failed = true;
+        }
+        error
+    };
+    Outcome::Reply(Reply::Error(reply), Ticket(0))
+}
+
 fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
     let Some(cmd) = lookup_bytes(&args[0]) else {
         if client.multi.is_some() {
@@ -192,29 +212,15 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
     };
     *client.info.last_cmd.lock() = cmd.name;
     if !client.authed && !cmd.flags.contains(&"no-auth") {
-        if client.multi.is_some() {
-            client.multi_failed = true;
-        }
-        return Outcome::Reply(
-            Reply::Error("NOAUTH Authentication required.".into()),
-            Ticket(0),
+        return reject(
+            shared,
+            client,
+            cmd,
+            "NOAUTH Authentication required.".into(),
         );
     }
     if !arity_ok(cmd.arity, args.len()) {
-        if cmd.name == "exec" {
-            // As Redis: a refused EXEC discards the transaction, in MULTI or not.
-            client.end_multi(shared);
-            return Outcome::Reply(
-                Reply::Error(
-                    "EXECABORT Transaction discarded because of: wrong number of arguments for 'exec' command".into(),
-                ),
-                Ticket(0),
-            );
-        }
-        if client.multi.is_some() {
-            client.multi_failed = true;
-        }
-        return Outcome::Reply(arity_error(cmd.name), Ticket(0));
+        return reject(shared, client, cmd, arity_text(cmd.name));
     }
     if client.resp == 2 && client.subscriptions() > 0 && !pubsub::allowed_when_subscribed(cmd.name)
     {

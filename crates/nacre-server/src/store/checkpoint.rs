@@ -56,9 +56,35 @@ pub struct Saved {
     pub records: u64,
 }
 
+/// The pool a checkpoint gets: room for the live data twice over and the memtables, at
+/// least 256 MiB, at most the pool it copies (a pool file takes its whole size on disk, so
+/// a checkpoint sized like its source could not be written beside a large pool that is
+/// mostly free).
+fn checkpoint_pool_size(live: u64, template: u64) -> u64 {
+    let want = live.saturating_mul(2).saturating_add(256 << 20);
+    want.min(template).max((256u64 << 20).min(template))
+}
+
 /// Writes a checkpoint of `store` into `data_dir/checkpoint`, with engine options like
-/// `template`'s (backend, pool size).
+/// `template`'s (backend; a pool sized to the data, see [`checkpoint_pool_size`], or the
+/// source's size if that proves too small).
 pub fn save(store: &Store, data_dir: &Path, template: &Options) -> Result<Saved> {
+    let live = store.db.stats().live_bytes;
+    let size = checkpoint_pool_size(live, template.pool_size);
+    match save_sized(store, data_dir, template, size) {
+        Err(StoreError::Engine(nacre::Error::PoolFull { .. })) if size < template.pool_size => {
+            tracing::warn!(
+                size,
+                live,
+                "the checkpoint did not fit a pool sized to the data; saving it again in one the size of the source's"
+            );
+            save_sized(store, data_dir, template, template.pool_size)
+        }
+        r => r,
+    }
+}
+
+fn save_sized(store: &Store, data_dir: &Path, template: &Options, size: u64) -> Result<Saved> {
     let snap: Snapshot = store.db.snapshot();
     let ns = match store
         .db
@@ -75,7 +101,7 @@ pub fn save(store: &Store, data_dir: &Path, template: &Options) -> Result<Saved>
     }
     std::fs::create_dir_all(&tmp).map_err(io)?;
     let mut opts = Options::new(tmp.join(super::open::POOL_FILE)).backend(template.pool.backend);
-    opts.pool_size = template.pool_size;
+    opts.pool_size = size;
     opts.gi_size_limit = template.gi_size_limit;
     // A checkpoint of a database with disk levels keeps its own in `disk` inside it.
     opts.disk_dir = template.disk_dir.as_ref().map(|_| tmp.join("disk"));
@@ -159,4 +185,18 @@ pub fn save(store: &Store, data_dir: &Path, template: &Options) -> Result<Saved>
         keys,
         records,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::checkpoint_pool_size as size;
+
+    #[test]
+    fn a_checkpoint_pool_is_sized_to_the_data() {
+        let gib = 1u64 << 30;
+        assert_eq!(size(0, 8 * gib), 256 << 20);
+        assert_eq!(size(gib, 8 * gib), 2 * gib + (256 << 20));
+        assert_eq!(size(6 * gib, 8 * gib), 8 * gib);
+        assert_eq!(size(0, 64 << 20), 64 << 20);
+    }
 }

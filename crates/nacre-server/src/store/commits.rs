@@ -205,17 +205,8 @@ impl Commits {
         self.full.load(std::sync::atomic::Ordering::Acquire)
     }
 
-    /// The error line a command whose commit failed answers (without the `-`).
-    pub fn failure_line(&self, ticket: u64) -> Option<String> {
-        let why = self.failed(ticket)?;
-        Some(if why == OOM {
-            why
-        } else {
-            format!("ERR the write was not committed: {why}")
-        })
-    }
-
-    /// Why `ticket`'s commit failed, if it did.
+    /// The error line (without the `-`) that a command whose commit failed answers, if
+    /// `ticket`'s did.
     pub fn failed(&self, ticket: u64) -> Option<String> {
         if ticket == 0 || !self.any_failed.load(std::sync::atomic::Ordering::Acquire) {
             return None;
