@@ -261,7 +261,8 @@ pub(crate) fn recover(
     }
     if !settled {
         // `decide` numbers the live memtables; `live` maps them back to `all`.
-        let roll = decide(&facts, run, rep.commit_id, mutation)?;
+        let on_disk_seq = spilled.as_ref().map_or(0, |s| s.max_seq);
+        let roll = decide(&facts, run, rep.commit_id, on_disk_seq, mutation)?;
         for &k in &roll {
             let i = live[k];
             all[i].roll_back(store, &facts[k]);
@@ -753,10 +754,17 @@ fn parallel_each<T: Send>(
 ///    fewer of its items show than its headers count, or if it lies above `commit_id`. An
 ///    older group is never touched: if the last group left no whole item, the newest one
 ///    showing is its predecessor, which is whole because nothing after it survived.
+///
+///    Except for the item count when the disk levels hold a record of that group or of a
+///    later one (`on_disk_seq`, the highest sequence number spilled, is at or above its group
+///    seq): records reach disk only from merged memtables, and a memtable merges only once
+///    every group granted into it committed, so the group committed whole and its items
+///    missing from PM were spilled with their memtables, which were then given back.
 fn decide(
     facts: &[TailFacts],
     run: u64,
     commit_id: u64,
+    on_disk_seq: u64,
     mutation: Option<RecoveryMutation>,
 ) -> Result<Vec<usize>> {
     let mut roll: Vec<usize> = (0..facts.len())
@@ -809,8 +817,10 @@ fn decide(
             group.len()
         )));
     }
-    let short =
-        (!agree || group.len() < items) && mutation != Some(RecoveryMutation::SkipItemCount);
+    // Spilled: some of its items (or a later group's) are on disk, so it committed whole.
+    let spilled = newest <= on_disk_seq && mutation != Some(RecoveryMutation::IgnoreSpilledItems);
+    let short = (!agree || (group.len() < items && !spilled))
+        && mutation != Some(RecoveryMutation::SkipItemCount);
     let above = newest > commit_id && mutation != Some(RecoveryMutation::SkipAboveCommitId);
     if short || above {
         for (i, _, tail) in group {
