@@ -64,6 +64,10 @@ pub struct RecoveryReport {
     pub bytes_scanned: u64,
     /// Memtables whose last group was rolled back.
     pub rolled_back: usize,
+    /// Items of the newest group that PM no longer showed because their memtables had been
+    /// spilled and given back, while the disk levels proved the group committed: it was kept
+    /// whole instead of rolled back (S1 in docs/format.md).
+    pub spilled_items: usize,
     /// Whether `commit_id` named a group that was rolled back or never became visible, and was
     /// lowered to the last visible sequence number.
     pub lowered_commit_id: bool,
@@ -262,7 +266,15 @@ pub(crate) fn recover(
     if !settled {
         // `decide` numbers the live memtables; `live` maps them back to `all`.
         let on_disk_seq = spilled.as_ref().map_or(0, |s| s.max_seq);
-        let roll = decide(&facts, run, rep.commit_id, on_disk_seq, mutation)?;
+        let (roll, spilled_items) = decide(&facts, run, rep.commit_id, on_disk_seq, mutation)?;
+        rep.spilled_items = spilled_items;
+        if spilled_items > 0 {
+            tracing::info!(
+                items = spilled_items,
+                run,
+                "kept the newest group: its missing items were spilled"
+            );
+        }
         for &k in &roll {
             let i = live[k];
             all[i].roll_back(store, &facts[k]);
@@ -760,13 +772,15 @@ fn parallel_each<T: Send>(
 ///    seq): records reach disk only from merged memtables, and a memtable merges only once
 ///    every group granted into it committed, so the group committed whole and its items
 ///    missing from PM were spilled with their memtables, which were then given back.
+///
+/// Returns the memtables to roll back, and the items of a group kept that way.
 fn decide(
     facts: &[TailFacts],
     run: u64,
     commit_id: u64,
     on_disk_seq: u64,
     mutation: Option<RecoveryMutation>,
-) -> Result<Vec<usize>> {
+) -> Result<(Vec<usize>, usize)> {
     let mut roll: Vec<usize> = (0..facts.len())
         .filter(|&i| facts[i].tail == Tail::Torn)
         .collect();
@@ -780,7 +794,7 @@ fn decide(
         .filter(|(h, _)| h.run == run)
     };
     let Some(newest) = facts.iter().filter_map(&last).map(|(h, _)| h.seq).max() else {
-        return Ok(roll);
+        return Ok((roll, 0));
     };
     // Damage, not a torn write: a torn item whose whole header names a group older than one
     // that committed after it (that group's stage 4 began only once this one's fences had
@@ -831,6 +845,12 @@ fn decide(
             }
             roll.push(i);
         }
+        return Ok((roll, 0));
     }
-    Ok(roll)
+    let kept = if spilled && agree {
+        items.saturating_sub(group.len())
+    } else {
+        0
+    };
+    Ok((roll, kept))
 }
