@@ -805,16 +805,21 @@ fn decide(
         .fold(newest, u64::max);
     // Likewise a group committed in two fences whose sequence number `commit_id` covers: its
     // records were fenced before `commit_id` was written.
+    // And a group the disk levels hold a record of, or of a later group, committed (S1).
+    let spilled_seq = match mutation {
+        Some(RecoveryMutation::IgnoreSpilledItems) => 0,
+        _ => on_disk_seq,
+    };
     if mutation != Some(RecoveryMutation::SkipTornCheck) {
         if let Some(h) = facts
             .iter()
             .filter_map(|f| f.torn_header)
-            .find(|h| h.seq < latest || (h.two_fence && h.seq <= commit_id))
+            .find(|h| h.seq < latest || (h.two_fence && h.seq <= commit_id) || h.seq <= spilled_seq)
         {
             return Err(Error::corrupt(format!(
                 "an item of group {} fails its checksum although it was durable (a later \
-                 group {latest} committed, or commit id {commit_id} covers it): damaged \
-                 media, not a torn write",
+                 group {latest} committed, commit id {commit_id} covers it, or the disk \
+                 levels hold sequence {on_disk_seq}): damaged media, not a torn write",
                 h.seq
             )));
         }
@@ -832,7 +837,7 @@ fn decide(
         )));
     }
     // Spilled: some of its items (or a later group's) are on disk, so it committed whole.
-    let spilled = newest <= on_disk_seq && mutation != Some(RecoveryMutation::IgnoreSpilledItems);
+    let spilled = newest <= spilled_seq;
     let short = (!agree || (group.len() < items && !spilled))
         && mutation != Some(RecoveryMutation::SkipItemCount);
     let above = newest > commit_id && mutation != Some(RecoveryMutation::SkipAboveCommitId);
