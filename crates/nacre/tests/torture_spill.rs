@@ -155,6 +155,9 @@ fn base(disk: &Path, mutation: Option<RecoveryMutation>) -> (Vec<u8>, State) {
     (image, state)
 }
 
+/// The keys of one batch.
+type Batch = Vec<Vec<u8>>;
+
 /// What the phases went through.
 #[derive(Debug, Default)]
 struct Coverage {
@@ -175,7 +178,7 @@ fn phase(
     state: &State,
     rng: &mut SplitMix64,
     cov: &mut Coverage,
-) -> Result<(Vec<u8>, Expect, Vec<Vec<Vec<u8>>>), String> {
+) -> Result<(Vec<u8>, Expect, Vec<Batch>), String> {
     let subs = subtables(&db);
     let sim = db.sim().expect("sim");
     let start = sim.fence_count();
@@ -255,7 +258,7 @@ fn verify(db: &Db, expect: &Expect) -> Result<State, String> {
 }
 
 /// Checks that each batch in `in_flight` (its keys) left all of its values or none.
-fn atomic(state: &State, expect: &Expect, in_flight: &[Vec<Vec<u8>>]) -> Result<(), String> {
+fn atomic(state: &State, expect: &Expect, in_flight: &[Batch]) -> Result<(), String> {
     for keys in in_flight {
         // Per key whose old and new values differ: whether it holds the new one.
         let applied: Vec<(&Vec<u8>, bool)> = keys
