@@ -104,6 +104,10 @@ pub enum RecoveryMutation {
     /// Lower `commit_id` to the newest record found in PM, ignoring the records on disk (the
     /// newest groups may have been spilled).
     IgnoreDiskSequences,
+    /// Judge the newest group by the items PM shows alone, even when the disk levels hold its
+    /// records or a later group's: its items in memtables that were spilled and given back
+    /// then count as missing, and the rest of the committed group is rolled back.
+    IgnoreSpilledItems,
     /// Open and verify the disk levels' trees without checking their version files (the
     /// checksum `current` records, the tables' global sequence numbers: disk/version.rs), as
     /// lsm-tree alone does.

@@ -64,6 +64,10 @@ pub struct RecoveryReport {
     pub bytes_scanned: u64,
     /// Memtables whose last group was rolled back.
     pub rolled_back: usize,
+    /// Items of the newest group that PM no longer showed because their memtables had been
+    /// spilled and given back, while the disk levels proved the group committed: it was kept
+    /// whole instead of rolled back (S1 in docs/format.md).
+    pub spilled_items: usize,
     /// Whether `commit_id` named a group that was rolled back or never became visible, and was
     /// lowered to the last visible sequence number.
     pub lowered_commit_id: bool,
@@ -261,7 +265,16 @@ pub(crate) fn recover(
     }
     if !settled {
         // `decide` numbers the live memtables; `live` maps them back to `all`.
-        let roll = decide(&facts, run, rep.commit_id, mutation)?;
+        let on_disk_seq = spilled.as_ref().map_or(0, |s| s.max_seq);
+        let (roll, spilled_items) = decide(&facts, run, rep.commit_id, on_disk_seq, mutation)?;
+        rep.spilled_items = spilled_items;
+        if spilled_items > 0 {
+            tracing::info!(
+                items = spilled_items,
+                run,
+                "kept the newest group: its missing items were spilled"
+            );
+        }
         for &k in &roll {
             let i = live[k];
             all[i].roll_back(store, &facts[k]);
@@ -753,12 +766,21 @@ fn parallel_each<T: Send>(
 ///    fewer of its items show than its headers count, or if it lies above `commit_id`. An
 ///    older group is never touched: if the last group left no whole item, the newest one
 ///    showing is its predecessor, which is whole because nothing after it survived.
+///
+///    Except for the item count when the disk levels hold a record of that group or of a
+///    later one (`on_disk_seq`, the highest sequence number spilled, is at or above its group
+///    seq): records reach disk only from merged memtables, and a memtable merges only once
+///    every group granted into it committed, so the group committed whole and its items
+///    missing from PM were spilled with their memtables, which were then given back.
+///
+/// Returns the memtables to roll back, and the items of a group kept that way.
 fn decide(
     facts: &[TailFacts],
     run: u64,
     commit_id: u64,
+    on_disk_seq: u64,
     mutation: Option<RecoveryMutation>,
-) -> Result<Vec<usize>> {
+) -> Result<(Vec<usize>, usize)> {
     let mut roll: Vec<usize> = (0..facts.len())
         .filter(|&i| facts[i].tail == Tail::Torn)
         .collect();
@@ -772,7 +794,7 @@ fn decide(
         .filter(|(h, _)| h.run == run)
     };
     let Some(newest) = facts.iter().filter_map(&last).map(|(h, _)| h.seq).max() else {
-        return Ok(roll);
+        return Ok((roll, 0));
     };
     // Damage, not a torn write: a torn item whose whole header names a group older than one
     // that committed after it (that group's stage 4 began only once this one's fences had
@@ -783,16 +805,21 @@ fn decide(
         .fold(newest, u64::max);
     // Likewise a group committed in two fences whose sequence number `commit_id` covers: its
     // records were fenced before `commit_id` was written.
+    // And a group the disk levels hold a record of, or of a later group, committed (S1).
+    let spilled_seq = match mutation {
+        Some(RecoveryMutation::IgnoreSpilledItems) => 0,
+        _ => on_disk_seq,
+    };
     if mutation != Some(RecoveryMutation::SkipTornCheck) {
         if let Some(h) = facts
             .iter()
             .filter_map(|f| f.torn_header)
-            .find(|h| h.seq < latest || (h.two_fence && h.seq <= commit_id))
+            .find(|h| h.seq < latest || (h.two_fence && h.seq <= commit_id) || h.seq <= spilled_seq)
         {
             return Err(Error::corrupt(format!(
                 "an item of group {} fails its checksum although it was durable (a later \
-                 group {latest} committed, or commit id {commit_id} covers it): damaged \
-                 media, not a torn write",
+                 group {latest} committed, commit id {commit_id} covers it, or the disk \
+                 levels hold sequence {on_disk_seq}): damaged media, not a torn write",
                 h.seq
             )));
         }
@@ -809,8 +836,10 @@ fn decide(
             group.len()
         )));
     }
-    let short =
-        (!agree || group.len() < items) && mutation != Some(RecoveryMutation::SkipItemCount);
+    // Spilled: some of its items (or a later group's) are on disk, so it committed whole.
+    let spilled = newest <= spilled_seq;
+    let short = (!agree || (group.len() < items && !spilled))
+        && mutation != Some(RecoveryMutation::SkipItemCount);
     let above = newest > commit_id && mutation != Some(RecoveryMutation::SkipAboveCommitId);
     if short || above {
         for (i, _, tail) in group {
@@ -821,6 +850,12 @@ fn decide(
             }
             roll.push(i);
         }
+        return Ok((roll, 0));
     }
-    Ok(roll)
+    let kept = if spilled && agree {
+        items.saturating_sub(group.len())
+    } else {
+        0
+    };
+    Ok((roll, kept))
 }

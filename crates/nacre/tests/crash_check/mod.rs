@@ -19,11 +19,23 @@ pub type State = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
 /// What each key may hold after a crash: `state`, then thread `t`'s first `acked[t]` ops
 /// (of `ops`) acknowledged, and its next one maybe applied; `op(t, j)` gives op `j`'s key
 /// and the value it leaves.
+#[allow(dead_code)] // Each torture uses one of the two.
 pub fn expected(
     state: &State,
     acked: &[u64],
     ops: u64,
     op: impl Fn(u64, u64) -> (Vec<u8>, Option<Vec<u8>>),
+) -> Expect {
+    expected_batches(state, acked, ops, |t, j| vec![op(t, j)])
+}
+
+/// As [`expected`], for ops that write batches: `op(t, j)` gives every key op `j` writes
+/// (each once) and the value it leaves there.
+pub fn expected_batches(
+    state: &State,
+    acked: &[u64],
+    ops: u64,
+    op: impl Fn(u64, u64) -> Vec<(Vec<u8>, Option<Vec<u8>>)>,
 ) -> Expect {
     let mut expect: Expect = state
         .iter()
@@ -32,12 +44,15 @@ pub fn expected(
     for (t, &n) in acked.iter().enumerate() {
         let t = t as u64;
         for j in 0..n {
-            let (k, v) = op(t, j);
-            expect.insert(k, vec![v]);
+            for (k, v) in op(t, j) {
+                expect.insert(k, vec![v]);
+            }
         }
         if n < ops {
-            let (k, v) = op(t, n);
-            expect.entry(k).or_default().push(v);
+            for (k, v) in op(t, n) {
+                // A key nothing wrote yet may stay absent.
+                expect.entry(k).or_insert_with(|| vec![None]).push(v);
+            }
         }
     }
     expect
