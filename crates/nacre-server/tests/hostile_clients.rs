@@ -309,3 +309,24 @@ fn an_unauthenticated_exec_is_aborted_as_redis_aborts_it() {
         ]
     );
 }
+
+#[test]
+fn echoed_bytes_that_are_not_text_come_back_unchanged() {
+    let s = Server::start(&[]);
+    let c = s.raw();
+    let mut req = cmd(&[b"PI\xffG", b"\xfe"]);
+    req.extend_from_slice(&cmd(&[b"CLIENT", b"\xc3("]));
+    req.extend_from_slice(b"PING\r\n");
+    (&c).write_all(&req).expect("send");
+    let mut r = BufReader::new(c);
+    let mut got = Vec::new();
+    while !got.ends_with(b"+PONG\r\n") {
+        let n = r.read_until(b'\n', &mut got).expect("reply");
+        assert!(n > 0, "closed: {}", String::from_utf8_lossy(&got));
+    }
+    assert_eq!(
+        got,
+        b"-ERR unknown command 'PI\xffG', with args beginning with: '\xfe' \r\n\
+          -ERR unknown subcommand '\xc3('. Try CLIENT HELP.\r\n+PONG\r\n"
+    );
+}

@@ -109,26 +109,36 @@ fn arity_text(name: &str) -> String {
     format!("ERR wrong number of arguments for '{name}' command")
 }
 
+/// An error reply `ERR <msg>` whose message echoes client bytes: as text when they are
+/// UTF-8, otherwise as a blob error, which carries them unchanged (RESP2 clients read it as
+/// the same error line Redis sends).
+pub fn err_bytes(msg: &[u8]) -> Reply {
+    let mut line = b"ERR ".to_vec();
+    line.extend_from_slice(msg);
+    match String::from_utf8(line) {
+        Ok(text) => Reply::Error(text),
+        Err(e) => Reply::BlobError(e.into_bytes()),
+    }
+}
+
 fn unknown_command(args: &[Vec<u8>]) -> Reply {
-    let name = String::from_utf8_lossy(&args[0]);
-    let mut msg = format!(
-        "unknown command '{}', with args beginning with: ",
-        name.chars().take(128).collect::<String>()
-    );
-    // As Redis: arguments are quoted while the list is under 128 bytes, each cut to what
-    // is left of them.
-    let mut list = String::new();
+    // As Redis: the name cut to 128 bytes; arguments quoted while the list is under 128
+    // bytes, each cut to what is left of them.
+    let mut msg = b"unknown command '".to_vec();
+    msg.extend(args[0].iter().take(128));
+    msg.extend_from_slice(b"', with args beginning with: ");
+    let mut list: Vec<u8> = Vec::new();
     for a in args[1..].iter() {
         if list.len() >= 128 {
             break;
         }
         let room = 128 - list.len();
-        let a = String::from_utf8_lossy(a);
-        let cut: String = a.chars().take(room).collect();
-        list.push_str(&format!("'{cut}' "));
+        list.push(b'\'');
+        list.extend(a.iter().take(room));
+        list.extend_from_slice(b"' ");
     }
-    msg.push_str(&list);
-    err(msg)
+    msg.extend_from_slice(&list);
+    err_bytes(&msg)
 }
 
 /// Checks a command's arity (positive: exact; negative: at least).
@@ -153,8 +163,10 @@ pub fn execute(shared: &Shared, client: &mut Client, args: Vec<Vec<u8>>) -> Outc
     if shared.monitors.load(Ordering::Relaxed) > 0 && !client.info.monitor.load(Ordering::Relaxed) {
         feed_monitor(shared, client, &args);
     }
-    if let Outcome::Reply(Reply::Error(_), _) = &out {
-        client.count(3);
+    if let Outcome::Reply(r, _) = &out {
+        if r.is_error() {
+            client.count(3);
+        }
     }
     out
 }

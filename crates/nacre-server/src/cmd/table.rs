@@ -10,7 +10,7 @@ use super::{
     blocking as b, coll as co, connection as c, hashes as h, keys as k, lists as l, multi as m,
     pubsub as ps, server as s, sets as se, sort as so, strings as st, zsetops as zo, zsets as z,
 };
-use super::{err, CmdResult, Ctx, Outcome};
+use super::{CmdResult, Ctx, Outcome};
 use crate::client::Client;
 use crate::shared::Shared;
 
@@ -350,12 +350,8 @@ pub fn keys_of(
 
 /// `ERR` for a subcommand that does not exist.
 pub fn unknown_subcommand(sub: &[u8], cmd: &str) -> Reply {
-    err(format!(
-        "unknown subcommand '{}'. Try {} HELP.",
-        String::from_utf8_lossy(sub)
-            .chars()
-            .take(128)
-            .collect::<String>(),
-        cmd.to_ascii_uppercase()
-    ))
+    let mut msg = b"unknown subcommand '".to_vec();
+    msg.extend(sub.iter().take(128));
+    msg.extend_from_slice(format!("'. Try {} HELP.", cmd.to_ascii_uppercase()).as_bytes());
+    super::err_bytes(&msg)
 }
