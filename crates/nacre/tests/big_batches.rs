@@ -306,8 +306,11 @@ fn subtables(db: &Db) -> Vec<Subtable> {
         .collect()
 }
 
-/// The operations of big batch `id`: (subtable index, key, value).
-fn big_ops(id: u64, bytes: usize, spans: usize) -> Vec<(usize, Vec<u8>, Vec<u8>)> {
+/// A batch's operations: (subtable index, key, value).
+type Ops = Vec<(usize, Vec<u8>, Vec<u8>)>;
+
+/// The operations of big batch `id`.
+fn big_ops(id: u64, bytes: usize, spans: usize) -> Ops {
     let mut out = Vec::new();
     let (mut i, mut total) = (0u64, 0usize);
     while total < bytes {
@@ -319,7 +322,7 @@ fn big_ops(id: u64, bytes: usize, spans: usize) -> Vec<(usize, Vec<u8>, Vec<u8>)
     out
 }
 
-fn small_ops(t: u64, b: u64) -> Vec<(usize, Vec<u8>, Vec<u8>)> {
+fn small_ops(t: u64, b: u64) -> Ops {
     (0..1 + (t + b) % 3)
         .map(|i| {
             (
@@ -332,7 +335,7 @@ fn small_ops(t: u64, b: u64) -> Vec<(usize, Vec<u8>, Vec<u8>)> {
 }
 
 /// Every batch of the workload, by name: big ones first, then the small ones.
-fn workload() -> Vec<(String, Vec<(usize, Vec<u8>, Vec<u8>)>)> {
+fn workload() -> Vec<(String, Ops)> {
     let mut all: Vec<_> = BIG
         .iter()
         .map(|&(id, bytes, spans)| (format!("big{id}"), big_ops(id, bytes, spans)))
