@@ -14,8 +14,15 @@
 //!   index entries were inserted in stage 3; no reader sees part of a group or a group that
 //!   is not committed.
 //! - A failed group (pool full) consumes no sequence numbers and undoes its reservations in
-//!   stage 2, so nothing of it is ever committed. A failed fence poisons the database: no
-//!   later group commits.
+//!   stage 2 (giving back the zones they took), so nothing of it is ever committed. A failed
+//!   fence poisons the database: no later group commits.
+//! - A group's records for one subtable that exceed a zone are cut into several items, each
+//!   in one zone, consecutive in each memtable and continued in the subtable's next memtable
+//!   when one fills (sealed with the group's last sequence number, so it is merged only once
+//!   the group committed). The group is still one ring slot, one run of sequence numbers and
+//!   one stage 4, which stores each memtable's `gidx` once over all its items there: the
+//!   invariants above hold for it unchanged, and recovery counts its items across memtables
+//!   (docs/format.md, "Groups larger than a zone").
 //! - C5 (transactions): a batch with a [`Check`] is validated in stage 2, before its group is
 //!   numbered, against every version that can be newer than the check's read points: the
 //!   batches earlier in its own group, the groups granted and not yet through stage 4
@@ -462,27 +469,33 @@ impl CommitPath {
         if checked && group.iter().any(|w| w.check.is_some()) && self.validate(sh, group) {
             (parts, n) = layout(group);
         }
+        // Only stage 2 (serial, ordered by the ring) touches `next_seq`.
+        let last = self.next_seq.load(Ordering::Acquire);
+        let (seq_start, seq_end) = (last + 1, last + n);
+        // A group that cannot have the zones it needs fails before it takes any (or seals a
+        // memtable): its writer waits for room and tries again.
+        let (free, needs) = (sh.store.zones.free_zones(), self.zones_needed(sh, &parts));
+        if needs > 0 && needs > free.saturating_sub(keep) {
+            return Err(GroupError::NoSpace { free, keep });
+        }
         let mut items: Vec<Item> = Vec::with_capacity(parts.len());
+        // Memtables this group sealed after reserving in them (their merge waits for it).
+        let mut spanned: Vec<(u32, Arc<Memtable>)> = Vec::new();
         for p in parts {
-            let moved = matches!(p.records, Records::Moved(_));
-            match self.reserve(sh, p.subtable, p.len, keep, moved) {
-                Ok((memtable, index, res)) => items.push(Item {
-                    memtable,
-                    index,
-                    res,
-                    records: p.records,
-                }),
-                Err(e) => {
-                    for it in items.iter().rev() {
-                        it.memtable.unreserve(&it.res);
-                    }
-                    return Err(e);
-                }
+            let r = self.reserve_part(
+                sh,
+                group,
+                p,
+                keep,
+                (last, seq_end),
+                &mut items,
+                &mut spanned,
+            );
+            if let Err(e) = r {
+                self.undo(sh, &items, &spanned, last);
+                return Err(e);
             }
         }
-        // Only stage 2 (serial, ordered by the ring) touches `next_seq`.
-        let seq_start = self.next_seq.load(Ordering::Acquire) + 1;
-        let seq_end = seq_start + n - 1;
         self.next_seq.store(seq_end, Ordering::Release);
         if !group.is_empty() && !items.is_empty() {
             let mut f = lock(&self.in_flight);
@@ -558,21 +571,162 @@ impl CommitPath {
         any
     }
 
-    /// Space for `len` bytes in subtable `sub`: in its active memtable, or (`moved`) in its
-    /// relocation memtable. New zones only while more than `keep` are free.
-    fn reserve(
+    /// Stage 2 for one part: its items, appended to `items`. A part that fits one zone is one
+    /// item. A longer one (a batch's records for one subtable) is cut into items that each
+    /// fit a zone, in operation order: the first fills what is left of the zone being
+    /// filled, each next one a zone, and when the active memtable is full it is sealed and the
+    /// items go on in the next one. A memtable sealed after this group reserved in it is
+    /// sealed with `end` (this group's last sequence number), so it is merged only once this
+    /// group has committed; it is noted in `spanned` (its seal is corrected if the group
+    /// fails). `last` is the last sequence number granted before this group.
+    #[allow(clippy::too_many_arguments)]
+    fn reserve_part(
         &self,
         sh: &Shared,
-        sub: u32,
-        len: usize,
+        group: &[Arc<Waiter>],
+        p: Part,
         keep: u64,
-        moved: bool,
-    ) -> Result<Granted, GroupError> {
-        let max = sh.store.zone_size as usize;
-        if len > max {
-            return Err(GroupError::TooLarge { len, max });
+        (last, end): (u64, u64),
+        items: &mut Vec<Item>,
+        spanned: &mut Vec<(u32, Arc<Memtable>)>,
+    ) -> Result<(), GroupError> {
+        let zs = sh.store.zone_size as usize;
+        let ops = match p.records {
+            Records::Batch(ops) if p.len > zs => ops,
+            records => {
+                let moved = matches!(records, Records::Moved(_));
+                let (memtable, index, res) =
+                    self.reserve(sh, p.subtable, p.len, keep, moved, last)?;
+                items.push(Item {
+                    memtable,
+                    index,
+                    res,
+                    records,
+                });
+                return Ok(());
+            }
+        };
+        let size = |&(_, wi, oi): &OpRef| {
+            let op: &Op = &group[wi].batch.ops[oi];
+            record_size(op.key.len(), op.value.len())
+        };
+        let fail = |e: Error| self.reserve_failed(sh, e);
+        let store = &sh.store;
+        let visible = sh.visible.load(Ordering::Acquire);
+        let span = |st: &Subtable| {
+            let st = &st.inner;
+            let (mut start, mut full, mut mine, mut misses) = (0, false, false, 0);
+            while start < ops.len() {
+                let sealed_mine = full && mine;
+                let before = st.view.load().active.as_ref().map(|a| a.mem.clone());
+                let a = st
+                    .active_for_write(
+                        store,
+                        &sh.space,
+                        &sh.tickets,
+                        full,
+                        if sealed_mine { end } else { last },
+                        visible,
+                    )
+                    .map_err(fail)?;
+                if sealed_mine {
+                    if let Some(m) = before {
+                        spanned.push((p.subtable, m));
+                    }
+                    mine = false;
+                }
+                let m = a.mem;
+                let first = size(&ops[start]);
+                let room = match m.room_left(store.zone_size) as usize {
+                    room if room >= ITEM_HEADER + first => room,
+                    _ => zs,
+                };
+                let (mut len, mut stop) = (ITEM_HEADER, start);
+                while stop < ops.len() && len + size(&ops[stop]) <= room {
+                    len += size(&ops[stop]);
+                    stop += 1;
+                }
+                if stop == start {
+                    return Err(GroupError::TooLarge {
+                        len: ITEM_HEADER + first,
+                        max: zs,
+                    });
+                }
+                match m.reserve(store, len, keep).map_err(fail)? {
+                    Some(res) => {
+                        items.push(Item {
+                            memtable: m,
+                            index: Some(a.index),
+                            res,
+                            records: Records::Batch(ops[start..stop].to_vec()),
+                        });
+                        (start, full, mine, misses) = (stop, false, true, 0);
+                    }
+                    // The memtable is full: seal it, go on in the next (a fresh memtable
+                    // takes any item that fits a zone, so this happens at most twice in a row).
+                    None if misses == 0 => (full, misses) = (true, 1),
+                    None => return Err(GroupError::TooLarge { len, max: zs }),
+                }
+            }
+            Ok(())
+        };
+        sh.with_subtable(p.subtable, span).unwrap_or_else(|| {
+            Err(GroupError::Poisoned(format!(
+                "unknown subtable {}",
+                p.subtable
+            )))
+        })
+    }
+
+    /// At least how many new zones the parts longer than a zone need (stage 2): the first of
+    /// their items may fill what is left of the zone being filled, each next one at most a
+    /// zone. (Parts that fit a zone take at most one each, as they always did.)
+    fn zones_needed(&self, sh: &Shared, parts: &[Part]) -> u64 {
+        let zs = sh.store.zone_size;
+        let room = zs - ITEM_HEADER as u64;
+        parts
+            .iter()
+            .filter(|p| p.len as u64 > zs && matches!(p.records, Records::Batch(_)))
+            .map(|p| {
+                let left = sh
+                    .with_subtable(p.subtable, |st| {
+                        st.inner
+                            .view
+                            .load()
+                            .active
+                            .as_ref()
+                            .map_or(0, |a| a.mem.room_left(zs))
+                    })
+                    .unwrap_or(0);
+                let records = (p.len - ITEM_HEADER) as u64;
+                records
+                    .saturating_sub(left.saturating_sub(ITEM_HEADER as u64))
+                    .div_ceil(room)
+            })
+            .sum()
+    }
+
+    /// Undoes a failed group's stage 2 (T2 in memtable.rs): its reservations, newest first,
+    /// and the seal of each memtable it sealed after reserving in it, which no longer waits
+    /// for its sequence numbers (`last` is the last one granted before it).
+    fn undo(&self, sh: &Shared, items: &[Item], spanned: &[(u32, Arc<Memtable>)], last: u64) {
+        for it in items.iter().rev() {
+            if let Err(e) = it.memtable.unreserve(&sh.store, &it.res) {
+                // A store or fence that failed: the media can no longer be trusted.
+                sh.poison(format!("undoing a reservation failed: {e}"));
+            }
         }
-        let fail = |e: Error| match e {
+        for (sub, mem) in spanned {
+            sh.with_subtable(*sub, |st| {
+                st.inner
+                    .reseal(&sh.tickets, sh.visible.load(Ordering::Acquire), mem, last)
+            });
+        }
+    }
+
+    /// What a failed reservation means for the group.
+    fn reserve_failed(&self, sh: &Shared, e: Error) -> GroupError {
+        match e {
             Error::PoolFull { cause, .. } => GroupError::PoolFull(cause),
             Error::NoSpace { free, keep } => GroupError::NoSpace { free, keep },
             Error::Corrupt { what, at } => GroupError::Corrupt { what, at },
@@ -582,9 +736,27 @@ impl CommitPath {
                 sh.poison(why.clone());
                 GroupError::Poisoned(why)
             }
-        };
+        }
+    }
+
+    /// Space for `len` bytes (one item, at most a zone) in subtable `sub`: in its active
+    /// memtable, or (`moved`) in its relocation memtable. New zones only while more than
+    /// `keep` are free. `last` is the last sequence number granted before this group.
+    fn reserve(
+        &self,
+        sh: &Shared,
+        sub: u32,
+        len: usize,
+        keep: u64,
+        moved: bool,
+        last: u64,
+    ) -> Result<Granted, GroupError> {
+        let max = sh.store.zone_size as usize;
+        if len > max {
+            return Err(GroupError::TooLarge { len, max });
+        }
+        let fail = |e: Error| self.reserve_failed(sh, e);
         let store = &sh.store;
-        let last = self.next_seq.load(Ordering::Acquire);
         let visible = sh.visible.load(Ordering::Acquire);
         let reserve = |st: &Subtable| {
             let st = &st.inner;
@@ -705,8 +877,13 @@ impl CommitPath {
             g.finish(Err(GroupError::Poisoned(why)));
             return;
         }
-        for it in &plan.items {
-            it.memtable.commit(&sh.store, it.res.end);
+        // One `gidx` store per memtable, over all of the group's items in it (T1): they are
+        // consecutive in the plan.
+        for (i, it) in plan.items.iter().enumerate() {
+            let next = plan.items.get(i + 1);
+            if next.is_none_or(|n| !Arc::ptr_eq(&n.memtable, &it.memtable)) {
+                it.memtable.commit(&sh.store, it.res.end);
+            }
         }
         let pool = &sh.store.pool;
         let r = match self.commit_mode {

@@ -190,6 +190,19 @@ pub enum FullCause {
         /// Zones kept for the cleaner.
         kept: u64,
     },
+    /// One batch's records need more zones than the pool has besides those kept for the
+    /// cleaner.
+    #[error("a batch of {len} record bytes needs {needs} zones; the pool has {zones}, {kept} kept for the cleaner")]
+    BatchLargerThanPool {
+        /// The batch's record bytes (values stored out of line count by their descriptors).
+        len: u64,
+        /// Zones its records need.
+        needs: u64,
+        /// Zones in the pool.
+        zones: u64,
+        /// Zones kept for the cleaner.
+        kept: u64,
+    },
     /// A fixed-size allocator pool (zones, memtable or subtable objects) is used up.
     #[error("{0}")]
     Exhausted(String),

@@ -6,9 +6,12 @@
 //! the current commit position, `(prev, cur)`, in one checked word (nacre-halloc meta_pools).
 //!
 //! Invariants:
-//! - T1: `[0, cur)` holds only whole items of committed groups, except that the item in
+//! - T1: `[0, cur)` holds only whole items of committed groups, except that the items in
 //!   `[prev, cur)` may belong to the group whose commit was cut by a crash; recovery then
-//!   rolls `cur` back to `prev` (invariant C1).
+//!   rolls `cur` back to `prev` (invariant C1). `[prev, cur)` holds the items of exactly one
+//!   group: a group's items in one memtable are consecutive (one per zone it fills, for a
+//!   group whose records exceed a zone) and its stage 4 moves `gidx` over all of them with
+//!   one store.
 //! - T4: when a run starts (after recovery), every memtable has `prev == cur`; so an item in
 //!   `[prev, cur)` was committed in the current run, and its header names that run.
 //! - T5: no position of a memtable incarnation is written twice, and every item header (and
@@ -20,7 +23,9 @@
 //! - T6: a slot marked reclaimed held a zone whose records were all relocated or dead; its
 //!   positions hold nothing and walks skip them. A slot is marked before its zone is released.
 //! - T2: the append cursor only moves in stage 2 of the Reorder Ring (serial), `cur` only in
-//!   stage 4 (serial, grant order), so `cur <= cursor` and items never overlap.
+//!   stage 4 (serial, grant order), so `cur <= cursor` and items never overlap. A failed
+//!   group's reservations are undone in stage 2, newest first, before any later group
+//!   reserves; the zones they took hold nothing and are given back.
 //! - T3: a slot's zone is recorded in the memtable object before the zone is committed, and a
 //!   zone holds committed data only after it was committed; a slot whose zone is not owned
 //!   after recovery lies beyond `cur` and is cleared.
@@ -121,15 +126,16 @@ pub(crate) struct ScanStats {
     pub max_seq: u64,
 }
 
-/// The item of the last group that committed into a memtable, as recovery found it.
+/// The items of the last group that committed into a memtable, as recovery found them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Tail {
     /// `prev == cur`: no group of the run being recovered committed here.
     None,
     /// Not whole: the group's commit was cut by a crash.
     Torn,
-    /// Whole, written by the run being recovered.
-    Whole(ItemHeader),
+    /// Whole, written by the run being recovered: the first item's header and how many items
+    /// of that group `[prev, cur)` holds.
+    Whole(ItemHeader, u32),
 }
 
 /// What recovery's first phase learns about a memtable.
@@ -139,13 +145,15 @@ pub(crate) struct TailFacts {
     pub prev: u64,
     /// `gidx`'s current commit position.
     pub cur: u64,
-    /// The item in `[prev, cur)`.
+    /// The items in `[prev, cur)`.
     pub tail: Tail,
-    /// The last item starting before `prev`: the memtable's last item if the tail goes.
-    pub before: Option<ItemHeader>,
-    /// A torn tail that is one item whose header is whole and says the run being recovered
-    /// (only its records fail their checksum): that header. Recovery uses it to tell a torn
-    /// write (the last group's) from damage (an older group's).
+    /// The last group's items before `prev` (the memtable's last items if the tail goes): the
+    /// header of the last item starting before `prev`, and how many items of its group end
+    /// there, one after another.
+    pub before: Option<(ItemHeader, u32)>,
+    /// A torn tail whose items' headers are all whole, name one group and say the run being
+    /// recovered (only records fail their checksum): that header. Recovery uses it to tell a
+    /// torn write (the last group's) from damage (an older group's).
     pub torn_header: Option<ItemHeader>,
 }
 
@@ -337,12 +345,28 @@ impl Memtable {
         Ok(Some(r))
     }
 
-    /// Undoes a reservation of a failed group (stage 2, before any later reservation).
-    pub fn unreserve(&self, r: &Reservation) {
-        *lock(&self.cursor) = r.undo;
+    /// Undoes a reservation of a failed group (stage 2, the group's reservations newest
+    /// first, before any later reservation) (T2): moves the cursor back and gives back the
+    /// zones of the slots that start at or after it, which hold nothing. Each slot is cleared
+    /// before its zone is released (T3 reversed): a crash in between leaves a committed zone
+    /// no slot names, which the orphan sweep releases.
+    pub fn unreserve(&self, store: &Store, r: &Reservation) -> Result<()> {
+        let mut cursor = lock(&self.cursor);
+        *cursor = r.undo;
+        let first = r.undo.div_ceil(store.zone_size) as usize;
+        let mut zones = lock(&self.zones);
+        for (slot, s) in zones.iter_mut().enumerate().skip(first) {
+            if let Slot::Zone(z) = *s {
+                store.mems.set_zone(self.obj, slot as u64, None)?;
+                *s = Slot::Empty;
+                store.zones.reclaim(&[z])?;
+            }
+        }
+        Ok(())
     }
 
-    /// Advances `gidx` to `end` (stage 4); the caller fences.
+    /// Advances `gidx` to `end` (stage 4), over every item the group wrote here (one store,
+    /// so `prev` stays where the group's first item starts); the caller fences.
     pub fn commit(&self, store: &Store, end: u64) {
         let cur = self.committed.load(Ordering::Acquire);
         store.pool.store_u64(
@@ -548,12 +572,15 @@ impl Memtable {
     }
 
     /// Recovery, phase 1 (before anything is decided or written): where the committed items
-    /// end and what the last group's item in `[prev, cur)` looks like. With `run` set (recovery
-    /// of that run's writes after a crash), an item in `[prev, cur)` that does not parse, was
-    /// written by another run, fails its body checksum or is not alone there is `Tail::Torn`;
-    /// without it (a settled or clean state) such damage is an error. Items before `prev` are
-    /// committed and must always parse.
-    pub fn scan_tail(&self, store: &Store, run: Option<u64>) -> Result<TailFacts> {
+    /// end and what the last group's items in `[prev, cur)` look like. With `run` set
+    /// (recovery of that run's writes after a crash), a tail in `[prev, cur)` with an item
+    /// that does not parse, was written by another run or fails its body checksum, or whose
+    /// items name more than one group, is `Tail::Torn`; without it (a settled or clean state)
+    /// such damage is an error. Items before `prev` are committed and must always parse.
+    /// `one_item` (a mutation test only) takes the rules from before a group could write
+    /// several items to one memtable: a tail of more than one item is torn, and each
+    /// memtable shows one item of its last group.
+    pub fn scan_tail(&self, store: &Store, run: Option<u64>, one_item: bool) -> Result<TailFacts> {
         let (prev, cur) = store.mems.gidx(self.obj)?;
         let mut facts = TailFacts {
             prev,
@@ -562,10 +589,14 @@ impl Memtable {
             before: None,
             torn_header: None,
         };
+        let same = |a: &ItemHeader, b: &ItemHeader| a.seq == b.seq && a.run == b.run;
         let mut tail: Vec<(PmOffset, ItemHeader)> = Vec::new();
         let walked = self.walk(store, cur, |pos, at, h| {
             if pos < prev {
-                facts.before = Some(h);
+                facts.before = match facts.before {
+                    Some((b, n)) if same(&b, &h) && !one_item => Some((h, n + 1)),
+                    _ => Some((h, 1)),
+                };
             } else {
                 tail.push((at, h));
             }
@@ -579,19 +610,25 @@ impl Memtable {
             }
             Err((_, e)) => return Err(e),
         }
-        if let Some(run) = run {
-            facts.tail = match tail[..] {
-                [] => Tail::None,
-                [(at, h)] if h.run == run && item_body_matches(&store.pool, at, &h) => {
-                    Tail::Whole(h)
-                }
-                [(_, h)] if h.run == run => {
-                    facts.torn_header = Some(h);
-                    Tail::Torn
-                }
-                _ => Tail::Torn,
-            };
-        }
+        let Some(run) = run else {
+            return Ok(facts);
+        };
+        let Some(&(_, first)) = tail.first() else {
+            return Ok(facts);
+        };
+        let one_group = tail.iter().all(|(_, h)| h.run == run && same(h, &first))
+            && (tail.len() == 1 || !one_item);
+        facts.tail = if !one_group {
+            Tail::Torn
+        } else if let Some((_, h)) = tail
+            .iter()
+            .find(|(at, h)| !item_body_matches(&store.pool, *at, h))
+        {
+            facts.torn_header = Some(*h);
+            Tail::Torn
+        } else {
+            Tail::Whole(first, tail.len() as u32)
+        };
         Ok(facts)
     }
 

@@ -75,6 +75,10 @@ impl Pipelining {
 pub enum RecoveryMutation {
     /// Keep the newest group even when fewer of its items are present than it has.
     SkipItemCount,
+    /// Judge each memtable's last group by one item, as before a group could write several
+    /// (its records for a subtable exceeding a zone): a tail of more than one item reads as
+    /// torn, and each memtable showing the group counts as one of its items.
+    OneItemPerMemtable,
     /// Keep `commit_id` when it names a group that was rolled back or never became visible.
     SkipCommitIdLowering,
     /// Keep tail items whose group is above `commit_id`.
@@ -152,8 +156,9 @@ pub struct Options {
     /// Bytes per memtable when creating; a multiple of `zone_size`, at most 256 MiB (default
     /// 64 MiB).
     pub memtable_size: u64,
-    /// Bytes per zone when creating (default 4 MiB). One write batch's records for one
-    /// subtable must fit in a zone.
+    /// Bytes per zone when creating (default 4 MiB). A record must fit in a zone (values
+    /// longer than an eighth of one are stored out of line); a batch's records may span any
+    /// number of zones and memtables.
     pub zone_size: u64,
     /// Most subtables the database can hold (fixed at creation, default 256).
     pub max_subtables: u64,

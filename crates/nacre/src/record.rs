@@ -1,7 +1,8 @@
 //! Records and ChainLog items as laid out in memtable zones (docs/format.md).
 //!
 //! ```text
-//! item   := header(40) record*            one group's records for one memtable
+//! item   := header(40) record*            one group's records for one memtable (or, where
+//!                                         they exceed a zone, for one zone of it)
 //! header := magic u32 | len u32 | seq u64 | run u64 | count u32 | items u32 (bit 31: two fences) |
 //!           body_crc u32 | crc32c(header[0..36]) u32
 //! record := seq u64 | klen u32 | vlen u32 | kind u8 | id_crc u24 | crc u32 | key | value | pad8
@@ -12,7 +13,8 @@
 //! item of the memtable that owns the zone now (zones are reused within a run). `seq` is the group's first
 //! sequence number and `run` the engine run that wrote the item: together they name the group
 //! (sequence numbers of groups a crash cut are reused by later runs). `count` is the records
-//! in this item, `items` the items (memtables) of the whole group, and `body_crc` the crc32c
+//! in this item, `items` the items of the whole group (one per memtable it touched, or
+//! several consecutive ones in a memtable where its records there exceed a zone), and `body_crc` the crc32c
 //! of the records, so recovery can tell a whole group from a torn one when the group's
 //! records, headers and commit points became durable in one fence. A record's crc32c covers
 //! its header up to the crc, its key and its value; its `id_crc` (the low 24 bits of the

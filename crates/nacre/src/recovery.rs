@@ -252,7 +252,13 @@ pub(crate) fn recover(
     let settled = rep.clean || store.settled_run() == run;
     let check = (!settled).then_some(run);
     let facts = salvaged(
-        parallel_each(all.len(), threads, |i| all[i].scan_tail(store, check)),
+        parallel_each(all.len(), threads, |i| {
+            all[i].scan_tail(
+                store,
+                check,
+                mutation == Some(RecoveryMutation::OneItemPerMemtable),
+            )
+        }),
         salvage,
         &owner,
         &mut gone,
@@ -761,11 +767,13 @@ fn parallel_each<T: Send>(
 /// and recovery rules"). Only the last group whose stage 4 began can be torn: stage 4 is
 /// serial and every earlier group's fence completed. So:
 /// 1. a torn item in `[prev, cur)` is that group's: its memtable rolls back;
-/// 2. the newest group of `run` still showing as a memtable's last item (the item in
-///    `[prev, cur)`, or the one before it where step 1 rolled back) rolls back everywhere if
-///    fewer of its items show than its headers count, or if it lies above `commit_id`. An
-///    older group is never touched: if the last group left no whole item, the newest one
-///    showing is its predecessor, which is whole because nothing after it survived.
+/// 2. the newest group of `run` still showing as a memtable's last items (the items in
+///    `[prev, cur)`, or those before them where step 1 rolled back) rolls back everywhere if
+///    fewer of its items show, summed over the memtables, than its headers count (a group
+///    writes one item per memtable, or several consecutive ones where its records for a
+///    subtable exceed a zone), or if it lies above `commit_id`. An older group is never
+///    touched: if the last group left no whole item, the newest one showing is its
+///    predecessor, which is whole because nothing after it survived.
 ///
 ///    Except for the item count when the disk levels hold a record of that group or of a
 ///    later one (`on_disk_seq`, the highest sequence number spilled, is at or above its group
@@ -784,16 +792,17 @@ fn decide(
     let mut roll: Vec<usize> = (0..facts.len())
         .filter(|&i| facts[i].tail == Tail::Torn)
         .collect();
-    // A memtable's last item once torn items are gone, if `run` wrote it; whether it is the
-    // item in `[prev, cur)`.
-    let last = |f: &TailFacts| -> Option<(ItemHeader, bool)> {
+    // A memtable's last items once torn items are gone, if `run` wrote them: a header, how
+    // many items of its group end the memtable, and whether they are the items in
+    // `[prev, cur)`.
+    let last = |f: &TailFacts| -> Option<(ItemHeader, u32, bool)> {
         match f.tail {
-            Tail::Whole(h) => Some((h, true)),
-            Tail::Torn | Tail::None => f.before.map(|h| (h, false)),
+            Tail::Whole(h, n) => Some((h, n, true)),
+            Tail::Torn | Tail::None => f.before.map(|(h, n)| (h, n, false)),
         }
-        .filter(|(h, _)| h.run == run)
+        .filter(|(h, _, _)| h.run == run)
     };
-    let Some(newest) = facts.iter().filter_map(&last).map(|(h, _)| h.seq).max() else {
+    let Some(newest) = facts.iter().filter_map(&last).map(|(h, _, _)| h.seq).max() else {
         return Ok((roll, 0));
     };
     // Damage, not a torn write: a torn item whose whole header names a group older than one
@@ -824,25 +833,25 @@ fn decide(
             )));
         }
     }
-    let group: Vec<(usize, ItemHeader, bool)> = (0..facts.len())
-        .filter_map(|i| last(&facts[i]).map(|(h, tail)| (i, h, tail)))
-        .filter(|(_, h, _)| h.seq == newest)
+    let group: Vec<(usize, ItemHeader, u32, bool)> = (0..facts.len())
+        .filter_map(|i| last(&facts[i]).map(|(h, n, tail)| (i, h, n, tail)))
+        .filter(|(_, h, _, _)| h.seq == newest)
         .collect();
-    let items = group.first().map_or(0, |g| g.1.items) as usize;
-    let agree = group.iter().all(|g| g.1.items as usize == items);
-    if agree && group.len() > items {
+    let items = group.first().map_or(0, |g| g.1.items) as u64;
+    let agree = group.iter().all(|g| u64::from(g.1.items) == items);
+    let shown: u64 = group.iter().map(|g| u64::from(g.2)).sum();
+    if agree && shown > items {
         return Err(Error::corrupt(format!(
-            "group {newest} of run {run} shows {} items, its headers say {items}",
-            group.len()
+            "group {newest} of run {run} shows {shown} items, its headers say {items}"
         )));
     }
     // Spilled: some of its items (or a later group's) are on disk, so it committed whole.
     let spilled = newest <= spilled_seq;
-    let short = (!agree || (group.len() < items && !spilled))
+    let short = (!agree || (shown < items && !spilled))
         && mutation != Some(RecoveryMutation::SkipItemCount);
     let above = newest > commit_id && mutation != Some(RecoveryMutation::SkipAboveCommitId);
     if short || above {
-        for (i, _, tail) in group {
+        for (i, _, _, tail) in group {
             if !tail {
                 return Err(Error::corrupt(format!(
                     "group {newest} of run {run} is incomplete but not the last group"
@@ -853,7 +862,7 @@ fn decide(
         return Ok((roll, 0));
     }
     let kept = if spilled && agree {
-        items.saturating_sub(group.len())
+        items.saturating_sub(shown) as usize
     } else {
         0
     };

@@ -26,7 +26,7 @@ use crate::error::{Error, Result};
 use crate::options::Options;
 
 const MAGIC: u64 = u64::from_le_bytes(*b"NACREDB1");
-const VERSION: u64 = 7;
+const VERSION: u64 = 8;
 const ROOT_SLOT: usize = 1;
 const ROOT_REGION: &str = "nacre.engine";
 const ROOT_LEN: u64 = 128;

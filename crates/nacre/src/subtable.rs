@@ -214,6 +214,27 @@ impl SubtableInner {
         }
     }
 
+    /// Stage 2 of a group that failed after sealing `mem` with its own last sequence number
+    /// (it had reserved there): nothing of that group is in `mem` any more, so its merge waits
+    /// only for `last_seq`, the last sequence number granted before the group.
+    pub fn reseal(&self, tickets: &Arc<Tickets>, visible: u64, mem: &Arc<Memtable>, last_seq: u64) {
+        self.replace_view(tickets, visible, |v| {
+            let immutables = v
+                .immutables
+                .iter()
+                .map(|s| Sealed {
+                    src: s.src.clone(),
+                    last_seq: if Arc::ptr_eq(&s.src.mem, mem) {
+                        s.last_seq.min(last_seq)
+                    } else {
+                        s.last_seq
+                    },
+                })
+                .collect();
+            (v.active.clone(), immutables)
+        });
+    }
+
     /// Installs a view with the same memtables as now but `f` applied, and a new ticket.
     pub fn replace_view(
         &self,

@@ -5,8 +5,8 @@
 //! - A1: batches commit in the order they were queued: one thread takes them from the front
 //!   of the queue and commits each run of them before taking more.
 //! - A2: a run merges only batches that each passed the checks alone, hold no value stored out
-//!   of line, and whose records for each subtable fit one zone together; a batch that fails its
-//!   checks fails alone. A merged run commits as one batch: all of it or none of it survives a
+//!   of line, and whose records for each subtable fit one zone together (a batch whose records
+//!   exceed a zone commits alone); a batch that fails its checks fails alone. A merged run commits as one batch: all of it or none of it survives a
 //!   crash, as for any group commit, and every future of the run gets its outcome.
 //! - A3: every queued batch's future completes: with the commit's outcome, or, once the
 //!   database closes, with an error saying so.
@@ -22,7 +22,7 @@ use crate::batch::WriteBatch;
 use crate::blob::{inline_max, MAX_VALUE};
 use crate::commit::Check;
 use crate::engine::Engine;
-use crate::error::{Error, Result};
+use crate::error::{Error, FullCause, Result};
 use crate::record::{record_size, ITEM_HEADER};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -61,7 +61,8 @@ fn share(e: &Error) -> Error {
 }
 
 impl Engine {
-    /// The largest records of one batch for one subtable: what one zone holds.
+    /// The largest record, and the records of one batch for one subtable that commit in one
+    /// item: what one zone holds.
     fn record_room(&self) -> usize {
         self.store.zone_size as usize - ITEM_HEADER
     }
@@ -101,11 +102,25 @@ impl Engine {
             }
         }
         let bytes = batch.bytes_per_subtable();
-        if let Some(&(_, b)) = bytes.iter().find(|(_, b)| *b > max) {
-            return Err(Error::TooLarge {
-                what: "batch records for one subtable",
-                len: b,
-                max,
+        // A batch's records may span zones and memtables (commit.rs), but not more zones than
+        // the pool could ever give it: such a batch fails now, not after waiting for the
+        // cleaner. (A zone holds at most `max` bytes of them.)
+        let needs: u64 = bytes
+            .iter()
+            .filter(|(_, b)| *b > max)
+            .map(|(_, b)| b.div_ceil(max) as u64)
+            .sum();
+        let zones = self.store.zones.objects().shape().count;
+        let kept = self.space.keep;
+        if needs > 0 && needs + kept > zones {
+            return Err(Error::PoolFull {
+                cause: FullCause::BatchLargerThanPool {
+                    len: bytes.iter().map(|(_, b)| *b as u64).sum(),
+                    needs,
+                    zones,
+                    kept,
+                },
+                free_zones: self.store.zones.free_zones(),
             });
         }
         Ok(bytes)
@@ -278,6 +293,10 @@ impl Engine {
             let fits = mine
                 .iter()
                 .all(|(s, n)| bytes.iter().find(|(t, _)| t == s).map_or(0, |(_, m)| *m) + n <= max);
+            if !fits && run.is_empty() {
+                // Records exceeding a zone for some subtable: this batch commits alone.
+                return (vec![(b, d)], Some(mine));
+            }
             // A batch that frees space keeps its right to the reserve: it does not merge
             // with batches that add data.
             let alike = run

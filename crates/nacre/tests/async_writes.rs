@@ -104,23 +104,29 @@ fn a_bad_batch_fails_alone() {
     let t = db.subtable("t").unwrap();
     let mut good = WriteBatch::new();
     good.put(&t, "a", "1");
-    // Records of one batch for one subtable must fit a zone (256 KiB here).
+    // A record must fit a zone (256 KiB here).
     let mut bad = WriteBatch::new();
-    for i in 0..20 {
-        bad.put(&t, format!("big{i}"), vec![7u8; 20_000]);
+    bad.put(&t, "big0", "v").put(&t, vec![b'k'; 300 << 10], "v");
+    // A batch's records for one subtable may exceed a zone: it commits alone.
+    let mut big = WriteBatch::new();
+    for i in 0..40 {
+        big.put(&t, format!("big{i}"), vec![7u8; 20_000]);
     }
     let mut good2 = WriteBatch::new();
     good2.put(&t, "b", "2");
-    let (f1, f2, f3) = (
+    let (f1, f2, f3, f4) = (
         db.write_async(good),
         db.write_async(bad),
+        db.write_async(big),
         db.write_async(good2),
     );
     assert!(f1.wait().is_ok());
     assert!(matches!(f2.wait(), Err(Error::TooLarge { .. })));
-    assert!(f3.wait().is_ok());
+    f3.wait().expect("a batch larger than a zone");
+    assert!(f4.wait().is_ok());
     assert_eq!(db.get(&t, "b").unwrap().unwrap(), b"2");
-    assert_eq!(db.get(&t, "big0").unwrap(), None);
+    assert_eq!(db.get(&t, "big0").unwrap().unwrap(), vec![7u8; 20_000]);
+    assert_eq!(db.get(&t, "big39").unwrap().unwrap(), vec![7u8; 20_000]);
 }
 
 #[test]
@@ -132,7 +138,10 @@ fn batches_queued_together_commit_in_order_and_fail_alone() {
     for i in 0..500u32 {
         let mut b = WriteBatch::new();
         if i == 250 {
-            // Too large for one zone: this batch fails, its neighbours do not.
+            // A record too large for one zone: this batch fails, its neighbours do not.
+            b.put(&t, "big0", "v").put(&t, vec![b'k'; 300 << 10], "v");
+        } else if i == 260 {
+            // Larger than a zone together: this batch commits alone, in its place.
             for j in 0..20 {
                 b.put(&t, format!("big{j}"), vec![7u8; 20_000]);
             }
@@ -153,8 +162,9 @@ fn batches_queued_together_commit_in_order_and_fail_alone() {
         }
     }
     assert_eq!(db.get(&t, "last").unwrap().unwrap(), b"499");
-    assert_eq!(db.get(&t, "big0").unwrap(), None);
-    for i in (0..500u32).filter(|&i| i != 250) {
+    assert_eq!(db.get(&t, "big0").unwrap().unwrap(), vec![7u8; 20_000]);
+    assert_eq!(db.get(&t, "big19").unwrap().unwrap(), vec![7u8; 20_000]);
+    for i in (0..500u32).filter(|&i| i != 250 && i != 260) {
         assert_eq!(
             db.get(&t, format!("k{i:05}")).unwrap().unwrap(),
             i.to_le_bytes()

@@ -84,13 +84,9 @@ fn oversized_records_bad_names_and_foreign_subtables_are_refused() {
     for i in 0..40 {
         b.put(&s, format!("k{i}"), vec![1u8; 2000]);
     }
-    let e = db.write(b).expect_err("batch too large for one zone");
-    assert!(matches!(e, Error::TooLarge { .. }), "{e}");
-    assert_eq!(
-        db.get(&s, "k0").expect("get"),
-        None,
-        "nothing of a refused batch applied"
-    );
+    // Records of one batch for one subtable may exceed a zone: they span zones.
+    db.write(b).expect("a batch larger than one zone");
+    assert_eq!(db.get(&s, "k39").expect("get"), Some(vec![1u8; 2000]));
     for bad in ["", &"x".repeat(49)] {
         assert!(matches!(
             db.subtable(bad),
