@@ -45,7 +45,8 @@ pub fn run(store: Arc<Store>, stop: Arc<AtomicBool>, on_expired: OnExpired<'_>) 
                 }
             }
         }
-        if last_gc.elapsed() >= Duration::from_millis(500) {
+        // A full pool waits for what the cleaner can free: clean at every round then.
+        if store.commits.full() || last_gc.elapsed() >= Duration::from_millis(500) {
             last_gc = Instant::now();
             if let Err(e) = gc_pass(&store, &stop, Duration::from_millis(200)) {
                 tracing::warn!(error = %e, "cleaning old versions failed");
@@ -159,6 +160,7 @@ fn drop_prefix(
             b.delete(sub, k);
         }
         store.db.write(b)?;
+        store.commits.space_freed();
         store
             .gc_records
             .fetch_add(keys.len() as u64, Ordering::Relaxed);
@@ -206,6 +208,7 @@ fn drop_namespace(store: &Store, ns: &[u8], t: Instant, budget: Duration) -> Res
         // Drops a namespace's keys (with a marker per collection): frees space.
         b.mark_frees_space();
         store.db.write(b)?;
+        store.commits.space_freed();
         store
             .gc_records
             .fetch_add(metas.len() as u64, Ordering::Relaxed);

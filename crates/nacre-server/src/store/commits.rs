@@ -205,6 +205,12 @@ impl Commits {
         self.full.load(std::sync::atomic::Ordering::Acquire)
     }
 
+    /// Something outside the commit queue freed space (the background cleaner deleted
+    /// dropped records): commands that add data may try again.
+    pub fn space_freed(&self) {
+        self.full.store(false, std::sync::atomic::Ordering::Release);
+    }
+
     /// The error line (without the `-`) that a command whose commit failed answers, if
     /// `ticket`'s did.
     pub fn failed(&self, ticket: u64) -> Option<String> {
