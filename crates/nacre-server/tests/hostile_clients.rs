@@ -330,3 +330,35 @@ fn echoed_bytes_that_are_not_text_come_back_unchanged() {
           -ERR unknown subcommand '\xc3('. Try CLIENT HELP.\r\n+PONG\r\n"
     );
 }
+
+#[test]
+fn a_key_longer_than_a_zone_is_refused_with_an_error_and_others_go_on() {
+    // Keys are stored in line in the engine's records, which must fit a zone (4 MiB): a
+    // longer key is refused with an error reply (Redis takes keys up to 512 MB).
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    let e = redis::cmd("SET")
+        .arg(vec![b'k'; 5 << 20])
+        .arg("v")
+        .query::<()>(&mut c)
+        .expect_err("refused");
+    assert!(e.to_string().contains("exceeds the limit"), "{e}");
+    let raw = s.raw();
+    (&raw)
+        .write_all(&cmd(&[b"SADD", b"s", &vec![b'm'; 5 << 20]]))
+        .expect("send");
+    let mut r = BufReader::new(raw);
+    let line = read_replies(&mut r, 1).remove(0);
+    assert!(line.starts_with("-ERR "), "{line}");
+    let t = Instant::now();
+    loop {
+        match redis::cmd("SET").arg("a").arg("1").query::<()>(&mut c) {
+            Ok(()) => break,
+            Err(e) if t.elapsed() < Duration::from_secs(2) => {
+                assert!(e.to_string().contains("MISCONF"), "{e}");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(e) => panic!("writes still refused: {e}"),
+        }
+    }
+}

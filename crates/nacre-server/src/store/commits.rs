@@ -223,12 +223,16 @@ impl Commits {
     /// Records that `ticket`'s commit failed; writes are refused until every commit queued
     /// so far is resolved.
     fn record_failure(&self, ticket: u64, e: nacre::Error) {
-        let why = if matches!(e, nacre::Error::PoolFull { .. }) {
-            tracing::warn!(ticket, error = %e, "the pool is full: commands that add data are refused until something frees space");
-            self.full.store(true, std::sync::atomic::Ordering::Release);
-            OOM.to_string()
-        } else {
-            StoreError::Engine(e).to_string()
+        let why = match e {
+            nacre::Error::PoolFull { .. } => {
+                tracing::warn!(ticket, error = %e, "the pool is full: commands that add data are refused until something frees space");
+                self.full.store(true, std::sync::atomic::Ordering::Release);
+                OOM.to_string()
+            }
+            nacre::Error::SpillFailed { .. } => format!(
+                "MISCONF the disk levels cannot take data now ({e}); writes resume by themselves once the disk has room"
+            ),
+            e => format!("ERR the write was not committed: {}", StoreError::Engine(e)),
         };
         tracing::error!(ticket, error = %why, "a commit failed; writes are refused until the queue drains");
         self.failures.lock().insert(ticket, why);
