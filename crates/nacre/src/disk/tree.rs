@@ -27,11 +27,20 @@
 //!   Any other failure, and a registration that failed after `current` may have changed
 //!   (`current` on disk names another version than the tree holds), is
 //!   [`StepError::Fatal`]: its files are left for the next open to sort out.
+//! - D6: L0 never holds more than [`L0_RUNS_MAX`] runs. lsm-tree 3.1.10 writes a level's run
+//!   count into the version file as one byte (a 256th run wraps it, and the file, whose
+//!   checksum `current` records, no longer decodes: the open fails with
+//!   `InvalidTag("ChecksumType", ..)`), and every spill is an L0 run of its own (its tables
+//!   hold the marker key, so they overlap every other spill's). A spill that finds L0 at the
+//!   limit first runs compaction steps (threshold 0, through its gate) until L0 is below it,
+//!   so spills wait for a compaction worker that fell behind (or whose steps a crash keeps
+//!   cutting short); a registration that would still reach lsm-tree's limit is refused.
 //!
 //! Thread safety: reads are lock-free (lsm-tree's versions); spills run one at a time
 //! (`spills`), as do compactions (`compactions`); a spill and a compaction may overlap
-//! (lsm-tree serialises their version changes). `verify` and the removal of a failed step's
-//! files take `compactions`, then `spills`; nothing else holds both.
+//! (lsm-tree serialises their version changes). `verify`, the removal of a failed step's
+//! files, and a spill's compaction steps (D6, before it takes `spills`) take `compactions`,
+//! then `spills` or nothing; nothing else holds both.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -52,6 +61,16 @@ const META: u8 = 0;
 const KEY_MAX: usize = 65535;
 /// The spill marker's key.
 const MARKER_KEY: &[u8] = &[META, b's', b'p', b'i', b'l', b'l'];
+/// The most runs L0 holds once a spill is registered (D6): a spill that finds this many
+/// compacts first. lsm-tree's leveled compaction merges L0 from 4 tables on, so only a
+/// compaction worker that fell behind lets L0 grow this far.
+const L0_RUNS_MAX: usize = 32;
+/// The most runs lsm-tree 3.1.10 can record in a level (its version file holds the count as
+/// one byte).
+const LSM_RUNS_LIMIT: usize = 255;
+/// Compaction steps a spill runs at most to bring L0 below [`L0_RUNS_MAX`] (one step merges
+/// all of L0 unless a fuller level scores higher).
+const ROOM_STEPS: usize = 8;
 
 /// One entry of a spill: a key's version (a value, or `None` for a tombstone).
 pub(crate) struct Entry {
@@ -289,13 +308,14 @@ impl DiskTree {
         &self,
         entries: impl Iterator<Item = Result<Entry>>,
         marker: &Marker,
-        gate: impl FnOnce(&mut dyn FnMut() -> Result<()>) -> Result<()>,
+        gate: impl Fn(&mut dyn FnMut() -> Result<()>) -> Result<()>,
     ) -> std::result::Result<u64, StepError> {
+        self.make_room(&gate)?;
         let out = {
             let _g = self.spills.lock();
             let from = self.tree.next_table_id();
             self.spill_from.store(from, Ordering::Release);
-            self.spill_locked(entries, marker, gate)
+            self.spill_locked(entries, marker, &gate)
                 .map_err(|e| (e, from))
         };
         match out {
@@ -314,12 +334,48 @@ impl DiskTree {
         }
     }
 
+    /// Runs in L0 of the tree's current version.
+    fn l0_runs(&self) -> usize {
+        self.tree
+            .current_version()
+            .iter_levels()
+            .next()
+            .map_or(0, |l| l.iter().count())
+    }
+
+    /// D6: compaction steps at threshold 0 (which keeps every version, G5 in mod.rs) until L0
+    /// holds fewer than [`L0_RUNS_MAX`] runs, each through `gate` (nothing runs after a
+    /// simulated power failure). Takes `compactions` while `spills` is not held. A failure is
+    /// the step's (D5): after a transient one the tree is as it was.
+    fn make_room(
+        &self,
+        gate: &impl Fn(&mut dyn FnMut() -> Result<()>) -> Result<()>,
+    ) -> std::result::Result<(), StepError> {
+        for _ in 0..ROOM_STEPS {
+            if self.l0_runs() < L0_RUNS_MAX {
+                return Ok(());
+            }
+            let mut step = None;
+            gate(&mut || {
+                step = Some(self.compact(0));
+                Ok(())
+            })?;
+            match step {
+                Some(Ok((true, _))) => self.set_dirty(),
+                // Nothing to compact: the registration's own check (D6) decides.
+                Some(Ok((false, _))) | None => return Ok(()),
+                Some(Err(e)) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
     /// [`DiskTree::spill`] with `spills` held.
     fn spill_locked(
         &self,
         entries: impl Iterator<Item = Result<Entry>>,
         marker: &Marker,
-        gate: impl FnOnce(&mut dyn FnMut() -> Result<()>) -> Result<()>,
+        gate: &impl Fn(&mut dyn FnMut() -> Result<()>) -> Result<()>,
     ) -> std::result::Result<u64, StepError> {
         if marker.seq <= self.newest() {
             return Err(StepError::Fatal(Error::corrupt(format!(
@@ -327,6 +383,18 @@ impl DiskTree {
                 marker.seq,
                 self.newest()
             ))));
+        }
+        // D6: only spills add runs to L0, one at a time, so this holds until the
+        // registration below.
+        let runs = self.l0_runs();
+        if runs >= LSM_RUNS_LIMIT {
+            return Err(StepError::Fatal(self.err(
+                "registering spilled tables",
+                format!(
+                    "L0 holds {runs} runs and compaction does not reduce them; one more would \
+                     make a version file lsm-tree cannot read (D6)"
+                ),
+            )));
         }
         let mark = InternalValue::from_components(
             MARKER_KEY.to_vec(),
@@ -1004,6 +1072,44 @@ mod tests {
             "nothing removed"
         );
         std::fs::write(&cur, &good).expect("restore");
+    }
+
+    /// D6: every spill is an L0 run of its own, and lsm-tree 3.1.10 records a level's run count
+    /// in one byte, so with no compaction worker (or one that never finishes a step) a 256th
+    /// spill used to write a version file, with a matching checksum in `current`, that the
+    /// next open failed to decode (`InvalidTag("ChecksumType", ..)`). Spills now compact L0
+    /// themselves at the limit, and every spill's keys stay readable, before and after a
+    /// reopen.
+    #[test]
+    fn spills_without_a_compaction_worker_keep_l0_within_what_lsm_tree_can_record() {
+        let dir = tempfile::tempdir().expect("dir");
+        let cache = Arc::new(lsm_tree::Cache::with_capacity_bytes(1 << 20));
+        let key = |i: u64| format!("k{i:04}").into_bytes();
+        {
+            let t = DiskTree::open(dir.path(), cache.clone(), true, Arc::default()).expect("open");
+            for i in 1..=300u64 {
+                spill(&t, vec![entry(&key(i), 10 * i, Some(b"v"))], 10 * i);
+                assert!(
+                    t.l0_runs() <= L0_RUNS_MAX,
+                    "spill {i}: {} runs",
+                    t.l0_runs()
+                );
+            }
+            // Compactions at threshold 0 keep every version a reader may ask for.
+            for i in [1, 150, 300] {
+                assert_eq!(t.get(&key(i), 10 * i - 1).expect("get"), None);
+                let got = t.get(&key(i), 10 * i).expect("get");
+                assert_eq!(got, Some((10 * i, b"v".to_vec())), "k{i:04}");
+            }
+        }
+        let t = DiskTree::open(dir.path(), cache, true, Arc::default())
+            .map_err(StepError::into_error)
+            .expect("reopen");
+        assert_eq!(t.marker().expect("marker").map(|m| m.seq), Some(3000));
+        for i in 1..=300u64 {
+            let got = t.get(&key(i), 5000).expect("get").map(|(_, v)| v);
+            assert_eq!(got.as_deref(), Some(&b"v"[..]), "k{i:04}");
+        }
     }
 
     #[test]
