@@ -493,7 +493,17 @@ impl CommitPath {
             );
             if let Err(e) = r {
                 self.undo(sh, &items, &spanned, last);
-                return Err(e);
+                // The zones the group took before it ran out are back: the writer waits for
+                // more than are free now, not more than were free when it ran out (else
+                // the worker would count their return as zones freed, and the writer would
+                // try again and again without anything being freed).
+                return Err(match e {
+                    GroupError::NoSpace { keep, .. } => GroupError::NoSpace {
+                        free: sh.store.zones.free_zones(),
+                        keep,
+                    },
+                    e => e,
+                });
             }
         }
         self.next_seq.store(seq_end, Ordering::Release);
