@@ -271,6 +271,8 @@ impl Engine {
         let max = self.record_room();
         let mut run: Vec<(WriteBatch, Arc<Done>)> = Vec::new();
         let mut bytes: Vec<(u32, usize)> = Vec::new();
+        // Whether the run's batches free space (known from its first batch).
+        let mut run_frees: Option<bool> = None;
         while let Some((b, d)) = q.pop_front() {
             if let Err(e) = self.check_ops(&b) {
                 d.finish(Err(e));
@@ -299,9 +301,8 @@ impl Engine {
             }
             // A batch that frees space keeps its right to the reserve: it does not merge
             // with batches that add data.
-            let alike = run
-                .first()
-                .is_none_or(|(f, _)| f.frees_space() == b.frees_space());
+            let frees = b.frees_space();
+            let alike = run_frees.is_none_or(|f| f == frees);
             if !fits || !alike {
                 q.push_front((b, d));
                 break;
@@ -312,6 +313,7 @@ impl Engine {
                     None => bytes.push((s, n)),
                 }
             }
+            run_frees = Some(frees);
             run.push((b, d));
         }
         (run, Some(bytes))
@@ -323,7 +325,8 @@ impl Engine {
             return;
         }
         let mut merged = WriteBatch::new();
-        if run.iter().all(|(b, _)| b.frees_space()) {
+        // A run's batches all free space or none does (take_run).
+        if run.first().is_some_and(|(b, _)| b.frees_space()) {
             merged.mark_frees_space();
         }
         let mut dones = Vec::with_capacity(run.len());

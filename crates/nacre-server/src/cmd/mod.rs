@@ -204,15 +204,20 @@ fn feed_monitor(shared: &Shared, client: &Client, args: &[Vec<u8>]) {
 fn reject(shared: &Shared, client: &mut Client, cmd: &Command, error: String) -> Outcome {
     let reply = if cmd.name == "exec" {
         client.end_multi(shared);
-        let why = error.strip_prefix("ERR ").unwrap_or(&error);
-        format!("EXECABORT Transaction discarded because of: {why}")
+        exec_abort(&error)
     } else {
         if client.multi.is_some() {
             client.multi_failed = true;
         }
-        error
+        Reply::Error(error)
     };
-    Outcome::Reply(Reply::Error(reply), Ticket(0))
+    Outcome::Reply(reply, Ticket(0))
+}
+
+/// The reply of an `EXEC` refused for `error` (its transaction is discarded).
+pub fn exec_abort(error: &str) -> Reply {
+    let why = error.strip_prefix("ERR ").unwrap_or(error);
+    Reply::Error(format!("EXECABORT Transaction discarded because of: {why}"))
 }
 
 fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
@@ -244,6 +249,11 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
             Ticket(0),
         );
     }
+    // A full pool refuses what adds data, as Redis over `maxmemory` does (queued in MULTI
+    // too); what removes data always runs (and may use the engine's reserve to commit).
+    if cmd.flags.contains(&"denyoom") && shared.store.commits.full() {
+        return reject(shared, client, cmd, OOM.into());
+    }
     if client.multi.is_some()
         && !matches!(
             cmd.name,
@@ -253,10 +263,6 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
         if cmd.flags.contains(&"no-multi") {
             client.multi_failed = true;
             return Outcome::Reply(err("Command not allowed inside a transaction"), Ticket(0));
-        }
-        if cmd.flags.contains(&"denyoom") && shared.store.commits.full() {
-            client.multi_failed = true;
-            return Outcome::Reply(Reply::Error(OOM.into()), Ticket(0));
         }
         if let Some(q) = client.multi.as_mut() {
             q.push(args.to_vec());
@@ -278,11 +284,6 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
                         Ticket(0),
                     );
                 }
-            }
-            // A full pool refuses what adds data, as Redis over `maxmemory` does; what
-            // removes data always runs (and may use the engine's reserve to commit).
-            if cmd.flags.contains(&"denyoom") && shared.store.commits.full() {
-                return Outcome::Reply(Reply::Error(OOM.into()), Ticket(0));
             }
             if cmd.flags.contains(&"whole") {
                 let last = shared.store.commits.last();

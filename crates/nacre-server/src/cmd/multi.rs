@@ -124,10 +124,7 @@ pub fn exec(shared: &Shared, client: &mut Client, _: &[Vec<u8>]) -> Outcome {
     keys.extend(client.watched.iter().map(|w| (w.db, w.key.clone())));
     if adds && shared.store.commits.full() {
         client.end_multi(shared);
-        return reply(Reply::Error(format!(
-            "EXECABORT Transaction discarded because of: {}",
-            crate::store::commits::OOM
-        )));
+        return reply(super::exec_abort(crate::store::commits::OOM));
     }
     if writes {
         if let Some(why) = shared.store.commits.refusing() {

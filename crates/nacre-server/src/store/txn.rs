@@ -1,7 +1,6 @@
 //! One command's (or one `EXEC`'s) view of the keyspace: the locks of its keys (K1), what it
 //! read and wrote, and the batch it queues (K2, K3, K4).
 
-use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
 
@@ -69,6 +68,24 @@ impl KeyState {
 /// Keys a transaction finds by a scan rather than a map.
 const SCAN_KEYS: usize = 8;
 
+/// Where key `key` of database `db` stands in `keys`: through `lookup` (each key name's first
+/// position; the same name in another database stands after it) or by a scan.
+fn find(
+    keys: &[KeyState],
+    lookup: Option<&HashMap<Vec<u8>, usize>>,
+    db: usize,
+    key: &[u8],
+) -> Option<usize> {
+    let from = match lookup {
+        Some(m) => *m.get(key)?,
+        None => 0,
+    };
+    keys[from..]
+        .iter()
+        .position(|k| k.db == db && k.key == key)
+        .map(|i| i + from)
+}
+
 /// A key a command changed: database, key, whether it existed before and after.
 pub type Change = (usize, Vec<u8>, bool, bool);
 
@@ -79,8 +96,8 @@ pub struct Txn<'s> {
     ns: NsGuard<'s>,
     locks: Vec<(usize, MutexGuard<'s, Stripe>)>,
     keys: Vec<KeyState>,
-    /// Where each key is in `keys`, when there are more than [`SCAN_KEYS`].
-    lookup: Option<HashMap<(usize, Vec<u8>), usize>>,
+    /// Where each key name first stands in `keys`, when there are more than [`SCAN_KEYS`].
+    lookup: Option<HashMap<Vec<u8>, usize>>,
     now: u64,
     wait: u64,
     max_version: u64,
@@ -144,18 +161,13 @@ impl<'s> Txn<'s> {
         // Few keys are found by a scan; many (EXEC, MSET) through a map.
         let mut lookup = (keys.len() > SCAN_KEYS).then(HashMap::new);
         for &(db, key) in keys {
-            let dup = match lookup.as_mut() {
-                Some(m) => match m.entry((db, key.to_vec())) {
-                    Entry::Occupied(_) => true,
-                    Entry::Vacant(v) => {
-                        v.insert(states.len());
-                        false
-                    }
-                },
-                None => states.iter().any(|k| k.db == db && k.key == key),
-            };
-            if dup {
+            if find(&states, lookup.as_ref(), db, key).is_some() {
                 continue;
+            }
+            if let Some(m) = lookup.as_mut() {
+                if !m.contains_key(key) {
+                    m.insert(key.to_vec(), states.len());
+                }
             }
             states.push(KeyState::new(db, key, ns.get().gens[db]));
         }
@@ -200,11 +212,8 @@ impl<'s> Txn<'s> {
     }
 
     fn index(&self, db: usize, key: &[u8]) -> Result<usize> {
-        let found = match &self.lookup {
-            Some(m) => m.get(&(db, key.to_vec())).copied(),
-            None => self.keys.iter().position(|k| k.db == db && k.key == key),
-        };
-        found.ok_or_else(|| StoreError::Corrupt("a command used a key it did not lock".into()))
+        find(&self.keys, self.lookup.as_ref(), db, key)
+            .ok_or_else(|| StoreError::Corrupt("a command used a key it did not lock".into()))
     }
 
     /// Exclusive txns: takes one more key (SORT's BY and GET lookups, known only once the
@@ -227,7 +236,9 @@ impl<'s> Txn<'s> {
         }
         let gen = self.ns.get().gens[db];
         if let Some(m) = self.lookup.as_mut() {
-            m.insert((db, key.to_vec()), self.keys.len());
+            if !m.contains_key(key) {
+                m.insert(key.to_vec(), self.keys.len());
+            }
         }
         self.keys.push(KeyState::new(db, key, gen));
         Ok(())
