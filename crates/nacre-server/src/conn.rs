@@ -329,7 +329,7 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, info: Arc<ClientInfo>
         // Run every whole request buffered, while there is room for replies (N2).
         let mut start = 0;
         let mut stalled = false;
-        let (max_bulk, qlimit, limits) = {
+        let (max_bulk, qlimit, out_limits) = {
             let c = shared.config.read();
             (
                 c.proto_max_bulk_len as i64,
@@ -433,9 +433,9 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, info: Arc<ClientInfo>
             break;
         }
         let class = if client.subscriptions() > 0 {
-            limits.pubsub
+            out_limits.pubsub
         } else {
-            limits.normal
+            out_limits.normal
         };
         if watch.over(io.q.unsent(), class) {
             tracing::warn!(client = %info.addr, unsent = io.q.unsent(), "closing a client over client-output-buffer-limit");
