@@ -210,17 +210,28 @@ fn debug_inside_multi_neither_deadlocks_nor_stops_others() {
     (&b).write_all(b"SET a 2\r\n").expect("send");
     let mut r = BufReader::new(b);
     assert_eq!(read_replies(&mut r, 1), ["+OK"]);
-    // Every command flagged no-multi is refused inside MULTI, and the server goes on.
+    // Every command flagged no-multi is refused inside MULTI, and the server goes on;
+    // MONITOR is queued, and refused when EXEC runs it (as Redis 7.0 does).
     let c = s.raw();
-    (&c).write_all(b"MULTI\r\nMONITOR\r\nSAVE\r\nSHUTDOWN\r\nEXEC\r\n")
+    (&c).write_all(b"MULTI\r\nMONITOR\r\nSAVE\r\nSHUTDOWN\r\nEXEC\r\nMULTI\r\nMONITOR\r\nEXEC\r\n")
         .expect("send");
     let mut r = BufReader::new(c);
-    let replies = read_replies(&mut r, 5);
+    let replies = read_replies(&mut r, 9);
     assert_eq!(replies[0], "+OK");
-    for refused in &replies[1..4] {
+    assert_eq!(replies[1], "+QUEUED");
+    for refused in &replies[2..4] {
         assert_eq!(refused, "-ERR Command not allowed inside a transaction");
     }
     assert!(replies[4].starts_with("-EXECABORT"), "{}", replies[4]);
+    assert_eq!(
+        replies[5..],
+        [
+            "+OK",
+            "+QUEUED",
+            "*1",
+            "-ERR MONITOR isn't allowed for DENY BLOCKING client"
+        ]
+    );
     let pong: String = redis::cmd("PING").query(&mut a).expect("ping");
     assert_eq!(pong, "PONG");
 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 use nacre_resp::Reply;
 
 use super::args::is;
+use super::registry::{cmd, Command, Keys, Run::Key};
 use super::{err, syntax, CmdResult, Ctx};
 use crate::cmd::{lists, zsetops};
 
@@ -198,3 +199,16 @@ pub fn run(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     let r = parse(args)?;
     Ok(attempt(ctx, &r, &r.keys)?.unwrap_or(Reply::Nil))
 }
+
+/// The blocking commands.
+#[rustfmt::skip]
+pub(crate) static COMMANDS: &[Command] = &[
+    cmd!("blpop", -3, [WRITE NOSCRIPT BLOCKING], [WRITE LIST SLOW BLOCKING], [], Keys::Custom(locked_keys, 1, -2, 1), "list", "2.0.0", "Removes and returns the first element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped.", Key(run)),
+    cmd!("brpop", -3, [WRITE NOSCRIPT BLOCKING], [WRITE LIST SLOW BLOCKING], [], Keys::Custom(locked_keys, 1, -2, 1), "list", "2.0.0", "Removes and returns the last element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped.", Key(run)),
+    cmd!("blmove", 6, [WRITE DENYOOM NOSCRIPT BLOCKING], [WRITE LIST SLOW BLOCKING], [], Keys::Custom(locked_keys, 1, 2, 1), "list", "6.2.0", "Pops an element from a list, pushes it to another list and returns it. Blocks until an element is available otherwise.", Key(run)),
+    cmd!("brpoplpush", 4, [WRITE DENYOOM NOSCRIPT BLOCKING], [WRITE LIST SLOW BLOCKING], [], Keys::Custom(locked_keys, 1, 2, 1), "list", "2.2.0", "Pops an element from a list, pushes it to another list and returns it. Block until an element is available otherwise.", Key(run)),
+    cmd!("blmpop", -5, [WRITE BLOCKING MOVABLEKEYS], [WRITE LIST SLOW BLOCKING], [], Keys::Custom(locked_keys, 0, 0, 0), "list", "7.0.0", "Pops the first element from one of multiple lists. Blocks until an element is available otherwise.", Key(run)),
+    cmd!("bzpopmin", -3, [WRITE NOSCRIPT BLOCKING FAST], [WRITE SORTEDSET FAST BLOCKING], [], Keys::Custom(locked_keys, 1, -2, 1), "sorted-set", "5.0.0", "Removes and returns the member with the lowest score from one or more sorted sets. Blocks until a member is available otherwise.", Key(run)),
+    cmd!("bzpopmax", -3, [WRITE NOSCRIPT BLOCKING FAST], [WRITE SORTEDSET FAST BLOCKING], [], Keys::Custom(locked_keys, 1, -2, 1), "sorted-set", "5.0.0", "Removes and returns the member with the highest score from one or more sorted sets. Blocks until a member available otherwise.", Key(run)),
+    cmd!("bzmpop", -5, [WRITE BLOCKING MOVABLEKEYS], [WRITE SORTEDSET SLOW BLOCKING], [], Keys::Custom(locked_keys, 0, 0, 0), "sorted-set", "7.0.0", "Removes and returns a member by score from one or more sorted sets. Blocks until a member is available otherwise.", Key(run)),
+];

@@ -5,7 +5,8 @@ use std::sync::atomic::Ordering;
 use nacre_resp::Reply;
 
 use super::args::{int, is, lower};
-use super::table::unknown_subcommand;
+use super::registry::unknown_subcommand;
+use super::registry::{cmd, sub, Command, Keys::None as NK, Run::Conn};
 use super::{arity_error, err, ok, syntax, Outcome};
 use crate::client::Client;
 use crate::shared::Shared;
@@ -343,3 +344,25 @@ fn kill(shared: &Shared, me: &mut Client, args: &[Vec<u8>]) -> Outcome {
     }
     reply(Reply::Integer(killed))
 }
+
+/// The connection commands.
+#[rustfmt::skip]
+pub(crate) static COMMANDS: &[Command] = &[
+    cmd!("ping", -1, [FAST], [FAST CONNECTION], [], NK, "connection", "1.0.0", "Returns the server's liveliness response.", Conn(ping)),
+    cmd!("echo", 2, [LOADING STALE FAST], [FAST CONNECTION], [], NK, "connection", "1.0.0", "Returns the given string.", Conn(echo)),
+    cmd!("hello", -1, [NOSCRIPT LOADING STALE FAST NO_AUTH ALLOW_BUSY], [FAST CONNECTION], [], NK, "connection", "6.0.0", "Handshakes with the Redis server.", Conn(hello)),
+    cmd!("auth", -2, [NOSCRIPT LOADING STALE FAST NO_AUTH ALLOW_BUSY], [FAST CONNECTION], [], NK, "connection", "1.0.0", "Authenticates the connection.", Conn(auth)),
+    cmd!("select", 2, [LOADING STALE FAST], [FAST CONNECTION], [], NK, "connection", "1.0.0", "Changes the selected database.", Conn(select)),
+    cmd!("quit", -1, [NOSCRIPT LOADING STALE FAST NO_AUTH ALLOW_BUSY], [FAST CONNECTION], [], NK, "connection", "1.0.0", "Closes the connection.", Conn(quit)),
+    cmd!("reset", 1, [NOSCRIPT LOADING STALE FAST NO_AUTH ALLOW_BUSY], [FAST CONNECTION], [], NK, "connection", "6.2.0", "Resets the connection.", Conn(reset)),
+    cmd!("client", -2, [], [SLOW], [], NK, "connection", "2.4.0", "A container for client connection commands.", Conn(client), &[
+        sub!("id", 2, [NOSCRIPT LOADING STALE], [SLOW CONNECTION], (0, 0, 0)),
+        sub!("setname", 3, [NOSCRIPT LOADING STALE], [SLOW CONNECTION], (0, 0, 0)),
+        sub!("getname", 2, [NOSCRIPT LOADING STALE], [SLOW CONNECTION], (0, 0, 0)),
+        sub!("info", 2, [NOSCRIPT LOADING STALE], [SLOW CONNECTION], (0, 0, 0)),
+        sub!("list", -2, [ADMIN NOSCRIPT LOADING STALE], [ADMIN SLOW DANGEROUS CONNECTION], (0, 0, 0)),
+        sub!("kill", -3, [ADMIN NOSCRIPT LOADING STALE], [ADMIN SLOW DANGEROUS CONNECTION], (0, 0, 0)),
+        sub!("no-evict", 3, [ADMIN NOSCRIPT LOADING STALE], [ADMIN SLOW DANGEROUS CONNECTION], (0, 0, 0)),
+        sub!("help", 2, [LOADING STALE], [SLOW CONNECTION], (0, 0, 0)),
+    ]),
+];

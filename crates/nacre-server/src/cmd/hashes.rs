@@ -5,6 +5,7 @@ use nacre_resp::Reply;
 
 use super::args::{int, long_double, parse_i64_strict};
 use super::coll::{self, typed, typed_or_new, Draw};
+use super::registry::{cmd, Command, Keys::Range as KR, Run::Key};
 use super::{arity_error, err, ok, CmdResult, Ctx};
 use crate::store::encoding::{Kind, Meta};
 use crate::store::txn::Members;
@@ -267,3 +268,24 @@ pub fn hrandfield(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
             .collect()
     }))
 }
+
+/// The hash commands.
+#[rustfmt::skip]
+pub(crate) static COMMANDS: &[Command] = &[
+    cmd!("hset", -4, [WRITE DENYOOM FAST], [WRITE HASH FAST], [], KR(1, 1, 1), "hash", "2.0.0", "Creates or modifies the value of a field in a hash.", Key(hset)),
+    cmd!("hmset", -4, [WRITE DENYOOM FAST], [WRITE HASH FAST], [], KR(1, 1, 1), "hash", "2.0.0", "Sets the values of multiple fields.", Key(hmset)),
+    cmd!("hsetnx", 4, [WRITE DENYOOM FAST], [WRITE HASH FAST], [], KR(1, 1, 1), "hash", "2.0.0", "Sets the value of a field in a hash only when the field doesn't exist.", Key(hsetnx)),
+    cmd!("hget", 3, [READONLY FAST], [READ HASH FAST], [], KR(1, 1, 1), "hash", "2.0.0", "Returns the value of a field in a hash.", Key(hget)),
+    cmd!("hmget", -3, [READONLY FAST], [READ HASH FAST], [], KR(1, 1, 1), "hash", "2.0.0", "Returns the values of all fields in a hash.", Key(hmget)),
+    cmd!("hdel", -3, [WRITE FAST], [WRITE HASH FAST], [], KR(1, 1, 1), "hash", "2.0.0", "Deletes one or more fields and their values from a hash.", Key(hdel)),
+    cmd!("hlen", 2, [READONLY FAST], [READ HASH FAST], [], KR(1, 1, 1), "hash", "2.0.0", "Returns the number of fields in a hash.", Key(hlen)),
+    cmd!("hexists", 3, [READONLY FAST], [READ HASH FAST], [], KR(1, 1, 1), "hash", "2.0.0", "Determines whether a field exists in a hash.", Key(hexists)),
+    cmd!("hgetall", 2, [READONLY], [READ HASH SLOW], [], KR(1, 1, 1), "hash", "2.0.0", "Returns all fields and values in a hash.", Key(hgetall)),
+    cmd!("hkeys", 2, [READONLY], [READ HASH SLOW], [], KR(1, 1, 1), "hash", "2.0.0", "Returns all fields in a hash.", Key(hkeys)),
+    cmd!("hvals", 2, [READONLY], [READ HASH SLOW], [], KR(1, 1, 1), "hash", "2.0.0", "Returns all values in a hash.", Key(hvals)),
+    cmd!("hincrby", 4, [WRITE DENYOOM FAST], [WRITE HASH FAST], [], KR(1, 1, 1), "hash", "2.0.0", "Increments the integer value of a field in a hash by a number.", Key(hincrby)),
+    cmd!("hincrbyfloat", 4, [WRITE DENYOOM FAST], [WRITE HASH FAST], [], KR(1, 1, 1), "hash", "2.6.0", "Increments the floating point value of a field by a number.", Key(hincrbyfloat)),
+    cmd!("hstrlen", 3, [READONLY FAST], [READ HASH FAST], [], KR(1, 1, 1), "hash", "3.2.0", "Returns the length of the value of a field.", Key(hstrlen)),
+    cmd!("hscan", -3, [READONLY], [READ HASH SLOW], [], KR(1, 1, 1), "hash", "2.8.0", "Iterates over fields and values of a hash.", Key(hscan)),
+    cmd!("hrandfield", -2, [READONLY], [READ HASH SLOW], [], KR(1, 1, 1), "hash", "6.2.0", "Returns one or more random fields from a hash.", Key(hrandfield)),
+];

@@ -7,7 +7,8 @@ use nacre::IterOptions;
 use nacre_resp::Reply;
 
 use super::args::{int, is, lower};
-use super::table::unknown_subcommand;
+use super::registry::unknown_subcommand;
+use super::registry::{cmd, sub, Command, Keys, Keys::None as NK, Keys::Range as KR, Run::Key};
 use super::{arity_error, err, ok, syntax, CmdResult, Ctx};
 use crate::glob::glob_match;
 use crate::store::encoding::{self, Hint, Kind, Meta};
@@ -622,3 +623,40 @@ pub fn randomkey(ctx: &mut Ctx, _: &[Vec<u8>]) -> CmdResult {
     }
     Ok(found.map_or(Reply::Nil, Reply::Bulk))
 }
+
+/// The keyspace commands.
+#[rustfmt::skip]
+pub(crate) static COMMANDS: &[Command] = &[
+    cmd!("dbsize", 1, [READONLY FAST], [KEYSPACE READ FAST], [COUNTS], NK, "server", "1.0.0", "Returns the number of keys in the database.", Key(dbsize)),
+    cmd!("flushdb", -1, [WRITE], [KEYSPACE WRITE SLOW DANGEROUS], [EXCLUSIVE], NK, "server", "1.0.0", "Removes all keys from the current database.", Key(flushdb)),
+    cmd!("flushall", -1, [WRITE], [KEYSPACE WRITE SLOW DANGEROUS], [EXCLUSIVE], NK, "server", "1.0.0", "Removes all keys from all databases.", Key(flushall)),
+    cmd!("swapdb", 3, [WRITE FAST], [KEYSPACE WRITE FAST DANGEROUS], [EXCLUSIVE], NK, "server", "4.0.0", "Swaps two Redis databases.", Key(swapdb)),
+    cmd!("del", -2, [WRITE], [KEYSPACE WRITE SLOW], [], KR(1, -1, 1), "generic", "1.0.0", "Deletes one or more keys.", Key(del)),
+    cmd!("unlink", -2, [WRITE FAST], [KEYSPACE WRITE FAST], [], KR(1, -1, 1), "generic", "4.0.0", "Asynchronously deletes one or more keys.", Key(del)),
+    cmd!("exists", -2, [READONLY FAST], [KEYSPACE READ FAST], [], KR(1, -1, 1), "generic", "1.0.0", "Determines whether one or more keys exist.", Key(exists)),
+    cmd!("type", 2, [READONLY FAST], [KEYSPACE READ FAST], [], KR(1, 1, 1), "generic", "1.0.0", "Determines the type of value stored at a key.", Key(type_)),
+    cmd!("expire", -3, [WRITE FAST], [KEYSPACE WRITE FAST], [], KR(1, 1, 1), "generic", "1.0.0", "Sets the expiration time of a key in seconds.", Key(expire)),
+    cmd!("pexpire", -3, [WRITE FAST], [KEYSPACE WRITE FAST], [], KR(1, 1, 1), "generic", "2.6.0", "Sets the expiration time of a key in milliseconds.", Key(pexpire)),
+    cmd!("expireat", -3, [WRITE FAST], [KEYSPACE WRITE FAST], [], KR(1, 1, 1), "generic", "1.2.0", "Sets the expiration time of a key to a Unix timestamp.", Key(expireat)),
+    cmd!("pexpireat", -3, [WRITE FAST], [KEYSPACE WRITE FAST], [], KR(1, 1, 1), "generic", "2.6.0", "Sets the expiration time of a key to a Unix milliseconds timestamp.", Key(pexpireat)),
+    cmd!("ttl", 2, [READONLY FAST], [KEYSPACE READ FAST], [], KR(1, 1, 1), "generic", "1.0.0", "Returns the expiration time in seconds of a key.", Key(ttl)),
+    cmd!("pttl", 2, [READONLY FAST], [KEYSPACE READ FAST], [], KR(1, 1, 1), "generic", "2.6.0", "Returns the expiration time in milliseconds of a key.", Key(pttl)),
+    cmd!("expiretime", 2, [READONLY FAST], [KEYSPACE READ FAST], [], KR(1, 1, 1), "generic", "7.0.0", "Returns the expiration time of a key as a Unix timestamp.", Key(expiretime)),
+    cmd!("pexpiretime", 2, [READONLY FAST], [KEYSPACE READ FAST], [], KR(1, 1, 1), "generic", "7.0.0", "Returns the expiration time of a key as a Unix milliseconds timestamp.", Key(pexpiretime)),
+    cmd!("persist", 2, [WRITE FAST], [KEYSPACE WRITE FAST], [], KR(1, 1, 1), "generic", "2.2.0", "Removes the expiration time of a key.", Key(persist)),
+    cmd!("rename", 3, [WRITE], [KEYSPACE WRITE SLOW], [], KR(1, 2, 1), "generic", "1.0.0", "Renames a key and overwrites the destination.", Key(rename)),
+    cmd!("renamenx", 3, [WRITE FAST], [KEYSPACE WRITE FAST], [], KR(1, 2, 1), "generic", "1.0.0", "Renames a key only when the target key name doesn't exist.", Key(renamenx)),
+    cmd!("keys", 2, [READONLY], [KEYSPACE READ SLOW DANGEROUS], [WHOLE], NK, "generic", "1.0.0", "Returns all key names that match a pattern.", Key(keys)),
+    cmd!("scan", -2, [READONLY], [KEYSPACE READ SLOW], [WHOLE], NK, "generic", "2.8.0", "Iterates over the key names in the database.", Key(scan)),
+    cmd!("randomkey", 1, [READONLY], [KEYSPACE READ SLOW], [WHOLE], NK, "generic", "1.0.0", "Returns a random key name from the database.", Key(randomkey)),
+    cmd!("copy", -3, [WRITE DENYOOM], [KEYSPACE WRITE SLOW], [], Keys::Custom(copy_keys, 1, 2, 1), "generic", "6.2.0", "Copies the value of a key to a new key.", Key(copy)),
+    cmd!("move", 3, [WRITE FAST], [KEYSPACE WRITE FAST], [], Keys::Custom(move_keys, 1, 1, 1), "generic", "1.0.0", "Moves a key to another database.", Key(move_)),
+    cmd!("touch", -2, [READONLY FAST], [KEYSPACE READ FAST], [], KR(1, -1, 1), "generic", "3.2.1", "Returns the number of existing keys out of those specified after updating the time they were last accessed.", Key(exists)),
+    cmd!("object", -2, [], [SLOW], [], Keys::Custom(object_keys, 0, 0, 0), "generic", "2.2.3", "A container for object introspection commands.", Key(object), &[
+        sub!("help", 2, [LOADING STALE], [KEYSPACE SLOW], (0, 0, 0)),
+        sub!("encoding", 3, [READONLY], [KEYSPACE READ SLOW], (2, 2, 1)),
+        sub!("refcount", 3, [READONLY], [KEYSPACE READ SLOW], (2, 2, 1)),
+        sub!("idletime", 3, [READONLY], [KEYSPACE READ SLOW], (2, 2, 1)),
+        sub!("freq", 3, [READONLY], [KEYSPACE READ SLOW], (2, 2, 1)),
+    ]),
+];

@@ -8,6 +8,7 @@ use nacre_resp::Reply;
 
 use super::args::{int, is, positive, positive_or, range};
 use super::coll::typed;
+use super::registry::{cmd, Command, Keys, Keys::Range as KR, Run::Key};
 use super::{err, syntax, CmdResult, Ctx};
 use crate::store::encoding::{self, Kind, LIST_START};
 use crate::store::StoreError;
@@ -574,3 +575,25 @@ pub fn lmpop(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     let (keys, left, count) = mpop_args(args, 1)?;
     Ok(mpop_reply(mpop(ctx, &keys, left, count)?))
 }
+
+/// The list commands.
+#[rustfmt::skip]
+pub(crate) static COMMANDS: &[Command] = &[
+    cmd!("lpush", -3, [WRITE DENYOOM FAST], [WRITE LIST FAST], [], KR(1, 1, 1), "list", "1.0.0", "Prepends one or more elements to a list.", Key(lpush)),
+    cmd!("rpush", -3, [WRITE DENYOOM FAST], [WRITE LIST FAST], [], KR(1, 1, 1), "list", "1.0.0", "Appends one or more elements to a list.", Key(rpush)),
+    cmd!("lpushx", -3, [WRITE DENYOOM FAST], [WRITE LIST FAST], [], KR(1, 1, 1), "list", "2.2.0", "Prepends one or more elements to a list only when the list exists.", Key(lpushx)),
+    cmd!("rpushx", -3, [WRITE DENYOOM FAST], [WRITE LIST FAST], [], KR(1, 1, 1), "list", "2.2.0", "Appends an element to a list only when the list exists.", Key(rpushx)),
+    cmd!("lpop", -2, [WRITE FAST], [WRITE LIST FAST], [], KR(1, 1, 1), "list", "1.0.0", "Returns the first elements in a list after removing it.", Key(lpop)),
+    cmd!("rpop", -2, [WRITE FAST], [WRITE LIST FAST], [], KR(1, 1, 1), "list", "1.0.0", "Returns and removes the last elements of a list.", Key(rpop)),
+    cmd!("llen", 2, [READONLY FAST], [READ LIST FAST], [], KR(1, 1, 1), "list", "1.0.0", "Returns the length of a list.", Key(llen)),
+    cmd!("lrange", 4, [READONLY], [READ LIST SLOW], [], KR(1, 1, 1), "list", "1.0.0", "Returns a range of elements from a list.", Key(lrange)),
+    cmd!("lindex", 3, [READONLY], [READ LIST SLOW], [], KR(1, 1, 1), "list", "1.0.0", "Returns an element from a list by its index.", Key(lindex)),
+    cmd!("lset", 4, [WRITE DENYOOM], [WRITE LIST SLOW], [], KR(1, 1, 1), "list", "1.0.0", "Sets the value of an element in a list by its index.", Key(lset)),
+    cmd!("ltrim", 4, [WRITE], [WRITE LIST SLOW], [], KR(1, 1, 1), "list", "1.0.0", "Removes elements from both ends a list.", Key(ltrim)),
+    cmd!("lrem", 4, [WRITE], [WRITE LIST SLOW], [], KR(1, 1, 1), "list", "1.0.0", "Removes elements from a list.", Key(lrem)),
+    cmd!("linsert", 5, [WRITE DENYOOM], [WRITE LIST SLOW], [], KR(1, 1, 1), "list", "2.2.0", "Inserts an element before or after another element in a list.", Key(linsert)),
+    cmd!("lpos", -3, [READONLY], [READ LIST SLOW], [], KR(1, 1, 1), "list", "6.0.6", "Returns the index of matching elements in a list.", Key(lpos)),
+    cmd!("lmove", 5, [WRITE DENYOOM], [WRITE LIST SLOW], [], KR(1, 2, 1), "list", "6.2.0", "Returns an element after popping it from one list and pushing it to another.", Key(lmove)),
+    cmd!("rpoplpush", 3, [WRITE DENYOOM], [WRITE LIST SLOW], [], KR(1, 2, 1), "list", "1.2.0", "Returns the last element of a list after removing and pushing it to another list.", Key(rpoplpush)),
+    cmd!("lmpop", -4, [WRITE MOVABLEKEYS], [WRITE LIST SLOW], [], Keys::Custom(lmpop_keys, 0, 0, 0), "list", "7.0.0", "Returns multiple elements from a list after removing them.", Key(lmpop)),
+];

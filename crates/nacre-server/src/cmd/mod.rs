@@ -1,20 +1,21 @@
-//! Commands: the table ([`table`]), how one runs ([`execute`]) and the helpers their
+//! Commands: the registry ([`registry`]), how one runs ([`execute`]) and the helpers their
 //! handlers share. Each family lives in a file of its own.
 
 pub mod args;
 pub mod blocking;
 pub mod coll;
 pub mod connection;
+pub mod flags;
 pub mod hashes;
 pub mod keys;
 pub mod lists;
 pub mod multi;
 pub mod pubsub;
+pub mod registry;
 pub mod server;
 pub mod sets;
 pub mod sort;
 pub mod strings;
-pub mod table;
 pub mod zsetops;
 pub mod zsets;
 
@@ -28,7 +29,7 @@ use crate::shared::{now_ms, Shared};
 use crate::store::commits::OOM;
 use crate::store::txn::{Ticket, Txn};
 use crate::store::StoreError;
-pub use table::{lookup, lookup_bytes, Command, Run, COMMANDS};
+pub use registry::{lookup, lookup_bytes, Command, Flags, Local, Run};
 
 /// A handler's outcome: a reply, or an error reply.
 pub type CmdResult = Result<Reply, Reply>;
@@ -228,7 +229,11 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
         return Outcome::Reply(unknown_command(args), Ticket(0));
     };
     *client.info.last_cmd.lock() = cmd.name;
-    if !client.authed && !cmd.flags.contains(&"no-auth") {
+    // A container's subcommand brings its own arity and flags (its handler answers a
+    // subcommand it does not have).
+    let sub = cmd.sub(args);
+    let flags = sub.map_or(cmd.flags, |s| s.flags);
+    if !client.authed && !flags.contains(Flags::NO_AUTH) {
         return reject(
             shared,
             client,
@@ -236,8 +241,15 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
             "NOAUTH Authentication required.".into(),
         );
     }
-    if !arity_ok(cmd.arity, args.len()) {
-        return reject(shared, client, cmd, arity_text(cmd.name));
+    match sub {
+        Some(s) if !arity_ok(s.arity, args.len()) => {
+            let name = format!("{}|{}", cmd.name, s.name);
+            return reject(shared, client, cmd, arity_text(&name));
+        }
+        None if !arity_ok(cmd.arity, args.len()) => {
+            return reject(shared, client, cmd, arity_text(cmd.name));
+        }
+        _ => {}
     }
     if client.resp == 2 && client.subscriptions() > 0 && !pubsub::allowed_when_subscribed(cmd.name)
     {
@@ -251,7 +263,7 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
     }
     // A full pool refuses what adds data, as Redis over `maxmemory` does (queued in MULTI
     // too); what removes data always runs (and may use the engine's reserve to commit).
-    if cmd.flags.contains(&"denyoom") && shared.store.commits.full() {
+    if flags.contains(Flags::DENYOOM) && shared.store.commits.full() {
         return reject(shared, client, cmd, OOM.into());
     }
     if client.multi.is_some()
@@ -260,7 +272,7 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
             "exec" | "discard" | "multi" | "watch" | "quit" | "reset"
         )
     {
-        if cmd.flags.contains(&"no-multi") {
+        if flags.contains(Flags::NO_MULTI) {
             client.multi_failed = true;
             return Outcome::Reply(err("Command not allowed inside a transaction"), Ticket(0));
         }
@@ -269,13 +281,13 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
         }
         return Outcome::Reply(Reply::Simple("QUEUED".into()), Ticket(0));
     }
-    if cmd.flags.contains(&"counts") && !shared.store.is_counted() {
+    if cmd.local.contains(Local::COUNTS) && !shared.store.is_counted() {
         return Outcome::AfterCount(args.to_vec());
     }
     match cmd.run {
         Run::Conn(f) => f(shared, client, args),
         Run::Key(_) => {
-            if cmd.flags.contains(&"write") {
+            if cmd.flags.contains(Flags::WRITE) {
                 if let Some(why) = shared.store.commits.refusing() {
                     return Outcome::Reply(
                         Reply::Error(format!(
@@ -285,25 +297,25 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
                     );
                 }
             }
-            if cmd.flags.contains(&"whole") {
+            if cmd.local.contains(Local::WHOLE) {
                 let last = shared.store.commits.last();
                 if !shared.store.commits.is_done(last) {
                     return Outcome::After(Ticket(last), args.to_vec());
                 }
             }
-            let keys = match table::keys_of(cmd, client.db, args, shared.store.databases()) {
+            let keys = match registry::keys_of(cmd, client.db, args, shared.store.databases()) {
                 Ok(k) => k,
                 Err(e) => return Outcome::Reply(e, Ticket(0)),
             };
             let refs: Vec<(usize, &[u8])> = keys.iter().map(|(d, k)| (*d, k.as_slice())).collect();
-            let exclusive = cmd.flags.contains(&"exclusive")
-                || (cmd.flags.contains(&"patterns") && sort::uses_patterns(args));
+            let exclusive = cmd.local.contains(Local::EXCLUSIVE)
+                || (cmd.local.contains(Local::PATTERNS) && sort::uses_patterns(args));
             let mut txn = if exclusive {
                 Txn::exclusive(&shared.store, &refs, now_ms())
             } else {
                 shared.store.txn(&refs, now_ms())
             };
-            if !cmd.flags.contains(&"denyoom") {
+            if !cmd.flags.contains(Flags::DENYOOM) {
                 txn.mark_frees_space();
             }
             let reply = run_key(cmd, &mut txn, client, shared, args);
@@ -314,7 +326,7 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
             } else {
                 Vec::new()
             };
-            if cmd.flags.contains(&"blocking") && matches!(reply, Reply::Nil) {
+            if cmd.flags.contains(Flags::BLOCKING) && matches!(reply, Reply::Nil) {
                 // Nothing to pop: park (outside MULTI; EXEC answers nil instead).
                 drop(txn);
                 return match blocking::parse(args) {
@@ -326,7 +338,7 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
             if notifying {
                 crate::notify::publish(shared, client.db, args, &changes, ticket.0);
             }
-            if cmd.flags.contains(&"write") {
+            if cmd.flags.contains(Flags::WRITE) {
                 shared.waiters.serve(shared, &keys);
             }
             Outcome::Reply(reply, ticket)
@@ -353,7 +365,7 @@ pub fn run_key(
     };
     let r = f(&mut ctx, args).unwrap_or_else(|e| e);
     // Hit and miss counts follow the reply of read commands.
-    if cmd.flags.contains(&"readonly") {
+    if cmd.flags.contains(Flags::READONLY) {
         client.count(if matches!(r, Reply::Nil) { 2 } else { 1 });
     }
     r

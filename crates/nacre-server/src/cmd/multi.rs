@@ -6,7 +6,8 @@ use std::sync::atomic::Ordering;
 
 use nacre_resp::Reply;
 
-use super::table::{keys_of, lookup, Run};
+use super::registry::{cmd, Command, Keys::None as NK, Keys::Range as KR, Run::Conn};
+use super::registry::{keys_of, lookup, Flags, Local, Run};
 use super::{err, ok, run_key, Outcome};
 use crate::client::{Client, WatchedKey};
 use crate::shared::{now_ms, Shared};
@@ -106,10 +107,10 @@ pub fn exec(shared: &Shared, client: &mut Client, _: &[Vec<u8>]) -> Outcome {
                 }
             }
         }
-        exclusive |= cmd.flags.contains(&"exclusive")
-            || (cmd.flags.contains(&"patterns") && super::sort::uses_patterns(args));
-        writes |= cmd.flags.contains(&"write");
-        adds |= cmd.flags.contains(&"denyoom");
+        exclusive |= cmd.local.contains(Local::EXCLUSIVE)
+            || (cmd.local.contains(Local::PATTERNS) && super::sort::uses_patterns(args));
+        writes |= cmd.flags.contains(Flags::WRITE);
+        adds |= cmd.flags.contains(Flags::DENYOOM);
         if cmd.name == "debug" {
             keys.extend(super::server::debug_keys(db, args));
         }
@@ -182,6 +183,8 @@ pub fn exec(shared: &Shared, client: &mut Client, _: &[Vec<u8>]) -> Outcome {
                 Outcome::After(..) | Outcome::AfterCount(..) => {
                     err("the server is still counting keys after a restart; try again")
                 }
+                // As Redis: a transaction's commands cannot block or take over the client.
+                Outcome::Monitor => err("MONITOR isn't allowed for DENY BLOCKING client"),
                 _ => ok(),
             },
         };
@@ -200,3 +203,13 @@ pub fn exec(shared: &Shared, client: &mut Client, _: &[Vec<u8>]) -> Outcome {
     }
     Outcome::Reply(Reply::Array(replies), ticket)
 }
+
+/// The transaction commands.
+#[rustfmt::skip]
+pub(crate) static COMMANDS: &[Command] = &[
+    cmd!("multi", 1, [NOSCRIPT LOADING STALE FAST ALLOW_BUSY], [FAST TRANSACTION], [], NK, "transactions", "1.2.0", "Starts a transaction.", Conn(multi)),
+    cmd!("exec", 1, [NOSCRIPT LOADING STALE SKIP_SLOWLOG], [SLOW TRANSACTION], [], NK, "transactions", "1.2.0", "Executes all commands in a transaction.", Conn(exec)),
+    cmd!("discard", 1, [NOSCRIPT LOADING STALE FAST ALLOW_BUSY], [FAST TRANSACTION], [], NK, "transactions", "2.0.0", "Discards a transaction.", Conn(discard)),
+    cmd!("watch", -2, [NOSCRIPT LOADING STALE FAST ALLOW_BUSY], [FAST TRANSACTION], [], KR(1, -1, 1), "transactions", "2.2.0", "Monitors changes to keys to determine the execution of a transaction.", Conn(watch)),
+    cmd!("unwatch", 1, [NOSCRIPT LOADING STALE FAST ALLOW_BUSY], [FAST TRANSACTION], [], NK, "transactions", "2.2.0", "Forgets about watched keys of a transaction.", Conn(unwatch)),
+];

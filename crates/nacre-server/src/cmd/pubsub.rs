@@ -6,7 +6,8 @@ use std::sync::atomic::Ordering;
 use nacre_resp::Reply;
 
 use super::args::lower;
-use super::table::unknown_subcommand;
+use super::registry::unknown_subcommand;
+use super::registry::{cmd, sub, Command, Keys::None as NK, Run::Conn};
 use super::Outcome;
 use crate::client::Client;
 use crate::pubsub::Subscriber;
@@ -225,3 +226,21 @@ pub fn allowed_when_subscribed(name: &str) -> bool {
             | "reset"
     )
 }
+
+/// The Pub/Sub commands.
+#[rustfmt::skip]
+pub(crate) static COMMANDS: &[Command] = &[
+    cmd!("subscribe", -2, [PUBSUB NOSCRIPT LOADING STALE], [PUBSUB SLOW], [], NK, "pubsub", "2.0.0", "Listens for messages published to channels.", Conn(subscribe)),
+    cmd!("unsubscribe", -1, [PUBSUB NOSCRIPT LOADING STALE], [PUBSUB SLOW], [], NK, "pubsub", "2.0.0", "Stops listening to messages posted to channels.", Conn(unsubscribe)),
+    cmd!("psubscribe", -2, [PUBSUB NOSCRIPT LOADING STALE], [PUBSUB SLOW], [], NK, "pubsub", "2.0.0", "Listens for messages published to channels that match one or more patterns.", Conn(psubscribe)),
+    cmd!("punsubscribe", -1, [PUBSUB NOSCRIPT LOADING STALE], [PUBSUB SLOW], [], NK, "pubsub", "2.0.0", "Stops listening to messages published to channels that match one or more patterns.", Conn(punsubscribe)),
+    cmd!("publish", 3, [PUBSUB LOADING STALE FAST], [PUBSUB FAST], [], NK, "pubsub", "2.0.0", "Posts a message to a channel.", Conn(publish)),
+    cmd!("pubsub", -2, [], [SLOW], [], NK, "pubsub", "2.8.0", "A container for Pub/Sub commands.", Conn(pubsub), &[
+        sub!("help", 2, [LOADING STALE], [SLOW], (0, 0, 0)),
+        sub!("channels", -2, [PUBSUB LOADING STALE], [PUBSUB SLOW], (0, 0, 0)),
+        sub!("numsub", -2, [PUBSUB LOADING STALE], [PUBSUB SLOW], (0, 0, 0)),
+        sub!("numpat", 2, [PUBSUB LOADING STALE], [PUBSUB SLOW], (0, 0, 0)),
+        sub!("shardchannels", -2, [PUBSUB LOADING STALE], [PUBSUB SLOW], (0, 0, 0)),
+        sub!("shardnumsub", -2, [PUBSUB LOADING STALE], [PUBSUB SLOW], (0, 0, 0)),
+    ]),
+];

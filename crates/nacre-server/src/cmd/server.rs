@@ -7,8 +7,10 @@ use std::time::Duration;
 use nacre_resp::Reply;
 
 use super::args::{float, int, is, lower};
-use super::table::{unknown_subcommand, COMMANDS};
-use super::{arity_error, err, ok, syntax, Command, Outcome};
+use super::flags;
+use super::registry::{all, unknown_subcommand};
+use super::registry::{cmd, sub, Command, Keys::None as NK, Run::Conn};
+use super::{arity_error, err, ok, syntax, Outcome};
 use crate::client::Client;
 use crate::glob::glob_match;
 use crate::shared::{now_ms, Shared};
@@ -28,26 +30,48 @@ fn help(lines: &[&str]) -> Outcome {
     ))
 }
 
-fn command_info(c: &Command) -> Reply {
-    let (first, last, step) = c.key_spec();
-    let flags: Vec<Reply> = c
-        .flags
-        .iter()
-        .filter(|f| !matches!(**f, "exclusive" | "whole" | "counts"))
-        .map(|f| Reply::Simple(f.to_string()))
-        .collect();
-    let acl = format!("@{}", c.group);
+fn flag_set(names: Vec<&'static str>) -> Reply {
+    Reply::Set(names.into_iter().map(|n| Reply::Simple(n.into())).collect())
+}
+
+fn acl_set(acl: super::registry::Acl) -> Reply {
+    Reply::Set(
+        flags::names(acl, flags::ACL_NAMES)
+            .into_iter()
+            .map(|n| Reply::Simple(format!("@{n}")))
+            .collect(),
+    )
+}
+
+fn sub_info(parent: &Command, s: &super::registry::Sub) -> Reply {
+    let (first, last, step) = s.keys;
     Reply::Array(vec![
-        bulk(c.name),
-        Reply::Integer(c.arity.into()),
-        Reply::Set(flags),
-        Reply::Integer(first),
-        Reply::Integer(last),
-        Reply::Integer(step),
-        Reply::Set(vec![Reply::Simple(acl)]),
+        bulk(format!("{}|{}", parent.name, s.name)),
+        Reply::Integer(s.arity.into()),
+        flag_set(flags::names(s.flags, flags::FLAG_NAMES)),
+        Reply::Integer(first.into()),
+        Reply::Integer(last.into()),
+        Reply::Integer(step.into()),
+        acl_set(s.acl),
         Reply::Set(vec![]),
         Reply::Array(vec![]),
         Reply::Array(vec![]),
+    ])
+}
+
+fn command_info(c: &Command) -> Reply {
+    let (first, last, step) = c.key_spec();
+    Reply::Array(vec![
+        bulk(c.name),
+        Reply::Integer(c.arity.into()),
+        flag_set(flags::names(c.flags, flags::FLAG_NAMES)),
+        Reply::Integer(first),
+        Reply::Integer(last),
+        Reply::Integer(step),
+        acl_set(c.acl),
+        Reply::Set(vec![]),
+        Reply::Array(vec![]),
+        Reply::Array(c.subs.iter().map(|s| sub_info(c, s)).collect()),
     ])
 }
 
@@ -65,13 +89,15 @@ fn command_docs(c: &Command) -> (Reply, Reply) {
 /// `COMMAND [COUNT|INFO|DOCS|LIST|GETKEYS|HELP]`.
 pub fn command(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
     if args.len() == 1 {
-        return reply(Reply::Array(COMMANDS.iter().map(command_info).collect()));
+        return reply(Reply::Array(
+            all().iter().map(|c| command_info(c)).collect(),
+        ));
     }
     let find = |n: &[u8]| super::lookup(&lower(n));
     match lower(&args[1]).as_str() {
-        "count" if args.len() == 2 => reply(Reply::Integer(COMMANDS.len() as i64)),
+        "count" if args.len() == 2 => reply(Reply::Integer(all().len() as i64)),
         "info" => reply(Reply::Array(if args.len() == 2 {
-            COMMANDS.iter().map(command_info).collect()
+            all().iter().map(|c| command_info(c)).collect()
         } else {
             args[2..]
                 .iter()
@@ -79,7 +105,7 @@ pub fn command(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcom
                 .collect()
         })),
         "docs" => reply(Reply::Map(if args.len() == 2 {
-            COMMANDS.iter().map(command_docs).collect()
+            all().iter().map(|c| command_docs(c)).collect()
         } else {
             args[2..]
                 .iter()
@@ -94,7 +120,7 @@ pub fn command(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcom
                 5 if is(&args[2], "filterby") && is(&args[3], "aclcat") => {
                     let cat = lower(&args[4]);
                     return reply(Reply::Array(
-                        COMMANDS
+                        all()
                             .iter()
                             .filter(|c| c.group == cat)
                             .map(|c| bulk(c.name))
@@ -107,7 +133,7 @@ pub fn command(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcom
                 _ => return reply(syntax()),
             };
             reply(Reply::Array(
-                COMMANDS
+                all()
                     .iter()
                     .filter(|c| {
                         pattern
@@ -125,7 +151,7 @@ pub fn command(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcom
             if !super::arity_ok(c.arity, args.len() - 2) {
                 return reply(err("Invalid number of arguments specified for command"));
             }
-            match super::table::keys_of(c, client.db, &args[2..], shared.store.databases()) {
+            match super::registry::keys_of(c, client.db, &args[2..], shared.store.databases()) {
                 Ok(k) if k.is_empty() => reply(err("The command has no key arguments")),
                 Ok(k) => reply(Reply::Array(
                     k.into_iter().map(|(_, k)| Reply::Bulk(k)).collect(),
@@ -724,3 +750,38 @@ pub fn wait(_: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
         Reply::Integer(0),
     )
 }
+
+/// The server commands.
+#[rustfmt::skip]
+pub(crate) static COMMANDS: &[Command] = &[
+    cmd!("command", -1, [LOADING STALE], [SLOW CONNECTION], [], NK, "server", "2.8.13", "Returns detailed information about all commands.", Conn(command), &[
+        sub!("count", 2, [LOADING STALE], [SLOW CONNECTION], (0, 0, 0)),
+        sub!("info", -2, [LOADING STALE], [SLOW CONNECTION], (0, 0, 0)),
+        sub!("docs", -2, [LOADING STALE], [SLOW CONNECTION], (0, 0, 0)),
+        sub!("list", -2, [LOADING STALE], [SLOW CONNECTION], (0, 0, 0)),
+        sub!("getkeys", -4, [LOADING STALE], [SLOW CONNECTION], (0, 0, 0)),
+        sub!("help", 2, [LOADING STALE], [SLOW CONNECTION], (0, 0, 0)),
+    ]),
+    cmd!("info", -1, [LOADING STALE], [SLOW DANGEROUS], [COUNTS], NK, "server", "1.0.0", "Returns information and statistics about the server.", Conn(info)),
+    cmd!("config", -2, [], [SLOW], [], NK, "server", "2.0.0", "A container for server configuration commands.", Conn(config), &[
+        sub!("get", -3, [ADMIN NOSCRIPT LOADING STALE], [ADMIN SLOW DANGEROUS], (0, 0, 0)),
+        sub!("set", -4, [ADMIN NOSCRIPT LOADING STALE], [ADMIN SLOW DANGEROUS], (0, 0, 0)),
+        sub!("resetstat", 2, [ADMIN NOSCRIPT LOADING STALE], [ADMIN SLOW DANGEROUS], (0, 0, 0)),
+        sub!("rewrite", 2, [ADMIN NOSCRIPT LOADING STALE], [ADMIN SLOW DANGEROUS], (0, 0, 0)),
+        sub!("help", 2, [LOADING STALE], [SLOW], (0, 0, 0)),
+    ]),
+    cmd!("time", 1, [LOADING STALE FAST], [FAST], [], NK, "server", "2.6.0", "Returns the server time.", Conn(time)),
+    cmd!("lastsave", 1, [LOADING STALE FAST], [ADMIN FAST DANGEROUS], [], NK, "server", "1.0.0", "Returns the Unix timestamp of the last successful save.", Conn(lastsave)),
+    cmd!("save", 1, [ADMIN NOSCRIPT NO_ASYNC_LOADING NO_MULTI], [ADMIN SLOW DANGEROUS], [], NK, "server", "1.0.0", "Synchronously saves the database to a checkpoint.", Conn(save)),
+    cmd!("bgsave", -1, [ADMIN NOSCRIPT NO_ASYNC_LOADING], [ADMIN SLOW DANGEROUS], [], NK, "server", "1.0.0", "Asynchronously saves the database to a checkpoint.", Conn(bgsave)),
+    cmd!("shutdown", -1, [ADMIN NOSCRIPT LOADING STALE NO_MULTI ALLOW_BUSY], [ADMIN SLOW DANGEROUS], [], NK, "server", "1.0.0", "Closes the database and shuts down the server.", Conn(shutdown)),
+    cmd!("debug", -2, [ADMIN NOSCRIPT LOADING STALE], [ADMIN SLOW DANGEROUS], [], NK, "server", "1.0.0", "A container for debugging commands.", Conn(debug)),
+    cmd!("monitor", 1, [ADMIN NOSCRIPT LOADING STALE], [ADMIN SLOW DANGEROUS], [], NK, "server", "1.0.0", "Listens for all requests received by the server in real time.", Conn(monitor)),
+    cmd!("slowlog", -2, [], [SLOW], [], NK, "server", "2.2.12", "A container for slow log commands.", Conn(slowlog), &[
+        sub!("get", -2, [ADMIN LOADING STALE], [ADMIN SLOW DANGEROUS], (0, 0, 0)),
+        sub!("len", 2, [ADMIN LOADING STALE], [ADMIN SLOW DANGEROUS], (0, 0, 0)),
+        sub!("reset", 2, [ADMIN LOADING STALE], [ADMIN SLOW DANGEROUS], (0, 0, 0)),
+        sub!("help", 2, [LOADING STALE], [SLOW], (0, 0, 0)),
+    ]),
+    cmd!("wait", 3, [NOSCRIPT], [SLOW CONNECTION], [], NK, "generic", "3.0.0", "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed.", Conn(wait)),
+];

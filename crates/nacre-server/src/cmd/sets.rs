@@ -9,6 +9,7 @@ use nacre_resp::Reply;
 
 use super::args::{is, parse_i64_strict, positive, positive_or};
 use super::coll::{self, check_type, numkeys, random_members, resize, typed, typed_or_new, Draw};
+use super::registry::{cmd, Command, Keys, Keys::Range as KR, Run::Key};
 use super::{syntax, CmdResult, Ctx};
 use crate::store::encoding::{Hint, Kind, Meta};
 use crate::store::txn::Members;
@@ -335,3 +336,25 @@ pub fn sscan(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
         Ok(())
     })
 }
+
+/// The set commands.
+#[rustfmt::skip]
+pub(crate) static COMMANDS: &[Command] = &[
+    cmd!("sadd", -3, [WRITE DENYOOM FAST], [WRITE SET FAST], [], KR(1, 1, 1), "set", "1.0.0", "Adds one or more members to a set.", Key(sadd)),
+    cmd!("srem", -3, [WRITE FAST], [WRITE SET FAST], [], KR(1, 1, 1), "set", "1.0.0", "Removes one or more members from a set.", Key(srem)),
+    cmd!("smembers", 2, [READONLY], [READ SET SLOW], [], KR(1, 1, 1), "set", "1.0.0", "Returns all members of a set.", Key(smembers)),
+    cmd!("sismember", 3, [READONLY FAST], [READ SET FAST], [], KR(1, 1, 1), "set", "1.0.0", "Determines whether a member belongs to a set.", Key(sismember)),
+    cmd!("smismember", -3, [READONLY FAST], [READ SET FAST], [], KR(1, 1, 1), "set", "6.2.0", "Determines whether multiple members belong to a set.", Key(smismember)),
+    cmd!("scard", 2, [READONLY FAST], [READ SET FAST], [], KR(1, 1, 1), "set", "1.0.0", "Returns the number of members in a set.", Key(scard)),
+    cmd!("spop", -2, [WRITE FAST], [WRITE SET FAST], [], KR(1, 1, 1), "set", "1.0.0", "Returns one or more random members from a set after removing them.", Key(spop)),
+    cmd!("srandmember", -2, [READONLY], [READ SET SLOW], [], KR(1, 1, 1), "set", "1.0.0", "Get one or multiple random members from a set.", Key(srandmember)),
+    cmd!("smove", 4, [WRITE FAST], [WRITE SET FAST], [], KR(1, 2, 1), "set", "1.0.0", "Moves a member from one set to another.", Key(smove)),
+    cmd!("sinter", -2, [READONLY], [READ SET SLOW], [], KR(1, -1, 1), "set", "1.0.0", "Returns the intersect of multiple sets.", Key(sinter)),
+    cmd!("sintercard", -3, [READONLY MOVABLEKEYS], [READ SET SLOW], [], Keys::Custom(super::coll::numkeys_keys, 0, 0, 0), "set", "7.0.0", "Returns the number of members of the intersect of multiple sets.", Key(sintercard)),
+    cmd!("sunion", -2, [READONLY], [READ SET SLOW], [], KR(1, -1, 1), "set", "1.0.0", "Returns the union of multiple sets.", Key(sunion)),
+    cmd!("sdiff", -2, [READONLY], [READ SET SLOW], [], KR(1, -1, 1), "set", "1.0.0", "Returns the difference of multiple sets.", Key(sdiff)),
+    cmd!("sinterstore", -3, [WRITE DENYOOM], [WRITE SET SLOW], [], KR(1, -1, 1), "set", "1.0.0", "Stores the intersect of multiple sets in a key.", Key(sinterstore)),
+    cmd!("sunionstore", -3, [WRITE DENYOOM], [WRITE SET SLOW], [], KR(1, -1, 1), "set", "1.0.0", "Stores the union of multiple sets in a key.", Key(sunionstore)),
+    cmd!("sdiffstore", -3, [WRITE DENYOOM], [WRITE SET SLOW], [], KR(1, -1, 1), "set", "1.0.0", "Stores the difference of multiple sets in a key.", Key(sdiffstore)),
+    cmd!("sscan", -3, [READONLY], [READ SET SLOW], [], KR(1, 1, 1), "set", "2.8.0", "Iterates over members of a set.", Key(sscan)),
+];

@@ -8,6 +8,7 @@ use std::cmp::Ordering;
 use nacre_resp::Reply;
 
 use super::args::{int, is, parse_f64};
+use super::registry::{cmd, Command, Keys, Keys::Range as KR, Run::Key};
 use super::{err, syntax, wrongtype, CmdResult, Ctx};
 use crate::store::encoding::{Kind, Meta};
 
@@ -283,3 +284,10 @@ pub fn sort(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
 pub fn sort_ro(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     generic(ctx, args, true)
 }
+
+/// The sorting commands.
+#[rustfmt::skip]
+pub(crate) static COMMANDS: &[Command] = &[
+    cmd!("sort", -2, [WRITE DENYOOM MOVABLEKEYS], [WRITE SET SORTEDSET LIST SLOW DANGEROUS], [PATTERNS], Keys::Custom(sort_keys, 1, 1, 1), "generic", "1.0.0", "Sorts the elements in a list, a set, or a sorted set, optionally storing the result.", Key(sort)),
+    cmd!("sort_ro", -2, [READONLY MOVABLEKEYS], [READ SET SORTEDSET LIST SLOW DANGEROUS], [PATTERNS], KR(1, 1, 1), "generic", "7.0.0", "Returns the sorted elements of a list, a set, or a sorted set.", Key(sort_ro)),
+];

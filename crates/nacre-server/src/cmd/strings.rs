@@ -3,6 +3,7 @@
 use nacre_resp::Reply;
 
 use super::args::{int, is, lower, not_integer, parse_i64_strict};
+use super::registry::{cmd, Command, Keys::Range as KR, Run::Key};
 use super::{err, ok, syntax, wrongtype, CmdResult, Ctx};
 use crate::bits::{self, BitOp, Overflow};
 use crate::store::encoding::{Hint, Kind, Meta};
@@ -606,3 +607,37 @@ pub fn bitfield(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
 pub fn bitfield_ro(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     bitfield_generic(ctx, args, true)
 }
+
+/// The string and bitmap commands.
+#[rustfmt::skip]
+pub(crate) static COMMANDS: &[Command] = &[
+    cmd!("get", 2, [READONLY FAST], [READ STRING FAST], [], KR(1, 1, 1), "string", "1.0.0", "Returns the string value of a key.", Key(get)),
+    cmd!("set", -3, [WRITE DENYOOM], [WRITE STRING SLOW], [], KR(1, 1, 1), "string", "1.0.0", "Sets the string value of a key, ignoring its type.", Key(set)),
+    cmd!("setnx", 3, [WRITE DENYOOM FAST], [WRITE STRING FAST], [], KR(1, 1, 1), "string", "1.0.0", "Set the string value of a key only when the key doesn't exist.", Key(setnx)),
+    cmd!("setex", 4, [WRITE DENYOOM], [WRITE STRING SLOW], [], KR(1, 1, 1), "string", "2.0.0", "Sets the string value and expiration time of a key.", Key(setex)),
+    cmd!("psetex", 4, [WRITE DENYOOM], [WRITE STRING SLOW], [], KR(1, 1, 1), "string", "2.6.0", "Sets both string value and expiration time in milliseconds of a key.", Key(psetex)),
+    cmd!("mget", -2, [READONLY FAST], [READ STRING FAST], [], KR(1, -1, 1), "string", "1.0.0", "Atomically returns the string values of one or more keys.", Key(mget)),
+    cmd!("mset", -3, [WRITE DENYOOM], [WRITE STRING SLOW], [], KR(1, -1, 2), "string", "1.0.1", "Atomically creates or modifies the string values of one or more keys.", Key(mset)),
+    cmd!("msetnx", -3, [WRITE DENYOOM], [WRITE STRING SLOW], [], KR(1, -1, 2), "string", "1.0.1", "Atomically modifies the string values of one or more keys only when all keys don't exist.", Key(msetnx)),
+    cmd!("getset", 3, [WRITE DENYOOM FAST], [WRITE STRING FAST], [], KR(1, 1, 1), "string", "1.0.0", "Returns the previous string value of a key after setting it to a new value.", Key(getset)),
+    cmd!("getdel", 2, [WRITE FAST], [WRITE STRING FAST], [], KR(1, 1, 1), "string", "6.2.0", "Returns the string value of a key after deleting the key.", Key(getdel)),
+    cmd!("getex", -2, [WRITE FAST], [WRITE STRING FAST], [], KR(1, 1, 1), "string", "6.2.0", "Returns the string value of a key after setting its expiration time.", Key(getex)),
+    cmd!("incr", 2, [WRITE DENYOOM FAST], [WRITE STRING FAST], [], KR(1, 1, 1), "string", "1.0.0", "Increments the integer value of a key by one.", Key(incr)),
+    cmd!("decr", 2, [WRITE DENYOOM FAST], [WRITE STRING FAST], [], KR(1, 1, 1), "string", "1.0.0", "Decrements the integer value of a key by one.", Key(decr)),
+    cmd!("incrby", 3, [WRITE DENYOOM FAST], [WRITE STRING FAST], [], KR(1, 1, 1), "string", "1.0.0", "Increments the integer value of a key by a number.", Key(incrby)),
+    cmd!("decrby", 3, [WRITE DENYOOM FAST], [WRITE STRING FAST], [], KR(1, 1, 1), "string", "1.0.0", "Decrements a number from the integer value of a key.", Key(decrby)),
+    cmd!("incrbyfloat", 3, [WRITE DENYOOM FAST], [WRITE STRING FAST], [], KR(1, 1, 1), "string", "2.6.0", "Increment the floating point value of a key by a number.", Key(incrbyfloat)),
+    cmd!("append", 3, [WRITE DENYOOM FAST], [WRITE STRING FAST], [], KR(1, 1, 1), "string", "2.0.0", "Appends a string to the value of a key.", Key(append)),
+    cmd!("strlen", 2, [READONLY FAST], [READ STRING FAST], [], KR(1, 1, 1), "string", "2.2.0", "Returns the length of a string value.", Key(strlen)),
+    cmd!("getrange", 4, [READONLY], [READ STRING SLOW], [], KR(1, 1, 1), "string", "2.4.0", "Returns a substring of the string stored at a key.", Key(getrange)),
+    cmd!("substr", 4, [READONLY], [READ STRING SLOW], [], KR(1, 1, 1), "string", "1.0.0", "Returns a substring from a string value.", Key(getrange)),
+    cmd!("setrange", 4, [WRITE DENYOOM], [WRITE STRING SLOW], [], KR(1, 1, 1), "string", "2.2.0", "Overwrites a part of a string value with another by an offset.", Key(setrange)),
+    cmd!("lcs", -3, [READONLY], [READ STRING SLOW], [], KR(1, 2, 1), "string", "7.0.0", "Finds the longest common substring.", Key(lcs)),
+    cmd!("setbit", 4, [WRITE DENYOOM], [WRITE BITMAP SLOW], [], KR(1, 1, 1), "bitmap", "2.2.0", "Sets or clears the bit at offset of the string value.", Key(setbit)),
+    cmd!("getbit", 3, [READONLY FAST], [READ BITMAP FAST], [], KR(1, 1, 1), "bitmap", "2.2.0", "Returns a bit value by offset.", Key(getbit)),
+    cmd!("bitcount", -2, [READONLY], [READ BITMAP SLOW], [], KR(1, 1, 1), "bitmap", "2.6.0", "Counts the number of set bits (population counting) in a string.", Key(bitcount)),
+    cmd!("bitpos", -3, [READONLY], [READ BITMAP SLOW], [], KR(1, 1, 1), "bitmap", "2.8.7", "Finds the first set (1) or clear (0) bit in a string.", Key(bitpos)),
+    cmd!("bitop", -4, [WRITE DENYOOM], [WRITE BITMAP SLOW], [], KR(2, -1, 1), "bitmap", "2.6.0", "Performs bitwise operations on multiple strings, and stores the result.", Key(bitop)),
+    cmd!("bitfield", -2, [WRITE DENYOOM], [WRITE BITMAP SLOW], [], KR(1, 1, 1), "bitmap", "3.2.0", "Performs arbitrary bitfield integer operations on strings.", Key(bitfield)),
+    cmd!("bitfield_ro", -2, [READONLY FAST], [READ BITMAP FAST], [], KR(1, 1, 1), "bitmap", "6.0.0", "Performs arbitrary read-only bitfield integer operations on strings.", Key(bitfield_ro)),
+];

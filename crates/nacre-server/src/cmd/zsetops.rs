@@ -7,6 +7,7 @@ use nacre_resp::{format_double, Reply};
 
 use super::args::{int, is, positive, positive_or};
 use super::coll::{draw, Draw};
+use super::registry::{cmd, Command, Keys, Keys::Range as KR, Run::Key};
 use super::zsets::{
     parse_score, save, scored_reply, select, set_score, store, zset, Query, Select, Z,
 };
@@ -450,3 +451,20 @@ pub fn zscan(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
         Ok(())
     })
 }
+
+/// The sorted-set pop, random and algebra commands.
+#[rustfmt::skip]
+pub(crate) static COMMANDS: &[Command] = &[
+    cmd!("zpopmin", -2, [WRITE FAST], [WRITE SORTEDSET FAST], [], KR(1, 1, 1), "sorted-set", "5.0.0", "Returns the lowest-scoring members from a sorted set after removing them.", Key(zpopmin)),
+    cmd!("zpopmax", -2, [WRITE FAST], [WRITE SORTEDSET FAST], [], KR(1, 1, 1), "sorted-set", "5.0.0", "Returns the highest-scoring members from a sorted set after removing them.", Key(zpopmax)),
+    cmd!("zmpop", -4, [WRITE MOVABLEKEYS], [WRITE SORTEDSET SLOW], [], Keys::Custom(zmpop_keys, 0, 0, 0), "sorted-set", "7.0.0", "Returns the highest- or lowest-scoring members from one or more sorted sets after removing them.", Key(zmpop)),
+    cmd!("zrandmember", -2, [READONLY], [READ SORTEDSET SLOW], [], KR(1, 1, 1), "sorted-set", "6.2.0", "Returns one or more random members from a sorted set.", Key(zrandmember)),
+    cmd!("zunion", -3, [READONLY MOVABLEKEYS], [READ SORTEDSET SLOW], [], Keys::Custom(algebra_keys, 0, 0, 0), "sorted-set", "6.2.0", "Returns the union of multiple sorted sets.", Key(zunion)),
+    cmd!("zinter", -3, [READONLY MOVABLEKEYS], [READ SORTEDSET SLOW], [], Keys::Custom(algebra_keys, 0, 0, 0), "sorted-set", "6.2.0", "Returns the intersect of multiple sorted sets.", Key(zinter)),
+    cmd!("zdiff", -3, [READONLY MOVABLEKEYS], [READ SORTEDSET SLOW], [], Keys::Custom(algebra_keys, 0, 0, 0), "sorted-set", "6.2.0", "Returns the difference between multiple sorted sets.", Key(zdiff)),
+    cmd!("zunionstore", -4, [WRITE DENYOOM MOVABLEKEYS], [WRITE SORTEDSET SLOW], [], Keys::Custom(algebra_store_keys, 1, 1, 1), "sorted-set", "2.0.0", "Stores the union of multiple sorted sets in a key.", Key(zunionstore)),
+    cmd!("zinterstore", -4, [WRITE DENYOOM MOVABLEKEYS], [WRITE SORTEDSET SLOW], [], Keys::Custom(algebra_store_keys, 1, 1, 1), "sorted-set", "2.0.0", "Stores the intersect of multiple sorted sets in a key.", Key(zinterstore)),
+    cmd!("zdiffstore", -4, [WRITE DENYOOM MOVABLEKEYS], [WRITE SORTEDSET SLOW], [], Keys::Custom(algebra_store_keys, 1, 1, 1), "sorted-set", "6.2.0", "Stores the difference of multiple sorted sets in a key.", Key(zdiffstore)),
+    cmd!("zintercard", -3, [READONLY MOVABLEKEYS], [READ SORTEDSET SLOW], [], Keys::Custom(algebra_keys, 0, 0, 0), "sorted-set", "7.0.0", "Returns the number of members of the intersect of multiple sorted sets.", Key(zintercard)),
+    cmd!("zscan", -3, [READONLY], [READ SORTEDSET SLOW], [], KR(1, 1, 1), "sorted-set", "2.8.0", "Iterates over members and scores of a sorted set.", Key(zscan)),
+];

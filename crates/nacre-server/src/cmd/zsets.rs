@@ -8,6 +8,7 @@ use nacre_resp::Reply;
 
 use super::args::{int, is};
 use super::coll::typed;
+use super::registry::{cmd, Command, Keys::Range as KR, Run::Key};
 use super::{err, syntax, CmdResult, Ctx};
 use crate::store::encoding::{self, Hint, Kind};
 use crate::store::StoreError;
@@ -865,3 +866,28 @@ pub fn zremrangebylex(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     let r = LexRange::parse(&args[2], &args[3])?;
     remrange(ctx, args, Select::Lex(r))
 }
+
+/// The sorted-set commands.
+#[rustfmt::skip]
+pub(crate) static COMMANDS: &[Command] = &[
+    cmd!("zadd", -4, [WRITE DENYOOM FAST], [WRITE SORTEDSET FAST], [], KR(1, 1, 1), "sorted-set", "1.2.0", "Adds one or more members to a sorted set, or updates their scores.", Key(zadd)),
+    cmd!("zincrby", 4, [WRITE DENYOOM FAST], [WRITE SORTEDSET FAST], [], KR(1, 1, 1), "sorted-set", "1.2.0", "Increments the score of a member in a sorted set.", Key(zincrby)),
+    cmd!("zrem", -3, [WRITE FAST], [WRITE SORTEDSET FAST], [], KR(1, 1, 1), "sorted-set", "1.2.0", "Removes one or more members from a sorted set.", Key(zrem)),
+    cmd!("zscore", 3, [READONLY FAST], [READ SORTEDSET FAST], [], KR(1, 1, 1), "sorted-set", "1.2.0", "Returns the score of a member in a sorted set.", Key(zscore)),
+    cmd!("zmscore", -3, [READONLY FAST], [READ SORTEDSET FAST], [], KR(1, 1, 1), "sorted-set", "6.2.0", "Returns the score of one or more members in a sorted set.", Key(zmscore)),
+    cmd!("zcard", 2, [READONLY FAST], [READ SORTEDSET FAST], [], KR(1, 1, 1), "sorted-set", "1.2.0", "Returns the number of members in a sorted set.", Key(zcard)),
+    cmd!("zcount", 4, [READONLY FAST], [READ SORTEDSET FAST], [], KR(1, 1, 1), "sorted-set", "2.0.0", "Returns the count of members in a sorted set that have scores within a range.", Key(zcount)),
+    cmd!("zlexcount", 4, [READONLY FAST], [READ SORTEDSET FAST], [], KR(1, 1, 1), "sorted-set", "2.8.9", "Returns the number of members in a sorted set within a lexicographical range.", Key(zlexcount)),
+    cmd!("zrank", 3, [READONLY FAST], [READ SORTEDSET FAST], [], KR(1, 1, 1), "sorted-set", "2.0.0", "Returns the index of a member in a sorted set ordered by ascending scores.", Key(zrank)),
+    cmd!("zrevrank", 3, [READONLY FAST], [READ SORTEDSET FAST], [], KR(1, 1, 1), "sorted-set", "2.0.0", "Returns the index of a member in a sorted set ordered by descending scores.", Key(zrevrank)),
+    cmd!("zrange", -4, [READONLY], [READ SORTEDSET SLOW], [], KR(1, 1, 1), "sorted-set", "1.2.0", "Returns members in a sorted set within a range of indexes.", Key(zrange)),
+    cmd!("zrangestore", -5, [WRITE DENYOOM], [WRITE SORTEDSET SLOW], [], KR(1, 2, 1), "sorted-set", "6.2.0", "Stores a range of members from sorted set in a key.", Key(zrangestore)),
+    cmd!("zrevrange", -4, [READONLY], [READ SORTEDSET SLOW], [], KR(1, 1, 1), "sorted-set", "1.2.0", "Returns members in a sorted set within a range of indexes in reverse order.", Key(zrevrange)),
+    cmd!("zrangebyscore", -4, [READONLY], [READ SORTEDSET SLOW], [], KR(1, 1, 1), "sorted-set", "1.0.5", "Returns members in a sorted set within a range of scores.", Key(zrangebyscore)),
+    cmd!("zrevrangebyscore", -4, [READONLY], [READ SORTEDSET SLOW], [], KR(1, 1, 1), "sorted-set", "2.2.0", "Returns members in a sorted set within a range of scores in reverse order.", Key(zrevrangebyscore)),
+    cmd!("zrangebylex", -4, [READONLY], [READ SORTEDSET SLOW], [], KR(1, 1, 1), "sorted-set", "2.8.9", "Returns members in a sorted set within a lexicographical range.", Key(zrangebylex)),
+    cmd!("zrevrangebylex", -4, [READONLY], [READ SORTEDSET SLOW], [], KR(1, 1, 1), "sorted-set", "2.8.9", "Returns members in a sorted set within a lexicographical range in reverse order.", Key(zrevrangebylex)),
+    cmd!("zremrangebyrank", 4, [WRITE], [WRITE SORTEDSET SLOW], [], KR(1, 1, 1), "sorted-set", "2.0.0", "Removes members in a sorted set within a range of indexes.", Key(zremrangebyrank)),
+    cmd!("zremrangebyscore", 4, [WRITE], [WRITE SORTEDSET SLOW], [], KR(1, 1, 1), "sorted-set", "1.2.0", "Removes members in a sorted set within a range of scores.", Key(zremrangebyscore)),
+    cmd!("zremrangebylex", 4, [WRITE], [WRITE SORTEDSET SLOW], [], KR(1, 1, 1), "sorted-set", "2.8.9", "Removes members in a sorted set within a lexicographical range.", Key(zremrangebylex)),
+];
