@@ -412,6 +412,16 @@ impl Db {
         self.inner.write_async_many(&self.inner, batches)
     }
 
+    /// [`Db::write_async_many`] that commits on the calling thread what it can without
+    /// waiting: runs of batches are merged and committed here, in order, while none has to
+    /// wait for room, for the background worker or behind batches already queued; the rest
+    /// are queued for the committer thread in order. The futures of batches committed here
+    /// are complete on return. For backends whose fence costs nanoseconds (`dax`,
+    /// `emulated`), where a hand-off to the committer thread costs more than the commit.
+    pub fn write_now(&self, batches: Vec<WriteBatch>) -> Vec<WriteFuture> {
+        self.inner.write_now(&self.inner, batches)
+    }
+
     /// Sets `key` to `value` in `subtable`, durably.
     pub fn put(
         &self,

@@ -10,6 +10,12 @@
 //!   crash, as for any group commit, and every future of the run gets its outcome.
 //! - A3: every queued batch's future completes: with the commit's outcome, or, once the
 //!   database closes, with an error saying so.
+//! - A4 (`Db::write_now`): a caller commits on its own thread only while it holds the order
+//!   lock and the committer's queue is empty; the committer takes and commits each run under
+//!   that lock too. So batches commit in the order they were handed over, whichever thread
+//!   commits them. A run that would have to wait (for room, for the background worker) is
+//!   queued for the committer, with everything handed over after it; so is everything
+//!   handed over while the committer holds the lock.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -193,6 +199,92 @@ impl Engine {
         futs
     }
 
+    /// `Db::write_now`: commits `batches` in order on the calling thread, merged into runs
+    /// as the committer merges them (A2), for as long as none has to wait; the rest go to
+    /// the committer's queue in order (A4).
+    pub(crate) fn write_now(&self, me: &Arc<Engine>, batches: Vec<WriteBatch>) -> Vec<WriteFuture> {
+        let mut q: VecDeque<(WriteBatch, Arc<Done>)> = batches
+            .into_iter()
+            .map(|b| (b, Arc::new(Done::default())))
+            .collect();
+        let futs = q
+            .iter()
+            .map(|(_, done)| WriteFuture { done: done.clone() })
+            .collect();
+        // The committer holds the order lock while it commits (it may wait for room there):
+        // then this caller, which must not wait, queues its batches behind.
+        let order = match self.writes.order.try_lock() {
+            Ok(g) => Some(g),
+            Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        };
+        if order.is_some()
+            && lock(&self.writes.queue).is_empty()
+            && !self.writes.stopped.load(Ordering::Acquire)
+        {
+            while !q.is_empty() {
+                let (run, bytes) = self.take_run(&mut q);
+                let Some(bytes) = bytes else {
+                    // Values stored out of line are written by the committer.
+                    for item in run.into_iter().rev() {
+                        q.push_front(item);
+                    }
+                    break;
+                };
+                if let Some(back) = self.commit_run_now(run, bytes) {
+                    q.push_front(back);
+                    break;
+                }
+            }
+        }
+        if !q.is_empty() {
+            self.enqueue(me, q.into());
+        }
+        drop(order);
+        futs
+    }
+
+    /// Commits a run on the calling thread unless that has to wait: then the run comes back
+    /// as one batch whose outcome completes every batch of the run.
+    fn commit_run_now(
+        &self,
+        run: Vec<(WriteBatch, Arc<Done>)>,
+        bytes: Vec<(u32, usize)>,
+    ) -> Option<(WriteBatch, Arc<Done>)> {
+        if run.is_empty() {
+            return None;
+        }
+        let (merged, dones) = merge_run(run);
+        if merged.is_empty() {
+            for d in dones {
+                d.finish(Ok(()));
+            }
+            return None;
+        }
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.commit.write_batch_now(&self.sh, merged, bytes)
+        }))
+        .unwrap_or_else(|p| {
+            Err(Ok(Error::Poisoned(format!(
+                "the commit panicked: {}",
+                crate::error::panic_message(&*p)
+            ))))
+        });
+        let r = match r {
+            Ok(()) => Ok(()),
+            Err(Ok(e)) => Err(e),
+            Err(Err(merged)) => {
+                let lead = Arc::new(Done::default());
+                lock(&lead.slot).followers = dones;
+                return Some((merged, lead));
+            }
+        };
+        for d in dones {
+            d.finish(r.as_ref().map(|_| ()).map_err(share));
+        }
+        None
+    }
+
     /// Queues `items` in order (A1), starting the committer thread on first use.
     fn enqueue(&self, me: &Arc<Engine>, items: Vec<(WriteBatch, Arc<Done>)>) {
         let w = &self.writes;
@@ -247,7 +339,7 @@ impl Engine {
             while w.is_idle() && spin.elapsed() < spin_limit() {
                 std::thread::yield_now();
             }
-            let run = {
+            {
                 let mut q = lock(&w.queue);
                 while q.is_empty() && !w.stopped.load(Ordering::Acquire) {
                     w.sleeping.store(true, Ordering::Relaxed);
@@ -257,9 +349,12 @@ impl Engine {
                 if q.is_empty() {
                     return;
                 }
-                self.take_run(&mut q)
-            };
+            }
+            // A4: the run is taken and committed under the order lock.
+            let order = lock(&w.order);
+            let run = self.take_run(&mut lock(&w.queue));
             self.commit_run(run);
+            drop(order);
         }
     }
 
@@ -324,16 +419,7 @@ impl Engine {
         if run.is_empty() {
             return;
         }
-        let mut merged = WriteBatch::new();
-        // A run's batches all free space or none does (take_run).
-        if run.first().is_some_and(|(b, _)| b.frees_space()) {
-            merged.mark_frees_space();
-        }
-        let mut dones = Vec::with_capacity(run.len());
-        for (b, d) in run {
-            merged.ops.extend(b.ops);
-            dones.push(d);
-        }
+        let (merged, dones) = merge_run(run);
         // A3: a panic below still completes every future of the run.
         let commit = || match bytes {
             _ if merged.is_empty() => Ok(()),
@@ -353,6 +439,21 @@ impl Engine {
     }
 }
 
+/// One batch of a run's batches, and their futures' slots.
+fn merge_run(run: Vec<(WriteBatch, Arc<Done>)>) -> (WriteBatch, Vec<Arc<Done>>) {
+    let mut merged = WriteBatch::new();
+    // A run's batches all free space or none does (take_run).
+    if run.first().is_some_and(|(b, _)| b.frees_space()) {
+        merged.mark_frees_space();
+    }
+    let mut dones = Vec::with_capacity(run.len());
+    for (b, d) in run {
+        merged.ops.extend(b.ops);
+        dones.push(d);
+    }
+    (merged, dones)
+}
+
 /// Queued batches to commit together, and their records' bytes per subtable (see
 /// [`Engine::take_run`]).
 type Run = (Vec<(WriteBatch, Arc<Done>)>, Option<Vec<(u32, usize)>>);
@@ -361,6 +462,9 @@ type Run = (Vec<(WriteBatch, Arc<Done>)>, Option<Vec<(u32, usize)>>);
 #[derive(Default)]
 pub(crate) struct Committer {
     queue: Mutex<VecDeque<(WriteBatch, Arc<Done>)>>,
+    /// Held while batches are taken and committed, by the committer thread or by
+    /// [`Engine::write_now`] (A4).
+    order: Mutex<()>,
     wake: Condvar,
     /// Whether the committer waits on `wake`; set and read under `queue`'s lock.
     sleeping: AtomicBool,
@@ -422,12 +526,17 @@ struct Slot {
     waker: Option<Waker>,
     /// Whether a thread waits on `cv` (the wake is a system call: skipped when nobody does).
     blocked: bool,
+    /// Slots completed with this one's outcome (the batches merged into this one's batch).
+    followers: Vec<Arc<Done>>,
 }
 
 impl Done {
     fn finish(&self, r: Result<()>) {
         let (waker, blocked) = {
             let mut s = lock(&self.slot);
+            for f in std::mem::take(&mut s.followers) {
+                f.finish(r.as_ref().map(|_| ()).map_err(share));
+            }
             s.outcome = Some(r);
             (s.waker.take(), s.blocked)
         };

@@ -272,3 +272,111 @@ fn a_durable_batch_means_every_earlier_one_is_durable_with_many_committers() {
         w.join().unwrap();
     }
 }
+
+fn ready(f: &mut nacre::WriteFuture) -> Option<nacre::Result<()>> {
+    let mut cx = Context::from_waker(Waker::noop());
+    match std::pin::Pin::new(f).poll(&mut cx) {
+        Poll::Ready(r) => Some(r),
+        Poll::Pending => None,
+    }
+}
+
+#[test]
+fn write_now_commits_on_the_calling_thread_in_order_with_queued_batches() {
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let db = Arc::new(open(dir.path()));
+    let t = db.subtable("t").unwrap();
+    // Alone, every batch commits before write_now returns, merged into few groups.
+    let before = db.stats().commit_groups;
+    let batches: Vec<WriteBatch> = (0..200u32)
+        .map(|i| {
+            let mut b = WriteBatch::new();
+            b.put(&t, "counter", i.to_string());
+            b.put(&t, format!("k{i:05}"), i.to_le_bytes());
+            b
+        })
+        .collect();
+    for mut f in db.write_now(batches) {
+        assert!(matches!(ready(&mut f), Some(Ok(()))));
+    }
+    assert_eq!(db.get(&t, "counter").unwrap().unwrap(), b"199");
+    assert!(db.stats().commit_groups - before < 20);
+    // Handed over right behind batches queued for the committer, a batch commits after
+    // them.
+    for round in 0..200u32 {
+        let mut futs = Vec::new();
+        for i in 0..3u32 {
+            let mut b = WriteBatch::new();
+            b.put(&t, "behind", format!("{round}-{i}"));
+            futs.push(db.write_async(b));
+        }
+        let mut b = WriteBatch::new();
+        b.put(&t, "behind", format!("{round}-now"));
+        futs.extend(db.write_now(vec![b]));
+        for f in futs {
+            f.wait().unwrap();
+        }
+        let v = db.get(&t, "behind").unwrap().unwrap();
+        assert_eq!(v, format!("{round}-now").as_bytes(), "round {round}");
+    }
+    // Mixed with batches queued for the committer, from several threads, each thread's
+    // batches commit in the order it handed them over (A1, A4).
+    let threads: Vec<_> = (0..4u32)
+        .map(|th| {
+            let db = db.clone();
+            let t = t.clone();
+            std::thread::spawn(move || {
+                let mut futs = Vec::new();
+                for i in 0..500u32 {
+                    let mut b = WriteBatch::new();
+                    b.put(&t, format!("last{th}"), i.to_string());
+                    if i % 3 == 0 || i == 499 {
+                        futs.extend(db.write_now(vec![b]));
+                    } else {
+                        futs.push(db.write_async(b));
+                    }
+                }
+                for f in futs {
+                    f.wait().unwrap();
+                }
+            })
+        })
+        .collect();
+    for h in threads {
+        h.join().unwrap();
+    }
+    for th in 0..4u32 {
+        let v = db.get(&t, format!("last{th}")).unwrap().unwrap();
+        assert_eq!(v, b"499", "thread {th}");
+    }
+}
+
+#[test]
+fn write_now_never_waits_for_room_and_a_full_pool_batch_goes_to_the_committer() {
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let mut o = Options::new(dir.path().join("db.pool")).backend(Backend::Emulated);
+    o.pool_size = 8 << 20;
+    o.zone_size = 256 << 10;
+    o.memtable_size = 1 << 20;
+    let db = Db::open(o).unwrap();
+    let t = db.subtable("t").unwrap();
+    // Fill the pool with distinct keys until it refuses.
+    let mut i = 0u32;
+    loop {
+        let mut b = WriteBatch::new();
+        b.put(&t, format!("fill{i:06}"), vec![7u8; 1000]);
+        match db.write(b) {
+            Ok(()) => i += 1,
+            Err(Error::PoolFull { .. }) => break,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    // write_now returns at once; its batch ends with the committer's outcome.
+    let started = std::time::Instant::now();
+    let mut b = WriteBatch::new();
+    b.put(&t, "late", vec![1u8; 1000]);
+    let mut futs = db.write_now(vec![b]);
+    assert!(started.elapsed() < std::time::Duration::from_millis(200));
+    let r = futs.pop().unwrap().wait();
+    assert!(matches!(r, Err(Error::PoolFull { .. })), "{r:?}");
+}

@@ -47,6 +47,9 @@ struct Staged {
 
 struct Queue {
     next: u64,
+    /// The last ticket handed to the engine's committer thread: commits are resolved on the
+    /// flushing thread only once it is (K6).
+    async_last: u64,
     /// Versions below this are covered by a queued mark (K5).
     version_mark: u64,
     tx: Option<mpsc::UnboundedSender<InFlight>>,
@@ -70,6 +73,11 @@ pub struct Commits {
     /// A commit failed for lack of space and no commit that frees space has succeeded
     /// since: commands that add data are refused with Redis's `-OOM`.
     full: std::sync::atomic::AtomicBool,
+    /// Whether the backend's fence costs nanoseconds: flushes commit on their own thread.
+    inline: bool,
+    /// Held by a flush that commits and resolves on its own thread, so that commits are
+    /// resolved and published in ticket order (K6).
+    resolving: Mutex<()>,
 }
 
 /// Redis's refusal of a command that adds data over `maxmemory`.
@@ -77,11 +85,14 @@ pub const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
 
 impl Commits {
     /// Commit tracking starting after ticket 0, with versions below `version_mark` covered.
-    pub fn new(version_mark: u64) -> Commits {
+    /// `inline`: the backend's fence costs nanoseconds (`dax`, `emulated`), so a flush
+    /// commits on its own thread rather than through the committer thread.
+    pub fn new(version_mark: u64, inline: bool) -> Commits {
         let (tx, rx) = mpsc::unbounded_channel();
         Commits {
             queue: Mutex::new(Queue {
                 next: 1,
+                async_last: 0,
                 version_mark,
                 tx: Some(tx),
                 staged: Vec::new(),
@@ -93,6 +104,8 @@ impl Commits {
             any_staged: std::sync::atomic::AtomicBool::new(false),
             refuse_until: std::sync::atomic::AtomicU64::new(0),
             full: std::sync::atomic::AtomicBool::new(false),
+            inline,
+            resolving: Mutex::new(()),
         }
     }
 
@@ -163,6 +176,7 @@ impl Commits {
                 keys,
                 deltas,
             };
+            q.async_last = ticket;
             match &q.tx {
                 Some(tx) => {
                     if let Err(e) = tx.send(f) {
@@ -189,8 +203,86 @@ impl Commits {
 
     /// Hands the staged batches to the engine (see [`Commits::submit`]).
     pub fn flush(&self, store: &Store) {
-        if self.any_staged.load(std::sync::atomic::Ordering::Acquire) {
+        if !self.any_staged.load(std::sync::atomic::Ordering::Acquire) {
+            return;
+        }
+        if self.inline {
+            self.commit_here(store);
+        } else {
             self.hand_over(store, self.queue.lock());
+        }
+    }
+
+    /// Commits the staged batches on this thread and resolves them (K6), as far as the
+    /// engine can without waiting; what it cannot goes to the committer thread and the
+    /// completer, in order. The caller holds no stripe lock.
+    fn commit_here(&self, store: &Store) {
+        let resolving = self.resolving.lock();
+        let mut q = self.queue.lock();
+        if q.tx.is_none() || *self.durable.borrow() < q.async_last {
+            // Commits handed to the committer are unresolved: later ones follow them.
+            drop(resolving);
+            return self.hand_over(store, q);
+        }
+        let staged = std::mem::take(&mut q.staged);
+        self.any_staged
+            .store(false, std::sync::atomic::Ordering::Release);
+        if staged.is_empty() {
+            return;
+        }
+        let mut meta = Vec::with_capacity(staged.len());
+        let mut batches = Vec::with_capacity(staged.len());
+        for s in staged {
+            meta.push((s.ticket, s.batch.frees_space(), s.keys, s.deltas));
+            batches.push(s.batch);
+        }
+        let futs = store.db.write_now(batches);
+        let mut done = Vec::with_capacity(meta.len());
+        let mut left = Vec::new();
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        let mut to_completer = false;
+        for ((ticket, frees, keys, deltas), mut fut) in meta.into_iter().zip(futs) {
+            if !to_completer {
+                if let std::task::Poll::Ready(r) = std::pin::Pin::new(&mut fut).poll(&mut cx) {
+                    done.push((ticket, frees, keys, deltas, r));
+                    continue;
+                }
+                // The engine queued this one for its committer: it and every later one are
+                // resolved by the completer, in order.
+                to_completer = true;
+            }
+            q.async_last = ticket;
+            let f = InFlight {
+                ticket,
+                frees,
+                fut,
+                keys,
+                deltas,
+            };
+            match &q.tx {
+                Some(tx) => {
+                    if let Err(e) = tx.send(f) {
+                        // The completer is gone (shutdown): wait here, which still completes.
+                        left.push(e.0);
+                    }
+                }
+                None => left.push(f),
+            }
+        }
+        drop(q);
+        if let Some(last) = done.last().map(|d| d.0) {
+            let mut resolved = Vec::new();
+            for (ticket, frees, keys, deltas, r) in done {
+                self.resolve(store, ticket, frees, &deltas, r);
+                resolved.extend(keys.into_iter().map(|(st, k)| (st, k, ticket)));
+            }
+            Self::drop_pending(store, &mut resolved);
+            self.publish(last);
+        }
+        drop(resolving);
+        for f in left {
+            self.resolve(store, f.ticket, f.frees, &f.deltas, f.fut.wait());
+            self.publish(f.ticket);
         }
     }
 

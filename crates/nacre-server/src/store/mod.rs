@@ -16,6 +16,12 @@
 //!   the ticket it must wait for; its reply is sent only once that ticket is durable. Tickets
 //!   are handed out in queue order, and batches commit in queue order, so "durable up to t"
 //!   is one number.
+//! - K6 (resolve in order): on backends whose fence costs nanoseconds, a flush commits the
+//!   staged batches on its own thread (`Db::write_now`) and resolves them there: it drops
+//!   their pending entries, then publishes them durable, all under one lock, and only once
+//!   every commit handed to the engine's committer thread before is resolved; a batch the
+//!   engine cannot commit without waiting goes to the committer, and every later one with
+//!   it, and the completer resolves them in order.
 //! - K5 (versions are never reused): a batch that uses a collection version at or above the
 //!   recorded high-water mark carries a new mark, and batches are queued in ticket order, so
 //!   the mark that survives a crash is above every version that did.

@@ -131,7 +131,7 @@ pub fn open_db(db: Db, databases: usize, recovery: Duration) -> Result<Opened> {
         ns: parking_lot::RwLock::new(ns),
         versions: AtomicU64::new(next_version.max(1)),
         stripes: (0..STRIPES).map(|_| Default::default()).collect(),
-        commits: Commits::new(mark),
+        commits: Commits::new(mark, backend.active.uses_cache_flush()),
         expired_keys: AtomicU64::new(0),
         gc_records: AtomicU64::new(0),
         db,

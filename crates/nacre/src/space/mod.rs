@@ -282,6 +282,11 @@ impl Space {
         std::thread::sleep(pause);
     }
 
+    /// Whether [`Space::throttle`] would make a writer wait now.
+    pub fn would_throttle(&self, free: u64, slow: bool) -> bool {
+        self.sealed.load(Ordering::Acquire) > MAX_SEALED || (slow && free < self.slow_below)
+    }
+
     /// A memtable was sealed: the worker has a merge to do.
     pub fn sealed_one(&self) {
         self.sealed.fetch_add(1, Ordering::AcqRel);
