@@ -3,6 +3,7 @@
 use std::cell::Cell;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Instant;
 
 use crate::shared::{ClientInfo, Shared};
 
@@ -43,6 +44,55 @@ pub struct Client {
     /// Counts not yet added to the server's (commands, hits, misses, errors): added once per
     /// batch of requests rather than per command.
     pub counts: Cell<[u64; 4]>,
+    /// The time commands see, read once per request.
+    pub clock: Clock,
+}
+
+/// The time as a connection's commands see it: the wall clock read once per round of
+/// requests, advanced by the monotonic clock read once per request (as Redis reads the
+/// time once per command), which also times each request for the slow log.
+pub struct Clock {
+    /// Wall-clock milliseconds at `base`.
+    wall_ms: u64,
+    base: Instant,
+    /// When the running request started.
+    mark: Instant,
+}
+
+impl Clock {
+    /// A clock read now.
+    pub fn new() -> Clock {
+        let now = Instant::now();
+        Clock {
+            wall_ms: crate::shared::now_ms(),
+            base: now,
+            mark: now,
+        }
+    }
+
+    /// Reads the wall clock again (once per round of requests).
+    pub fn round(&mut self) {
+        *self = Clock::new();
+    }
+
+    /// Ends the running request and starts the next one: how long it ran, in microseconds.
+    pub fn lap(&mut self) -> u64 {
+        let now = Instant::now();
+        let micros = now.duration_since(self.mark).as_micros() as u64;
+        self.mark = now;
+        micros
+    }
+
+    /// Unix time in milliseconds at the start of the running request.
+    pub fn now_ms(&self) -> u64 {
+        self.wall_ms + self.mark.duration_since(self.base).as_millis() as u64
+    }
+}
+
+impl Default for Clock {
+    fn default() -> Clock {
+        Clock::new()
+    }
 }
 
 impl Client {
@@ -60,6 +110,7 @@ impl Client {
             psubs: Default::default(),
             inbox: None,
             counts: Cell::new([0; 4]),
+            clock: Clock::new(),
         }
     }
 

@@ -329,6 +329,7 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, info: Arc<ClientInfo>
         // Run every whole request buffered, while there is room for replies (N2).
         let mut start = 0;
         let mut stalled = false;
+        client.clock.round();
         let (max_bulk, qlimit, out_limits) = {
             let c = shared.config.read();
             (
@@ -363,15 +364,21 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, info: Arc<ClientInfo>
                 outcome = match outcome {
                     Outcome::After(t, args) => {
                         let _ = shared.store.commits.wait(&shared.store, t.0).await;
+                        client.clock.round();
                         execute(&shared, &mut client, args)
                     }
                     Outcome::AfterCount(args) => {
                         shared.store.wait_counted().await;
+                        client.clock.round();
                         execute(&shared, &mut client, args)
                     }
                     o => break o,
                 };
             };
+            let awaits = !matches!(
+                outcome,
+                Outcome::Reply(..) | Outcome::Many(_) | Outcome::Close(_) | Outcome::Nothing
+            );
             match outcome {
                 Outcome::Reply(r, t) => io.q.push(&r, t.0, client.resp),
                 Outcome::Many(rs) => {
@@ -413,6 +420,9 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, info: Arc<ClientInfo>
                     break 'conn;
                 }
                 Outcome::Nothing | Outcome::After(..) | Outcome::AfterCount(..) => {}
+            }
+            if awaits {
+                client.clock.round();
             }
         }
         io.buf.drain(..start);

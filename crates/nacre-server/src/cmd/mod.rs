@@ -20,12 +20,11 @@ pub mod zsetops;
 pub mod zsets;
 
 use std::sync::atomic::Ordering;
-use std::time::Instant;
 
 use nacre_resp::Reply;
 
 use crate::client::Client;
-use crate::shared::{now_ms, Shared};
+use crate::shared::Shared;
 use crate::store::commits::OOM;
 use crate::store::txn::{Ticket, Txn};
 use crate::store::StoreError;
@@ -156,10 +155,9 @@ pub fn execute(shared: &Shared, client: &mut Client, args: Vec<Vec<u8>>) -> Outc
     if args.is_empty() {
         return Outcome::Nothing;
     }
-    let started = Instant::now();
     client.count(0);
     let out = dispatch(shared, client, &args);
-    let micros = started.elapsed().as_micros() as u64;
+    let micros = client.clock.lap();
     shared.slowlog_add(micros, &args, &client.info);
     if shared.monitors.load(Ordering::Relaxed) > 0 && !client.info.monitor.load(Ordering::Relaxed) {
         feed_monitor(shared, client, &args);
@@ -311,9 +309,9 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
             let exclusive = cmd.local.contains(Local::EXCLUSIVE)
                 || (cmd.local.contains(Local::PATTERNS) && sort::uses_patterns(args));
             let mut txn = if exclusive {
-                Txn::exclusive(&shared.store, &refs, now_ms())
+                Txn::exclusive(&shared.store, &refs, client.clock.now_ms())
             } else {
-                shared.store.txn(&refs, now_ms())
+                shared.store.txn(&refs, client.clock.now_ms())
             };
             if !cmd.flags.contains(Flags::DENYOOM) {
                 txn.mark_frees_space();

@@ -136,7 +136,7 @@ pub fn exec(shared: &Shared, client: &mut Client, _: &[Vec<u8>]) -> Outcome {
         }
     }
     let refs: Vec<(usize, &[u8])> = keys.iter().map(|(d, k)| (*d, k.as_slice())).collect();
-    let now = now_ms();
+    let now = client.clock.now_ms();
     let mut txn = if exclusive {
         Txn::exclusive(&shared.store, &refs, now)
     } else {
