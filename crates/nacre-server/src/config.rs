@@ -92,6 +92,22 @@ pub struct Config {
     /// Output limits per client class (`client-output-buffer-limit`, default
     /// `normal 0 0 0 replica 256mb 64mb 60 pubsub 32mb 8mb 60`).
     pub client_output_buffer_limit: OutputLimits,
+    /// Threads serving clients (`io-threads`; 0, the default: one fewer than the cores, at
+    /// least one, leaving a core to the engine's background work). Fixed at start.
+    pub io_threads: u64,
+}
+
+impl Config {
+    /// The threads that serve clients (see [`Config::io_threads`]).
+    pub fn worker_threads(&self) -> usize {
+        match self.io_threads {
+            0 => std::thread::available_parallelism()
+                .map_or(1, |n| n.get())
+                .saturating_sub(1)
+                .max(1),
+            n => n as usize,
+        }
+    }
 }
 
 /// Who may run a protected command (`enable-debug-command`).
@@ -247,6 +263,7 @@ impl Default for Config {
             notify_keyspace_events: 0,
             enable_debug_command: DebugAccess::No,
             client_output_buffer_limit: OutputLimits::default(),
+            io_threads: 0,
         }
     }
 }
@@ -277,7 +294,7 @@ pub enum ConfigError {
 }
 
 /// Every directive, as `CONFIG GET` names them.
-pub const DIRECTIVES: [&str; 17] = [
+pub const DIRECTIVES: [&str; 18] = [
     "port",
     "bind",
     "dir",
@@ -295,6 +312,7 @@ pub const DIRECTIVES: [&str; 17] = [
     "notify-keyspace-events",
     "enable-debug-command",
     "client-output-buffer-limit",
+    "io-threads",
 ];
 
 /// A memory amount as Redis writes it: digits and an optional unit (`b`, `k` 1000, `kb` 1024,
@@ -436,6 +454,7 @@ impl Config {
                 self.client_query_buffer_limit = memory(one()?, 1 << 20)?
             }
             "databases" => self.databases = number(one()?, 1, i32::MAX as u64)?,
+            "io-threads" => self.io_threads = number(one()?, 1, 128)?,
             "loglevel" => {
                 self.loglevel = LogLevel::parse(one()?).ok_or(
                     "argument(s) must be one of the following: debug, verbose, notice, warning, nothing",
@@ -495,6 +514,7 @@ impl Config {
             "proto-max-bulk-len" => self.proto_max_bulk_len.to_string(),
             "client-query-buffer-limit" => self.client_query_buffer_limit.to_string(),
             "databases" => self.databases.to_string(),
+            "io-threads" => self.worker_threads().to_string(),
             "loglevel" => self.loglevel.name().to_string(),
             "logfile" => self.logfile.clone(),
             "pmem-size" => self.pmem_size.to_string(),

@@ -64,6 +64,7 @@ fn main() -> ExitCode {
         }
     }
     let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(cfg.worker_threads())
         .enable_all()
         .build()
     {

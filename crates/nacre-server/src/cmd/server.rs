@@ -406,7 +406,7 @@ pub fn config(shared: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
                     },
                     "save" => Ok(()),
                     "port" | "bind" | "dir" | "databases" | "pmem-size" | "pmem-backend"
-                    | "disk-dir" | "gi-size-limit" | "logfile" | "appendonly" => {
+                    | "disk-dir" | "gi-size-limit" | "logfile" | "appendonly" | "io-threads" => {
                         Err("can't set immutable config".to_string())
                     }
                     "enable-debug-command" => Err("can't set protected config".to_string()),
