@@ -10,6 +10,9 @@
 //!   inline, Redis's limits and protocol error messages).
 //! - [`error`](mod@error): [`CodecError`].
 
+#![forbid(unsafe_code)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 pub mod encode;
 pub mod error;
 pub mod parse;

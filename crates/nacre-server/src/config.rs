@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use nacre_pmem::Backend;
+use nacre::Backend;
 use nacre_resp::split_args;
 
 /// How much the server logs.

@@ -7,6 +7,9 @@
 //! - [`cmd`]: the command table and the commands, family by family.
 //! - [`conn`], [`server`]: connections (tokio) and the listener.
 
+#![forbid(unsafe_code)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 pub mod bits;
 pub mod client;
 pub mod cmd;

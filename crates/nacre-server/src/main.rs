@@ -2,6 +2,9 @@
 //! every acknowledged write is durable. With no arguments it keeps its data under
 //! `./nacre-data` and listens on 127.0.0.1:6379.
 
+#![forbid(unsafe_code)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 use std::process::ExitCode;
 
 use nacre_server::{Config, LogLevel};

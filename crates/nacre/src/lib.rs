@@ -59,6 +59,7 @@ pub use blob::MAX_VALUE;
 pub use db::{Db, SimHandle, DEFAULT_SUBTABLE};
 pub use error::{Error, FullCause, Result};
 pub use iter::{DbIterator, IterOptions};
+pub use nacre_pmem::{ActiveBackend, Backend, BackendReport};
 pub use options::{limits, CommitMode, DiskFault, Inject, Options, Pipelining, RecoveryMutation};
 pub use recovery::{LostSubtable, RecoveryReport};
 pub use stats::{DiskStats, Stats, SubtableStats};

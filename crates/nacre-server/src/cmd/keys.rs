@@ -411,7 +411,7 @@ fn flush_db(ctx: &mut Ctx, db: usize) -> Result<(), Reply> {
         .ok_or_else(|| err("namespaces exhausted"))?;
     let enc = ns.encode();
     let batch = ctx.txn.raw_batch();
-    if crate::store::MUTATION.load(Ordering::Relaxed) != crate::store::MUTATE_NO_NAMESPACE_RECORD {
+    if !crate::store::mutated(crate::store::MUTATE_NO_NAMESPACE_RECORD) {
         batch.put(&store.subs.sys, crate::store::open::NAMESPACES, enc);
     }
     batch.put(&store.subs.gc, encoding::ns_prefix(old), []);

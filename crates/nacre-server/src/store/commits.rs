@@ -126,9 +126,7 @@ impl Commits {
         let mut q = self.queue.lock();
         if max_version >= q.version_mark {
             q.version_mark = max_version + VERSION_STEP;
-            if super::MUTATION.load(std::sync::atomic::Ordering::Relaxed)
-                != super::MUTATE_NO_VERSION_MARK
-            {
+            if !super::mutated(super::MUTATE_NO_VERSION_MARK) {
                 batch.put(sys, VERSION_MARK, q.version_mark.to_le_bytes());
             }
         }

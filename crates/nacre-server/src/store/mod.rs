@@ -60,15 +60,28 @@ pub enum StoreError {
 /// Shorthand.
 pub type Result<T> = std::result::Result<T, StoreError>;
 
-/// A recovery rule switched off, for the torture test's mutation checks (0: none).
-#[doc(hidden)]
+/// A recovery rule switched off, for the torture test's mutation checks (0: none); only
+/// with the `testing` feature.
+#[cfg(feature = "testing")]
 pub static MUTATION: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
 /// [`MUTATION`]: queue batches without the version mark (K5).
-#[doc(hidden)]
 pub const MUTATE_NO_VERSION_MARK: u8 = 1;
 /// [`MUTATION`]: FLUSHDB without the namespace record.
-#[doc(hidden)]
 pub const MUTATE_NO_NAMESPACE_RECORD: u8 = 2;
+
+/// Whether the torture test switched rule `m` off (never without the `testing` feature).
+#[inline]
+pub(crate) fn mutated(m: u8) -> bool {
+    #[cfg(feature = "testing")]
+    {
+        MUTATION.load(std::sync::atomic::Ordering::Relaxed) == m
+    }
+    #[cfg(not(feature = "testing"))]
+    {
+        let _ = m;
+        false
+    }
+}
 
 /// Stripes of key locks.
 pub const STRIPES: usize = 1024;
