@@ -587,3 +587,27 @@ fn random_draws_reach_every_member_and_spop_empties_a_set() {
     let n: i64 = redis::cmd("EXISTS").arg("s").query(&mut c).unwrap();
     assert_eq!(n, 0);
 }
+
+#[test]
+fn info_memory_reports_dram_apart_from_the_pool() {
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    let value = vec![b'v'; 4000];
+    for i in 0..5000 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("k{i}"))
+            .arg(&value)
+            .query(&mut c)
+            .unwrap();
+    }
+    let mut num = |f: &str| -> u64 { info(&mut c, "memory", f).parse().unwrap() };
+    let rss = num("used_memory_rss");
+    let dram = num("nacre_dram_bytes");
+    let pool = num("nacre_mapped_resident_bytes");
+    let per_key = num("nacre_dram_bytes_per_key");
+    assert!(dram > 0 && dram < rss, "dram {dram} rss {rss}");
+    assert_eq!(dram + pool, rss);
+    // 20 MB of values live in the pool's mapping, not in the heap.
+    assert!(pool > 20_000_000, "pool resident {pool}");
+    assert_eq!(per_key, dram / 5000);
+}

@@ -86,6 +86,29 @@ fn command_docs(c: &Command) -> (Reply, Reply) {
     )
 }
 
+/// The process's resident memory: all of it, and what is not a file's mapping (the heap and
+/// stacks: DRAM the server uses for itself). The rest is mapped files, almost all of it the
+/// pool (a file on tmpfs or on disk), and the binary's code.
+struct Resident {
+    total: u64,
+    anon: u64,
+}
+
+fn resident() -> Resident {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map_or(0, |kb| kb * 1024)
+    };
+    Resident {
+        total: field("VmRSS:"),
+        anon: field("RssAnon:"),
+    }
+}
+
 /// `COMMAND [COUNT|INFO|DOCS|LIST|GETKEYS|HELP]`.
 pub fn command(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
     if args.len() == 1 {
@@ -227,10 +250,18 @@ pub fn info_text(shared: &Shared, sections: &[String]) -> String {
     if want("memory") {
         let used = stats.live_bytes;
         let total = stats.zones * stats.zone_size;
+        let rss = resident();
+        let keys: u64 = (0..store.databases()).map(|d| store.dbsize(d) as u64).sum();
+        let per_key = rss.anon.checked_div(keys).unwrap_or(0);
         out.push_str(&format!(
-            "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nmaxmemory:{total}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:noeviction\r\n\r\n",
+            "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{}\r\nused_memory_rss_human:{}\r\nmaxmemory:{total}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:noeviction\r\nnacre_dram_bytes:{}\r\nnacre_dram_human:{}\r\nnacre_dram_bytes_per_key:{per_key}\r\nnacre_mapped_resident_bytes:{}\r\n\r\n",
             human(used),
-            human(total)
+            rss.total,
+            human(rss.total),
+            human(total),
+            rss.anon,
+            human(rss.anon),
+            rss.total.saturating_sub(rss.anon),
         ));
     }
     if want("persistence") {
