@@ -215,16 +215,34 @@ impl Commits {
     /// engine can without waiting; what it cannot goes to the committer thread and the
     /// completer, in order. The caller holds no stripe lock.
     fn commit_here(&self, store: &Store) {
-        let resolving = self.resolving.lock();
+        // One flush at a time commits; the others do not wait for it: it commits what they
+        // staged too, and looks again once it lets go (what was staged before a flush found
+        // it busy is seen by that look).
+        loop {
+            let Some(resolving) = self.resolving.try_lock() else {
+                return;
+            };
+            self.drain(store);
+            drop(resolving);
+            if !self.any_staged.load(std::sync::atomic::Ordering::Acquire) {
+                return;
+            }
+        }
+    }
+
+    /// The body of [`Commits::commit_here`], under `resolving`: the queue's lock is held only
+    /// to take the staged batches and to pass some to the completer, so commands keep
+    /// staging batches while these commit.
+    fn drain(&self, store: &Store) {
         let mut q = self.queue.lock();
         if q.tx.is_none() || *self.durable.borrow() < q.async_last {
             // Commits handed to the committer are unresolved: later ones follow them.
-            drop(resolving);
             return self.hand_over(store, q);
         }
         let staged = std::mem::take(&mut q.staged);
         self.any_staged
             .store(false, std::sync::atomic::Ordering::Release);
+        drop(q);
         if staged.is_empty() {
             return;
         }
@@ -237,6 +255,7 @@ impl Commits {
         let futs = store.db.write_now(batches);
         let mut done = Vec::with_capacity(meta.len());
         let mut left = Vec::new();
+        let mut q = self.queue.lock();
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
         let mut to_completer = false;
         for ((ticket, frees, keys, deltas), mut fut) in meta.into_iter().zip(futs) {
@@ -277,7 +296,6 @@ impl Commits {
             Self::drop_pending(store, &mut resolved);
             self.publish(last);
         }
-        drop(resolving);
         for f in left {
             self.resolve(store, f.ticket, f.frees, &f.deltas, f.fut.wait());
             self.publish(f.ticket);
