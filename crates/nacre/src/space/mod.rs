@@ -8,11 +8,20 @@
 //!   the Global Index points into it.
 //! - P2: only the relocation of the cleaner may take the last `keep` free zones (deletes may
 //!   take half of them): relocating never waits for the space it is freeing.
-//! - P3: the cleaner moves a zone only while moving some set of candidate zones frees more
-//!   zones than their packed copies take (cleaner.rs, `gains_a_zone`): when live data fills
-//!   the zones, a pass moves nothing, the worker finds no progress and waiting writers get
-//!   `PoolFull` (live data is never rewritten for no gain). Each zone records the largest
-//!   record it held, which bounds what a packed copy leaves unused at a zone's end.
+//! - P3: the cleaner moves a zone only while it belongs to a set of zones of one subtable
+//!   whose relocation frees more zones than their packed copies take (cleaner.rs,
+//!   `gains_a_zone`): copies go to the subtable's own relocation memtable, so zones of
+//!   different subtables never pack together, and the room left in the zone that memtable
+//!   fills counts. When live data fills the zones, a pass moves nothing, the worker finds no
+//!   progress and waiting writers get `PoolFull` (live data is never rewritten for no gain).
+//!   Each zone records the largest record it held, which bounds what a packed copy leaves
+//!   unused at a zone's end.
+//! - P4: the worker tells waiting writers the cleaner made progress only when the zones it
+//!   gave back outnumber those its relocation took since its pass began (a zone freed and
+//!   retaken by a relocation memtable gains a writer nothing). A pass retires at most as
+//!   many zones as the set it began with; one that ends without a gain stops the cleaner
+//!   until what can be freed changes (a merge, versions dropped, a relocation memtable
+//!   closed), so writers get `PoolFull` and live data is not rewritten in a loop.
 //!
 //! Thread safety: `zones` is locked by the background worker and by `stats()`; the flow
 //! control state is a mutex and a condition variable shared by writers and the worker.
@@ -104,6 +113,8 @@ pub(crate) struct Space {
     pub stall_nanos: AtomicU64,
     pub moved_bytes: AtomicU64,
     pub zones_freed: AtomicU64,
+    /// Zones the cleaner's relocation took (P4).
+    pub reloc_zones: AtomicU64,
     pub user_bytes: AtomicU64,
     pub pm_bytes: AtomicU64,
 }
@@ -129,6 +140,7 @@ impl Space {
             stall_nanos: AtomicU64::new(0),
             moved_bytes: AtomicU64::new(0),
             zones_freed: AtomicU64::new(0),
+            reloc_zones: AtomicU64::new(0),
             user_bytes: AtomicU64::new(0),
             pm_bytes: AtomicU64::new(0),
         }
