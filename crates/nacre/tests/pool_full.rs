@@ -39,7 +39,10 @@ fn bounded<T: Send + 'static>(
     let d = db.clone();
     let start = Instant::now();
     std::thread::spawn(move || {
-        let _ = tx.send(f(&d));
+        let r = f(&d);
+        // The database is dropped before the caller hears back: it may reopen it at once.
+        drop(d);
+        let _ = tx.send(r);
     });
     match rx.recv_timeout(STUCK) {
         Ok(r) => (r, start.elapsed()),
