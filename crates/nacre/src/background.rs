@@ -105,12 +105,13 @@ fn step(db: &Engine, retired: &mut Vec<Retired>, stuck: &mut u32, pass: &mut Pas
     }
     // With disk levels, cold data leaves PM by spilling instead of being cleaned in place.
     let mut spilling = false;
-    let mut cleaned = false;
+    let (mut tried, mut cleaned) = (false, false);
     if disk.is_some() {
         let (changed, busy) = crate::spiller::step(db, retired, clean)?;
         progress |= changed;
         spilling = busy;
     } else if clean && !backlog && pass.may_clean() {
+        tried = true;
         match clean_one(db, retired, waiting)? {
             Cleaned::Zone { set } => {
                 pass.retired_one(set);
@@ -123,7 +124,7 @@ fn step(db: &Engine, retired: &mut Vec<Retired>, stuck: &mut u32, pass: &mut Pas
     // Zones taken for copies count against the pass at once; zones retired only once given
     // back (next rounds).
     progress |= pass.account(&db.space, 0);
-    pass.settle(cleaned, retired.len());
+    pass.settle(tried, cleaned, retired.len());
     tracing::trace!(
         free,
         waiting,
@@ -137,13 +138,15 @@ fn step(db: &Engine, retired: &mut Vec<Retired>, stuck: &mut u32, pass: &mut Pas
         .iter()
         .any(|s| !s.inner.view.load().immutables.is_empty());
     // A pass under way (it retired a zone this round) may still gain one: not full yet.
-    if waiting
-        && !progress
-        && !pending
-        && !spilling
-        && !cleaned
-        && (backlog || !(seal_one(db) || close_reloc(db)))
-    {
+    let idle = waiting && !progress && !pending && !spilling && !cleaned;
+    // A memtable sealed (its merge will free space) or a relocation memtable closed (its
+    // zones may now be moved): what can be freed changed, so a spent pass gives way to a
+    // new one (P4).
+    let acted = idle && !backlog && (seal_one(db) || close_reloc(db));
+    if acted {
+        pass.changed();
+    }
+    if idle && !acted {
         // Zones retired but held by long-lived readers (iterators, views) count as used.
         *stuck += 1;
         let held = retired.len() + db.blobs.retired_count();

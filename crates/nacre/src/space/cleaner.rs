@@ -240,8 +240,9 @@ impl Pass {
         false
     }
 
-    /// What can be freed changed (a merge, versions dropped): a new pass may begin. What
-    /// this one owes (zones taken, or retired and not given back yet) carries over.
+    /// What can be freed changed (a merge, versions dropped, a memtable sealed or a
+    /// relocation memtable closed): a new pass may begin. What this one owes (zones taken,
+    /// or retired and not given back yet) carries over.
     pub fn changed(&mut self) {
         self.retired = 0;
         self.budget = 0;
@@ -261,11 +262,16 @@ impl Pass {
         self.retired += 1;
     }
 
-    /// The end of a round in which the cleaner retired nothing (`cleaned` false) with
-    /// `owed` retired zones not yet given back: a pass that retired zones, got all of them
-    /// back and gained nothing is spent.
-    pub fn settle(&mut self, cleaned: bool, owed: usize) {
-        if !cleaned && owed == 0 && self.retired > 0 && self.net <= 0 {
+    /// The end of a round, with `owed` retired zones not yet given back; `tried`: the
+    /// cleaner looked for a zone to retire, `cleaned`: it retired one. A pass that retired
+    /// zones, got all of them back and gained nothing is spent once it can retire no more:
+    /// its budget is used up, or the cleaner looked and found no zone of a gaining set. A
+    /// round in which the cleaner did not look (free zones enough and no writer waiting, or
+    /// retired zones held by readers) leaves the pass open: the rest of its set is still to
+    /// be moved, and only then does it gain a zone.
+    pub fn settle(&mut self, tried: bool, cleaned: bool, owed: usize) {
+        let done = self.retired >= self.budget || tried && !cleaned;
+        if done && !cleaned && owed == 0 && self.retired > 0 && self.net <= 0 {
             tracing::debug!(
                 retired = self.retired,
                 net = self.net,

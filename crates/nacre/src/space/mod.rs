@@ -19,9 +19,11 @@
 //! - P4: the worker tells waiting writers the cleaner made progress only when the zones it
 //!   gave back outnumber those its relocation took since its pass began (a zone freed and
 //!   retaken by a relocation memtable gains a writer nothing). A pass retires at most as
-//!   many zones as the set it began with; one that ends without a gain stops the cleaner
-//!   until what can be freed changes (a merge, versions dropped, a relocation memtable
-//!   closed), so writers get `PoolFull` and live data is not rewritten in a loop.
+//!   many zones as the set it began with; one that can retire no more (its set moved, or
+//!   no set that gains a zone left) and got its zones back without a gain stops the
+//!   cleaner until what can be freed changes (a merge, versions dropped, a relocation
+//!   memtable closed), so writers get `PoolFull` and live data is not rewritten in a loop.
+//!   A round in which the cleaner is not asked to clean leaves its pass open.
 //! - F1: a `PoolFull` verdict binds only writers that found no room since the worker's
 //!   last progress; a writer still to try the space that progress made tries it first.
 //! - F2: the worker gives the verdict only while no more zones are free than the fewest
