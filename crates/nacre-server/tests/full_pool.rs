@@ -31,7 +31,6 @@ fn is_oom(e: &redis::RedisError) -> bool {
 }
 
 #[test]
-#[ignore = "on a 64 MiB pool of 4 MiB zones the zone cleaner can livelock (reports zones freed that gain writers nothing)"]
 fn a_full_pool_refuses_what_adds_data_and_takes_what_frees_it() {
     let mut s = Server::start(&["--pmem-size", "64mb"]);
     let mut c = s.conn();

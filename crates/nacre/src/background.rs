@@ -20,7 +20,9 @@ use crate::error::{FullCause, Result};
 use crate::gi::{apply, Version};
 use crate::index::MemIndex;
 use crate::record::{read_record_meta, Kind};
-use crate::space::cleaner::{clean_one, register_zones, retire_blobs, Cleaned, Retired};
+use crate::space::cleaner::{
+    clean_one, register_zones, retire_blobs, worth_closing, Cleaned, Pass, Retired,
+};
 use crate::space::Space;
 use crate::subtable::Subtable;
 use crate::view::Sealed;
@@ -29,10 +31,11 @@ use crate::view::Sealed;
 pub(crate) fn run(db: Arc<Engine>) {
     let mut retired: Vec<Retired> = Vec::new();
     let mut stuck = 0u32;
+    let mut pass = Pass::new(&db.space);
     while !db.stopping() {
         let step = std::panic::catch_unwind(AssertUnwindSafe(|| {
             let _round = db.pause.lock();
-            step(&db, &mut retired, &mut stuck)
+            step(&db, &mut retired, &mut stuck, &mut pass)
         }));
         let why = match step {
             Ok(Ok(true)) => continue,
@@ -56,8 +59,8 @@ const HELD_ROUNDS: u32 = 5;
 const RETIRED_BACKLOG: usize = 4;
 
 /// One round of work; whether anything changed. `stuck` counts the rounds in a row in which
-/// writers waited and nothing could be done.
-fn step(db: &Engine, retired: &mut Vec<Retired>, stuck: &mut u32) -> Result<bool> {
+/// writers waited and nothing could be done; `pass` is the cleaner's (P4).
+fn step(db: &Engine, retired: &mut Vec<Retired>, stuck: &mut u32, pass: &mut Pass) -> Result<bool> {
     db.inject_background_fault();
     let subs = db.all_subtables();
     let free = db.store.zones.free_zones();
@@ -80,12 +83,17 @@ fn step(db: &Engine, retired: &mut Vec<Retired>, stuck: &mut u32) -> Result<bool
             (v.active.clone(), v.immutables.clone())
         });
     }
+    // Something waiting writers can use (P4): a merge, versions dropped, zones gained.
     let mut progress = false;
     for sub in &subs {
         progress |= merge_ready(db, sub)?;
         progress |= revisit(db, sub)?;
     }
-    progress |= free_retired(db, retired)?;
+    if progress {
+        pass.changed();
+    }
+    let freed = free_retired(db, retired)?;
+    progress |= pass.account(&db.space, freed);
     // Retired zones readers still hold are not free yet; cleaning more would only spend the
     // free zones on copies.
     let backlog = retired.len() >= RETIRED_BACKLOG;
@@ -97,17 +105,26 @@ fn step(db: &Engine, retired: &mut Vec<Retired>, stuck: &mut u32) -> Result<bool
     }
     // With disk levels, cold data leaves PM by spilling instead of being cleaned in place.
     let mut spilling = false;
+    let (mut tried, mut cleaned) = (false, false);
     if disk.is_some() {
         let (changed, busy) = crate::spiller::step(db, retired, clean)?;
         progress |= changed;
         spilling = busy;
-    } else if clean && !backlog {
+    } else if clean && !backlog && pass.may_clean() {
+        tried = true;
         match clean_one(db, retired, waiting)? {
-            Cleaned::Zone => progress = true,
+            Cleaned::Zone { set } => {
+                pass.retired_one(set);
+                cleaned = true;
+            }
             Cleaned::Nothing => {}
             Cleaned::NoRoom(w) => why = w,
         }
     }
+    // Zones taken for copies count against the pass at once; zones retired only once given
+    // back (next rounds).
+    progress |= pass.account(&db.space, 0);
+    pass.settle(tried, cleaned, retired.len());
     tracing::trace!(
         free,
         waiting,
@@ -120,12 +137,16 @@ fn step(db: &Engine, retired: &mut Vec<Retired>, stuck: &mut u32) -> Result<bool
     let pending = subs
         .iter()
         .any(|s| !s.inner.view.load().immutables.is_empty());
-    if waiting
-        && !progress
-        && !pending
-        && !spilling
-        && (backlog || !(seal_one(db) || close_reloc(db)))
-    {
+    // A pass under way (it retired a zone this round) may still gain one: not full yet.
+    let idle = waiting && !progress && !pending && !spilling && !cleaned;
+    // A memtable sealed (its merge will free space) or a relocation memtable closed (its
+    // zones may now be moved): what can be freed changed, so a spent pass gives way to a
+    // new one (P4).
+    let acted = idle && !backlog && (seal_one(db) || close_reloc(db));
+    if acted {
+        pass.changed();
+    }
+    if idle && !acted {
         // Zones retired but held by long-lived readers (iterators, views) count as used.
         *stuck += 1;
         let held = retired.len() + db.blobs.retired_count();
@@ -143,7 +164,7 @@ fn step(db: &Engine, retired: &mut Vec<Retired>, stuck: &mut u32) -> Result<bool
     if progress {
         db.space.progressed();
     }
-    Ok(progress)
+    Ok(progress || cleaned || freed > 0)
 }
 
 /// Merges the oldest sealed memtable of `sub` once every group that wrote into it has
@@ -251,14 +272,14 @@ fn revisit(db: &Engine, sub: &Subtable) -> Result<bool> {
 }
 
 /// Gives back retired zones no ticket can reach any more (V3), and memtables left without
-/// zones (S2).
-fn free_retired(db: &Engine, retired: &mut Vec<Retired>) -> Result<bool> {
+/// zones (S2). How many zones it gave back.
+fn free_retired(db: &Engine, retired: &mut Vec<Retired>) -> Result<u64> {
     let oldest = db.tickets.oldest().map_or(u64::MAX, |(id, _)| id);
     let blob_zones = db.blobs.free_retired(&db.store, oldest)?;
     db.space
         .zones_freed
         .fetch_add(blob_zones, Ordering::Relaxed);
-    let mut freed = blob_zones > 0;
+    let mut freed = blob_zones;
     let mut i = 0;
     while i < retired.len() {
         if retired[i].ticket > oldest {
@@ -268,9 +289,9 @@ fn free_retired(db: &Engine, retired: &mut Vec<Retired>) -> Result<bool> {
         let r = retired.swap_remove(i);
         r.mem.reclaim_slot(&db.store, r.slot)?;
         db.space.zones_freed.fetch_add(1, Ordering::Relaxed);
-        freed = true;
+        freed += 1;
     }
-    if freed {
+    if freed > 0 {
         for sub in db.all_subtables() {
             let active = sub.inner.view.load().active.as_ref().map(|a| a.mem.clone());
             let empty: Vec<_> = {
@@ -290,27 +311,34 @@ fn free_retired(db: &Engine, retired: &mut Vec<Retired>) -> Result<bool> {
     Ok(freed)
 }
 
-/// Stops appending to every relocation memtable that holds records, so the cleaner may pick
-/// its zones (it never picks the one being written); the next relocation starts a new one.
-/// Whether one was closed.
+/// Stops appending to a relocation memtable that holds records when the cleaner could
+/// gain a zone only by moving its zones (it never picks the one being written;
+/// [`worth_closing`]); the next relocation of its subtable starts a new one. Closing one
+/// whose zones gain nothing would only leave its zone's room unused. Whether one was closed.
 fn close_reloc(db: &Engine) -> bool {
-    let mut closed = false;
     for sub in db.all_subtables() {
+        if !worth_closing(db, sub.id()) {
+            continue;
+        }
         let mut st = sub.inner.lock();
         if st.reloc.as_ref().is_some_and(|m| m.committed() > 0) {
             st.reloc = None;
-            closed = true;
+            return true;
         }
     }
-    closed
+    false
 }
 
-/// Seals the active memtable that holds the most, so that its superseded versions become
-/// reclaimable once it is merged. Whether one was sealed.
+/// Seals an active memtable whose merge can free space: the one that holds the most among
+/// those whose merge makes at least two zones' worth of bytes dead, or drops a blob
+/// ([`dead_after_merge`]). With disk levels, the one that holds the most (a merged Global
+/// Index spills to disk). Sealing a memtable whose merge frees nothing would only cost a
+/// zone: its zone joins the Global Index, and the subtable's next write needs another.
+/// Whether one was sealed.
 fn seal_one(db: &Engine) -> bool {
-    let mut subs: Vec<(u64, u32)> = db
+    let mut subs: Vec<(u64, Subtable)> = db
         .all_subtables()
-        .iter()
+        .into_iter()
         .map(|s| {
             let used = s
                 .inner
@@ -319,10 +347,54 @@ fn seal_one(db: &Engine) -> bool {
                 .active
                 .as_ref()
                 .map_or(0, |a| a.mem.committed());
-            (used, s.id())
+            (used, s)
         })
         .filter(|(used, _)| *used > 0)
         .collect();
-    subs.sort_unstable();
-    subs.iter().rev().any(|(_, id)| db.seal(*id))
+    subs.sort_unstable_by_key(|(used, s)| (*used, s.id()));
+    let enough = 2 * db.store.zone_size;
+    subs.iter().rev().any(|(_, s)| {
+        let frees = db.disk.is_some()
+            || dead_after_merge(db, s, enough)
+                .is_ok_and(|(dead, blobs)| dead >= enough || blobs > 0);
+        frees && db.seal(s.id())
+    })
+}
+
+/// What merging `sub`'s active memtable into its Global Index would make dead, counted
+/// until `enough` bytes: record bytes of the versions it supersedes (older versions of its
+/// keys, in it or in the Global Index), and how many of those versions name blobs. An upper
+/// bound: versions readers still need are counted too.
+fn dead_after_merge(db: &Engine, sub: &Subtable, enough: u64) -> Result<(u64, u64)> {
+    let view = sub.inner.view.load_full();
+    let Some(active) = view.active.as_ref() else {
+        return Ok((0, 0));
+    };
+    let (mut dead, mut blobs) = (0u64, 0u64);
+    let mut key: Vec<u8> = Vec::new();
+    let mut after: Vec<u8> = Vec::new();
+    let mut found: Vec<(u64, PmOffset)> = Vec::new();
+    let mut started = false;
+    while dead < enough
+        && blobs == 0
+        && active
+            .index
+            .next_key_into(started.then_some(after.as_slice()), &mut key, &mut found)
+    {
+        started = true;
+        // Versions newest first: all but the first are superseded.
+        for &(_, at) in found.iter().skip(1) {
+            let (size, kind) = read_record_meta(&db.store.pool, at)?;
+            dead += u64::from(size);
+            blobs += u64::from(kind == Kind::Blob);
+        }
+        if let Some(e) = view.gi.entry(&key) {
+            for v in e.value().versions().iter() {
+                dead += u64::from(v.size);
+                blobs += u64::from(v.blob);
+            }
+        }
+        std::mem::swap(&mut after, &mut key);
+    }
+    Ok((dead, blobs))
 }

@@ -198,26 +198,27 @@ fn a_batch_larger_than_the_pool_fails_promptly_and_leaves_nothing_behind() {
     assert_eq!(db.stats().zones_free, free, "no zone taken");
     assert_eq!(db.get(&subs[0], key(2, 0)).expect("get"), None);
     assert_eq!(db.get(&subs[0], "kept").expect("get"), Some(b"v".to_vec()));
-    // A batch the pool can hold, but not beside what it holds now: it waits for room, and
-    // commits once a delete makes some.
+    // A batch the pool can hold, but not beside what it holds now: PoolFull promptly (live
+    // data fills the pool), and it commits once a delete makes room.
     let (batch, n) = big_batch(&subs, 3, 12 << 20);
     db.write(batch).expect("12 MiB");
     let (batch, m) = big_batch(&subs, 4, 18 << 20);
-    std::thread::scope(|s| {
-        let waiting = s.spawn(|| {
-            let t = Instant::now();
-            db.write(batch).expect("committed once there was room");
-            t.elapsed()
-        });
-        std::thread::sleep(Duration::from_millis(300));
-        let mut del = WriteBatch::new();
-        for i in 0..n {
-            del.delete(&subs[(i % 2) as usize], key(3, i));
-        }
-        db.write(del).expect("delete the first batch");
-        let took = waiting.join().expect("writer");
-        eprintln!("an 18 MiB batch waited {took:?} for room");
-    });
+    let t = Instant::now();
+    let e = db
+        .write(batch.clone())
+        .expect_err("no room beside the 12 MiB");
+    assert!(matches!(e, Error::PoolFull { .. }), "{e}");
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "failed after {:?}",
+        t.elapsed()
+    );
+    let mut del = WriteBatch::new();
+    for i in 0..n {
+        del.delete(&subs[(i % 2) as usize], key(3, i));
+    }
+    db.write(del).expect("delete the first batch");
+    db.write(batch).expect("committed once there was room");
     assert_eq!(db.get(&subs[0], key(3, 0)).expect("get"), None);
     check_batch(&db, &subs, 4, m);
     db.check().expect("check");

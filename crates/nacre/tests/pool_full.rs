@@ -39,7 +39,10 @@ fn bounded<T: Send + 'static>(
     let d = db.clone();
     let start = Instant::now();
     std::thread::spawn(move || {
-        let _ = tx.send(f(&d));
+        let r = f(&d);
+        // The database is dropped before the caller hears back: it may reopen it at once.
+        drop(d);
+        let _ = tx.send(r);
     });
     match rx.recv_timeout(STUCK) {
         Ok(r) => (r, start.elapsed()),
@@ -286,4 +289,158 @@ fn a_full_pool_takes_writes_marked_to_free_space_and_is_writable_after_them() {
         Ok::<_, Error>(())
     });
     r.unwrap_or_else(|e| panic!("puts after the deletes: {e}: {:#?}", db.stats()));
+}
+
+/// The subtables a server keeps (nacre-server's store): strings' values in `meta`, small
+/// records in the others.
+const SERVER_SUBTABLES: [&str; 5] = ["meta", "sub", "expire", "gc", "sys"];
+
+/// Writes as a server does for SETs of 10 KB values from key `from` on, one batch per SET,
+/// until one fails: the value in `meta`, now and then an expiry entry in `expire` and a
+/// version mark in `sys`. Returns how many fit and the error.
+fn fill_like_a_server(db: &Arc<Db>, from: u64, limit: u64) -> (u64, Error) {
+    let (r, took) = bounded(db, "filling the pool", move |db| {
+        let meta = db.subtable("meta").expect("subtable");
+        let expire = db.subtable("expire").expect("subtable");
+        let sys = db.subtable("sys").expect("subtable");
+        let mut n = 0u64;
+        loop {
+            let i = from + n;
+            let mut b = WriteBatch::new();
+            b.put(&meta, format!("\0\0\0\x01k{i:08}"), value(i, 10_000));
+            if i % 16 == 0 {
+                b.put(&expire, format!("{i:016}k{i:08}"), []);
+            }
+            if i % 64 == 0 {
+                b.put(&sys, "version-mark", i.to_le_bytes());
+            }
+            match db.write(b) {
+                Ok(()) => n += 1,
+                Err(e) => return (n, e),
+            }
+            assert!(n < limit, "{n} writes and still not full");
+        }
+    });
+    let s = db.stats();
+    eprintln!(
+        "{} writes fit in {took:?}, then: {}; the cleaner freed {} zones and moved {} bytes, \
+         {} zones free",
+        r.0, r.1, s.cleaner_zones_freed, s.cleaner_moved_bytes, s.zones_free
+    );
+    r
+}
+
+/// What the cleaner did between `before` and `after`: zones freed and bytes moved.
+fn cleaned(before: &Stats, after: &Stats) -> (u64, u64) {
+    (
+        after.cleaner_zones_freed - before.cleaner_zones_freed,
+        after.cleaner_moved_bytes - before.cleaner_moved_bytes,
+    )
+}
+
+/// The cleaner's work between `before` and `after` stays within `zones` zones freed and
+/// `bytes` moved: it does not spin relocating data that gains a writer nothing.
+fn assert_cleaned_at_most(before: &Stats, after: &Stats, zones: u64, bytes: u64, what: &str) {
+    let (z, b) = cleaned(before, after);
+    eprintln!("{what}: the cleaner freed {z} zones and moved {b} bytes");
+    assert!(
+        z <= zones && b <= bytes,
+        "{what}: the cleaner freed {z} zones (at most {zones} expected) and moved {b} bytes \
+         (at most {bytes}): {after:#?}"
+    );
+}
+
+#[test]
+fn a_full_pool_of_server_subtables_frees_only_zones_writers_can_use() {
+    // The server's layout on a 64 MiB pool with the default 4 MiB zones (15 zones, 3 kept
+    // for the cleaner): 10 KB values until the pool is full, a FLUSHALL (a small write to
+    // `sys` marked as freeing space), deletes, a restart, and a refill.
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("p");
+    let open = || {
+        let mut o = Options::new(&path).backend(Backend::Emulated);
+        o.pool_size = 64 << 20;
+        o.recovery_threads = 2;
+        let db = Arc::new(Db::open(o).expect("open"));
+        for s in SERVER_SUBTABLES {
+            db.subtable(s).expect("subtable");
+        }
+        db
+    };
+    let db = open();
+    let s0 = db.stats();
+    let zones = s0.zones;
+    let (n, e) = fill_like_a_server(&db, 0, 100_000);
+    let s1 = db.stats();
+    assert_pool_full(&e, &s1);
+    assert!(n > 4000, "only {n} writes fit: {s1:#?}");
+    // Filling a pool with live data leaves the cleaner little to do.
+    assert_cleaned_at_most(&s0, &s1, zones, 64 << 20, "filling");
+    // The pool stays full, and says so at once.
+    let (r, took) = bounded(&db, "a write into the full pool", |db| {
+        let meta = db.subtable("meta").expect("subtable");
+        db.put(&meta, "one more", value(0, 10_000))
+    });
+    let s2 = db.stats();
+    assert_pool_full(&r.expect_err("the pool is full"), &s2);
+    assert!(took < Duration::from_secs(2), "PoolFull took {took:?}");
+    assert_cleaned_at_most(&s1, &s2, 2, 4 << 20, "a write into the full pool");
+    // A FLUSHALL: a small write marked as freeing space, in `sys` and `gc`.
+    let flushall = |db: &Arc<Db>, gen: u32| {
+        bounded(db, "a write marked as freeing space", move |db| {
+            let sys = db.subtable("sys").expect("subtable");
+            let gc = db.subtable("gc").expect("subtable");
+            let mut b = WriteBatch::new();
+            b.put(&sys, "namespaces", gen.to_le_bytes());
+            b.put(&gc, 1u32.to_be_bytes(), []);
+            b.mark_frees_space();
+            db.write(b)
+        })
+    };
+    let (r, took) = flushall(&db, 2);
+    let s3 = db.stats();
+    r.unwrap_or_else(|e| panic!("the freeing write failed after {took:?}: {e}: {s3:#?}"));
+    assert_cleaned_at_most(&s2, &s3, 2, 4 << 20, "a write marked as freeing space");
+    // A DEL, then a restart.
+    let (r, _) = bounded(&db, "a delete", |db| {
+        let meta = db.subtable("meta").expect("subtable");
+        db.delete(&meta, format!("\0\0\0\x01k{:08}", 1))
+    });
+    r.unwrap_or_else(|e| panic!("a delete in a full pool: {e}: {:#?}", db.stats()));
+    drop(db);
+    let db = open();
+    let s4 = db.stats();
+    let (r, took) = flushall(&db, 3);
+    let s5 = db.stats();
+    r.unwrap_or_else(|e| panic!("the freeing write failed after {took:?}: {e}: {s5:#?}"));
+    assert_cleaned_at_most(&s4, &s5, 2, 4 << 20, "a freeing write after a restart");
+    // What the FLUSHALL dropped is deleted in the background, in batches marked as freeing
+    // space; then the pool takes as much again.
+    let ((), took) = bounded(&db, "deleting every key", move |db| {
+        let meta = db.subtable("meta").expect("subtable");
+        for chunk in (0..n).collect::<Vec<_>>().chunks(100) {
+            let mut b = WriteBatch::new();
+            for i in chunk {
+                b.delete(&meta, format!("\0\0\0\x01k{i:08}"));
+            }
+            b.mark_frees_space();
+            db.write(b).expect("delete");
+        }
+    });
+    eprintln!("deleted {n} keys in {took:?}");
+    let s6 = db.stats();
+    let (again, e) = fill_like_a_server(&db, n, 100_000);
+    let s7 = db.stats();
+    assert_pool_full(&e, &s7);
+    assert!(
+        again > n * 3 / 4,
+        "{again} writes fit after the deletes, {n} before"
+    );
+    // Emptied zones are given back; live data is moved only to pack the few zones that still
+    // held some: never the pool many times over.
+    assert_cleaned_at_most(&s5, &s7, 3 * zones, 64 << 20, "deleting and refilling");
+    assert!(
+        s7.cleaner_zones_freed - s6.cleaner_zones_freed <= 2 * zones,
+        "refilling: {s7:#?}"
+    );
 }

@@ -9,7 +9,7 @@
 //! released after the mark. A crash in between leaves a record and its copy, same key and
 //! sequence: recovery keeps one (and counts the other as a ghost, GI2).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -43,13 +43,15 @@ fn worth_moving(info: &ZoneInfo, zs: u64, urgent: bool) -> bool {
     dead >= floor.max(2 * (u64::from(info.max_record) + ITEM_HEADER as u64))
 }
 
-/// Whether relocating some of `candidates` (live bytes, largest record) frees at least one
-/// zone more than the copies take. The `k` emptiest zones' records, packed into zones that
-/// each may leave one record and two item headers per victim unused, need
-/// `ceil((live + 2k headers) / (zone - largest record - header))` zones; one `k` must need
-/// fewer than `k - 1`. Without such a set, cleaning would only rewrite live data (wear)
-/// without giving a writer a zone.
-fn gains_a_zone(mut candidates: Vec<(u64, u32)>, zs: u64) -> bool {
+/// The fewest of a subtable's `candidates` (live bytes, largest record), emptiest first, whose
+/// relocation frees at least one zone more than their copies take; `None` if no number
+/// does. Copies go to the subtable's own relocation memtable: first into the `room` bytes
+/// left in the zone it is filling, then into new zones. The `k` emptiest zones' records,
+/// packed into zones that each may leave one record and two item headers per victim unused,
+/// need `ceil((live + 2k headers - usable room) / (zone - largest record - header))` new
+/// zones; that must be fewer than `k`. Without such a set, cleaning would only rewrite live
+/// data (wear) without giving a writer a zone.
+fn gains_a_zone(mut candidates: Vec<(u64, u32)>, room: u64, zs: u64) -> Option<u64> {
     let header = ITEM_HEADER as u64;
     candidates.sort_unstable_by_key(|c| c.0);
     let (mut live, mut largest) = (0u64, 0u64);
@@ -59,83 +61,241 @@ fn gains_a_zone(mut candidates: Vec<(u64, u32)>, zs: u64) -> bool {
         largest = largest.max(u64::from(r));
         let per = zs.saturating_sub(largest + header);
         if per == 0 {
-            return false;
+            return None;
         }
-        if (live + 2 * k * header).div_ceil(per) < k {
-            return true;
+        let usable = room.saturating_sub(largest + header);
+        if (live + 2 * k * header).saturating_sub(usable).div_ceil(per) < k {
+            return Some(k);
         }
     }
-    false
+    None
 }
 
-/// Picks the zone with the best benefit/cost: `(1 - u) * age / (1 + u)`, `u` its live
-/// fraction, among the zones worth moving ([`worth_moving`]). Zones of a relocation memtable
-/// still being written and zones holding damaged records are skipped. Nothing is picked
-/// unless moving some of the candidates gains a zone ([`gains_a_zone`]): a pass that cannot
-/// free a zone a writer can use moves nothing.
-fn pick(db: &Engine, urgent: bool) -> Option<Victim> {
-    let writing: Vec<Arc<Memtable>> = db
-        .all_subtables()
+/// A zone the cleaner may move: (zone, live bytes, largest record, score, victim).
+type Candidate = (u64, u64, u32, f64, Victim);
+
+/// Each subtable's relocation memtable being written, and the room left in its zone.
+fn relocating(db: &Engine) -> HashMap<u32, (Arc<Memtable>, u64)> {
+    let zs = db.store.zone_size;
+    db.all_subtables()
         .iter()
-        .filter_map(|s| s.inner.lock().reloc.clone())
-        .collect();
+        .filter_map(|s| {
+            let m = s.inner.lock().reloc.clone()?;
+            let room = m.room_left(zs);
+            Some((s.id(), (m, room)))
+        })
+        .collect()
+}
+
+/// The zones worth moving ([`worth_moving`]) by subtable, but for zones holding damaged
+/// records and zones of the relocation memtables in `writing`.
+fn candidates(
+    db: &Engine,
+    urgent: bool,
+    writing: &HashMap<u32, (Arc<Memtable>, u64)>,
+) -> HashMap<u32, Vec<Candidate>> {
     let zs = db.store.zone_size;
     let now = db.visible.load(Ordering::Acquire);
     let damaged = db.space.damaged.lock().clone();
     let zones = db.space.zones.lock();
-    let mut best: Option<(f64, Victim)> = None;
-    let mut candidates: Vec<(u64, u32)> = Vec::new();
+    let mut by_sub: HashMap<u32, Vec<Candidate>> = HashMap::new();
     for (&z, info) in zones.iter() {
-        if writing.iter().any(|m| Arc::ptr_eq(m, &info.mem))
+        if writing
+            .get(&info.sub)
+            .is_some_and(|(m, _)| Arc::ptr_eq(m, &info.mem))
             || damaged.contains(&z)
             || !worth_moving(info, zs, urgent)
         {
             continue;
         }
-        candidates.push((info.live, info.max_record));
         let u = info.live as f64 / zs as f64;
         let age = (now.saturating_sub(info.stamp) + 1) as f64;
         let score = (1.0 - u) * age / (1.0 + u);
-        if best.as_ref().is_none_or(|(b, _)| score > *b) {
-            best = Some((score, (z, info.sub, info.mem.clone(), info.slot)));
-        }
+        let victim = (z, info.sub, info.mem.clone(), info.slot);
+        by_sub
+            .entry(info.sub)
+            .or_default()
+            .push((z, info.live, info.max_record, score, victim));
     }
-    let gains = gains_a_zone(candidates, zs);
-    tracing::trace!(gains, victim = ?best.as_ref().map(|(_, v)| v.0), "cleaner pick");
-    if !gains {
-        return None;
-    }
-    best.map(|(_, v)| v)
+    by_sub
 }
 
-/// Adds the zones of `mem` not yet accounted (P1).
-pub(crate) fn register_zones(space: &Space, sub: u32, mem: &Arc<Memtable>, stamp: u64) {
+/// The set of `cands` that gains a zone with `room` bytes left in the zone relocation fills
+/// ([`gains_a_zone`]): the emptiest zones, as many as it takes.
+fn gaining_set(mut cands: Vec<Candidate>, room: u64, zs: u64) -> Vec<Candidate> {
+    let sizes = cands.iter().map(|c| (c.1, c.2)).collect();
+    let Some(k) = gains_a_zone(sizes, room, zs) else {
+        return Vec::new();
+    };
+    cands.sort_unstable_by_key(|c| (c.1, c.0));
+    cands.truncate(k as usize);
+    cands
+}
+
+/// Picks the zone to move and how many zones the set it belongs to has (the pass that
+/// gains a zone retires at most that many, P4). Relocation packs a subtable's records into
+/// its own relocation memtable, so a zone is gained per subtable: only a zone of a set of
+/// one subtable's emptiest zones that gains one ([`gaining_set`]) may be picked; among
+/// those, the one with the best benefit/cost, `(1 - u) * age / (1 + u)`, `u` its live
+/// fraction (LFS). A pass that cannot free a zone a writer can use moves nothing.
+fn pick(db: &Engine, urgent: bool) -> Option<(Victim, u64)> {
+    let zs = db.store.zone_size;
+    let writing = relocating(db);
+    let mut best: Option<(f64, Victim, u64)> = None;
+    for (sub, cands) in candidates(db, urgent, &writing) {
+        let room = writing.get(&sub).map_or(0, |(_, r)| *r);
+        let set = gaining_set(cands, room, zs);
+        let k = set.len() as u64;
+        for (_, _, _, score, victim) in set {
+            if best.as_ref().is_none_or(|(b, _, _)| score > *b) {
+                best = Some((score, victim, k));
+            }
+        }
+    }
+    tracing::trace!(victim = ?best.as_ref().map(|(_, v, k)| (v.0, *k)), "cleaner pick");
+    best.map(|(_, v, k)| (v, k))
+}
+
+/// Whether the cleaner could gain a zone of subtable `sub` if its relocation memtable were
+/// closed (its zones become candidates; copies start a new zone), and not otherwise: the
+/// memtable's zones belong to every set that gains one.
+pub(crate) fn worth_closing(db: &Engine, sub: u32) -> bool {
+    let zs = db.store.zone_size;
+    let writing = relocating(db);
+    let Some((open, room)) = writing.get(&sub) else {
+        return false;
+    };
+    let mut others = writing.clone();
+    others.remove(&sub);
+    let cands = candidates(db, true, &others)
+        .remove(&sub)
+        .unwrap_or_default();
+    let without: Vec<Candidate> = cands
+        .iter()
+        .filter(|c| !Arc::ptr_eq(&c.4 .2, open))
+        .cloned()
+        .collect();
+    gaining_set(without, *room, zs).is_empty() && !gaining_set(cands, 0, zs).is_empty()
+}
+
+/// Adds the zones of `mem` not yet accounted (P1); how many it added.
+pub(crate) fn register_zones(space: &Space, sub: u32, mem: &Arc<Memtable>, stamp: u64) -> u64 {
     let mut zones = space.zones.lock();
+    let mut added = 0;
     for (slot, z) in mem.zones() {
-        zones.entry(z.0).or_insert_with(|| ZoneInfo {
-            sub,
-            mem: mem.clone(),
-            slot,
-            live: 0,
-            max_record: 0,
-            stamp,
+        zones.entry(z.0).or_insert_with(|| {
+            added += 1;
+            ZoneInfo {
+                sub,
+                mem: mem.clone(),
+                slot,
+                live: 0,
+                max_record: 0,
+                stamp,
+            }
         });
+    }
+    added
+}
+
+/// The cleaner's pass (P4): the zones it retired, gave back and took for its copies since
+/// it began. A pass ends when the zones given back outnumber the zones taken (a zone gained:
+/// waiting writers are told) or when it can retire no more and every zone it retired is
+/// back without a gain (spent: no more cleaning until what can be freed changes).
+pub(crate) struct Pass {
+    /// Zones retired in this pass.
+    retired: u64,
+    /// The most zones the pass may retire: the size of the set that gained a zone when it
+    /// began.
+    budget: u64,
+    /// Zones given back minus zones relocation took, since the pass began.
+    net: i64,
+    /// `Space::reloc_zones` last accounted.
+    taken_seen: u64,
+    /// The pass ended without a gain.
+    spent: bool,
+}
+
+impl Pass {
+    pub fn new(space: &Space) -> Pass {
+        Pass {
+            retired: 0,
+            budget: 0,
+            net: 0,
+            taken_seen: space.reloc_zones.load(Ordering::Relaxed),
+            spent: false,
+        }
+    }
+
+    /// Zones given back (`n`) and taken by relocation since the last call are accounted;
+    /// whether the pass gained a zone (a new pass begins).
+    pub fn account(&mut self, space: &Space, n: u64) -> bool {
+        let taken = space.reloc_zones.load(Ordering::Relaxed);
+        self.net += n as i64 - (taken - self.taken_seen) as i64;
+        self.taken_seen = taken;
+        if self.net > 0 {
+            *self = Pass::new(space);
+            return true;
+        }
+        false
+    }
+
+    /// What can be freed changed (a merge, versions dropped, a memtable sealed or a
+    /// relocation memtable closed): a new pass may begin. What this one owes (zones taken,
+    /// or retired and not given back yet) carries over.
+    pub fn changed(&mut self) {
+        self.retired = 0;
+        self.budget = 0;
+        self.spent = false;
+    }
+
+    /// Whether the cleaner may retire another zone.
+    pub fn may_clean(&self) -> bool {
+        !self.spent && (self.retired == 0 || self.retired < self.budget)
+    }
+
+    /// A zone was retired, part of a set of `set` zones that gains one.
+    pub fn retired_one(&mut self, set: u64) {
+        if self.retired == 0 {
+            self.budget = set;
+        }
+        self.retired += 1;
+    }
+
+    /// The end of a round, with `owed` retired zones not yet given back; `tried`: the
+    /// cleaner looked for a zone to retire, `cleaned`: it retired one. A pass that retired
+    /// zones, got all of them back and gained nothing is spent once it can retire no more:
+    /// its budget is used up, or the cleaner looked and found no zone of a gaining set. A
+    /// round in which the cleaner did not look (free zones enough and no writer waiting, or
+    /// retired zones held by readers) leaves the pass open: the rest of its set is still to
+    /// be moved, and only then does it gain a zone.
+    pub fn settle(&mut self, tried: bool, cleaned: bool, owed: usize) {
+        let done = self.retired >= self.budget || tried && !cleaned;
+        if done && !cleaned && owed == 0 && self.retired > 0 && self.net <= 0 {
+            tracing::debug!(
+                retired = self.retired,
+                net = self.net,
+                "cleaner pass gained no zone"
+            );
+            self.spent = true;
+        }
     }
 }
 
 /// What one cleaning attempt did.
 pub(crate) enum Cleaned {
-    /// A zone was retired.
-    Zone,
+    /// A zone was retired; it belongs to a set of `set` zones whose relocation gains one.
+    Zone { set: u64 },
     /// No zone is worth cleaning (or none holds enough dead bytes to gain one).
     Nothing,
     /// Relocation found no room (no free zone, or no memtable object).
     NoRoom(FullCause),
 }
 
-/// Cleans one zone if one is worth it.
+/// Cleans one zone if moving it is part of a set that gains one ([`pick`]). Zones its
+/// relocation takes are counted in `Space::reloc_zones`.
 pub(crate) fn clean_one(db: &Engine, retired: &mut Vec<Retired>, urgent: bool) -> Result<Cleaned> {
-    let Some((zone, sub_id, mem, slot)) = pick(db, urgent) else {
+    let Some(((zone, sub_id, mem, slot), set)) = pick(db, urgent) else {
         return Ok(Cleaned::Nothing);
     };
     let Some(sub) = db.with_subtable(sub_id, Subtable::clone) else {
@@ -234,7 +394,7 @@ pub(crate) fn clean_one(db: &Engine, retired: &mut Vec<Retired>, urgent: bool) -
             (v.active.clone(), v.immutables.clone())
         });
     retired.push(Retired { ticket, mem, slot });
-    Ok(Cleaned::Zone)
+    Ok(Cleaned::Zone { set })
 }
 
 /// The most record bytes the next relocation item of `sub` may hold, its first record being
@@ -282,12 +442,13 @@ fn relocate(
     };
     let store = &db.store;
     if let Some(reloc) = sub.inner.lock().reloc.clone() {
-        register_zones(
+        let taken = register_zones(
             &db.space,
             sub_id,
             &reloc,
             db.visible.load(Ordering::Acquire),
         );
+        db.space.reloc_zones.fetch_add(taken, Ordering::Relaxed);
     }
     let zone_of = |at| store.zones.zone_of(at).map_or(u64::MAX, |z| z.0);
     let gi = &*sub.inner.gi();
@@ -334,24 +495,38 @@ mod tests {
     fn zones_full_of_live_records_gain_nothing() {
         // 64 records of 1,008 bytes fill a 64 KiB zone but for a 1 KB tail.
         let full = vec![(64 * 1008, 1008); 200];
-        assert!(!gains_a_zone(full, ZS));
+        assert_eq!(gains_a_zone(full, 0, ZS), None);
         // Their tails together hold more than two zones: still nothing to gain by moving.
         const { assert!(200 * (ZS - 64 * 1008) > 2 * ZS) };
     }
 
     #[test]
     fn a_few_half_empty_zones_gain_one() {
-        assert!(gains_a_zone(vec![(ZS / 2, 1008); 3], ZS));
-        assert!(!gains_a_zone(vec![(ZS / 2, 1008); 1], ZS));
+        assert_eq!(gains_a_zone(vec![(ZS / 2, 1008); 3], 0, ZS), Some(3));
+        assert_eq!(gains_a_zone(vec![(ZS / 2, 1008); 1], 0, ZS), None);
         // Three quarters live: four zones' records fit in three.
         let mut zones = vec![(ZS - ZS / 4, 1008); 3];
-        assert!(!gains_a_zone(zones.clone(), ZS));
+        assert_eq!(gains_a_zone(zones.clone(), 0, ZS), None);
         zones.extend([(ZS - ZS / 4, 1008); 3]);
-        assert!(gains_a_zone(zones, ZS));
+        assert_eq!(gains_a_zone(zones, 0, ZS), Some(5));
+    }
+
+    #[test]
+    fn a_nearly_empty_zone_alone_gains_nothing_unless_its_copy_fits_the_open_zone() {
+        // Moving one zone holding a record into a new zone of the relocation memtable frees
+        // one zone and takes one.
+        assert_eq!(gains_a_zone(vec![(100, 100)], 0, ZS), None);
+        // Into the tail of the zone that memtable is filling, it gains one.
+        assert_eq!(gains_a_zone(vec![(100, 100)], ZS / 2, ZS), Some(1));
+        // Not if the tail is too short for the record.
+        assert_eq!(gains_a_zone(vec![(100, 100)], 150, ZS), None);
+        // Two of them share one new zone.
+        assert_eq!(gains_a_zone(vec![(100, 100); 2], 0, ZS), Some(2));
     }
 
     #[test]
     fn records_larger_than_a_zone_can_never_be_packed() {
-        assert!(!gains_a_zone(vec![(ZS / 2, (ZS - 40) as u32); 10], ZS));
+        let big = vec![(ZS / 2, (ZS - 40) as u32); 10];
+        assert_eq!(gains_a_zone(big, ZS - 40, ZS), None);
     }
 }

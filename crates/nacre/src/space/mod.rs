@@ -8,11 +8,27 @@
 //!   the Global Index points into it.
 //! - P2: only the relocation of the cleaner may take the last `keep` free zones (deletes may
 //!   take half of them): relocating never waits for the space it is freeing.
-//! - P3: the cleaner moves a zone only while moving some set of candidate zones frees more
-//!   zones than their packed copies take (cleaner.rs, `gains_a_zone`): when live data fills
-//!   the zones, a pass moves nothing, the worker finds no progress and waiting writers get
-//!   `PoolFull` (live data is never rewritten for no gain). Each zone records the largest
-//!   record it held, which bounds what a packed copy leaves unused at a zone's end.
+//! - P3: the cleaner moves a zone only while it belongs to a set of zones of one subtable
+//!   whose relocation frees more zones than their packed copies take (cleaner.rs,
+//!   `gains_a_zone`): copies go to the subtable's own relocation memtable, so zones of
+//!   different subtables never pack together, and the room left in the zone that memtable
+//!   fills counts. When live data fills the zones, a pass moves nothing, the worker finds no
+//!   progress and waiting writers get `PoolFull` (live data is never rewritten for no gain).
+//!   Each zone records the largest record it held, which bounds what a packed copy leaves
+//!   unused at a zone's end.
+//! - P4: the worker tells waiting writers the cleaner made progress only when the zones it
+//!   gave back outnumber those its relocation took since its pass began (a zone freed and
+//!   retaken by a relocation memtable gains a writer nothing). A pass retires at most as
+//!   many zones as the set it began with; one that can retire no more (its set moved, or
+//!   no set that gains a zone left) and got its zones back without a gain stops the
+//!   cleaner until what can be freed changes (a merge, versions dropped, a relocation
+//!   memtable closed), so writers get `PoolFull` and live data is not rewritten in a loop.
+//!   A round in which the cleaner is not asked to clean leaves its pass open.
+//! - F1: a `PoolFull` verdict binds only writers that found no room since the worker's
+//!   last progress; a writer still to try the space that progress made tries it first.
+//! - F2: the worker gives the verdict only while no more zones are free than the fewest
+//!   such a writer saw (else they try again), and only once such a writer waits: a
+//!   verdict judged against free zones no writer tried would fail a write that fits.
 //!
 //! Thread safety: `zones` is locked by the background worker and by `stats()`; the flow
 //! control state is a mutex and a condition variable shared by writers and the worker.
@@ -65,7 +81,12 @@ pub(crate) enum Stop {
 }
 
 /// What writers and the background worker share about free space.
-#[derive(Default)]
+///
+/// A verdict (`full`) is given at a `progress` count and binds only the writers that found
+/// no room after it (F1): a writer that began waiting before the worker's last progress has
+/// not tried the space that progress made, so it tries again first, even if a verdict came
+/// meanwhile. And the worker judges only against what such writers saw (`seen_free`): with
+/// more zones free than the fewest one of them saw, they try again instead of failing (F2).
 struct Signal {
     /// Bumped whenever the worker freed space or changed what can be freed.
     progress: u64,
@@ -75,8 +96,92 @@ struct Signal {
     waiting_epoch_failed: bool,
     /// The worker found nothing to free while writers waited (or failed), and why.
     full: Option<Stop>,
-    /// The fewest free zones a waiting writer saw when it found no room.
+    /// The `progress` count `full` was given at (F1).
+    full_at: u64,
+    /// The fewest free zones a writer saw when it found no room since the last progress
+    /// (`u64::MAX`: none has since; every waiting writer has a progress to try first).
     seen_free: u64,
+}
+
+impl Default for Signal {
+    fn default() -> Signal {
+        Signal {
+            progress: 0,
+            waiting: 0,
+            waiting_epoch_failed: false,
+            full: None,
+            full_at: 0,
+            seen_free: u64::MAX,
+        }
+    }
+}
+
+impl Signal {
+    /// Waiting writers are told to try again (F1: those waiting now all have a progress
+    /// to try before any verdict binds them).
+    fn bump(&mut self) {
+        self.progress += 1;
+        self.seen_free = u64::MAX;
+        if !self.waiting_epoch_failed {
+            self.full = None;
+        }
+    }
+
+    /// Writes stopped: every waiting and later writer is told `why`.
+    fn fail(&mut self, why: String) {
+        self.full = Some(Stop::Failed(why));
+        self.waiting_epoch_failed = true;
+    }
+
+    /// A writer found no room with `free` zones free and begins to wait; the progress
+    /// count it saw.
+    fn enter(&mut self, free: u64) -> u64 {
+        // A new request for space: the worker decides again whether anything can be freed
+        // (deletes since the last verdict may have made room).
+        if self.waiting == 0 && !self.waiting_epoch_failed {
+            self.full = None;
+            self.seen_free = free;
+        }
+        self.seen_free = self.seen_free.min(free);
+        self.waiting += 1;
+        self.progress
+    }
+
+    /// What a writer that began waiting at progress `seen` is told now, if anything: try
+    /// again, or stop.
+    fn outcome(&self, seen: u64) -> Option<Result<(), Stop>> {
+        if self.waiting_epoch_failed {
+            if let Some(why) = &self.full {
+                return Some(Err(why.clone()));
+            }
+        }
+        // Space the worker made since this writer found no room: try it first (F1).
+        if self.progress != seen {
+            return Some(Ok(()));
+        }
+        let why = self.full.as_ref().filter(|_| self.full_at == seen)?;
+        Some(Err(why.clone()))
+    }
+
+    /// The worker found nothing to free, with `free` zones free (F1, F2); whether waiting
+    /// writers are to be woken.
+    fn judge(&mut self, why: Stop, free: u64, log: impl FnOnce(&Stop)) -> bool {
+        // No writer waits, or none found no room since the last progress (they will try
+        // again first), or the verdict is given already.
+        let given =
+            self.full.is_some() && (self.waiting_epoch_failed || self.full_at == self.progress);
+        if self.waiting == 0 || self.seen_free == u64::MAX || given {
+            return false;
+        }
+        if free > self.seen_free {
+            self.bump();
+            return true;
+        }
+        log(&why);
+        self.full = Some(why);
+        self.full_at = self.progress;
+        true
+    }
 }
 
 /// Space accounting and flow control.
@@ -104,6 +209,8 @@ pub(crate) struct Space {
     pub stall_nanos: AtomicU64,
     pub moved_bytes: AtomicU64,
     pub zones_freed: AtomicU64,
+    /// Zones the cleaner's relocation took (P4).
+    pub reloc_zones: AtomicU64,
     pub user_bytes: AtomicU64,
     pub pm_bytes: AtomicU64,
 }
@@ -129,6 +236,7 @@ impl Space {
             stall_nanos: AtomicU64::new(0),
             moved_bytes: AtomicU64::new(0),
             zones_freed: AtomicU64::new(0),
+            reloc_zones: AtomicU64::new(0),
             user_bytes: AtomicU64::new(0),
             pm_bytes: AtomicU64::new(0),
         }
@@ -150,9 +258,7 @@ impl Space {
     /// waiting for space or throttled are released, with `why`, and so is every later one.
     pub fn stop_writes(&self, why: String) {
         self.failed.store(true, Ordering::Release);
-        let mut s = self.signal.lock();
-        s.full = Some(Stop::Failed(why));
-        s.waiting_epoch_failed = true;
+        self.signal.lock().fail(why);
         self.writers.notify_all();
     }
 
@@ -179,16 +285,14 @@ impl Space {
     /// The worker freed space or changed what can be freed.
     pub fn progressed(&self) {
         let mut s = self.signal.lock();
-        s.progress += 1;
-        if !s.waiting_epoch_failed {
-            s.full = None;
-        }
+        s.bump();
         self.writers.notify_all();
     }
 
-    /// The worker cannot free anything while writers wait: they fail with `PoolFull`, unless
-    /// more zones are free now (`free`) than a waiting writer saw when it found no room; then
-    /// they try again.
+    /// The worker cannot free anything while writers wait: those that found no room since its
+    /// last progress fail with `PoolFull` (F1), unless more zones are free now (`free`) than
+    /// one of them saw when it found no room; then they try again (F2). Writers still to try
+    /// what the last progress made are left to try it.
     pub fn declare_full(&self, why: FullCause, free: u64) {
         let log = |why: &Stop| {
             if let Stop::Full(why) = why {
@@ -205,16 +309,7 @@ impl Space {
     }
 
     fn declare(&self, why: Stop, free: u64, log: impl FnOnce(&Stop)) {
-        let mut s = self.signal.lock();
-        if s.waiting > 0 && free > s.seen_free {
-            s.progress += 1;
-            s.seen_free = free;
-            self.writers.notify_all();
-            return;
-        }
-        if s.waiting > 0 && s.full.is_none() {
-            log(&why);
-            s.full = Some(why);
+        if self.signal.lock().judge(why, free, log) {
             self.writers.notify_all();
         }
     }
@@ -225,22 +320,11 @@ impl Space {
         let start = Instant::now();
         self.stalls.fetch_add(1, Ordering::Relaxed);
         let mut s = self.signal.lock();
-        let seen = s.progress;
-        // A new request for space: the worker decides again whether anything can be freed
-        // (deletes since the last verdict may have made room).
-        if s.waiting == 0 && !s.waiting_epoch_failed {
-            s.full = None;
-            s.seen_free = free;
-        }
-        s.seen_free = s.seen_free.min(free);
-        s.waiting += 1;
+        let seen = s.enter(free);
         self.kick();
         let out = loop {
-            if let Some(why) = &s.full {
-                break Err(why.clone());
-            }
-            if s.progress != seen {
-                break Ok(());
+            if let Some(out) = s.outcome(seen) {
+                break out;
             }
             self.writers.wait_for(&mut s, Duration::from_millis(5));
             self.kick();
@@ -297,5 +381,64 @@ impl Space {
     pub fn merged_one(&self) {
         self.sealed.fetch_sub(1, Ordering::AcqRel);
         self.writers.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn full() -> Stop {
+        Stop::Full(FullCause::LiveData)
+    }
+
+    #[test]
+    fn a_verdict_binds_only_writers_that_found_no_room_since_the_last_progress() {
+        let mut s = Signal::default();
+        let a = s.enter(4);
+        // More zones are free than `a` saw (F2): it is told to try again. A verdict the
+        // worker would give before it did, with fewer free than that, is not given (F1):
+        // it never tried them.
+        assert!(s.judge(full(), 16, |_| {}));
+        assert!(!s.judge(full(), 15, |_| {}));
+        assert!(
+            matches!(s.outcome(a), Some(Ok(()))),
+            "a tries the zones freed first"
+        );
+
+        // `a` has not woken yet when `b` finds no room after the progress; the verdict
+        // then binds `b` only.
+        let b = s.enter(4);
+        assert!(s.judge(full(), 4, |_| {}));
+        assert!(
+            matches!(s.outcome(b), Some(Err(Stop::Full(_)))),
+            "b is told"
+        );
+        assert!(
+            matches!(s.outcome(a), Some(Ok(()))),
+            "a tries the progress first"
+        );
+        s.waiting -= 2;
+
+        // A new request decides again; with nothing freed since, it is told at once.
+        let c = s.enter(4);
+        assert!(s.outcome(c).is_none(), "the worker decides again");
+        assert!(s.judge(full(), 4, |_| {}));
+        assert!(matches!(s.outcome(c), Some(Err(Stop::Full(_)))));
+        // A writer that finds no room while that verdict stands is told too.
+        let d = s.enter(4);
+        assert!(matches!(s.outcome(d), Some(Err(Stop::Full(_)))));
+    }
+
+    #[test]
+    fn a_failed_worker_stops_every_waiting_writer() {
+        let mut s = Signal::default();
+        let a = s.enter(4);
+        s.bump();
+        s.fail("worker failed".into());
+        assert!(matches!(s.outcome(a), Some(Err(Stop::Failed(_)))));
+        s.waiting = 0;
+        let b = s.enter(4);
+        assert!(matches!(s.outcome(b), Some(Err(Stop::Failed(_)))));
     }
 }
