@@ -211,18 +211,25 @@ fn the_cleaner_leaves_a_zone_with_a_damaged_live_value_alone() {
     let t = fill(&db);
     push_out(&db, &t, 6000);
     flip(&path, value_offset(&path, 21) + 7, 0x10);
-    // Overwrite everything else in a loop: the zones of the first keys become nearly dead and
-    // the cleaner picks them; the damaged record stays live.
+    // Overwrite everything else once: the damaged record's zone holds one live record among
+    // dead ones. Then add new keys until the pool is tight: the cleaner frees the dead zones
+    // first and must then move that zone's one live record, the damaged one.
+    for i in (0..KEYS + 6000).filter(|&i| i != 21) {
+        db.put(&t, key(i), value(i)).expect("overwrite");
+    }
     let mut damaged_zones = 0;
-    for round in 0..30u32 {
-        for i in (0..KEYS + 6000).filter(|&i| i != 21) {
-            db.put(&t, key(i), value(i)).expect("overwrite");
+    let mut n = KEYS + 6000;
+    while damaged_zones == 0 && n < KEYS + 100_000 {
+        match db.put(&t, key(n), value(n)) {
+            Ok(()) => n += 1,
+            Err(Error::PoolFull { .. }) => break,
+            Err(e) => panic!("{e}"),
         }
-        damaged_zones = db.stats().damaged_zones;
-        if damaged_zones > 0 && round > 3 {
-            break;
+        if n % 256 == 0 {
+            damaged_zones = db.stats().damaged_zones;
         }
     }
+    damaged_zones = db.stats().damaged_zones;
     assert_eq!(damaged_zones, 1, "{:#?}", db.stats());
     assert!(db.stats().cleaner_zones_freed > 0);
     assert!(matches!(db.get(&t, key(21)), Err(Error::Corrupt { .. })));
