@@ -95,6 +95,8 @@ pub struct Config {
     /// Threads serving clients (`io-threads`; 0, the default: one fewer than the cores, at
     /// least one, leaving a core to the engine's background work). Fixed at start.
     pub io_threads: u64,
+    /// Redis's encoding and reporting parameters (see [`crate::tunables`]).
+    pub tunables: crate::tunables::Values,
 }
 
 impl Config {
@@ -264,6 +266,7 @@ impl Default for Config {
             enable_debug_command: DebugAccess::No,
             client_output_buffer_limit: OutputLimits::default(),
             io_threads: 0,
+            tunables: Default::default(),
         }
     }
 }
@@ -498,7 +501,10 @@ impl Config {
                     .ok_or("argument(s) must be one of the following: no, yes, local")?
             }
             "client-output-buffer-limit" => self.client_output_buffer_limit.set(args)?,
-            _ => return Err("Bad directive or wrong number of arguments".into()),
+            n => match crate::tunables::find(n) {
+                Some(t) => self.tunables.set(t, one()?)?,
+                None => return Err("Bad directive or wrong number of arguments".into()),
+            },
         }
         Ok(())
     }
@@ -528,7 +534,7 @@ impl Config {
             "notify-keyspace-events" => crate::notify::format(self.notify_keyspace_events),
             "enable-debug-command" => self.enable_debug_command.name().to_string(),
             "client-output-buffer-limit" => self.client_output_buffer_limit.format(),
-            _ => return None,
+            n => self.tunables.get(crate::tunables::find(n)?).to_string(),
         })
     }
 }

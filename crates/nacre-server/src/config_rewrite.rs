@@ -49,9 +49,14 @@ pub fn rewrite(cfg: &Config) -> Result<(), String> {
             .next()
             .map(str::to_ascii_lowercase)
             .unwrap_or_default();
-        match DIRECTIVES.iter().find(|d| **d == first) {
+        let known = DIRECTIVES
+            .iter()
+            .copied()
+            .chain(crate::tunables::names())
+            .find(|d| *d == first);
+        match known {
             Some(d) if !l.trim_start().starts_with('#') => {
-                if !done.contains(d) {
+                if !done.contains(&d) {
                     out.push_str(&line(cfg, d));
                     out.push('\n');
                     done.push(d);
@@ -64,8 +69,14 @@ pub fn rewrite(cfg: &Config) -> Result<(), String> {
         }
     }
     let defaults = Config::default();
-    for d in DIRECTIVES {
-        if !done.contains(&d) && cfg.get(d) != defaults.get(d) {
+    let canonical = DIRECTIVES
+        .iter()
+        .copied()
+        .chain(crate::tunables::TUNABLES.iter().map(|t| t.name));
+    for d in canonical {
+        let alias = crate::tunables::find(d).and_then(|t| t.alias);
+        let written = done.contains(&d) || alias.is_some_and(|a| done.contains(&a));
+        if !written && cfg.get(d) != defaults.get(d) {
             out.push_str(&line(cfg, d));
             out.push('\n');
         }

@@ -24,6 +24,8 @@ pub mod pubsub;
 pub mod server;
 pub mod shared;
 pub mod store;
+pub mod tunables;
+pub mod types;
 pub mod waiters;
 
 pub use config::{Config, ConfigError, LogLevel};

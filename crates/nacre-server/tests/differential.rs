@@ -1384,3 +1384,37 @@ fn binary_keys_and_values() {
     d.check_on(0, Norm::Sorted, &[b"KEYS", b"\x00*"]);
     d.finish();
 }
+
+#[test]
+fn encoding_and_reporting_parameters() {
+    let Some(mut d) = Diff::start("tunables") else {
+        return;
+    };
+    // Redis's encoding parameters are accepted under both names, checked as Redis checks
+    // them, and shown as set (the test suite of Redis sets them before most groups).
+    d.script(&[
+        "CONFIG SET hash-max-ziplist-entries 16",
+        "CONFIG GET hash-max-ziplist-entries",
+        "CONFIG GET hash-max-listpack-entries",
+        "CONFIG SET hash-max-listpack-value 32 zset-max-ziplist-entries 0",
+        "% CONFIG GET hash-max-listpack-value",
+        "CONFIG GET zset-max-listpack-entries",
+        "CONFIG SET list-max-ziplist-size -5",
+        "CONFIG GET list-max-listpack-size",
+        "CONFIG SET list-compress-depth -1",
+        "CONFIG SET list-compress-depth 2",
+        "CONFIG GET list-compress-depth",
+        "CONFIG SET set-max-intset-entries abc",
+        "CONFIG SET set-max-intset-entries 1k",
+        "CONFIG GET set-max-intset-entries",
+        "CONFIG SET lua-time-limit 100",
+        "CONFIG GET busy-reply-threshold",
+        "CONFIG SET latency-monitor-threshold 200",
+        "CONFIG GET latency-monitor-threshold",
+        "CONFIG SET active-expire-effort 11",
+        "CONFIG SET latency-monitor-threshold 0 hash-max-ziplist-entries 128 hash-max-listpack-value 64 zset-max-ziplist-entries 128 list-max-ziplist-size -2 list-compress-depth 0 set-max-intset-entries 512 lua-time-limit 5000",
+        "HSET h f v",
+        "HGET h f",
+    ]);
+    d.finish();
+}

@@ -7,225 +7,21 @@
 use nacre_resp::Reply;
 
 use super::args::{int, is, positive, positive_or, range};
-use super::coll::typed;
 use super::registry::{cmd, Command, Keys, Keys::Range as KR, Run::Key};
 use super::{err, syntax, CmdResult, Ctx};
-use crate::store::encoding::{self, Kind, LIST_START};
-use crate::store::StoreError;
-
-/// A list's state while a command works on it.
-struct List {
-    version: u64,
-    head: u64,
-    tail: u64,
-}
-
-impl List {
-    fn len(&self) -> u64 {
-        self.tail - self.head
-    }
-}
-
-/// The list at `key` (`None` if missing; WRONGTYPE for another type).
-fn list(ctx: &mut Ctx, key: &[u8]) -> Result<Option<List>, Reply> {
-    let Some(m) = typed(ctx, key, Kind::List)? else {
-        return Ok(None);
-    };
-    let (head, tail) = encoding::list_ends(&m.payload)?;
-    if tail - head != m.size {
-        return Err(
-            StoreError::Corrupt("list metadata: size does not match its ends".into()).into(),
-        );
-    }
-    Ok(Some(List {
-        version: m.version,
-        head,
-        tail,
-    }))
-}
-
-/// The list at `key`, created empty if missing.
-fn list_or_new(ctx: &mut Ctx, key: &[u8]) -> Result<List, Reply> {
-    if let Some(l) = list(ctx, key)? {
-        return Ok(l);
-    }
-    let m = ctx.txn.create(ctx.db, key, Kind::List)?;
-    m.payload = encoding::list_payload(LIST_START, LIST_START);
-    Ok(List {
-        version: m.version,
-        head: LIST_START,
-        tail: LIST_START,
-    })
-}
-
-/// Records the list's ends (deleting the key when it is empty).
-fn save(ctx: &mut Ctx, key: &[u8], l: &List) -> Result<(), Reply> {
-    if l.len() == 0 {
-        ctx.txn.set(ctx.db, key, None)?;
-    } else if let Some(m) = ctx.txn.get_mut(ctx.db, key)? {
-        m.size = l.len();
-        m.payload = encoding::list_payload(l.head, l.tail);
-    }
-    Ok(())
-}
-
-fn put(ctx: &mut Ctx, key: &[u8], l: &List, pos: u64, v: Option<Vec<u8>>) -> Result<(), Reply> {
-    ctx.txn
-        .sub_put(ctx.db, key, encoding::elem_key(l.version, pos), v)?;
-    Ok(())
-}
-
-fn at(ctx: &mut Ctx, key: &[u8], l: &List, pos: u64) -> Result<Vec<u8>, Reply> {
-    ctx.txn
-        .sub_get(ctx.db, key, &encoding::elem_key(l.version, pos))?
-        .ok_or_else(|| StoreError::Corrupt("list element missing inside its ends".into()).into())
-}
-
-/// Elements at positions `[from, to)`, in order (from the end when `reverse`), visited
-/// until `f` says stop.
-fn walk(
-    ctx: &mut Ctx,
-    key: &[u8],
-    l: &List,
-    from: u64,
-    to: u64,
-    reverse: bool,
-    mut f: impl FnMut(u64, Vec<u8>) -> bool,
-) -> Result<(), Reply> {
-    let mut expect = if reverse { to } else { from };
-    let mut broken = false;
-    ctx.txn.sub_scan(
-        ctx.db,
-        key,
-        encoding::elem_key(l.version, from),
-        encoding::elem_key(l.version, to),
-        reverse,
-        |k, v| {
-            let pos = encoding::split_sub_key(k).map_or(u64::MAX, |(p, _)| p);
-            // Positions inside the ends are dense: a gap is damage, never a shorter list.
-            let want = if reverse { expect - 1 } else { expect };
-            if pos != want {
-                broken = true;
-                return Ok(false);
-            }
-            expect = if reverse { want } else { want + 1 };
-            Ok(f(pos, v))
-        },
-    )?;
-    if broken {
-        return Err(StoreError::Corrupt("list element missing inside its ends".into()).into());
-    }
-    Ok(())
-}
-
-/// Elements `[from, to)` by index.
-fn read(ctx: &mut Ctx, key: &[u8], l: &List, from: u64, to: u64) -> Result<Vec<Vec<u8>>, Reply> {
-    let mut out = Vec::with_capacity((to - from).min(1024) as usize);
-    walk(ctx, key, l, l.head + from, l.head + to, false, |_, v| {
-        out.push(v);
-        true
-    })?;
-    if out.len() as u64 != to - from {
-        return Err(StoreError::Corrupt("list element missing inside its ends".into()).into());
-    }
-    Ok(out)
-}
-
-fn push(
-    ctx: &mut Ctx,
-    key: &[u8],
-    l: &mut List,
-    left: bool,
-    items: &[Vec<u8>],
-) -> Result<(), Reply> {
-    for it in items {
-        if left {
-            l.head -= 1;
-            put(ctx, key, l, l.head, Some(it.clone()))?;
-        } else {
-            put(ctx, key, l, l.tail, Some(it.clone()))?;
-            l.tail += 1;
-        }
-    }
-    save(ctx, key, l)
-}
-
-/// Removes up to `n` elements from one end; them, in pop order.
-fn pop(ctx: &mut Ctx, key: &[u8], l: &mut List, left: bool, n: u64) -> Result<Vec<Vec<u8>>, Reply> {
-    let n = n.min(l.len());
-    let mut out = if left {
-        read(ctx, key, l, 0, n)?
-    } else {
-        let mut v = read(ctx, key, l, l.len() - n, l.len())?;
-        v.reverse();
-        v
-    };
-    for _ in 0..n {
-        if left {
-            put(ctx, key, l, l.head, None)?;
-            l.head += 1;
-        } else {
-            l.tail -= 1;
-            put(ctx, key, l, l.tail, None)?;
-        }
-    }
-    save(ctx, key, l)?;
-    out.shrink_to_fit();
-    Ok(out)
-}
-
-/// Replaces the elements at indexes `[a, b)` with `ins`, moving whichever side of the
-/// change holds fewer elements.
-fn splice(
-    ctx: &mut Ctx,
-    key: &[u8],
-    l: &mut List,
-    a: u64,
-    b: u64,
-    ins: Vec<Vec<u8>>,
-) -> Result<(), Reply> {
-    let n = l.len();
-    let k = ins.len() as u64;
-    if a <= n - b {
-        // The right part stays; the left part and `ins` end where `b` was.
-        let mut moved = read(ctx, key, l, 0, a)?;
-        moved.extend(ins);
-        let new_head = l.head + b - (a + k);
-        for (i, v) in moved.into_iter().enumerate() {
-            put(ctx, key, l, new_head + i as u64, Some(v))?;
-        }
-        for p in l.head..new_head {
-            put(ctx, key, l, p, None)?;
-        }
-        l.head = new_head;
-    } else {
-        // The left part stays; `ins` and the right part start where `a` was.
-        let mut moved = ins;
-        moved.extend(read(ctx, key, l, b, n)?);
-        let start = l.head + a;
-        let new_tail = start + moved.len() as u64;
-        for (i, v) in moved.into_iter().enumerate() {
-            put(ctx, key, l, start + i as u64, Some(v))?;
-        }
-        for p in new_tail..l.tail {
-            put(ctx, key, l, p, None)?;
-        }
-        l.tail = new_tail;
-    }
-    save(ctx, key, l)
-}
+use crate::types::list::{at, list, list_or_new, pop, push, put, read, save, splice, walk, List};
 
 fn push_cmd(ctx: &mut Ctx, args: &[Vec<u8>], left: bool, only_existing: bool) -> CmdResult {
     let key = &args[1];
     let mut l = if only_existing {
-        match list(ctx, key)? {
+        match list(ctx.txn, ctx.db, key)? {
             Some(l) => l,
             None => return Ok(Reply::Integer(0)),
         }
     } else {
-        list_or_new(ctx, key)?
+        list_or_new(ctx.txn, ctx.db, key)?
     };
-    push(ctx, key, &mut l, left, &args[2..])?;
+    push(ctx.txn, ctx.db, key, &mut l, left, &args[2..])?;
     Ok(Reply::Integer(l.len() as i64))
 }
 
@@ -256,16 +52,16 @@ fn pop_cmd(ctx: &mut Ctx, args: &[Vec<u8>], left: bool) -> CmdResult {
         _ => return Err(super::arity_error(if left { "lpop" } else { "rpop" })),
     };
     let key = &args[1];
-    let Some(mut l) = list(ctx, key)? else {
+    let Some(mut l) = list(ctx.txn, ctx.db, key)? else {
         return Ok(Reply::Nil);
     };
     match count {
-        None => Ok(pop(ctx, key, &mut l, left, 1)?
+        None => Ok(pop(ctx.txn, ctx.db, key, &mut l, left, 1)?
             .pop()
             .map_or(Reply::Nil, Reply::Bulk)),
         Some(0) => Ok(Reply::Array(vec![])),
         Some(c) => Ok(Reply::Array(
-            pop(ctx, key, &mut l, left, c)?
+            pop(ctx.txn, ctx.db, key, &mut l, left, c)?
                 .into_iter()
                 .map(Reply::Bulk)
                 .collect(),
@@ -286,21 +82,21 @@ pub fn rpop(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
 /// `LLEN key`.
 pub fn llen(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     Ok(Reply::Integer(
-        list(ctx, &args[1])?.map_or(0, |l| l.len() as i64),
+        list(ctx.txn, ctx.db, &args[1])?.map_or(0, |l| l.len() as i64),
     ))
 }
 
 /// `LRANGE key start stop`.
 pub fn lrange(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     let (s, e) = (int(&args[2])?, int(&args[3])?);
-    let Some(l) = list(ctx, &args[1])? else {
+    let Some(l) = list(ctx.txn, ctx.db, &args[1])? else {
         return Ok(Reply::Array(vec![]));
     };
     let Some((s, e)) = range(s, e, l.len() as usize) else {
         return Ok(Reply::Array(vec![]));
     };
     Ok(Reply::Array(
-        read(ctx, &args[1], &l, s as u64, e as u64 + 1)?
+        read(ctx.txn, ctx.db, &args[1], &l, s as u64, e as u64 + 1)?
             .into_iter()
             .map(Reply::Bulk)
             .collect(),
@@ -316,25 +112,25 @@ fn index(l: &List, i: i64) -> Option<u64> {
 
 /// `LINDEX key index`.
 pub fn lindex(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
-    let Some(l) = list(ctx, &args[1])? else {
+    let Some(l) = list(ctx.txn, ctx.db, &args[1])? else {
         return Ok(Reply::Nil);
     };
     let i = int(&args[2])?;
     match index(&l, i) {
-        Some(p) => Ok(Reply::Bulk(at(ctx, &args[1], &l, p)?)),
+        Some(p) => Ok(Reply::Bulk(at(ctx.txn, ctx.db, &args[1], &l, p)?)),
         None => Ok(Reply::Nil),
     }
 }
 
 /// `LSET key index element`.
 pub fn lset(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
-    let Some(l) = list(ctx, &args[1])? else {
+    let Some(l) = list(ctx.txn, ctx.db, &args[1])? else {
         return Err(err("no such key"));
     };
     let i = int(&args[2])?;
     let p = index(&l, i).ok_or_else(|| err("index out of range"))?;
-    put(ctx, &args[1], &l, p, Some(args[3].clone()))?;
-    save(ctx, &args[1], &l)?;
+    put(ctx.txn, ctx.db, &args[1], &l, p, Some(args[3].clone()))?;
+    save(ctx.txn, ctx.db, &args[1], &l)?;
     Ok(super::ok())
 }
 
@@ -342,20 +138,20 @@ pub fn lset(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
 pub fn ltrim(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     let (s, e) = (int(&args[2])?, int(&args[3])?);
     let key = &args[1];
-    let Some(mut l) = list(ctx, key)? else {
+    let Some(mut l) = list(ctx.txn, ctx.db, key)? else {
         return Ok(super::ok());
     };
     let Some((s, e)) = range(s, e, l.len() as usize) else {
         l.tail = l.head;
-        save(ctx, key, &l)?;
+        save(ctx.txn, ctx.db, key, &l)?;
         return Ok(super::ok());
     };
     let (new_head, new_tail) = (l.head + s as u64, l.head + e as u64 + 1);
     for p in (l.head..new_head).chain(new_tail..l.tail) {
-        put(ctx, key, &l, p, None)?;
+        put(ctx.txn, ctx.db, key, &l, p, None)?;
     }
     (l.head, l.tail) = (new_head, new_tail);
-    save(ctx, key, &l)?;
+    save(ctx.txn, ctx.db, key, &l)?;
     Ok(super::ok())
 }
 
@@ -363,7 +159,7 @@ pub fn ltrim(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
 pub fn lrem(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     let count = int(&args[2])?;
     let key = &args[1];
-    let Some(mut l) = list(ctx, key)? else {
+    let Some(mut l) = list(ctx.txn, ctx.db, key)? else {
         return Ok(Reply::Integer(0));
     };
     let want = &args[3];
@@ -375,14 +171,22 @@ pub fn lrem(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     // The elements from the walk's start to the last match, and which of them go.
     let mut seen: Vec<(u64, Vec<u8>, bool)> = Vec::new();
     let mut found = 0;
-    walk(ctx, key, &l, l.head, l.tail, count < 0, |p, v| {
-        let hit = v == *want;
-        seen.push((p, v, hit));
-        if hit {
-            found += 1;
-        }
-        found < limit
-    })?;
+    walk(
+        ctx.txn,
+        ctx.db,
+        key,
+        &l,
+        l.head..l.tail,
+        count < 0,
+        |p, v| {
+            let hit = v == *want;
+            seen.push((p, v, hit));
+            if hit {
+                found += 1;
+            }
+            found < limit
+        },
+    )?;
     if found == 0 {
         return Ok(Reply::Integer(0));
     }
@@ -398,7 +202,7 @@ pub fn lrem(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
         .filter(|(_, _, hit)| !hit)
         .map(|(_, v, _)| v)
         .collect();
-    splice(ctx, key, &mut l, a, b, kept)?;
+    splice(ctx.txn, ctx.db, key, &mut l, a, b, kept)?;
     Ok(Reply::Integer(found as i64))
 }
 
@@ -412,11 +216,11 @@ pub fn linsert(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
         return Err(syntax());
     };
     let key = &args[1];
-    let Some(mut l) = list(ctx, key)? else {
+    let Some(mut l) = list(ctx.txn, ctx.db, key)? else {
         return Ok(Reply::Integer(0));
     };
     let mut pivot = None;
-    walk(ctx, key, &l, l.head, l.tail, false, |p, v| {
+    walk(ctx.txn, ctx.db, key, &l, l.head..l.tail, false, |p, v| {
         if v == args[3] {
             pivot = Some(p - l.head);
         }
@@ -426,7 +230,7 @@ pub fn linsert(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
         return Ok(Reply::Integer(-1));
     };
     let i = i + u64::from(after);
-    splice(ctx, key, &mut l, i, i, vec![args[4].clone()])?;
+    splice(ctx.txn, ctx.db, key, &mut l, i, i, vec![args[4].clone()])?;
     Ok(Reply::Integer(l.len() as i64))
 }
 
@@ -450,7 +254,7 @@ pub fn lpos(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
         }
         i += 2;
     }
-    let Some(l) = list(ctx, &args[1])? else {
+    let Some(l) = list(ctx.txn, ctx.db, &args[1])? else {
         return Ok(if count.is_some() {
             Reply::Array(vec![])
         } else {
@@ -468,19 +272,27 @@ pub fn lpos(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     let want = count.map_or(1, |c| if c == 0 { u64::MAX } else { c });
     let (mut matches, mut scanned) = (0u64, 0u64);
     let mut out = Vec::new();
-    walk(ctx, &args[1], &l, l.head, l.tail, reverse, |p, v| {
-        if maxlen != 0 && scanned >= maxlen {
-            return false;
-        }
-        scanned += 1;
-        if v == args[2] {
-            matches += 1;
-            if matches > skip {
-                out.push(Reply::Integer((p - l.head) as i64));
+    walk(
+        ctx.txn,
+        ctx.db,
+        &args[1],
+        &l,
+        l.head..l.tail,
+        reverse,
+        |p, v| {
+            if maxlen != 0 && scanned >= maxlen {
+                return false;
             }
-        }
-        (out.len() as u64) < want
-    })?;
+            scanned += 1;
+            if v == args[2] {
+                matches += 1;
+                if matches > skip {
+                    out.push(Reply::Integer((p - l.head) as i64));
+                }
+            }
+            (out.len() as u64) < want
+        },
+    )?;
     Ok(match count {
         Some(_) => Reply::Array(out),
         None => out.pop().unwrap_or(Reply::Nil),
@@ -506,15 +318,22 @@ pub fn lmove_one(
     from_left: bool,
     to_left: bool,
 ) -> Result<Option<Vec<u8>>, Reply> {
-    let Some(mut s) = list(ctx, src)? else {
+    let Some(mut s) = list(ctx.txn, ctx.db, src)? else {
         return Ok(None);
     };
-    list(ctx, dst)?;
-    let Some(v) = pop(ctx, src, &mut s, from_left, 1)?.pop() else {
+    list(ctx.txn, ctx.db, dst)?;
+    let Some(v) = pop(ctx.txn, ctx.db, src, &mut s, from_left, 1)?.pop() else {
         return Ok(None);
     };
-    let mut d = list_or_new(ctx, dst)?;
-    push(ctx, dst, &mut d, to_left, std::slice::from_ref(&v))?;
+    let mut d = list_or_new(ctx.txn, ctx.db, dst)?;
+    push(
+        ctx.txn,
+        ctx.db,
+        dst,
+        &mut d,
+        to_left,
+        std::slice::from_ref(&v),
+    )?;
     Ok(Some(v))
 }
 
@@ -551,8 +370,8 @@ pub fn mpop(
     count: u64,
 ) -> Result<Option<Popped>, Reply> {
     for k in keys {
-        if let Some(mut l) = list(ctx, k)? {
-            let popped = pop(ctx, k, &mut l, left, count)?;
+        if let Some(mut l) = list(ctx.txn, ctx.db, k)? {
+            let popped = pop(ctx.txn, ctx.db, k, &mut l, left, count)?;
             return Ok(Some((k.clone(), popped)));
         }
     }

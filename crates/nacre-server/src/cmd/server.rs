@@ -382,11 +382,16 @@ const RUNTIME: [&str; 4] = [
 fn config_get(shared: &Shared, pat: &[u8]) -> Vec<(String, String)> {
     let cfg = shared.config.read();
     let mut out = Vec::new();
-    for name in crate::config::DIRECTIVES.iter().chain(RUNTIME.iter()) {
+    let names = crate::config::DIRECTIVES
+        .iter()
+        .chain(RUNTIME.iter())
+        .copied()
+        .chain(crate::tunables::names());
+    for name in names {
         if !glob_match(pat, name.as_bytes(), true) {
             continue;
         }
-        let v = match *name {
+        let v = match name {
             "slowlog-log-slower-than" => shared
                 .slowlog_slower_than
                 .load(Ordering::Relaxed)
@@ -441,7 +446,9 @@ pub fn config(shared: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
                         Err("can't set immutable config".to_string())
                     }
                     "enable-debug-command" => Err("can't set protected config".to_string()),
-                    n if crate::config::DIRECTIVES.contains(&n) => {
+                    n if crate::config::DIRECTIVES.contains(&n)
+                        || crate::tunables::find(n).is_some() =>
+                    {
                         let words = nacre_resp::split_args(&pair[1]).unwrap_or_default();
                         let words: Vec<String> = if name == "requirepass" {
                             vec![val.clone()]

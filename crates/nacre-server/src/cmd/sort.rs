@@ -11,6 +11,7 @@ use super::args::{int, is, parse_f64};
 use super::registry::{cmd, Command, Keys, Keys::Range as KR, Run::Key};
 use super::{err, syntax, wrongtype, CmdResult, Ctx};
 use crate::store::encoding::{Kind, Meta};
+use crate::types::list;
 
 /// What a SORT asked for.
 struct Spec {
@@ -125,27 +126,10 @@ fn lookup(ctx: &mut Ctx, pattern: &[u8], e: &[u8]) -> Result<Option<Vec<u8>>, Re
 /// The elements of the key to sort, in its own order.
 fn elements(ctx: &mut Ctx, key: &[u8], m: &Meta) -> Result<Vec<Vec<u8>>, Reply> {
     Ok(match m.kind {
-        Kind::List => {
-            let r = super::lists::lrange(
-                ctx,
-                &[
-                    b"lrange".to_vec(),
-                    key.to_vec(),
-                    b"0".to_vec(),
-                    b"-1".to_vec(),
-                ],
-            )?;
-            match r {
-                Reply::Array(v) => v
-                    .into_iter()
-                    .filter_map(|x| match x {
-                        Reply::Bulk(b) => Some(b),
-                        _ => None,
-                    })
-                    .collect(),
-                _ => Vec::new(),
-            }
-        }
+        Kind::List => match list::list(ctx.txn, ctx.db, key)? {
+            Some(l) => list::read(ctx.txn, ctx.db, key, &l, 0, l.len())?,
+            None => Vec::new(),
+        },
         Kind::Set => ctx
             .txn
             .all_members(ctx.db, key, m.version)?
@@ -260,9 +244,8 @@ fn generic(ctx: &mut Ctx, args: &[Vec<u8>], readonly: bool) -> CmdResult {
             let n = vals.len() as i64;
             ctx.txn.set(ctx.db, dst, None)?;
             if n > 0 {
-                let mut a = vec![b"rpush".to_vec(), dst.clone()];
-                a.extend(vals);
-                super::lists::rpush(ctx, &a)?;
+                let mut l = list::list_or_new(ctx.txn, ctx.db, dst)?;
+                list::push(ctx.txn, ctx.db, dst, &mut l, false, &vals)?;
             }
             Ok(Reply::Integer(n))
         }
