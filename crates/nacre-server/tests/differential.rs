@@ -1415,6 +1415,20 @@ fn encoding_and_reporting_parameters() {
         "CONFIG SET latency-monitor-threshold 0 hash-max-ziplist-entries 128 hash-max-listpack-value 64 zset-max-ziplist-entries 128 list-max-ziplist-size -2 list-compress-depth 0 set-max-intset-entries 512 lua-time-limit 5000",
         "HSET h f v",
         "HGET h f",
+        // MEMORY: sizes differ by design (positive on both), the rest is exact.
+        "MEMORY USAGE missing",
+        "+ MEMORY USAGE h",
+        "SET s abc",
+        "+ MEMORY USAGE s",
+        "+ MEMORY USAGE h SAMPLES 0",
+        "MEMORY USAGE h SAMPLES",
+        "MEMORY USAGE h SAMPLES -1",
+        "MEMORY USAGE h FOO 1",
+        "MEMORY USAGE",
+        "MEMORY FOO",
+        "MEMORY",
+        "MEMORY PURGE",
+        "MEMORY PURGE x",
     ]);
     d.finish();
 }

@@ -9,6 +9,7 @@ pub mod flags;
 pub mod hashes;
 pub mod keys;
 pub mod lists;
+pub mod memory;
 pub mod multi;
 pub mod pubsub;
 pub mod registry;

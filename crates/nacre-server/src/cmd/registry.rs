@@ -146,7 +146,7 @@ macro_rules! sub {
 pub(crate) use {cmd, sub, subs_or_none};
 
 /// Every family's command list.
-fn families() -> [&'static [Command]; 13] {
+fn families() -> [&'static [Command]; 14] {
     use super::*;
     [
         connection::COMMANDS,
@@ -154,6 +154,7 @@ fn families() -> [&'static [Command]; 13] {
         server::COMMANDS,
         multi::COMMANDS,
         keys::COMMANDS,
+        memory::COMMANDS,
         sort::COMMANDS,
         strings::COMMANDS,
         hashes::COMMANDS,
