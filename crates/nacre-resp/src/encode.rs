@@ -31,7 +31,7 @@ pub fn encode_reply(out: &mut Vec<u8>, reply: &Reply) {
             out.extend_from_slice(b"\r\n");
         }
         Reply::Bulk(b) => push_blob(out, b'$', b),
-        Reply::Nil => out.extend_from_slice(b"_\r\n"),
+        Reply::Nil | Reply::NilArray => out.extend_from_slice(b"_\r\n"),
         Reply::Array(v) => push_aggregate(out, b'*', v),
         Reply::Boolean(b) => out.extend_from_slice(if *b { b"#t\r\n" } else { b"#f\r\n" }),
         Reply::Double(d) => push_line(out, b',', format_double(*d).as_bytes()),
@@ -63,6 +63,7 @@ pub fn encode_reply(out: &mut Vec<u8>, reply: &Reply) {
 pub fn encode_reply_resp2(out: &mut Vec<u8>, reply: &Reply) {
     match reply {
         Reply::Nil => out.extend_from_slice(b"$-1\r\n"),
+        Reply::NilArray => out.extend_from_slice(b"*-1\r\n"),
         Reply::Boolean(b) => out.extend_from_slice(if *b { b":1\r\n" } else { b":0\r\n" }),
         Reply::Double(d) => push_blob(out, b'$', format_double(*d).as_bytes()),
         Reply::BigNumber(n) => push_blob(out, b'$', n.as_bytes()),
@@ -233,6 +234,7 @@ mod resp2_tests {
     fn resp3_types_downgrade_as_redis_writes_them_to_resp2_clients() {
         let cases: Vec<(Reply, &[u8])> = vec![
             (Reply::Nil, b"$-1\r\n"),
+            (Reply::NilArray, b"*-1\r\n"),
             (Reply::Boolean(true), b":1\r\n"),
             (Reply::Boolean(false), b":0\r\n"),
             (Reply::Double(1.5), b"$3\r\n1.5\r\n"),

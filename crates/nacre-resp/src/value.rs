@@ -18,6 +18,9 @@ pub enum Reply {
     Bulk(Vec<u8>),
     /// A null: RESP2's null bulk string (`$-1`) and null array (`*-1`), RESP3's `_`.
     Nil,
+    /// A null where an array was due, as a server sends it: RESP2's `*-1`, RESP3's `_` (the
+    /// parser reads both as [`Reply::Nil`]).
+    NilArray,
     /// `*`: an array, possibly nested.
     Array(Vec<Reply>),
     /// `#`: a RESP3 boolean (`#t`, `#f`).
@@ -157,7 +160,7 @@ impl Reply {
             Reply::Error(_) => "error",
             Reply::Integer(_) => "integer",
             Reply::Bulk(_) => "bulk string",
-            Reply::Nil => "null",
+            Reply::Nil | Reply::NilArray => "null",
             Reply::Array(_) => "array",
             Reply::Boolean(_) => "boolean",
             Reply::Double(_) => "double",

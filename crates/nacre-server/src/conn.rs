@@ -256,7 +256,7 @@ async fn park(
                 }
             } => {
                 if shared.waiters.unpark(parked.id) {
-                    return Some((Reply::Nil, crate::store::txn::Ticket(0)));
+                    return Some((Reply::NilArray, crate::store::txn::Ticket(0)));
                 }
                 return (&mut parked.rx).await.ok();
             }

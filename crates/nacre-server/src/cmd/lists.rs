@@ -53,7 +53,12 @@ fn pop_cmd(ctx: &mut Ctx, args: &[Vec<u8>], left: bool) -> CmdResult {
     };
     let key = &args[1];
     let Some(mut l) = list(ctx.txn, ctx.db, key)? else {
-        return Ok(Reply::Nil);
+        // As Redis: a null array where a count asked for an array.
+        return Ok(if count.is_some() {
+            Reply::NilArray
+        } else {
+            Reply::Nil
+        });
     };
     match count {
         None => Ok(pop(ctx.txn, ctx.db, key, &mut l, left, 1)?
@@ -381,7 +386,7 @@ pub fn mpop(
 /// The `[key, [element...]]` reply of LMPOP and BLMPOP.
 pub fn mpop_reply(found: Option<Popped>) -> Reply {
     match found {
-        None => Reply::Nil,
+        None => Reply::NilArray,
         Some((k, els)) => Reply::Array(vec![
             Reply::Bulk(k),
             Reply::Array(els.into_iter().map(Reply::Bulk).collect()),

@@ -152,7 +152,7 @@ pub fn exec(shared: &Shared, client: &mut Client, _: &[Vec<u8>]) -> Outcome {
             let t = txn.read_ticket();
             drop(txn);
             client.end_multi(shared);
-            return Outcome::Reply(Reply::Nil, t);
+            return Outcome::Reply(Reply::NilArray, t);
         }
     }
     let mut replies = Vec::with_capacity(queue.len());
@@ -174,7 +174,12 @@ pub fn exec(shared: &Shared, client: &mut Client, _: &[Vec<u8>]) -> Outcome {
         };
         let r = match (in_txn, cmd.run) {
             (Some(r), _) => r,
-            (None, Run::Key(_)) => run_key(cmd, &mut txn, client, shared, args),
+            (None, Run::Key(_)) => match run_key(cmd, &mut txn, client, shared, args) {
+                // A blocking command with nothing to pop does not block in a transaction: it
+                // answers as if its timeout had passed.
+                Reply::Nil if cmd.flags.contains(Flags::BLOCKING) => Reply::NilArray,
+                r => r,
+            },
             (None, Run::Conn(f)) => match f(shared, client, args) {
                 Outcome::Reply(r, _) | Outcome::Close(r) => r,
                 Outcome::Many(mut rs) if rs.len() == 1 => rs.remove(0),

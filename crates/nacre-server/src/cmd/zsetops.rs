@@ -124,7 +124,7 @@ pub fn mpop(
 /// `ZMPOP numkeys key... MIN|MAX [COUNT count]`.
 pub fn zmpop(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     let (keys, max, count) = mpop_args(args, 1)?;
-    Ok(mpop(ctx, &keys, max, count)?.unwrap_or(Reply::Nil))
+    Ok(mpop(ctx, &keys, max, count)?.unwrap_or(Reply::NilArray))
 }
 
 /// Every member with its score, in score order.
