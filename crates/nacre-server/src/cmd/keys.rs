@@ -399,6 +399,8 @@ fn flush_check(args: &[Vec<u8>]) -> Result<(), Reply> {
 
 fn flush_db(ctx: &mut Ctx, db: usize) -> Result<(), Reply> {
     let store = ctx.shared.store.clone();
+    // Watchers of the keys it empties (read under the old namespace).
+    ctx.txn.bump_watchers_of_db(db, None);
     let ns = ctx
         .txn
         .namespaces_mut()
@@ -417,7 +419,6 @@ fn flush_db(ctx: &mut Ctx, db: usize) -> Result<(), Reply> {
     batch.put(&store.subs.gc, encoding::ns_prefix(old), []);
     let n = store.counts[db].load(Ordering::Relaxed);
     ctx.txn.add_count(db, -n);
-    ctx.txn.bump_watchers_of_db(db);
     Ok(())
 }
 
@@ -448,6 +449,8 @@ pub fn swapdb(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     }
     let (a, b) = (a as usize, b as usize);
     let store = ctx.shared.store.clone();
+    ctx.txn.bump_watchers_of_db(a, Some(b));
+    ctx.txn.bump_watchers_of_db(b, Some(a));
     let ns = ctx
         .txn
         .namespaces_mut()
@@ -463,8 +466,6 @@ pub fn swapdb(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     );
     ctx.txn.add_count(a, nb - na);
     ctx.txn.add_count(b, na - nb);
-    ctx.txn.bump_watchers_of_db(a);
-    ctx.txn.bump_watchers_of_db(b);
     Ok(ok())
 }
 

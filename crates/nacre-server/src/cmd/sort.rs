@@ -81,14 +81,26 @@ pub fn uses_patterns(args: &[Vec<u8>]) -> bool {
 
 /// Keys of `SORT key [... STORE destination]`.
 pub fn sort_keys(db: usize, args: &[Vec<u8>], _: usize) -> Result<Vec<(usize, Vec<u8>)>, Reply> {
-    let mut keys = vec![(db, args[1].clone())];
+    // As Redis: options are skipped with their arguments, and the last STORE counts.
+    let mut store = None;
     let mut j = 2;
-    while j + 1 < args.len() {
-        if is(&args[j], "store") {
-            keys.push((db, args[j + 1].clone()));
-        }
-        j += 1;
+    while j < args.len() {
+        let skip = if is(&args[j], "limit") {
+            2
+        } else if is(&args[j], "get") || is(&args[j], "by") {
+            1
+        } else if is(&args[j], "store") {
+            if let Some(k) = args.get(j + 1) {
+                store = Some(k.clone());
+            }
+            1
+        } else {
+            0
+        };
+        j += 1 + skip;
     }
+    let mut keys = vec![(db, args[1].clone())];
+    keys.extend(store.map(|k| (db, k)));
     Ok(keys)
 }
 
@@ -166,6 +178,10 @@ fn generic(ctx: &mut Ctx, args: &[Vec<u8>], readonly: bool) -> CmdResult {
         s.dontsort = false;
         s.alpha = true;
         s.by = None;
+    }
+    // As Redis: a sorted set taken unsorted keeps its order, reversed by DESC.
+    if s.dontsort && s.desc && meta.as_ref().is_some_and(|m| m.kind == Kind::ZSet) {
+        items.reverse();
     }
     if !s.dontsort {
         // Sort keys: the BY value (or the element), as a number unless ALPHA.

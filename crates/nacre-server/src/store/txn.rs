@@ -640,12 +640,26 @@ impl<'s> Txn<'s> {
         w.epoch
     }
 
-    /// Bumps the watchers of every key of database `db` (FLUSHDB, SWAPDB): through this
-    /// txn's own locks where it holds the stripe, locking the others one at a time.
-    pub fn bump_watchers_of_db(&mut self, db: usize) {
+    /// Before FLUSHDB or SWAPDB changes database `db`'s namespace (`with`: the database it
+    /// swaps with): bumps the watchers of the keys that hold a value in `db`, or in `with`,
+    /// now, as Redis touches only watched keys that the change affects. Through this txn's
+    /// own locks where it holds the stripe, locking the others one at a time.
+    pub fn bump_watchers_of_db(&mut self, db: usize, with: Option<usize>) {
+        let store = self.store;
+        let gens = self.ns.get().gens.clone();
         let bump = |s: &mut Stripe| {
-            for ((d, _), w) in s.watched.iter_mut() {
-                if *d == db {
+            let hit: Vec<(usize, Vec<u8>)> = s
+                .watched
+                .keys()
+                .filter(|(d, k)| {
+                    *d == db
+                        && (live(store, s, gens[db], k)
+                            || with.is_some_and(|w| live(store, s, gens[w], k)))
+                })
+                .cloned()
+                .collect();
+            for k in hit {
+                if let Some(w) = s.watched.get_mut(&k) {
                     w.epoch += 1;
                 }
             }
@@ -865,4 +879,19 @@ impl<'s> Txn<'s> {
         }
         Ticket(ticket.max(self.wait))
     }
+}
+
+/// Whether `key` has a record in namespace `gen`: its queued record in stripe `s` (whose
+/// lock the caller holds), else the engine's. As Redis, an expired key not yet deleted
+/// counts (Redis finds it in its dictionary); a record that cannot be read counts too.
+fn live(store: &Store, s: &Stripe, gen: u32, key: &[u8]) -> bool {
+    let mkey = encoding::meta_key(gen, key);
+    let raw = match s.pending.get(&mkey).and_then(|p| p.meta.clone()) {
+        Some(m) => m,
+        None => match store.db.get(&store.subs.meta, &mkey) {
+            Ok(m) => m,
+            Err(_) => return true,
+        },
+    };
+    raw.is_some()
 }
