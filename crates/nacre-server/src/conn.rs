@@ -241,6 +241,21 @@ async fn park(
     // W3: a write that landed before the client parked is served now.
     shared.waiters.serve(shared, &keys);
     let info = client.info.clone();
+    info.unblock_mode.store(0, Ordering::Release);
+    info.blocked.store(true, Ordering::Release);
+    let out = park_loop(shared, io, qlimit, deadline, &mut parked, &info).await;
+    info.blocked.store(false, Ordering::Release);
+    out
+}
+
+async fn park_loop(
+    shared: &Shared,
+    io: &mut Io,
+    qlimit: usize,
+    deadline: Option<tokio::time::Instant>,
+    parked: &mut crate::waiters::Parked,
+    info: &ClientInfo,
+) -> Option<crate::waiters::Served> {
     loop {
         if !send_ready(shared, &io.stream, &mut io.q) || io.buf.len() > qlimit {
             shared.waiters.unpark(parked.id);
@@ -270,6 +285,17 @@ async fn park(
             _ = info.kill.notified() => {
                 shared.waiters.unpark(parked.id);
                 return None;
+            }
+            _ = info.unblock.notified() => {
+                let mode = info.unblock_mode.swap(0, Ordering::AcqRel);
+                if mode != 0 && shared.waiters.unpark(parked.id) {
+                    let r = if mode == 2 {
+                        Reply::Error("UNBLOCKED client unblocked via CLIENT UNBLOCK".into())
+                    } else {
+                        Reply::NilArray
+                    };
+                    return Some((r, crate::store::txn::Ticket(0)));
+                }
             }
         }
     }

@@ -79,6 +79,13 @@ pub struct ClientInfo {
     pub psubs: AtomicUsize,
     /// Bytes of pub/sub messages queued for it, not yet taken by its connection.
     pub pubsub_bytes: AtomicUsize,
+    /// Whether it is parked on a blocking command.
+    pub blocked: AtomicBool,
+    /// How `CLIENT UNBLOCK` asked it to leave its blocking command (0: not asked, 1: as if
+    /// timed out, 2: with an error); `unblock` wakes it.
+    pub unblock_mode: std::sync::atomic::AtomicU8,
+    /// Wakes a parked client for `CLIENT UNBLOCK`.
+    pub unblock: Notify,
 }
 
 impl ClientInfo {
@@ -104,6 +111,9 @@ impl ClientInfo {
             subs: AtomicUsize::new(0),
             psubs: AtomicUsize::new(0),
             pubsub_bytes: AtomicUsize::new(0),
+            blocked: AtomicBool::new(false),
+            unblock_mode: std::sync::atomic::AtomicU8::new(0),
+            unblock: Notify::new(),
         }
     }
 

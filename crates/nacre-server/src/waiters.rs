@@ -104,6 +104,15 @@ impl Waiters {
         gone
     }
 
+    /// Serves clients parked on any key (after a write that changed whole databases).
+    pub fn serve_all(&self, shared: &Shared) {
+        if self.count() == 0 {
+            return;
+        }
+        let keys: Vec<(usize, Vec<u8>)> = self.inner.lock().by_key.keys().cloned().collect();
+        self.serve(shared, &keys);
+    }
+
     /// Serves clients parked on `keys` (after a write to them), and on the keys those
     /// serves write in turn (a BLMOVE's destination), in parking order (W2).
     pub fn serve(&self, shared: &Shared, keys: &[(usize, Vec<u8>)]) {
@@ -163,6 +172,20 @@ fn serve_one(shared: &Shared, db: usize, resp: u8, req: &Request, key: &[u8]) ->
             crate::notify::publish(shared, db, &req.args, &changes, t.0);
             Some((reply, t))
         }
+        // As Redis: a move whose source has an element but whose destination holds another
+        // type answers the error (nothing moves); a source of another type leaves the client
+        // parked.
+        Err(e) if matches!(req.op, Op::Move { .. }) && source_is_list(&mut txn, db, key) => {
+            let t = txn.read_ticket();
+            Some((e, t))
+        }
         _ => None,
     }
+}
+
+fn source_is_list(txn: &mut crate::store::Txn<'_>, db: usize, key: &[u8]) -> bool {
+    txn.get(db, key)
+        .ok()
+        .flatten()
+        .is_some_and(|m| m.kind == crate::store::Kind::List)
 }

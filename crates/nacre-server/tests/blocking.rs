@@ -270,3 +270,69 @@ fn a_client_that_disconnects_while_parked_takes_nothing() {
     wait_blocked(&s, 0);
     assert!(h.join().unwrap().is_err(), "a killed client got a reply");
 }
+
+#[test]
+fn client_unblock_and_swapdb_wake_parked_clients() {
+    let s = Server::start(&[]);
+    let mut admin = s.conn();
+    let ids = |admin: &mut redis::Connection| -> Vec<i64> {
+        let list: String = redis::cmd("CLIENT").arg("LIST").query(admin).unwrap();
+        list.lines()
+            .filter(|l| l.contains("cmd=blpop"))
+            .filter_map(|l| l.strip_prefix("id=")?.split(' ').next()?.parse().ok())
+            .collect()
+    };
+    // As if its timeout had passed.
+    let h = spawn_try(&s, &["BLPOP", "k", "0"]);
+    wait_blocked(&s, 1);
+    let id = ids(&mut admin)[0];
+    let n: i64 = redis::cmd("CLIENT")
+        .arg("UNBLOCK")
+        .arg(id)
+        .query(&mut admin)
+        .unwrap();
+    assert_eq!(n, 1);
+    assert_eq!(h.join().unwrap().unwrap(), Value::Nil);
+    // With an error.
+    let h = spawn_try(&s, &["BLPOP", "k", "0"]);
+    wait_blocked(&s, 1);
+    let id = ids(&mut admin)[0];
+    let n: i64 = redis::cmd("CLIENT")
+        .arg("UNBLOCK")
+        .arg(id)
+        .arg("ERROR")
+        .query(&mut admin)
+        .unwrap();
+    assert_eq!(n, 1);
+    let e = h.join().unwrap().unwrap_err();
+    assert_eq!(e.code(), Some("UNBLOCKED"), "{e}");
+    // A client that is not blocked, and a bad reason.
+    let me: i64 = redis::cmd("CLIENT").arg("ID").query(&mut admin).unwrap();
+    let n: i64 = redis::cmd("CLIENT")
+        .arg("UNBLOCK")
+        .arg(me)
+        .query(&mut admin)
+        .unwrap();
+    assert_eq!(n, 0);
+    let r: redis::RedisResult<i64> = redis::cmd("CLIENT")
+        .arg("UNBLOCK")
+        .arg(me)
+        .arg("NOW")
+        .query(&mut admin);
+    assert!(r.is_err());
+    // SWAPDB brings a list into the database a client waits on.
+    let h = spawn_cmd(&s, &["BLPOP", "k", "0"]);
+    wait_blocked(&s, 1);
+    let _: () = redis::cmd("SELECT").arg(1).query(&mut admin).unwrap();
+    let _: i64 = redis::cmd("RPUSH")
+        .arg("k")
+        .arg("v")
+        .query(&mut admin)
+        .unwrap();
+    let _: () = redis::cmd("SWAPDB")
+        .arg(0)
+        .arg(1)
+        .query(&mut admin)
+        .unwrap();
+    assert_eq!(h.join().unwrap(), Value::Array(vec![bulk("k"), bulk("v")]));
+}

@@ -237,6 +237,27 @@ pub fn client(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome
             reply(Reply::Bulk(out.into_bytes()))
         }
         "kill" => kill(shared, client, args),
+        "unblock" if n > 4 => reply(syntax()),
+        "unblock" => {
+            let Ok(id) = int(&args[2]) else {
+                return reply(err("value is not an integer or out of range"));
+            };
+            let mode = match args.get(3) {
+                None => 1,
+                Some(m) if is(m, "timeout") => 1,
+                Some(m) if is(m, "error") => 2,
+                Some(_) => return reply(err("CLIENT UNBLOCK reason should be TIMEOUT or ERROR")),
+            };
+            let target = shared.clients.lock().get(&(id as u64)).cloned();
+            match target {
+                Some(c) if id >= 0 && c.blocked.load(Ordering::Acquire) => {
+                    c.unblock_mode.store(mode, Ordering::Release);
+                    c.unblock.notify_one();
+                    reply(Reply::Integer(1))
+                }
+                _ => reply(Reply::Integer(0)),
+            }
+        }
         "no-evict" if n == 3 => {
             let on = if is(&args[2], "on") {
                 true
@@ -363,6 +384,7 @@ pub(crate) static COMMANDS: &[Command] = &[
         sub!("list", -2, [ADMIN NOSCRIPT LOADING STALE], [ADMIN SLOW DANGEROUS CONNECTION], (0, 0, 0)),
         sub!("kill", -3, [ADMIN NOSCRIPT LOADING STALE], [ADMIN SLOW DANGEROUS CONNECTION], (0, 0, 0)),
         sub!("no-evict", 3, [ADMIN NOSCRIPT LOADING STALE], [ADMIN SLOW DANGEROUS CONNECTION], (0, 0, 0)),
+        sub!("unblock", -3, [ADMIN NOSCRIPT LOADING STALE], [ADMIN SLOW DANGEROUS CONNECTION], (0, 0, 0)),
         sub!("help", 2, [LOADING STALE], [SLOW CONNECTION], (0, 0, 0)),
     ]),
 ];

@@ -339,6 +339,11 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
             }
             if cmd.flags.contains(Flags::WRITE) {
                 shared.waiters.serve(shared, &keys);
+                if exclusive {
+                    // SWAPDB gives whole databases new contents: every parked key may be
+                    // ready.
+                    shared.waiters.serve_all(shared);
+                }
             }
             Outcome::Reply(reply, ticket)
         }
