@@ -46,6 +46,11 @@ pub struct Client {
     pub counts: Cell<[u64; 4]>,
     /// The time commands see, read once per request.
     pub clock: Clock,
+    /// This connection's per-command counts since the last round.
+    pub cmdstats: crate::cmdstats::Local,
+    /// The command the request running now named (and its subcommand), and whether it was
+    /// refused before it ran: set by dispatch, counted once the request ends.
+    pub running: Option<(&'static str, Option<&'static str>, bool)>,
 }
 
 /// The time as a connection's commands see it: the wall clock read once per round of
@@ -111,6 +116,8 @@ impl Client {
             inbox: None,
             counts: Cell::new([0; 4]),
             clock: Clock::new(),
+            cmdstats: Default::default(),
+            running: None,
         }
     }
 
@@ -122,7 +129,8 @@ impl Client {
     }
 
     /// Adds the counts to the server's.
-    pub fn flush_counters(&self, shared: &Shared) {
+    pub fn flush_counters(&mut self, shared: &Shared) {
+        self.cmdstats.flush(&shared.cmdstats);
         let c = self.counts.replace([0; 4]);
         let s = &shared.counters;
         for (i, a) in [&s.commands, &s.hits, &s.misses, &s.errors]

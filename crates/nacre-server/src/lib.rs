@@ -13,6 +13,7 @@
 pub mod bits;
 pub mod client;
 pub mod cmd;
+pub mod cmdstats;
 pub mod config;
 pub mod config_rewrite;
 pub mod conn;

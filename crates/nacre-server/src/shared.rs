@@ -204,6 +204,10 @@ pub struct Counters {
 
 /// The server's shared state.
 pub struct Shared {
+    /// Per-command counts (`INFO commandstats`).
+    pub cmdstats: crate::cmdstats::Stats,
+    /// The replication id `INFO replication` reports (40 hex digits, new at every start).
+    pub replid: String,
     /// The keyspace.
     pub store: Arc<Store>,
     /// Configuration (CONFIG SET changes it).
@@ -263,6 +267,10 @@ impl Shared {
             clients: Mutex::new(BTreeMap::new()),
             next_client: AtomicU64::new(1),
             counters: Counters::default(),
+            cmdstats: Default::default(),
+            replid: (0..5)
+                .map(|_| format!("{:08x}", random_u64() as u32))
+                .collect(),
             slowlog: Mutex::new(VecDeque::new()),
             slowlog_next: AtomicU64::new(0),
             monitor,

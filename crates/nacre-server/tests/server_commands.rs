@@ -611,3 +611,46 @@ fn info_memory_reports_dram_apart_from_the_pool() {
     assert!(pool > 20_000_000, "pool resident {pool}");
     assert_eq!(per_key, dram / 5000);
 }
+
+#[test]
+fn info_commandstats_and_cpu() {
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut c).unwrap();
+    let _: () = redis::cmd("SET").arg("k").arg("w").query(&mut c).unwrap();
+    let _: redis::RedisResult<()> = redis::cmd("SET").arg("k").query(&mut c);
+    let _: redis::RedisResult<i64> = redis::cmd("INCR").arg("k").query(&mut c);
+    let _: redis::RedisResult<()> = redis::cmd("CONFIG").arg("GET").query(&mut c);
+    let all: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut c)
+        .unwrap();
+    let line = |name: &str| -> String {
+        all.lines()
+            .find(|l| l.starts_with(&format!("cmdstat_{name}:")))
+            .unwrap_or_else(|| panic!("no {name} in {all}"))
+            .to_string()
+    };
+    assert!(line("set").starts_with("cmdstat_set:calls=2,"), "{all}");
+    assert!(
+        line("set").ends_with("rejected_calls=1,failed_calls=0"),
+        "{all}"
+    );
+    assert!(
+        line("incr").ends_with("rejected_calls=0,failed_calls=1"),
+        "{all}"
+    );
+    assert!(line("config|get").contains("rejected_calls=1"), "{all}");
+    let default: String = redis::cmd("INFO").query(&mut c).unwrap();
+    assert!(!default.contains("cmdstat_"));
+    assert!(default.contains("used_cpu_user:"));
+    assert!(default.contains("master_repl_offset:0"));
+    let everything: String = redis::cmd("INFO").arg("everything").query(&mut c).unwrap();
+    assert!(everything.contains("cmdstat_set:"));
+    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut c).unwrap();
+    let after: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut c)
+        .unwrap();
+    assert!(!after.contains("cmdstat_set:"), "{after}");
+}

@@ -157,8 +157,13 @@ pub fn execute(shared: &Shared, client: &mut Client, args: Vec<Vec<u8>>) -> Outc
         return Outcome::Nothing;
     }
     client.count(0);
+    client.running = None;
     let out = dispatch(shared, client, &args);
     let micros = client.clock.lap();
+    if let Some((name, sub, rejected)) = client.running.take() {
+        let failed = matches!(&out, Outcome::Reply(r, _) if r.is_error());
+        client.cmdstats.record(name, sub, micros, rejected, failed);
+    }
     shared.slowlog_add(micros, &args, &client.info);
     if shared.monitors.load(Ordering::Relaxed) > 0 && !client.info.monitor.load(Ordering::Relaxed) {
         feed_monitor(shared, client, &args);
@@ -202,6 +207,9 @@ fn feed_monitor(shared: &Shared, client: &Client, args: &[Vec<u8>]) {
 /// A command refused before it runs, as Redis's `rejectCommand`: a transaction being queued
 /// is marked failed, and a refused `EXEC` discards it, answering `EXECABORT`.
 fn reject(shared: &Shared, client: &mut Client, cmd: &Command, error: String) -> Outcome {
+    if let Some(r) = client.running.as_mut() {
+        r.2 = true;
+    }
     let reply = if cmd.name == "exec" {
         client.end_multi(shared);
         exec_abort(&error)
@@ -231,6 +239,7 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
     // A container's subcommand brings its own arity and flags (its handler answers a
     // subcommand it does not have).
     let sub = cmd.sub(args);
+    client.running = Some((cmd.name, sub.map(|s| s.name), false));
     let flags = sub.map_or(cmd.flags, |s| s.flags);
     if !client.authed && !flags.contains(Flags::NO_AUTH) {
         return reject(

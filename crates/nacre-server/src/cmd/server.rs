@@ -86,6 +86,18 @@ fn command_docs(c: &Command) -> (Reply, Reply) {
     )
 }
 
+/// User, system, children's user and children's system CPU seconds from a `stat` file of
+/// `/proc` (zeros where it cannot be read). The kernel counts in ticks of 1/100 s.
+fn cpu_times(path: &str) -> [f64; 4] {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let rest = text.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let tick = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0) / 100.0;
+    // utime, stime, cutime, cstime are fields 14-17, so 11-14 after the name and state.
+    [tick(11), tick(12), tick(13), tick(14)]
+}
+
 /// The process's resident memory: all of it, and what is not a file's mapping (the heap and
 /// stacks: DRAM the server uses for itself). The rest is mapped files, almost all of it the
 /// pool (a file on tmpfs or on disk), and the binary's code.
@@ -292,7 +304,24 @@ pub fn info_text(shared: &Shared, sections: &[String]) -> String {
         ));
     }
     if want("replication") {
-        out.push_str("# Replication\r\nrole:master\r\nconnected_slaves:0\r\n\r\n");
+        // A master without replicas: no replication stream, so its offsets are zero.
+        out.push_str(&format!(
+            "# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\nmaster_replid:{}\r\nmaster_replid2:0000000000000000000000000000000000000000\r\nmaster_repl_offset:0\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\nrepl_backlog_size:1048576\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:0\r\n\r\n",
+            shared.replid
+        ));
+    }
+    if want("cpu") {
+        let me = cpu_times("/proc/self/stat");
+        let main = cpu_times("/proc/thread-self/stat");
+        out.push_str(&format!(
+            "# CPU\r\nused_cpu_sys:{:.6}\r\nused_cpu_user:{:.6}\r\nused_cpu_sys_children:{:.6}\r\nused_cpu_user_children:{:.6}\r\nused_cpu_sys_main_thread:{:.6}\r\nused_cpu_user_main_thread:{:.6}\r\n\r\n",
+            me[1], me[0], me[3], me[2], main[1], main[0]
+        ));
+    }
+    if want("commandstats") {
+        out.push_str("# Commandstats\r\n");
+        out.push_str(&shared.cmdstats.lines());
+        out.push_str("\r\n");
     }
     if want("nacre") {
         let pm_total = stats.zones * stats.zone_size;
@@ -475,6 +504,7 @@ pub fn config(shared: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
             reply(ok())
         }
         "resetstat" if args.len() == 2 => {
+            shared.cmdstats.reset();
             let c = &shared.counters;
             for a in [
                 &c.commands,

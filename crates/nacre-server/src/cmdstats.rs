@@ -1,0 +1,136 @@
+//! Per-command statistics for `INFO commandstats`: calls, time, rejections and failures, as
+//! Redis 7.0 counts them. A connection counts its own and adds them to the server's once per
+//! round of requests, so the hot path touches no shared counter.
+
+use std::collections::BTreeMap;
+
+use parking_lot::Mutex;
+
+/// One command's (or subcommand's) counts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stat {
+    /// Runs (not counting refused ones).
+    pub calls: u64,
+    /// Microseconds spent running.
+    pub usec: u64,
+    /// Refused before running (arity, authentication, a full pool...).
+    pub rejected: u64,
+    /// Ran and answered an error.
+    pub failed: u64,
+}
+
+impl Stat {
+    fn add(&mut self, o: &Stat) {
+        self.calls += o.calls;
+        self.usec += o.usec;
+        self.rejected += o.rejected;
+        self.failed += o.failed;
+    }
+}
+
+/// A connection's counts since its last flush, by name (`get`, `config|set`).
+#[derive(Default)]
+pub struct Local(Vec<(&'static str, Option<&'static str>, Stat)>);
+
+impl Local {
+    /// Counts one request of `name` (subcommand `sub`).
+    pub fn record(
+        &mut self,
+        name: &'static str,
+        sub: Option<&'static str>,
+        usec: u64,
+        rejected: bool,
+        failed: bool,
+    ) {
+        let at = match self
+            .0
+            .iter()
+            .position(|(n, s, _)| std::ptr::eq(*n, name) && *s == sub)
+        {
+            Some(i) => i,
+            None => {
+                self.0.push((name, sub, Stat::default()));
+                self.0.len() - 1
+            }
+        };
+        let s = &mut self.0[at].2;
+        if rejected {
+            s.rejected += 1;
+        } else {
+            s.calls += 1;
+            s.usec += usec;
+            if failed {
+                s.failed += 1;
+            }
+        }
+    }
+
+    /// Adds these counts to the server's and clears them.
+    pub fn flush(&mut self, to: &Stats) {
+        if self.0.is_empty() {
+            return;
+        }
+        let mut all = to.0.lock();
+        for (name, sub, s) in self.0.drain(..) {
+            all.entry((name, sub)).or_default().add(&s);
+        }
+    }
+}
+
+/// The server's counts.
+#[derive(Default)]
+pub struct Stats(Mutex<BTreeMap<(&'static str, Option<&'static str>), Stat>>);
+
+impl Stats {
+    /// The `INFO commandstats` section's lines.
+    pub fn lines(&self) -> String {
+        let mut out = String::new();
+        for ((name, sub), s) in self.0.lock().iter() {
+            let full = match sub {
+                Some(sub) => format!("{name}|{sub}"),
+                None => name.to_string(),
+            };
+            let per = if s.calls > 0 {
+                s.usec as f64 / s.calls as f64
+            } else {
+                0.0
+            };
+            out.push_str(&format!(
+                "cmdstat_{full}:calls={},usec={},usec_per_call={per:.2},rejected_calls={},failed_calls={}\r\n",
+                s.calls, s.usec, s.rejected, s.failed
+            ));
+        }
+        out
+    }
+
+    /// Forgets every count (`CONFIG RESETSTAT`).
+    pub fn reset(&self) {
+        self.0.lock().clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_add_up_per_command_and_subcommand() {
+        let all = Stats::default();
+        let mut l = Local::default();
+        l.record("get", None, 3, false, false);
+        l.record("get", None, 5, false, true);
+        l.record("config", Some("get"), 1, true, false);
+        l.flush(&all);
+        l.record("get", None, 2, false, false);
+        l.flush(&all);
+        let text = all.lines();
+        assert!(text.contains(
+            "cmdstat_get:calls=3,usec=10,usec_per_call=3.33,rejected_calls=0,failed_calls=1\r\n"
+        ));
+        assert!(text.contains(
+            "cmdstat_config|get:calls=0,usec=0,usec_per_call=0.00,rejected_calls=1,failed_calls=0\r\n"
+        ));
+        all.reset();
+        assert!(all.lines().is_empty());
+    }
+}
