@@ -51,6 +51,13 @@ pub struct Client {
     /// The command the request running now named (and its subcommand), and whether it was
     /// refused before it ran: set by dispatch, counted once the request ends.
     pub running: Option<(&'static str, Option<&'static str>, bool)>,
+    /// `CLIENT REPLY OFF`: command replies are not sent (pub/sub messages and subscription
+    /// confirmations still are).
+    pub reply_off: bool,
+    /// `CLIENT REPLY SKIP` ran: the next command's reply is not sent.
+    pub skip_armed: bool,
+    /// The running command's reply is not sent (armed by the command before it).
+    pub skip_this: bool,
 }
 
 /// The time as a connection's commands see it: the wall clock read once per round of
@@ -118,6 +125,9 @@ impl Client {
             clock: Clock::new(),
             cmdstats: Default::default(),
             running: None,
+            reply_off: false,
+            skip_armed: false,
+            skip_this: false,
         }
     }
 

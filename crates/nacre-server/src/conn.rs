@@ -373,6 +373,7 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, info: Arc<ClientInfo>
                 max_bulk,
                 authenticated: client.authed,
             };
+            let at = start;
             let args = match parser.parse(&io.buf[start..], &limits) {
                 Ok(Some((args, used))) => {
                     start += used;
@@ -385,6 +386,9 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, info: Arc<ClientInfo>
                     break;
                 }
             };
+            client.skip_this = std::mem::take(&mut client.skip_armed);
+            // What CLIENT LIST shows as `qbuf`: this request and those behind it.
+            info.qbuf.store(io.buf.len() - at, Ordering::Relaxed);
             let mut outcome = execute(&shared, &mut client, args);
             let outcome = loop {
                 outcome = match outcome {
@@ -405,7 +409,11 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, info: Arc<ClientInfo>
                 outcome,
                 Outcome::Reply(..) | Outcome::Many(_) | Outcome::Close(_) | Outcome::Nothing
             );
+            // CLIENT REPLY OFF / SKIP: command replies are dropped; subscription
+            // confirmations (`Many`) and pub/sub messages still go.
+            let silent = client.reply_off || client.skip_this;
             match outcome {
+                Outcome::Reply(_, _) if silent => {}
                 Outcome::Reply(r, t) => io.q.push(&r, t.0, client.resp),
                 Outcome::Many(rs) => {
                     for r in &rs {
@@ -413,7 +421,9 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, info: Arc<ClientInfo>
                     }
                 }
                 Outcome::Close(r) => {
-                    io.q.push(&r, 0, client.resp);
+                    if !silent {
+                        io.q.push(&r, 0, client.resp);
+                    }
                     closing = true;
                 }
                 Outcome::Delay(d, r) => {
@@ -421,16 +431,21 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, info: Arc<ClientInfo>
                     if !delay(&shared, &info, &mut io, qlimit, d).await {
                         break 'conn;
                     }
-                    io.q.push(&r, 0, client.resp);
+                    if !silent {
+                        io.q.push(&r, 0, client.resp);
+                    }
                 }
                 Outcome::Blocking(f) => {
                     let r = tokio::task::spawn_blocking(f)
                         .await
                         .unwrap_or_else(|_| crate::cmd::err("the command panicked"));
-                    io.q.push(&r, 0, client.resp);
+                    if !silent {
+                        io.q.push(&r, 0, client.resp);
+                    }
                 }
                 Outcome::Block(req) => match park(&shared, &mut client, &mut io, qlimit, req).await
                 {
+                    Some(_) if silent => {}
                     Some((r, t)) => io.q.push(&r, t.0, client.resp),
                     None => break 'conn,
                 },

@@ -58,7 +58,9 @@ pub struct ClientInfo {
     /// When it last ran a command.
     pub last: Mutex<Instant>,
     /// The last command's name.
-    pub last_cmd: Mutex<&'static str>,
+    pub last_cmd: Mutex<(&'static str, Option<&'static str>)>,
+    /// Bytes in its query buffer when its current request started (`qbuf`).
+    pub qbuf: AtomicUsize,
     /// Set by `CLIENT KILL`; the connection closes.
     pub killed: AtomicBool,
     /// Wakes the connection when killed.
@@ -100,7 +102,8 @@ impl ClientInfo {
             db: AtomicUsize::new(0),
             since: now,
             last: Mutex::new(now),
-            last_cmd: Mutex::new("NULL"),
+            last_cmd: Mutex::new(("NULL", None)),
+            qbuf: AtomicUsize::new(0),
             killed: AtomicBool::new(false),
             kill: Notify::new(),
             resp: AtomicUsize::new(2),
@@ -147,7 +150,7 @@ impl ClientInfo {
             flags.push('N');
         }
         format!(
-            "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db={} sub={} psub={} ssub=0 multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
+            "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db={} sub={} psub={} ssub=0 multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
             self.id,
             self.addr,
             self.laddr,
@@ -159,7 +162,11 @@ impl ClientInfo {
             subs,
             psubs,
             if self.multi.load(Ordering::Relaxed) { 0 } else { -1 },
-            self.last_cmd.lock(),
+            self.qbuf.load(Ordering::Relaxed),
+            match *self.last_cmd.lock() {
+                (name, Some(sub)) => format!("{name}|{sub}"),
+                (name, None) => name.to_string(),
+            },
             self.resp.load(Ordering::Relaxed),
         )
     }

@@ -373,3 +373,40 @@ fn a_key_longer_than_a_zone_is_refused_with_an_error_and_others_go_on() {
         }
     }
 }
+
+#[test]
+fn client_reply_off_skip_and_on() {
+    let s = Server::start(&[]);
+    let c = s.raw();
+    (&c).write_all(
+        b"CLIENT REPLY OFF\r\nSET a 1\r\nGET a\r\nCLIENT REPLY ON\r\nGET a\r\n\
+          CLIENT REPLY SKIP\r\nGET a\r\nPING\r\nCLIENT REPLY SKIP\r\nCLIENT REPLY ON\r\nPING\r\n\
+          CLIENT REPLY MAYBE\r\nCLIENT LIST ID 1\r\n",
+    )
+    .expect("send");
+    let mut r = BufReader::new(c);
+    let replies = read_replies(&mut r, 6);
+    assert_eq!(
+        replies[..5],
+        ["+OK", "$1", "+PONG", "+OK", "+PONG"],
+        "{replies:?}"
+    );
+    assert_eq!(replies[5], "-ERR syntax error");
+    // Subscription confirmations and messages still reach a client with replies off.
+    let sub = s.raw();
+    (&sub)
+        .write_all(b"CLIENT REPLY OFF\r\nSUBSCRIBE ch\r\n")
+        .expect("send");
+    let mut rs = BufReader::new(sub);
+    // (Bulk strings show as their length lines.)
+    assert_eq!(read_replies(&mut rs, 4), ["*3", "$9", "$2", ":1"]);
+    let mut pubc = s.conn();
+    let n: i64 = redis::cmd("PUBLISH")
+        .arg("ch")
+        .arg("hi")
+        .query(&mut pubc)
+        .unwrap();
+    assert_eq!(n, 1);
+    let got = read_replies(&mut rs, 4);
+    assert_eq!(got, ["*3", "$7", "$2", "$2"]);
+}

@@ -258,6 +258,24 @@ pub fn client(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome
                 _ => reply(Reply::Integer(0)),
             }
         }
+        "reply" if n == 3 => {
+            if is(&args[2], "on") {
+                client.reply_off = false;
+                client.skip_armed = false;
+                client.skip_this = false;
+                reply(ok())
+            } else if is(&args[2], "off") {
+                client.reply_off = true;
+                Outcome::Nothing
+            } else if is(&args[2], "skip") {
+                if !client.reply_off {
+                    client.skip_armed = true;
+                }
+                Outcome::Nothing
+            } else {
+                reply(syntax())
+            }
+        }
         "no-evict" if n == 3 => {
             let on = if is(&args[2], "on") {
                 true
@@ -332,6 +350,12 @@ fn kill(shared: &Shared, me: &mut Client, args: &[Vec<u8>]) -> Outcome {
             },
             "addr" => addr = Some(v),
             "laddr" => laddr = Some(v),
+            // As Redis: a user that does not exist is an error (`default` is the only one).
+            "user" if v != "default" => {
+                return reply(super::err_bytes(
+                    format!("No such user '{}'", v.replace(['\r', '\n'], " ")).as_bytes(),
+                ))
+            }
             "user" => user = Some(v),
             "type" => match v.to_ascii_lowercase().as_str() {
                 "normal" => {}
@@ -385,6 +409,7 @@ pub(crate) static COMMANDS: &[Command] = &[
         sub!("kill", -3, [ADMIN NOSCRIPT LOADING STALE], [ADMIN SLOW DANGEROUS CONNECTION], (0, 0, 0)),
         sub!("no-evict", 3, [ADMIN NOSCRIPT LOADING STALE], [ADMIN SLOW DANGEROUS CONNECTION], (0, 0, 0)),
         sub!("unblock", -3, [ADMIN NOSCRIPT LOADING STALE], [ADMIN SLOW DANGEROUS CONNECTION], (0, 0, 0)),
+        sub!("reply", 3, [NOSCRIPT LOADING STALE], [SLOW CONNECTION], (0, 0, 0)),
         sub!("help", 2, [LOADING STALE], [SLOW CONNECTION], (0, 0, 0)),
     ]),
 ];

@@ -235,10 +235,10 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
         }
         return Outcome::Reply(unknown_command(args), Ticket(0));
     };
-    *client.info.last_cmd.lock() = cmd.name;
     // A container's subcommand brings its own arity and flags (its handler answers a
     // subcommand it does not have).
     let sub = cmd.sub(args);
+    *client.info.last_cmd.lock() = (cmd.name, sub.map(|s| s.name));
     client.running = Some((cmd.name, sub.map(|s| s.name), false));
     let flags = sub.map_or(cmd.flags, |s| s.flags);
     if !client.authed && !flags.contains(Flags::NO_AUTH) {
