@@ -282,29 +282,23 @@ fn client_unblock_and_swapdb_wake_parked_clients() {
             .filter_map(|l| l.strip_prefix("id=")?.split(' ').next()?.parse().ok())
             .collect()
     };
-    // As if its timeout had passed.
-    let h = spawn_try(&s, &["BLPOP", "k", "0"]);
-    wait_blocked(&s, 1);
-    let id = ids(&mut admin)[0];
-    let n: i64 = redis::cmd("CLIENT")
-        .arg("UNBLOCK")
-        .arg(id)
-        .query(&mut admin)
-        .unwrap();
-    assert_eq!(n, 1);
-    assert_eq!(h.join().unwrap().unwrap(), Value::Nil);
-    // With an error.
-    let h = spawn_try(&s, &["BLPOP", "k", "0"]);
-    wait_blocked(&s, 1);
-    let id = ids(&mut admin)[0];
-    let n: i64 = redis::cmd("CLIENT")
-        .arg("UNBLOCK")
-        .arg(id)
-        .arg("ERROR")
-        .query(&mut admin)
-        .unwrap();
-    assert_eq!(n, 1);
-    let e = h.join().unwrap().unwrap_err();
+    // Parks a BLPOP and unblocks it with `how`; its outcome.
+    let mut unblock = |how: &[&str]| {
+        let h = spawn_try(&s, &["BLPOP", "k", "0"]);
+        wait_blocked(&s, 1);
+        let id = ids(&mut admin)[0];
+        let mut cmd = redis::cmd("CLIENT");
+        cmd.arg("UNBLOCK").arg(id);
+        for a in how {
+            cmd.arg(*a);
+        }
+        let n: i64 = cmd.query(&mut admin).unwrap();
+        assert_eq!(n, 1);
+        h.join().unwrap()
+    };
+    // As if its timeout had passed, then with an error.
+    assert_eq!(unblock(&[]).unwrap(), Value::Nil);
+    let e = unblock(&["ERROR"]).unwrap_err();
     assert_eq!(e.code(), Some("UNBLOCKED"), "{e}");
     // A client that is not blocked, and a bad reason.
     let me: i64 = redis::cmd("CLIENT").arg("ID").query(&mut admin).unwrap();

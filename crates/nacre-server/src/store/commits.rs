@@ -80,6 +80,32 @@ pub struct Commits {
     resolving: Mutex<()>,
 }
 
+/// A staged commit's ticket, whether it frees space, its keys and its count changes.
+type Meta = (u64, bool, Vec<(usize, Vec<u8>)>, Vec<(usize, i64)>);
+
+/// Hands a commit to the completer, which resolves commits in ticket order (K6 counts it as
+/// handed to the committer); to `left` when the completer is gone (shutdown), where the
+/// caller waits for it.
+fn to_completer(q: &mut Queue, meta: Meta, fut: WriteFuture, left: &mut Vec<InFlight>) {
+    let (ticket, frees, keys, deltas) = meta;
+    let f = InFlight {
+        ticket,
+        frees,
+        fut,
+        keys,
+        deltas,
+    };
+    q.async_last = ticket;
+    match &q.tx {
+        Some(tx) => {
+            if let Err(e) = tx.send(f) {
+                left.push(e.0);
+            }
+        }
+        None => left.push(f),
+    }
+}
+
 /// Redis's refusal of a command that adds data over `maxmemory`.
 pub const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
 
@@ -167,23 +193,7 @@ impl Commits {
         let futs = store.db.write_async_many(batches);
         let mut left = Vec::new();
         for ((ticket, frees, keys, deltas), fut) in meta.into_iter().zip(futs) {
-            let f = InFlight {
-                ticket,
-                frees,
-                fut,
-                keys,
-                deltas,
-            };
-            q.async_last = ticket;
-            match &q.tx {
-                Some(tx) => {
-                    if let Err(e) = tx.send(f) {
-                        // The completer is gone (shutdown): wait here, which still completes.
-                        left.push(e.0);
-                    }
-                }
-                None => left.push(f),
-            }
+            to_completer(&mut q, (ticket, frees, keys, deltas), fut, &mut left);
         }
         drop(q);
         for f in left {
@@ -257,34 +267,18 @@ impl Commits {
         let mut left = Vec::new();
         let mut q = self.queue.lock();
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-        let mut to_completer = false;
+        let mut queued = false;
         for ((ticket, frees, keys, deltas), mut fut) in meta.into_iter().zip(futs) {
-            if !to_completer {
+            if !queued {
                 if let std::task::Poll::Ready(r) = std::pin::Pin::new(&mut fut).poll(&mut cx) {
                     done.push((ticket, frees, keys, deltas, r));
                     continue;
                 }
                 // The engine queued this one for its committer: it and every later one are
                 // resolved by the completer, in order.
-                to_completer = true;
+                queued = true;
             }
-            q.async_last = ticket;
-            let f = InFlight {
-                ticket,
-                frees,
-                fut,
-                keys,
-                deltas,
-            };
-            match &q.tx {
-                Some(tx) => {
-                    if let Err(e) = tx.send(f) {
-                        // The completer is gone (shutdown): wait here, which still completes.
-                        left.push(e.0);
-                    }
-                }
-                None => left.push(f),
-            }
+            to_completer(&mut q, (ticket, frees, keys, deltas), fut, &mut left);
         }
         drop(q);
         if let Some(last) = done.last().map(|d| d.0) {
