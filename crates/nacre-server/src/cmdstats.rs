@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use parking_lot::Mutex;
 
 /// One command's (or subcommand's) counts.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Stat {
     /// Runs (not counting refused ones).
     pub calls: u64,
@@ -17,6 +17,30 @@ pub struct Stat {
     pub rejected: u64,
     /// Ran and answered an error.
     pub failed: u64,
+    /// Runs by duration: `hist[i]` counts those of at most 2^i microseconds (and more than
+    /// 2^(i-1)).
+    pub hist: [u64; BUCKETS],
+}
+
+/// Histogram buckets: up to 2^39 microseconds (six days).
+pub const BUCKETS: usize = 40;
+
+/// The bucket of a run of `usec` microseconds.
+fn bucket(usec: u64) -> usize {
+    let b = 64 - usec.saturating_sub(1).leading_zeros() as usize;
+    b.min(BUCKETS - 1)
+}
+
+impl Default for Stat {
+    fn default() -> Stat {
+        Stat {
+            calls: 0,
+            usec: 0,
+            rejected: 0,
+            failed: 0,
+            hist: [0; BUCKETS],
+        }
+    }
 }
 
 impl Stat {
@@ -25,6 +49,27 @@ impl Stat {
         self.usec += o.usec;
         self.rejected += o.rejected;
         self.failed += o.failed;
+        for (a, b) in self.hist.iter_mut().zip(o.hist.iter()) {
+            *a += b;
+        }
+    }
+
+    /// (bucket bound in microseconds, runs up to it), from the first bucket used to the
+    /// last, as `LATENCY HISTOGRAM` shows them.
+    pub fn cumulative(&self) -> Vec<(u64, u64)> {
+        let (Some(first), Some(last)) = (
+            self.hist.iter().position(|&n| n > 0),
+            self.hist.iter().rposition(|&n| n > 0),
+        ) else {
+            return Vec::new();
+        };
+        let mut sum: u64 = self.hist[..first].iter().sum();
+        (first..=last)
+            .map(|i| {
+                sum += self.hist[i];
+                (1u64 << i, sum)
+            })
+            .collect()
     }
 }
 
@@ -59,6 +104,7 @@ impl Local {
         } else {
             s.calls += 1;
             s.usec += usec;
+            s.hist[bucket(usec)] += 1;
             if failed {
                 s.failed += 1;
             }
@@ -103,6 +149,22 @@ impl Stats {
         out
     }
 
+    /// The counts of every command and subcommand that ran, by full name (`client|id`).
+    pub fn all(&self) -> Vec<(String, Stat)> {
+        self.0
+            .lock()
+            .iter()
+            .filter(|(_, s)| s.calls > 0)
+            .map(|((name, sub), s)| {
+                let full = match sub {
+                    Some(sub) => format!("{name}|{sub}"),
+                    None => name.to_string(),
+                };
+                (full, *s)
+            })
+            .collect()
+    }
+
     /// Forgets every count (`CONFIG RESETSTAT`).
     pub fn reset(&self) {
         self.0.lock().clear();
@@ -130,6 +192,12 @@ mod tests {
         assert!(text.contains(
             "cmdstat_config|get:calls=0,usec=0,usec_per_call=0.00,rejected_calls=1,failed_calls=0\r\n"
         ));
+        let get = all.all().into_iter().find(|(n, _)| n == "get").unwrap().1;
+        // 3 µs, 5 µs and 2 µs: buckets 4, 8 and 2.
+        assert_eq!(get.cumulative(), vec![(2, 1), (4, 2), (8, 3)]);
+        assert_eq!(bucket(1), 0);
+        assert_eq!(bucket(0), 0);
+        assert_eq!(bucket(1025), 11);
         all.reset();
         assert!(all.lines().is_empty());
     }

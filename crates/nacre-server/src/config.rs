@@ -100,6 +100,12 @@ pub struct Config {
 }
 
 impl Config {
+    /// `latency-monitor-threshold` in milliseconds (0: the monitor is off).
+    pub fn latency_threshold_ms(&self) -> u64 {
+        crate::tunables::find("latency-monitor-threshold")
+            .map_or(0, |t| self.tunables.get(t).max(0) as u64)
+    }
+
     /// The threads that serve clients (see [`Config::io_threads`]).
     pub fn worker_threads(&self) -> usize {
         match self.io_threads {

@@ -18,6 +18,7 @@ pub mod config;
 pub mod config_rewrite;
 pub mod conn;
 pub mod glob;
+pub mod latency;
 pub mod lcs;
 pub mod longdouble;
 pub mod notify;

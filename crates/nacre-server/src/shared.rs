@@ -213,6 +213,8 @@ pub struct Counters {
 pub struct Shared {
     /// Per-command counts (`INFO commandstats`).
     pub cmdstats: crate::cmdstats::Stats,
+    /// The latency monitor.
+    pub latency: crate::latency::Monitor,
     /// The replication id `INFO replication` reports (40 hex digits, new at every start).
     pub replid: String,
     /// The keyspace.
@@ -265,6 +267,10 @@ impl Shared {
     /// Builds the shared state.
     pub fn new(store: Arc<Store>, config: Config, start: StartReport) -> Shared {
         let notify = config.notify_keyspace_events;
+        let latency = crate::latency::Monitor::default();
+        latency
+            .threshold
+            .store(config.latency_threshold_ms(), Ordering::Relaxed);
         let (monitor, _) = broadcast::channel(4096);
         Shared {
             store,
@@ -275,6 +281,7 @@ impl Shared {
             next_client: AtomicU64::new(1),
             counters: Counters::default(),
             cmdstats: Default::default(),
+            latency,
             replid: (0..5)
                 .map(|_| format!("{:08x}", random_u64() as u32))
                 .collect(),

@@ -7,7 +7,7 @@ mod common;
 use std::io::{BufRead, BufReader, Write};
 use std::time::{Duration, Instant};
 
-use common::{raw_exchange, Server};
+use common::{raw_exchange, run, Server};
 use redis::Value;
 
 fn info(c: &mut redis::Connection, section: &str, field: &str) -> String {
@@ -653,4 +653,72 @@ fn info_commandstats_and_cpu() {
         .query(&mut c)
         .unwrap();
     assert!(!after.contains("cmdstat_set:"), "{after}");
+}
+
+#[test]
+fn latency_monitor_events_and_histograms() {
+    let s = Server::start(&["--enable-debug-command", "yes"]);
+    let mut c = s.conn();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("latency-monitor-threshold")
+        .arg(100)
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("DEBUG")
+        .arg("SLEEP")
+        .arg("0.2")
+        .query(&mut c)
+        .unwrap();
+    let latest: Vec<(String, i64, i64, i64)> =
+        redis::cmd("LATENCY").arg("LATEST").query(&mut c).unwrap();
+    assert_eq!(latest.len(), 1, "{latest:?}");
+    assert_eq!(latest[0].0, "command");
+    assert!((180..1000).contains(&latest[0].2), "{latest:?}");
+    let history: Vec<(i64, i64)> = redis::cmd("LATENCY")
+        .arg("HISTORY")
+        .arg("command")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(history.len(), 1);
+    assert_eq!(history[0].0, latest[0].1);
+    let graph: String = redis::cmd("LATENCY")
+        .arg("GRAPH")
+        .arg("command")
+        .query(&mut c)
+        .unwrap();
+    assert!(graph.starts_with("command - high"), "{graph}");
+    let doctor: String = redis::cmd("LATENCY").arg("DOCTOR").query(&mut c).unwrap();
+    assert!(doctor.contains("command: 1 latency spikes"), "{doctor}");
+    let none: redis::RedisResult<String> =
+        redis::cmd("LATENCY").arg("GRAPH").arg("nope").query(&mut c);
+    assert!(none.is_err());
+    let n: i64 = redis::cmd("LATENCY").arg("RESET").query(&mut c).unwrap();
+    assert_eq!(n, 1);
+    let latest: Vec<redis::Value> = redis::cmd("LATENCY").arg("LATEST").query(&mut c).unwrap();
+    assert!(latest.is_empty());
+    // Histograms: calls and cumulative runs per power-of-two bound.
+    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut c).unwrap();
+    for _ in 0..3 {
+        let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut c).unwrap();
+    }
+    let h = run(&mut c, &[b"LATENCY", b"HISTOGRAM", b"set", b"nosuch"]);
+    let Value::Array(items) = h else {
+        panic!("{h:?}")
+    };
+    assert_eq!(items.len(), 2, "{items:?}");
+    assert_eq!(items[0], Value::BulkString(b"set".to_vec()));
+    let Value::Array(fields) = &items[1] else {
+        panic!("{items:?}")
+    };
+    assert_eq!(fields[0], Value::BulkString(b"calls".to_vec()));
+    assert_eq!(fields[1], Value::Int(3));
+    let Value::Array(buckets) = &fields[3] else {
+        panic!("{fields:?}")
+    };
+    assert_eq!(
+        buckets.last(),
+        Some(&Value::Int(3)),
+        "cumulative: {buckets:?}"
+    );
 }

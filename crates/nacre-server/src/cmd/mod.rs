@@ -8,6 +8,7 @@ pub mod connection;
 pub mod flags;
 pub mod hashes;
 pub mod keys;
+pub mod latency;
 pub mod lists;
 pub mod memory;
 pub mod multi;
@@ -163,6 +164,16 @@ pub fn execute(shared: &Shared, client: &mut Client, args: Vec<Vec<u8>>) -> Outc
     if let Some((name, sub, rejected)) = client.running.take() {
         let failed = matches!(&out, Outcome::Reply(r, _) if r.is_error());
         client.cmdstats.record(name, sub, micros, rejected, failed);
+        if micros >= 1000 {
+            shared.latency.add(
+                if lookup(name).is_some_and(|c| c.flags.contains(Flags::FAST)) {
+                    "fast-command"
+                } else {
+                    "command"
+                },
+                micros / 1000,
+            );
+        }
     }
     shared.slowlog_add(micros, &args, &client.info);
     if shared.monitors.load(Ordering::Relaxed) > 0 && !client.info.monitor.load(Ordering::Relaxed) {

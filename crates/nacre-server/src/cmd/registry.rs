@@ -146,7 +146,7 @@ macro_rules! sub {
 pub(crate) use {cmd, sub, subs_or_none};
 
 /// Every family's command list.
-fn families() -> [&'static [Command]; 14] {
+fn families() -> [&'static [Command]; 15] {
     use super::*;
     [
         connection::COMMANDS,
@@ -155,6 +155,7 @@ fn families() -> [&'static [Command]; 14] {
         multi::COMMANDS,
         keys::COMMANDS,
         memory::COMMANDS,
+        latency::COMMANDS,
         sort::COMMANDS,
         strings::COMMANDS,
         hashes::COMMANDS,

@@ -500,6 +500,10 @@ pub fn config(shared: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
             shared
                 .notify
                 .store(cfg.notify_keyspace_events, Ordering::Relaxed);
+            shared
+                .latency
+                .threshold
+                .store(cfg.latency_threshold_ms(), Ordering::Relaxed);
             *shared.config.write() = cfg;
             reply(ok())
         }
