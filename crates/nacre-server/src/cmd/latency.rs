@@ -68,11 +68,7 @@ fn graph(shared: &Shared, event: &[u8]) -> Reply {
     let low = h.iter().map(|s| s.1).min().unwrap_or(0);
     let mut text = format!("{name} - high {high} ms, low {low} ms\n\n");
     for (at, ms) in &h {
-        let width = if high == 0 {
-            0
-        } else {
-            (ms * 60 / high) as usize
-        };
+        let width = (ms * 60).checked_div(high).unwrap_or(0) as usize;
         text.push_str(&format!("{at} {ms:>8} ms {}\n", "#".repeat(width.max(1))));
     }
     Reply::Verbatim {
