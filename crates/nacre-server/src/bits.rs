@@ -444,7 +444,9 @@ fn fit(t: FieldType, x: i128, ov: Overflow) -> Option<i64> {
 }
 
 /// BITFIELD SET with the default WRAP policy: stores `value` wrapped to the
-/// type and returns the previous value.
+/// type and returns the previous value (the tests' shorthand for
+/// [`set_field_checked`] with WRAP).
+#[cfg(test)]
 pub fn set_field(v: &mut Vec<u8>, offset: u64, t: FieldType, value: i64) -> i64 {
     let old = get_field(v, offset, t);
     let new = t.wrap(t.widen(value));

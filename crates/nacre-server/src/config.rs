@@ -85,7 +85,7 @@ pub struct Config {
     /// (`gi-size-limit`, default 0: half the pool).
     pub gi_size_limit: u64,
     /// Keyspace notification classes (`notify-keyspace-events`, default none; flags of
-    /// [`crate::notify`]).
+    /// `crate::notify`).
     pub notify_keyspace_events: u32,
     /// Who may run `DEBUG` (`enable-debug-command`, default no; set only at start).
     pub enable_debug_command: DebugAccess,
@@ -95,7 +95,7 @@ pub struct Config {
     /// Threads serving clients (`io-threads`; 0, the default: one fewer than the cores, at
     /// least one, leaving a core to the engine's background work). Fixed at start.
     pub io_threads: u64,
-    /// Redis's encoding and reporting parameters (see [`crate::tunables`]).
+    /// Redis's encoding and reporting parameters (see `crate::tunables`).
     pub tunables: crate::tunables::Values,
 }
 

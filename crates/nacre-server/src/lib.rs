@@ -5,30 +5,30 @@
 //! - [`store`]: Redis keys on engine subtables; the locking, pending-entry and ticket rules
 //!   that make each command atomic, isolated and answered only once durable.
 //! - [`cmd`]: the command table and the commands, family by family.
-//! - [`conn`], [`server`]: connections (tokio) and the listener.
+//! - `conn`, [`server`]: connections (tokio) and the listener.
 
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
-pub mod bits;
+pub(crate) mod bits;
 pub mod client;
 pub mod cmd;
-pub mod cmdstats;
+pub(crate) mod cmdstats;
 pub mod config;
-pub mod config_rewrite;
-pub mod conn;
-pub mod glob;
-pub mod latency;
-pub mod lcs;
-pub mod longdouble;
-pub mod notify;
-pub mod pubsub;
+pub(crate) mod config_rewrite;
+pub(crate) mod conn;
+pub(crate) mod glob;
+pub(crate) mod latency;
+pub(crate) mod lcs;
+pub(crate) mod longdouble;
+pub(crate) mod notify;
+pub(crate) mod pubsub;
 pub mod server;
 pub mod shared;
 pub mod store;
-pub mod tunables;
-pub mod types;
-pub mod waiters;
+pub(crate) mod tunables;
+pub(crate) mod types;
+pub(crate) mod waiters;
 
 pub use config::{Config, ConfigError, LogLevel};
 

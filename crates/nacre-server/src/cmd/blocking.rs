@@ -1,7 +1,7 @@
 //! Blocking list and sorted-set pops: BLPOP BRPOP BLMOVE BRPOPLPUSH BLMPOP BZPOPMIN
 //! BZPOPMAX BZMPOP. Each runs first as its non-blocking form over its keys in order; when
 //! nothing is there (and the client is not in `MULTI`, where it answers nil at once) the
-//! connection parks it in [`crate::waiters`], and writers serve parked clients of a key in
+//! connection parks it in `crate::waiters`, and writers serve parked clients of a key in
 //! the order they blocked, as Redis does.
 
 use std::time::Duration;

@@ -64,9 +64,9 @@ pub type Result<T> = std::result::Result<T, StoreError>;
 /// with the `testing` feature.
 #[cfg(feature = "testing")]
 pub static MUTATION: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
-/// [`MUTATION`]: queue batches without the version mark (K5).
+/// `MUTATION`: queue batches without the version mark (K5).
 pub const MUTATE_NO_VERSION_MARK: u8 = 1;
-/// [`MUTATION`]: FLUSHDB without the namespace record.
+/// `MUTATION`: FLUSHDB without the namespace record.
 pub const MUTATE_NO_NAMESPACE_RECORD: u8 = 2;
 
 /// Whether the torture test switched rule `m` off (never without the `testing` feature).
