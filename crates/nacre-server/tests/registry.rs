@@ -72,9 +72,13 @@ fn infos(con: &mut redis::Connection, names: &[String]) -> BTreeMap<String, Info
         .collect()
 }
 
+/// The top-level commands `COMMAND LIST` names (it lists subcommands too, as
+/// `parent|sub`).
 fn command_names(con: &mut redis::Connection) -> Vec<String> {
     let v = run(con, &[b"COMMAND", b"LIST"]);
-    let mut names: Vec<String> = items(&v).iter().map(text).collect();
+    let all: Vec<String> = items(&v).iter().map(text).collect();
+    assert!(all.iter().any(|n| n == "client|list"), "{all:?}");
+    let mut names: Vec<String> = all.into_iter().filter(|n| !n.contains('|')).collect();
     names.sort();
     names
 }

@@ -8,6 +8,7 @@ pub mod connection;
 pub mod flags;
 pub mod hashes;
 pub mod keys;
+pub mod keyspecs;
 pub mod latency;
 pub mod lists;
 pub mod memory;

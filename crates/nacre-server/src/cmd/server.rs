@@ -121,6 +121,25 @@ fn resident() -> Resident {
     }
 }
 
+/// A name `COMMAND LIST` may show, with its ACL categories.
+type Listed = (String, super::registry::Acl);
+
+/// `COMMAND INFO` of `name`: a command, or a subcommand as `parent|sub`; nil for neither.
+fn info_of(name: &[u8]) -> Reply {
+    let name = lower(name);
+    match name.split_once('|') {
+        None => super::lookup(&name).map_or(Reply::Nil, command_info),
+        Some((parent, sub)) => super::lookup(parent)
+            .and_then(|c| {
+                c.subs
+                    .iter()
+                    .find(|s| s.name == sub)
+                    .map(|s| sub_info(c, s))
+            })
+            .unwrap_or(Reply::Nil),
+    }
+}
+
 /// `COMMAND [COUNT|INFO|DOCS|LIST|GETKEYS|HELP]`.
 pub fn command(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
     if args.len() == 1 {
@@ -134,10 +153,7 @@ pub fn command(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcom
         "info" => reply(Reply::Array(if args.len() == 2 {
             all().iter().map(|c| command_info(c)).collect()
         } else {
-            args[2..]
-                .iter()
-                .map(|n| find(n).map_or(Reply::Nil, command_info))
-                .collect()
+            args[2..].iter().map(|n| info_of(n)).collect()
         })),
         "docs" => reply(Reply::Map(if args.len() == 2 {
             all().iter().map(|c| command_docs(c)).collect()
@@ -149,50 +165,74 @@ pub fn command(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcom
                 .collect()
         })),
         "list" => {
-            let pattern = match args.len() {
-                2 => None,
-                5 if is(&args[2], "filterby") && is(&args[3], "pattern") => Some(args[4].clone()),
+            // Commands and subcommands (`config|get`), as Redis lists them.
+            let names = all().iter().flat_map(|c| {
+                std::iter::once((c.name.to_string(), c.acl)).chain(
+                    c.subs
+                        .iter()
+                        .map(move |s| (format!("{}|{}", c.name, s.name), s.acl)),
+                )
+            });
+            let keep: Box<dyn Fn(&Listed) -> bool> = match args.len() {
+                2 => Box::new(|_| true),
+                5 if is(&args[2], "filterby") && is(&args[3], "pattern") => {
+                    let p = args[4].clone();
+                    Box::new(move |(n, _)| glob_match(&p, n.as_bytes(), true))
+                }
                 5 if is(&args[2], "filterby") && is(&args[3], "aclcat") => {
                     let cat = lower(&args[4]);
-                    return reply(Reply::Array(
-                        all()
-                            .iter()
-                            .filter(|c| c.group == cat)
-                            .map(|c| bulk(c.name))
-                            .collect(),
-                    ));
+                    let bit = flags::ACL_NAMES
+                        .iter()
+                        .find(|(_, n)| *n == cat)
+                        .map(|(b, _)| *b);
+                    Box::new(move |(_, acl)| bit.is_some_and(|b| acl.contains(b)))
                 }
-                5 if is(&args[2], "filterby") && is(&args[3], "module") => {
-                    return reply(Reply::Array(vec![]))
-                }
+                5 if is(&args[2], "filterby") && is(&args[3], "module") => Box::new(|_| false),
                 _ => return reply(syntax()),
             };
             reply(Reply::Array(
-                all()
-                    .iter()
-                    .filter(|c| {
-                        pattern
-                            .as_ref()
-                            .is_none_or(|p| glob_match(p, c.name.as_bytes(), true))
-                    })
-                    .map(|c| bulk(c.name))
-                    .collect(),
+                names.filter(|e| keep(e)).map(|(n, _)| bulk(n)).collect(),
             ))
         }
-        "getkeys" if args.len() >= 3 => {
+        "getkeys" | "getkeysandflags" if args.len() >= 3 => {
+            let with_flags = is(&args[1], "getkeysandflags");
             let Some(c) = find(&args[2]) else {
                 return reply(err("Invalid command specified"));
             };
-            if !super::arity_ok(c.arity, args.len() - 2) {
+            let cargs = &args[2..];
+            let sub = c.sub(cargs);
+            if !super::arity_ok(sub.map_or(c.arity, |s| s.arity), cargs.len()) {
                 return reply(err("Invalid number of arguments specified for command"));
             }
-            match super::registry::keys_of(c, client.db, &args[2..], shared.store.databases()) {
-                Ok(k) if k.is_empty() => reply(err("The command has no key arguments")),
-                Ok(k) => reply(Reply::Array(
-                    k.into_iter().map(|(_, k)| Reply::Bulk(k)).collect(),
-                )),
-                Err(e) => reply(e),
+            let keys = match super::registry::keys_of(c, client.db, cargs, shared.store.databases())
+            {
+                Ok(k) if k.is_empty() => return reply(err("The command has no key arguments")),
+                Ok(k) => k,
+                Err(e) => return reply(e),
+            };
+            if !with_flags {
+                return reply(Reply::Array(
+                    keys.into_iter().map(|(_, k)| Reply::Bulk(k)).collect(),
+                ));
             }
+            // Each key's argument position, in order, picks its spec's flags.
+            let name = match sub {
+                Some(s) => format!("{}|{}", c.name, s.name),
+                None => c.name.to_string(),
+            };
+            let mut at = 0;
+            let rows = keys
+                .into_iter()
+                .map(|(_, k)| {
+                    at = (at + 1..cargs.len()).find(|&i| cargs[i] == k).unwrap_or(at);
+                    let flags = super::keyspecs::flags_of(&name, cargs, at)
+                        .iter()
+                        .map(|f| Reply::Simple(f.to_string()))
+                        .collect();
+                    Reply::Array(vec![Reply::Bulk(k), Reply::Set(flags)])
+                })
+                .collect();
+            reply(Reply::Array(rows))
         }
         "help" => help(&[
             "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -831,6 +871,7 @@ pub(crate) static COMMANDS: &[Command] = &[
         sub!("info", -2, [LOADING STALE], [SLOW CONNECTION], (0, 0, 0)),
         sub!("docs", -2, [LOADING STALE], [SLOW CONNECTION], (0, 0, 0)),
         sub!("list", -2, [LOADING STALE], [SLOW CONNECTION], (0, 0, 0)),
+        sub!("getkeysandflags", -4, [LOADING STALE], [SLOW CONNECTION], (0, 0, 0)),
         sub!("getkeys", -4, [LOADING STALE], [SLOW CONNECTION], (0, 0, 0)),
         sub!("help", 2, [LOADING STALE], [SLOW CONNECTION], (0, 0, 0)),
     ]),
