@@ -50,7 +50,7 @@ pub struct Client {
     pub cmdstats: crate::cmdstats::Local,
     /// The command the request running now named (and its subcommand), and whether it was
     /// refused before it ran: set by dispatch, counted once the request ends.
-    pub running: Option<(&'static str, Option<&'static str>, bool)>,
+    pub running: Option<(&'static crate::cmd::Command, Option<&'static str>, bool)>,
     /// `CLIENT REPLY OFF`: command replies are not sent (pub/sub messages and subscription
     /// confirmations still are).
     pub reply_off: bool,

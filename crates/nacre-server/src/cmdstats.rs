@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 
 use parking_lot::Mutex;
 
+use crate::cmd::registry::full_name;
+
 /// One command's (or subcommand's) counts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Stat {
@@ -132,10 +134,7 @@ impl Stats {
     pub fn lines(&self) -> String {
         let mut out = String::new();
         for ((name, sub), s) in self.0.lock().iter() {
-            let full = match sub {
-                Some(sub) => format!("{name}|{sub}"),
-                None => name.to_string(),
-            };
+            let full = full_name(name, *sub);
             let per = if s.calls > 0 {
                 s.usec as f64 / s.calls as f64
             } else {
@@ -155,13 +154,7 @@ impl Stats {
             .lock()
             .iter()
             .filter(|(_, s)| s.calls > 0)
-            .map(|((name, sub), s)| {
-                let full = match sub {
-                    Some(sub) => format!("{name}|{sub}"),
-                    None => name.to_string(),
-                };
-                (full, *s)
-            })
+            .map(|((name, sub), s)| (full_name(name, *sub), *s))
             .collect()
     }
 

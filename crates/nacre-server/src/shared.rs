@@ -163,9 +163,9 @@ impl ClientInfo {
             psubs,
             if self.multi.load(Ordering::Relaxed) { 0 } else { -1 },
             self.qbuf.load(Ordering::Relaxed),
-            match *self.last_cmd.lock() {
-                (name, Some(sub)) => format!("{name}|{sub}"),
-                (name, None) => name.to_string(),
+            {
+                let (name, sub) = *self.last_cmd.lock();
+                crate::cmd::registry::full_name(name, sub)
             },
             self.resp.load(Ordering::Relaxed),
         )

@@ -43,17 +43,15 @@ fn usage(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     }
     // Members: the average of the first `samples` (all of them for `SAMPLES 0`) times
     // their number, as Redis estimates a collection.
-    let prefix = encoding::sub_prefix(m.version);
-    let mut upper = prefix.to_vec();
-    upper.push(0xff);
-    upper.extend_from_slice(&[0xff; 16]);
+    // Every record of the version, as `Txn::all_records` bounds them, until enough are seen.
+    let lower = encoding::sub_prefix(m.version).to_vec();
+    let upper = encoding::sub_prefix(m.version.saturating_add(1)).to_vec();
     let (mut seen, mut bytes) = (0u64, 0u64);
-    ctx.txn
-        .sub_scan(ctx.db, key, prefix.to_vec(), upper, false, |k, v| {
-            seen += 1;
-            bytes += (k.len() + v.len()) as u64 + ENTRY_OVERHEAD;
-            Ok(samples == 0 || seen < samples)
-        })?;
+    ctx.txn.sub_scan(ctx.db, key, lower, upper, false, |k, v| {
+        seen += 1;
+        bytes += (k.len() + v.len()) as u64 + ENTRY_OVERHEAD;
+        Ok(samples == 0 || seen < samples)
+    })?;
     let members = match seen {
         0 => 0,
         n => bytes / n * m.size,

@@ -162,18 +162,18 @@ pub fn execute(shared: &Shared, client: &mut Client, args: Vec<Vec<u8>>) -> Outc
     client.running = None;
     let out = dispatch(shared, client, &args);
     let micros = client.clock.lap();
-    if let Some((name, sub, rejected)) = client.running.take() {
+    if let Some((cmd, sub, rejected)) = client.running.take() {
         let failed = matches!(&out, Outcome::Reply(r, _) if r.is_error());
-        client.cmdstats.record(name, sub, micros, rejected, failed);
+        client
+            .cmdstats
+            .record(cmd.name, sub, micros, rejected, failed);
         if micros >= 1000 {
-            shared.latency.add(
-                if lookup(name).is_some_and(|c| c.flags.contains(Flags::FAST)) {
-                    "fast-command"
-                } else {
-                    "command"
-                },
-                micros / 1000,
-            );
+            let event = if cmd.flags.contains(Flags::FAST) {
+                "fast-command"
+            } else {
+                "command"
+            };
+            shared.latency.add(event, micros / 1000);
         }
     }
     shared.slowlog_add(micros, &args, &client.info);
@@ -251,7 +251,7 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
     // subcommand it does not have).
     let sub = cmd.sub(args);
     *client.info.last_cmd.lock() = (cmd.name, sub.map(|s| s.name));
-    client.running = Some((cmd.name, sub.map(|s| s.name), false));
+    client.running = Some((cmd, sub.map(|s| s.name), false));
     let flags = sub.map_or(cmd.flags, |s| s.flags);
     if !client.authed && !flags.contains(Flags::NO_AUTH) {
         return reject(
@@ -263,7 +263,7 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
     }
     match sub {
         Some(s) if !arity_ok(s.arity, args.len()) => {
-            let name = format!("{}|{}", cmd.name, s.name);
+            let name = registry::full_name(cmd.name, Some(s.name));
             return reject(shared, client, cmd, arity_text(&name));
         }
         None if !arity_ok(cmd.arity, args.len()) => {

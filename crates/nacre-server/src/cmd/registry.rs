@@ -99,6 +99,14 @@ impl Command {
     }
 }
 
+/// A command's name as Redis reports it, with its subcommand's (`config|get`).
+pub fn full_name(name: &str, sub: Option<&str>) -> String {
+    match sub {
+        Some(sub) => format!("{name}|{sub}"),
+        None => name.to_string(),
+    }
+}
+
 /// Builds a [`Command`]: name, arity, `[Redis flags]`, `[ACL categories]`, `[Nacre flags]`,
 /// keys, group, since, summary, handler, and for a container its subcommands.
 macro_rules! cmd {

@@ -8,7 +8,7 @@ use nacre_resp::Reply;
 
 use super::args::{float, int, is, lower};
 use super::flags;
-use super::registry::{all, unknown_subcommand};
+use super::registry::{all, full_name, unknown_subcommand};
 use super::registry::{cmd, sub, Command, Keys::None as NK, Run::Conn};
 use super::{arity_error, err, ok, syntax, Outcome};
 use crate::client::Client;
@@ -30,49 +30,58 @@ fn help(lines: &[&str]) -> Outcome {
     ))
 }
 
-fn flag_set(names: Vec<&'static str>) -> Reply {
-    Reply::Set(names.into_iter().map(|n| Reply::Simple(n.into())).collect())
-}
-
-fn acl_set(acl: super::registry::Acl) -> Reply {
-    Reply::Set(
-        flags::names(acl, flags::ACL_NAMES)
-            .into_iter()
-            .map(|n| Reply::Simple(format!("@{n}")))
-            .collect(),
-    )
+/// One row of `COMMAND INFO`: name, arity, flags, key range, ACL categories, tips (none),
+/// key specs (none), subcommands.
+fn info_row(
+    name: String,
+    arity: i32,
+    f: super::registry::Flags,
+    (first, last, step): (i64, i64, i64),
+    acl: super::registry::Acl,
+    subs: Vec<Reply>,
+) -> Reply {
+    let names = |n: Vec<&str>, prefix: &str| {
+        Reply::Set(
+            n.into_iter()
+                .map(|n| Reply::Simple(format!("{prefix}{n}")))
+                .collect(),
+        )
+    };
+    Reply::Array(vec![
+        bulk(name),
+        Reply::Integer(arity.into()),
+        names(flags::names(f, flags::FLAG_NAMES), ""),
+        Reply::Integer(first),
+        Reply::Integer(last),
+        Reply::Integer(step),
+        names(flags::names(acl, flags::ACL_NAMES), "@"),
+        Reply::Set(vec![]),
+        Reply::Array(vec![]),
+        Reply::Array(subs),
+    ])
 }
 
 fn sub_info(parent: &Command, s: &super::registry::Sub) -> Reply {
     let (first, last, step) = s.keys;
-    Reply::Array(vec![
-        bulk(format!("{}|{}", parent.name, s.name)),
-        Reply::Integer(s.arity.into()),
-        flag_set(flags::names(s.flags, flags::FLAG_NAMES)),
-        Reply::Integer(first.into()),
-        Reply::Integer(last.into()),
-        Reply::Integer(step.into()),
-        acl_set(s.acl),
-        Reply::Set(vec![]),
-        Reply::Array(vec![]),
-        Reply::Array(vec![]),
-    ])
+    info_row(
+        full_name(parent.name, Some(s.name)),
+        s.arity,
+        s.flags,
+        (first.into(), last.into(), step.into()),
+        s.acl,
+        Vec::new(),
+    )
 }
 
 fn command_info(c: &Command) -> Reply {
-    let (first, last, step) = c.key_spec();
-    Reply::Array(vec![
-        bulk(c.name),
-        Reply::Integer(c.arity.into()),
-        flag_set(flags::names(c.flags, flags::FLAG_NAMES)),
-        Reply::Integer(first),
-        Reply::Integer(last),
-        Reply::Integer(step),
-        acl_set(c.acl),
-        Reply::Set(vec![]),
-        Reply::Array(vec![]),
-        Reply::Array(c.subs.iter().map(|s| sub_info(c, s)).collect()),
-    ])
+    info_row(
+        c.name.to_string(),
+        c.arity,
+        c.flags,
+        c.key_spec(),
+        c.acl,
+        c.subs.iter().map(|s| sub_info(c, s)).collect(),
+    )
 }
 
 fn command_docs(c: &Command) -> (Reply, Reply) {
@@ -170,7 +179,7 @@ pub fn command(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcom
                 std::iter::once((c.name.to_string(), c.acl)).chain(
                     c.subs
                         .iter()
-                        .map(move |s| (format!("{}|{}", c.name, s.name), s.acl)),
+                        .map(move |s| (full_name(c.name, Some(s.name)), s.acl)),
                 )
             });
             let keep: Box<dyn Fn(&Listed) -> bool> = match args.len() {
@@ -216,10 +225,7 @@ pub fn command(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcom
                 ));
             }
             // Each key's argument position, in order, picks its spec's flags.
-            let name = match sub {
-                Some(s) => format!("{}|{}", c.name, s.name),
-                None => c.name.to_string(),
-            };
+            let name = full_name(c.name, sub.map(|s| s.name));
             let mut at = 0;
             let rows = keys
                 .into_iter()

@@ -175,25 +175,28 @@ impl Commits {
         ticket
     }
 
-    /// Hands every staged batch to the engine in ticket order, under the queue lock `q`,
-    /// then releases it and waits for what the completer cannot take (it is gone).
-    fn hand_over(&self, store: &Store, mut q: MutexGuard<'_, Queue>) {
+    /// Takes the staged batches, in ticket order, apart from what resolving them needs.
+    fn take_staged(&self, q: &mut Queue) -> (Vec<Meta>, Vec<WriteBatch>) {
         let staged = std::mem::take(&mut q.staged);
         self.any_staged
             .store(false, std::sync::atomic::Ordering::Release);
-        if staged.is_empty() {
+        staged
+            .into_iter()
+            .map(|s| ((s.ticket, s.batch.frees_space(), s.keys, s.deltas), s.batch))
+            .unzip()
+    }
+
+    /// Hands every staged batch to the engine in ticket order, under the queue lock `q`,
+    /// then releases it and waits for what the completer cannot take (it is gone).
+    fn hand_over(&self, store: &Store, mut q: MutexGuard<'_, Queue>) {
+        let (meta, batches) = self.take_staged(&mut q);
+        if batches.is_empty() {
             return;
-        }
-        let mut meta = Vec::with_capacity(staged.len());
-        let mut batches = Vec::with_capacity(staged.len());
-        for s in staged {
-            meta.push((s.ticket, s.batch.frees_space(), s.keys, s.deltas));
-            batches.push(s.batch);
         }
         let futs = store.db.write_async_many(batches);
         let mut left = Vec::new();
-        for ((ticket, frees, keys, deltas), fut) in meta.into_iter().zip(futs) {
-            to_completer(&mut q, (ticket, frees, keys, deltas), fut, &mut left);
+        for (m, fut) in meta.into_iter().zip(futs) {
+            to_completer(&mut q, m, fut, &mut left);
         }
         drop(q);
         for f in left {
@@ -249,18 +252,10 @@ impl Commits {
             // Commits handed to the committer are unresolved: later ones follow them.
             return self.hand_over(store, q);
         }
-        let staged = std::mem::take(&mut q.staged);
-        self.any_staged
-            .store(false, std::sync::atomic::Ordering::Release);
+        let (meta, batches) = self.take_staged(&mut q);
         drop(q);
-        if staged.is_empty() {
+        if batches.is_empty() {
             return;
-        }
-        let mut meta = Vec::with_capacity(staged.len());
-        let mut batches = Vec::with_capacity(staged.len());
-        for s in staged {
-            meta.push((s.ticket, s.batch.frees_space(), s.keys, s.deltas));
-            batches.push(s.batch);
         }
         let futs = store.db.write_now(batches);
         let mut done = Vec::with_capacity(meta.len());
@@ -268,22 +263,22 @@ impl Commits {
         let mut q = self.queue.lock();
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
         let mut queued = false;
-        for ((ticket, frees, keys, deltas), mut fut) in meta.into_iter().zip(futs) {
+        for (m, mut fut) in meta.into_iter().zip(futs) {
             if !queued {
                 if let std::task::Poll::Ready(r) = std::pin::Pin::new(&mut fut).poll(&mut cx) {
-                    done.push((ticket, frees, keys, deltas, r));
+                    done.push((m, r));
                     continue;
                 }
                 // The engine queued this one for its committer: it and every later one are
                 // resolved by the completer, in order.
                 queued = true;
             }
-            to_completer(&mut q, (ticket, frees, keys, deltas), fut, &mut left);
+            to_completer(&mut q, m, fut, &mut left);
         }
         drop(q);
-        if let Some(last) = done.last().map(|d| d.0) {
+        if let Some(last) = done.last().map(|d| d.0 .0) {
             let mut resolved = Vec::new();
-            for (ticket, frees, keys, deltas, r) in done {
+            for ((ticket, frees, keys, deltas), r) in done {
                 self.resolve(store, ticket, frees, &deltas, r);
                 resolved.extend(keys.into_iter().map(|(st, k)| (st, k, ticket)));
             }

@@ -257,23 +257,10 @@ impl<'s> Txn<'s> {
             return Ok(());
         }
         let (stripe, mkey) = (self.keys[i].stripe, self.keys[i].mkey.clone());
-        let pending = self
-            .stripe(stripe)
-            .pending
-            .get(&mkey)
-            .map(|p| (p.ticket, p.meta.clone()));
-        let raw = match pending {
-            Some((t, Some(m))) => {
-                self.wait = self.wait.max(t);
-                m
-            }
-            other => {
-                if let Some((t, None)) = other {
-                    self.wait = self.wait.max(t);
-                }
-                self.store.db.get(&self.store.subs.meta, &mkey)?
-            }
-        };
+        let (ticket, raw) = meta_record(self.store, self.stripe(stripe), &mkey)?;
+        if let Some(t) = ticket {
+            self.wait = self.wait.max(t);
+        }
         let meta = raw.map(|r| Meta::decode(&r)).transpose()?;
         let k = &mut self.keys[i];
         k.orig = meta.clone();
@@ -885,13 +872,17 @@ impl<'s> Txn<'s> {
 /// lock the caller holds), else the engine's. As Redis, an expired key not yet deleted
 /// counts (Redis finds it in its dictionary); a record that cannot be read counts too.
 fn live(store: &Store, s: &Stripe, gen: u32, key: &[u8]) -> bool {
-    let mkey = encoding::meta_key(gen, key);
-    let raw = match s.pending.get(&mkey).and_then(|p| p.meta.clone()) {
-        Some(m) => m,
-        None => match store.db.get(&store.subs.meta, &mkey) {
-            Ok(m) => m,
-            Err(_) => return true,
-        },
-    };
-    raw.is_some()
+    meta_record(store, s, &encoding::meta_key(gen, key)).map_or(true, |(_, raw)| raw.is_some())
+}
+
+/// The metadata record of `mkey` as commands read it (K3): queued in stripe `s` (whose lock
+/// the caller holds), else the engine's; with the ticket of the key's pending entry, if it
+/// has one (the reader waits for it, K4).
+fn meta_record(store: &Store, s: &Stripe, mkey: &[u8]) -> Result<(Option<u64>, Option<Vec<u8>>)> {
+    let pending = s.pending.get(mkey);
+    let ticket = pending.map(|p| p.ticket);
+    match pending.and_then(|p| p.meta.clone()) {
+        Some(queued) => Ok((ticket, queued)),
+        None => Ok((ticket, store.db.get(&store.subs.meta, mkey)?)),
+    }
 }
