@@ -428,15 +428,8 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, info: Arc<ClientInfo>
                 }
                 Outcome::Delay(d, r) => {
                     // What the client sends meanwhile waits in `io.buf`.
-                    let started = std::time::Instant::now();
                     if !delay(&shared, &info, &mut io, qlimit, d).await {
                         break 'conn;
-                    }
-                    // As Redis, where DEBUG SLEEP blocks the server: a latency event.
-                    if d.is_some() && info.last_cmd.lock().0 == "debug" {
-                        shared
-                            .latency
-                            .add("command", started.elapsed().as_millis() as u64);
                     }
                     if !silent {
                         io.q.push(&r, 0, client.resp);

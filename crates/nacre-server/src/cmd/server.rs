@@ -700,7 +700,12 @@ pub fn debug(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome 
     }
     match lower(&args[1]).as_str() {
         "sleep" if args.len() == 3 => match float(&args[2]) {
-            Ok(s) if s >= 0.0 => Outcome::Delay(Some(Duration::from_secs_f64(s.min(1e6))), ok()),
+            Ok(s) if s >= 0.0 => {
+                let d = Duration::from_secs_f64(s.min(1e6));
+                // As Redis, where DEBUG SLEEP blocks the whole server: a latency event.
+                shared.latency.add("command", d.as_millis() as u64);
+                Outcome::Delay(Some(d), ok())
+            }
             _ => reply(err("value is not a valid float")),
         },
         "reload" => {
