@@ -1,7 +1,18 @@
 //! `WriteBatch`: puts and deletes, across subtables, applied atomically by `Db::write`.
 
+use crate::outcome::WriteToken;
 use crate::record::{record_size, Kind};
 use crate::subtable::Subtable;
+
+/// An earlier batch a batch depends on ([`WriteBatch::after`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum After {
+    /// The batch at this position of the same `write_async_many` or `write_now` call
+    /// (replaced by its token when the call queues the batches).
+    InCall(usize),
+    /// A batch queued before.
+    Token(WriteToken),
+}
 
 /// One operation of a batch.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -22,6 +33,8 @@ pub struct WriteBatch {
     pub(crate) ops: Vec<Op>,
     /// Declared by the caller to free space (see [`WriteBatch::frees_space`]).
     frees: bool,
+    /// Earlier batches this one depends on.
+    pub(crate) after: Vec<After>,
 }
 
 impl WriteBatch {
@@ -69,9 +82,29 @@ impl WriteBatch {
         self.ops.is_empty()
     }
 
-    /// Removes every operation.
+    /// Removes every operation and dependency.
     pub fn clear(&mut self) {
         self.ops.clear();
+        self.after.clear();
+    }
+
+    /// Makes this batch depend on a batch queued before it (`token` from its
+    /// [`crate::WriteFuture::token`]): if that one fails, this one fails with
+    /// [`crate::Error::DependencyFailed`] and nothing of it is applied, and batches that
+    /// depend on this one fail in turn. For a batch computed from another's writes before
+    /// they were durable (a server whose commands read queued writes). Two such batches that
+    /// commit in one group share its outcome.
+    pub fn after(&mut self, token: &WriteToken) -> &mut Self {
+        self.after.push(After::Token(token.clone()));
+        self
+    }
+
+    /// [`WriteBatch::after`] for the batch at position `i` of the same
+    /// [`crate::Db::write_async_many`] or [`crate::Db::write_now`] call, which must come
+    /// before this one (else this batch fails with [`crate::Error::InvalidOptions`]).
+    pub fn after_batch(&mut self, i: usize) -> &mut Self {
+        self.after.push(After::InCall(i));
+        self
     }
 
     /// Declares that committing the batch frees space (it drops or replaces data: a

@@ -28,13 +28,13 @@ use crate::gi::GlobalIndex;
 use crate::iter::{DbIterator, IterOptions};
 use crate::memtable::{Memtable, Role};
 use crate::options::{CommitMode, Options, RecoveryMutation};
+use crate::outcome::WriteFuture;
 use crate::recovery::{self, RecoveryReport};
 use crate::space::Space;
 use crate::store::Store;
 use crate::subtable::Subtable;
 use crate::txn::{Transaction, TxnOptions};
 use crate::view::{MemSource, Snapshot, Snapshots, Tickets, View};
-use crate::write::WriteFuture;
 
 /// Name of the subtable every database has.
 pub const DEFAULT_SUBTABLE: &str = "default";

@@ -100,6 +100,10 @@ pub enum Error {
         /// lsm-tree's error.
         reason: String,
     },
+    /// A batch declared to depend on an earlier one ([`crate::WriteBatch::after`]) that
+    /// failed: nothing of it was applied.
+    #[error("an earlier write this one depends on failed; nothing of it was applied")]
+    DependencyFailed,
     /// A transaction's commit found a key it wrote, or read for update, written by someone
     /// else after the transaction read it (optimistic: after its snapshot; pessimistic: after
     /// it locked the key, by a write that took no lock). Nothing of the transaction was

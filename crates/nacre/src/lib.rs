@@ -40,6 +40,7 @@ mod iter;
 mod memtable;
 mod oneshot;
 mod options;
+mod outcome;
 mod read;
 mod record;
 mod recovery;
@@ -61,13 +62,13 @@ pub use error::{Error, FullCause, Result};
 pub use iter::{DbIterator, IterOptions};
 pub use nacre_pmem::{ActiveBackend, Backend, BackendReport};
 pub use options::{limits, CommitMode, DiskFault, Inject, Options, Pipelining, RecoveryMutation};
+pub use outcome::{WriteFuture, WriteToken};
 pub use recovery::{LostSubtable, RecoveryReport};
 pub use stats::{DiskStats, Stats, SubtableStats};
 pub use subtable::Subtable;
 pub use txn::{Transaction, TxnIterator, TxnOptions};
 pub use verify::{Problem, VerifyReport};
 pub use view::Snapshot;
-pub use write::WriteFuture;
 
 /// PM bytes one put of a `klen`-byte key and a `vlen`-byte value stored inline takes at most:
 /// its record and an item header of its own (for sizing pools).

@@ -16,54 +16,26 @@
 //!   commits them. A run that would have to wait (for room, for the background worker) is
 //!   queued for the committer, with everything handed over after it; so is everything
 //!   handed over while the committer holds the lock.
+//! - A5 (dependencies, `WriteBatch::after`): a batch is committed only once every batch it
+//!   depends on is finished, or sits in the same run (which commits as one: they share its
+//!   outcome); if one failed, the batch fails with `DependencyFailed` without being
+//!   committed, so no batch computed from a failed one survives. Batches are taken in queue
+//!   order, so a dependency queued before is always finished or in the run.
 
 use std::collections::VecDeque;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::task::{Context, Poll, Waker};
 
-use crate::batch::WriteBatch;
+use crate::batch::{After, WriteBatch};
 use crate::blob::{inline_max, MAX_VALUE};
 use crate::commit::Check;
 use crate::engine::Engine;
 use crate::error::{Error, FullCause, Result};
+use crate::outcome::{share, Done, WriteFuture, WriteToken};
 use crate::record::{record_size, ITEM_HEADER};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// A copy of `e` for every batch of a merged run (errors hold I/O errors, which do not clone).
-fn share(e: &Error) -> Error {
-    match e {
-        Error::PoolFull { cause, free_zones } => Error::PoolFull {
-            cause: cause.clone(),
-            free_zones: *free_zones,
-        },
-        Error::Poisoned(why) => Error::Poisoned(why.clone()),
-        Error::Corrupt { what, at } => Error::Corrupt {
-            what: what.clone(),
-            at: *at,
-        },
-        Error::Background { worker, reason } => Error::Background {
-            worker,
-            reason: reason.clone(),
-        },
-        Error::SpillFailed {
-            cause,
-            kind,
-            failures,
-            retry_in,
-        } => Error::SpillFailed {
-            cause: cause.clone(),
-            kind: *kind,
-            failures: *failures,
-            retry_in: *retry_in,
-        },
-        other => Error::Poisoned(other.to_string()),
-    }
 }
 
 impl Engine {
@@ -139,19 +111,49 @@ impl Engine {
 
     /// `Db::write`.
     pub(crate) fn write(&self, batch: WriteBatch) -> Result<()> {
-        if batch.is_empty() {
+        if batch.is_empty() && batch.after.is_empty() {
             return Ok(());
         }
+        Self::wait_deps(&batch)?;
         self.check_ops(&batch)?;
         self.write_checked(batch, None)
+    }
+
+    /// A5 for a batch committed on the caller's thread: waits for the batches it depends on.
+    fn wait_deps(batch: &WriteBatch) -> Result<()> {
+        for a in &batch.after {
+            match a {
+                After::Token(t) if t.0.wait_failed() => return Err(Error::DependencyFailed),
+                After::Token(_) => {}
+                After::InCall(i) => return Err(bad_position(*i)),
+            }
+        }
+        Ok(())
+    }
+
+    /// A5 for a batch about to join `run`.
+    fn deps_state(batch: &WriteBatch, run: &[(WriteBatch, Arc<Done>)]) -> DepState {
+        for a in &batch.after {
+            match a {
+                After::Token(t) => match t.failed() {
+                    Some(true) => return DepState::Failed(Error::DependencyFailed),
+                    Some(false) => {}
+                    None if run.iter().rev().any(|(_, d)| Arc::ptr_eq(d, &t.0)) => {}
+                    None => return DepState::Waiting(t.clone()),
+                },
+                After::InCall(i) => return DepState::Failed(bad_position(*i)),
+            }
+        }
+        DepState::Ready
     }
 
     /// A transaction's commit: `batch` applied atomically if no key in `check` was written
     /// after its read point, else [`Error::Conflict`] and nothing applied (C5 in commit.rs).
     pub(crate) fn write_checked_batch(&self, batch: WriteBatch, check: Check) -> Result<()> {
-        if batch.is_empty() && check.keys.is_empty() {
+        if batch.is_empty() && check.keys.is_empty() && batch.after.is_empty() {
             return Ok(());
         }
+        Self::wait_deps(&batch)?;
         self.check_ops(&batch)?;
         self.write_checked(batch, Some(check))
     }
@@ -187,10 +189,7 @@ impl Engine {
         me: &Arc<Engine>,
         batches: Vec<WriteBatch>,
     ) -> Vec<WriteFuture> {
-        let items: Vec<_> = batches
-            .into_iter()
-            .map(|b| (b, Arc::new(Done::default())))
-            .collect();
+        let items = linked(batches);
         let futs = items
             .iter()
             .map(|(_, done)| WriteFuture { done: done.clone() })
@@ -203,10 +202,7 @@ impl Engine {
     /// as the committer merges them (A2), for as long as none has to wait; the rest go to
     /// the committer's queue in order (A4).
     pub(crate) fn write_now(&self, me: &Arc<Engine>, batches: Vec<WriteBatch>) -> Vec<WriteFuture> {
-        let mut q: VecDeque<(WriteBatch, Arc<Done>)> = batches
-            .into_iter()
-            .map(|b| (b, Arc::new(Done::default())))
-            .collect();
+        let mut q: VecDeque<(WriteBatch, Arc<Done>)> = linked(batches).into();
         let futs = q
             .iter()
             .map(|(_, done)| WriteFuture { done: done.clone() })
@@ -223,7 +219,11 @@ impl Engine {
             && !self.writes.stopped.load(Ordering::Acquire)
         {
             while !q.is_empty() {
-                let (run, bytes) = self.take_run(&mut q);
+                let (run, bytes) = self.take_run(&mut q, false);
+                if run.is_empty() && bytes.is_some() {
+                    // The front batch depends on one that is not finished (A5).
+                    break;
+                }
                 let Some(bytes) = bytes else {
                     // Values stored out of line are written by the committer.
                     for item in run.into_iter().rev() {
@@ -275,7 +275,7 @@ impl Engine {
             Err(Ok(e)) => Err(e),
             Err(Err(merged)) => {
                 let lead = Arc::new(Done::default());
-                lock(&lead.slot).followers = dones;
+                lead.lead(dones);
                 return Some((merged, lead));
             }
         };
@@ -352,7 +352,7 @@ impl Engine {
             }
             // A4: the run is taken and committed under the order lock.
             let order = lock(&w.order);
-            let run = self.take_run(&mut lock(&w.queue));
+            let run = self.take_run(&mut lock(&w.queue), true);
             self.commit_run(run);
             drop(order);
         }
@@ -361,14 +361,34 @@ impl Engine {
     /// The longest run at the front of the queue that may merge (A2), with its records' bytes
     /// per subtable (`None` for a lone batch with values stored out of line, whose records are
     /// known only once its values are written); batches that fail their checks alone are
-    /// completed here.
-    fn take_run(&self, q: &mut VecDeque<(WriteBatch, Arc<Done>)>) -> Run {
+    /// completed here, and so are batches whose dependencies failed (A5). A batch that
+    /// depends on one neither finished nor in the run ends the run; at the front of the queue,
+    /// it is waited for if `can_wait`, else the run comes back empty.
+    fn take_run(&self, q: &mut VecDeque<(WriteBatch, Arc<Done>)>, can_wait: bool) -> Run {
         let max = self.record_room();
         let mut run: Vec<(WriteBatch, Arc<Done>)> = Vec::new();
         let mut bytes: Vec<(u32, usize)> = Vec::new();
         // Whether the run's batches free space (known from its first batch).
         let mut run_frees: Option<bool> = None;
         while let Some((b, d)) = q.pop_front() {
+            match Self::deps_state(&b, &run) {
+                DepState::Ready => {}
+                DepState::Failed(e) => {
+                    d.finish(Err(e));
+                    continue;
+                }
+                DepState::Waiting(t) if run.is_empty() && can_wait => {
+                    // Not reached by batches queued in order (A5): a dependency committed
+                    // elsewhere (`Db::write` on another thread).
+                    t.0.wait_failed();
+                    q.push_front((b, d));
+                    continue;
+                }
+                DepState::Waiting(_) => {
+                    q.push_front((b, d));
+                    break;
+                }
+            }
             if let Err(e) = self.check_ops(&b) {
                 d.finish(Err(e));
                 continue;
@@ -439,6 +459,37 @@ impl Engine {
     }
 }
 
+/// Where a batch's dependencies stand (A5).
+enum DepState {
+    Ready,
+    Failed(Error),
+    Waiting(WriteToken),
+}
+
+/// The error of a batch naming a position of its call that does not come before it.
+fn bad_position(i: usize) -> Error {
+    Error::InvalidOptions(format!(
+        "WriteBatch::after_batch({i}) names no batch before this one in the same call"
+    ))
+}
+
+/// `batches` with their futures' slots, each dependency on an earlier batch of the call
+/// replaced by that batch's token (a later or missing position is left, and fails the batch).
+fn linked(batches: Vec<WriteBatch>) -> Vec<(WriteBatch, Arc<Done>)> {
+    let mut items: Vec<(WriteBatch, Arc<Done>)> = Vec::with_capacity(batches.len());
+    for mut b in batches {
+        for a in &mut b.after {
+            if let After::InCall(i) = *a {
+                if let Some((_, d)) = items.get(i) {
+                    *a = After::Token(WriteToken(d.clone()));
+                }
+            }
+        }
+        items.push((b, Arc::new(Done::default())));
+    }
+    items
+}
+
 /// One batch of a run's batches, and their futures' slots.
 fn merge_run(run: Vec<(WriteBatch, Arc<Done>)>) -> (WriteBatch, Vec<Arc<Done>>) {
     let mut merged = WriteBatch::new();
@@ -477,7 +528,7 @@ pub(crate) struct Committer {
 /// How long the committer looks for more work before it sleeps, where cores are to spare:
 /// with four or fewer, a thread yielding in a loop takes the core from the writers that
 /// would queue that work (on two cores, a server's writes ran 40% slower with the spin).
-fn spin_limit() -> std::time::Duration {
+pub(crate) fn spin_limit() -> std::time::Duration {
     static SPIN: std::sync::OnceLock<std::time::Duration> = std::sync::OnceLock::new();
     *SPIN.get_or_init(|| {
         if std::thread::available_parallelism().map_or(1, |n| n.get()) > 4 {
@@ -509,80 +560,6 @@ impl Committer {
     fn fail_all(&self, why: &str) {
         for (_, d) in lock(&self.queue).drain(..) {
             d.finish(Err(Error::Poisoned(why.to_string())));
-        }
-    }
-}
-
-/// Where a queued batch's outcome is left for its future.
-#[derive(Default)]
-struct Done {
-    slot: Mutex<Slot>,
-    cv: Condvar,
-}
-
-#[derive(Default)]
-struct Slot {
-    outcome: Option<Result<()>>,
-    waker: Option<Waker>,
-    /// Whether a thread waits on `cv` (the wake is a system call: skipped when nobody does).
-    blocked: bool,
-    /// Slots completed with this one's outcome (the batches merged into this one's batch).
-    followers: Vec<Arc<Done>>,
-}
-
-impl Done {
-    fn finish(&self, r: Result<()>) {
-        let (waker, blocked) = {
-            let mut s = lock(&self.slot);
-            for f in std::mem::take(&mut s.followers) {
-                f.finish(r.as_ref().map(|_| ()).map_err(share));
-            }
-            s.outcome = Some(r);
-            (s.waker.take(), s.blocked)
-        };
-        if blocked {
-            self.cv.notify_all();
-        }
-        if let Some(w) = waker {
-            w.wake();
-        }
-    }
-}
-
-/// The outcome of a [`crate::Db::write_async`]: `Ok` once the batch is durable.
-pub struct WriteFuture {
-    done: Arc<Done>,
-}
-
-impl WriteFuture {
-    /// Blocks until the batch is durable or failed.
-    pub fn wait(self) -> Result<()> {
-        let spin = std::time::Instant::now();
-        while lock(&self.done.slot).outcome.is_none() && spin.elapsed() < spin_limit() {
-            std::thread::yield_now();
-        }
-        let mut s = lock(&self.done.slot);
-        loop {
-            if let Some(r) = s.outcome.take() {
-                return r;
-            }
-            s.blocked = true;
-            s = self.done.cv.wait(s).unwrap_or_else(|e| e.into_inner());
-        }
-    }
-}
-
-impl Future for WriteFuture {
-    type Output = Result<()>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
-        let mut s = lock(&self.done.slot);
-        match s.outcome.take() {
-            Some(r) => Poll::Ready(r),
-            None => {
-                s.waker = Some(cx.waker().clone());
-                Poll::Pending
-            }
         }
     }
 }

@@ -380,3 +380,100 @@ fn write_now_never_waits_for_room_and_a_full_pool_batch_goes_to_the_committer() 
     let r = futs.pop().unwrap().wait();
     assert!(matches!(r, Err(Error::PoolFull { .. })), "{r:?}");
 }
+
+/// A batch of `key=val` in `t`; `bad` adds a record too large for a zone (the batch fails).
+fn batch(t: &nacre::Subtable, key: &str, val: &str, bad: bool) -> WriteBatch {
+    let mut b = WriteBatch::new();
+    b.put(t, key, val);
+    if bad {
+        b.put(t, vec![b'k'; 300 << 10], "v");
+    }
+    b
+}
+
+#[test]
+fn a_batch_that_depends_on_a_failed_one_fails_and_others_do_not() {
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let db = Arc::new(open(dir.path()));
+    let t = db.subtable("t").unwrap();
+    for now in [false, true] {
+        // 0 fails; 1 depends on 0; 2 on 1 (transitively failed); 3 is independent; 4
+        // depends on 3; 5 names a position after it.
+        let mut bs = vec![
+            batch(&t, "a", "0", true),
+            batch(&t, "b", "1", false),
+            batch(&t, "c", "2", false),
+            batch(&t, "d", "3", false),
+            batch(&t, "e", "4", false),
+            batch(&t, "f", "5", false),
+        ];
+        bs[1].after_batch(0);
+        bs[2].after_batch(1);
+        bs[4].after_batch(3);
+        bs[5].after_batch(5);
+        let futs = if now {
+            db.write_now(bs)
+        } else {
+            db.write_async_many(bs)
+        };
+        let tokens: Vec<_> = futs.iter().map(|f| f.token()).collect();
+        let rs: Vec<_> = futs.into_iter().map(|f| f.wait()).collect();
+        assert!(matches!(rs[0], Err(Error::TooLarge { .. })), "{rs:?}");
+        assert!(matches!(rs[1], Err(Error::DependencyFailed)), "{rs:?}");
+        assert!(matches!(rs[2], Err(Error::DependencyFailed)), "{rs:?}");
+        assert!(rs[3].is_ok() && rs[4].is_ok(), "{rs:?}");
+        assert!(matches!(rs[5], Err(Error::InvalidOptions(_))), "{rs:?}");
+        assert_eq!(tokens[0].failed(), Some(true));
+        assert_eq!(tokens[3].failed(), Some(false));
+        for k in ["a", "b", "c", "f"] {
+            assert_eq!(
+                db.get(&t, k).unwrap(),
+                None,
+                "{k} of a failed batch (now: {now})"
+            );
+        }
+        assert_eq!(db.get(&t, "e").unwrap().unwrap(), b"4");
+        // Across calls, by token: a failed one fails its dependants, queued or written
+        // on the caller's thread; a committed one does not.
+        let mut late = batch(&t, "g", "6", false);
+        late.after(&tokens[2]);
+        assert!(matches!(db.write(late), Err(Error::DependencyFailed)));
+        let mut late = batch(&t, "h", "7", false);
+        late.after(&tokens[0]);
+        let f = db.write_async(late);
+        assert!(matches!(f.wait(), Err(Error::DependencyFailed)));
+        let mut fine = batch(&t, "i", "8", false);
+        fine.after(&tokens[4]);
+        db.write_async(fine).wait().unwrap();
+        assert_eq!(db.get(&t, "g").unwrap(), None);
+        assert_eq!(db.get(&t, "h").unwrap(), None);
+        assert_eq!(db.get(&t, "i").unwrap().unwrap(), b"8");
+        for k in ["a", "b", "c", "d", "e", "f", "i"] {
+            db.delete(&t, k).unwrap();
+        }
+    }
+}
+
+#[test]
+fn batches_that_depend_on_each_other_still_share_group_commits() {
+    // A hot key: every batch depends on the one before (a counter's INCRs read each
+    // other's queued writes); they still commit in few groups.
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let db = Arc::new(open(dir.path()));
+    let t = db.subtable("t").unwrap();
+    let before = db.stats().commit_groups;
+    let bs: Vec<WriteBatch> = (0..200usize)
+        .map(|i| {
+            let mut b = batch(&t, "counter", &i.to_string(), false);
+            if i > 0 {
+                b.after_batch(i - 1);
+            }
+            b
+        })
+        .collect();
+    for f in db.write_now(bs) {
+        f.wait().unwrap();
+    }
+    assert!(db.stats().commit_groups - before < 10);
+    assert_eq!(db.get(&t, "counter").unwrap().unwrap(), b"199");
+}

@@ -307,16 +307,6 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
     match cmd.run {
         Run::Conn(f) => f(shared, client, args),
         Run::Key(_) => {
-            if cmd.flags.contains(Flags::WRITE) {
-                if let Some(why) = shared.store.commits.refusing() {
-                    return Outcome::Reply(
-                        Reply::Error(format!(
-                            "MISCONF a commit failed ({why}); writes are refused until the commits queued before it are resolved"
-                        )),
-                        Ticket(0),
-                    );
-                }
-            }
             if cmd.local.contains(Local::WHOLE) {
                 let last = shared.store.commits.last();
                 if !shared.store.commits.is_done(last) {

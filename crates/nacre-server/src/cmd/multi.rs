@@ -127,14 +127,6 @@ pub fn exec(shared: &Shared, client: &mut Client, _: &[Vec<u8>]) -> Outcome {
         client.end_multi(shared);
         return reply(super::exec_abort(crate::store::commits::OOM));
     }
-    if writes {
-        if let Some(why) = shared.store.commits.refusing() {
-            client.end_multi(shared);
-            return reply(Reply::Error(format!(
-                "MISCONF a commit failed ({why}); writes are refused until the commits queued before it are resolved"
-            )));
-        }
-    }
     let refs: Vec<(usize, &[u8])> = keys.iter().map(|(d, k)| (*d, k.as_slice())).collect();
     let now = client.clock.now_ms();
     let mut txn = if exclusive {

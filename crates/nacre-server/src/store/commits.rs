@@ -1,11 +1,11 @@
 //! Tickets for queued commits and the task that learns when they are durable (K2, K4, K5 in
 //! the parent module).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::sync::Arc;
 
-use nacre::{Subtable, WriteBatch, WriteFuture};
+use nacre::{WriteBatch, WriteFuture, WriteToken};
 use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::{mpsc, watch};
 
@@ -41,6 +41,8 @@ pub struct InFlight {
 struct Staged {
     ticket: u64,
     batch: WriteBatch,
+    /// The unresolved commits whose pending entries the command read (K7).
+    deps: Vec<u64>,
     keys: Vec<(usize, Vec<u8>)>,
     deltas: Vec<(usize, i64)>,
 }
@@ -56,6 +58,9 @@ struct Queue {
     /// Batches in ticket order, handed to the engine together by the next
     /// [`Commits::flush`] (K2 holds: the engine gets them in this order).
     staged: Vec<Staged>,
+    /// The engine's token of every commit handed over and not known resolved when the
+    /// last batches were taken: what a staged batch that read from it names (K7).
+    handed: VecDeque<(u64, WriteToken)>,
 }
 
 /// Queued commits.
@@ -68,8 +73,6 @@ pub struct Commits {
     any_failed: std::sync::atomic::AtomicBool,
     /// Whether `staged` may hold batches: flushes check it without taking the lock.
     any_staged: std::sync::atomic::AtomicBool,
-    /// Writes are refused until this ticket is resolved (after a failed commit).
-    refuse_until: std::sync::atomic::AtomicU64,
     /// A commit failed for lack of space and no commit that frees space has succeeded
     /// since: commands that add data are refused with Redis's `-OOM`.
     full: std::sync::atomic::AtomicBool,
@@ -122,13 +125,13 @@ impl Commits {
                 version_mark,
                 tx: Some(tx),
                 staged: Vec::new(),
+                handed: VecDeque::new(),
             }),
             rx: Mutex::new(Some(rx)),
             durable: watch::Sender::new(0),
             failures: Mutex::new(HashMap::new()),
             any_failed: std::sync::atomic::AtomicBool::new(false),
             any_staged: std::sync::atomic::AtomicBool::new(false),
-            refuse_until: std::sync::atomic::AtomicU64::new(0),
             full: std::sync::atomic::AtomicBool::new(false),
             inline,
             resolving: Mutex::new(()),
@@ -136,24 +139,25 @@ impl Commits {
     }
 
     /// Queues `batch` (K2); a batch using versions up to `max_version` carries a new mark
-    /// when it reaches the old one (K5). Returns its ticket. The batch is staged: it reaches
+    /// when it reaches the old one (K5); it fails if a commit in `deps` does (K7). Returns
+    /// its ticket. The batch is staged: it reaches
     /// the engine with the next [`Commits::flush`], which whoever waits for a ticket calls
     /// (a connection flushes once per round of pipelined commands, so they share one
     /// hand-off to the committer instead of one each).
     pub fn submit(
         &self,
         store: &Store,
-        sys: &Subtable,
         mut batch: WriteBatch,
         max_version: u64,
         keys: Vec<(usize, Vec<u8>)>,
         deltas: Vec<(usize, i64)>,
+        deps: Vec<u64>,
     ) -> u64 {
         let mut q = self.queue.lock();
         if max_version >= q.version_mark {
             q.version_mark = max_version + VERSION_STEP;
             if !super::mutated(super::MUTATE_NO_VERSION_MARK) {
-                batch.put(sys, VERSION_MARK, q.version_mark.to_le_bytes());
+                batch.put(&store.subs.sys, VERSION_MARK, q.version_mark.to_le_bytes());
             }
         }
         let ticket = q.next;
@@ -161,6 +165,7 @@ impl Commits {
         q.staged.push(Staged {
             ticket,
             batch,
+            deps,
             keys,
             deltas,
         });
@@ -175,15 +180,45 @@ impl Commits {
         ticket
     }
 
-    /// Takes the staged batches, in ticket order, apart from what resolving them needs.
+    /// Takes the staged batches, in ticket order, apart from what resolving them needs; each
+    /// depends on the commits it read from (K7): by position among them, else by the token
+    /// of one handed over before.
     fn take_staged(&self, q: &mut Queue) -> (Vec<Meta>, Vec<WriteBatch>) {
+        // A batch that read a commit's pending entry was staged before that commit was
+        // published (it held the entry's stripe, which the commit's resolution takes to
+        // drop the entry), so once this take is done, no batch will name a commit resolved
+        // now: their tokens go after it.
+        let durable = *self.durable.borrow();
         let staged = std::mem::take(&mut q.staged);
         self.any_staged
             .store(false, std::sync::atomic::Ordering::Release);
-        staged
+        let first = staged.first().map_or(0, |s| s.ticket);
+        let taken = staged
             .into_iter()
-            .map(|s| ((s.ticket, s.batch.frees_space(), s.keys, s.deltas), s.batch))
-            .unzip()
+            .map(|mut s| {
+                for &d in &s.deps {
+                    if d >= first {
+                        s.batch.after_batch((d - first) as usize);
+                    } else if let Some((_, t)) = q.handed.iter().rev().find(|(h, _)| *h == d) {
+                        s.batch.after(t);
+                    } else if d > durable || self.failed(d).is_some() {
+                        // Not reached (see above): fail the batch rather than commit what
+                        // may rest on a failed write.
+                        tracing::error!(
+                            ticket = s.ticket,
+                            dep = d,
+                            "a commit read from one whose outcome is unknown"
+                        );
+                        s.batch.after_batch(usize::MAX);
+                    }
+                }
+                ((s.ticket, s.batch.frees_space(), s.keys, s.deltas), s.batch)
+            })
+            .unzip();
+        while q.handed.front().is_some_and(|(t, _)| *t <= durable) {
+            q.handed.pop_front();
+        }
+        taken
     }
 
     /// Hands every staged batch to the engine in ticket order, under the queue lock `q`,
@@ -196,6 +231,7 @@ impl Commits {
         let futs = store.db.write_async_many(batches);
         let mut left = Vec::new();
         for (m, fut) in meta.into_iter().zip(futs) {
+            q.handed.push_back((m.0, fut.token()));
             to_completer(&mut q, m, fut, &mut left);
         }
         drop(q);
@@ -264,6 +300,7 @@ impl Commits {
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
         let mut queued = false;
         for (m, mut fut) in meta.into_iter().zip(futs) {
+            q.handed.push_back((m.0, fut.token()));
             if !queued {
                 if let std::task::Poll::Ready(r) = std::pin::Pin::new(&mut fut).poll(&mut cx) {
                     done.push((m, r));
@@ -317,8 +354,7 @@ impl Commits {
         self.failures.lock().get(&ticket).cloned()
     }
 
-    /// Records that `ticket`'s commit failed; writes are refused until every commit queued
-    /// so far is resolved.
+    /// Records that `ticket`'s commit failed.
     fn record_failure(&self, ticket: u64, e: nacre::Error) {
         let why = match e {
             nacre::Error::PoolFull { .. } => {
@@ -326,39 +362,23 @@ impl Commits {
                 self.full.store(true, std::sync::atomic::Ordering::Release);
                 OOM.to_string()
             }
+            nacre::Error::DependencyFailed => {
+                "ERR the write was not committed: it read a write that failed".to_string()
+            }
             nacre::Error::SpillFailed { .. } => format!(
                 "MISCONF the disk levels cannot take data now ({e}); writes resume by themselves once the disk has room"
             ),
             e => format!("ERR the write was not committed: {}", StoreError::Engine(e)),
         };
-        tracing::error!(ticket, error = %why, "a commit failed; writes are refused until the queue drains");
+        tracing::error!(ticket, error = %why, "a commit failed");
         self.failures.lock().insert(ticket, why);
         self.any_failed
             .store(true, std::sync::atomic::Ordering::Release);
-        let last = self.last();
-        self.refuse_until
-            .fetch_max(last, std::sync::atomic::Ordering::AcqRel);
     }
 
     /// The last ticket handed out.
     pub fn last(&self) -> u64 {
         self.queue.lock().next - 1
-    }
-
-    /// Whether writes are refused after a failed commit (`Some` with the reason).
-    pub fn refusing(&self) -> Option<String> {
-        let until = self.refuse_until.load(std::sync::atomic::Ordering::Acquire);
-        if until == 0 || *self.durable.borrow() >= until {
-            return None;
-        }
-        Some(
-            self.failures
-                .lock()
-                .values()
-                .next()
-                .cloned()
-                .unwrap_or_default(),
-        )
     }
 
     /// Waits until `ticket` is durable: `Err` with the reason if its commit failed.

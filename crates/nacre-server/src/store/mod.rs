@@ -22,6 +22,11 @@
 //!   every commit handed to the engine's committer thread before is resolved; a batch the
 //!   engine cannot commit without waiting goes to the committer, and every later one with
 //!   it, and the completer resolves them in order.
+//! - K7 (a failure spreads only to what read it): a command's batch depends on the commits
+//!   whose pending entries it read (`WriteBatch::after`, which fails it if one of them
+//!   failed, and commits it only after they did or with them); a read-only reply that read
+//!   from several waits for a ticket of its own that fails the same way. Other clients'
+//!   writes are never refused because a commit failed.
 //! - K5 (versions are never reused): a batch that uses a collection version at or above the
 //!   recorded high-water mark carries a new mark, and batches are queued in ticket order, so
 //!   the mark that survives a crash is above every version that did.

@@ -99,7 +99,10 @@ pub struct Txn<'s> {
     /// Where each key name first stands in `keys`, when there are more than [`SCAN_KEYS`].
     lookup: Option<HashMap<Vec<u8>, usize>>,
     now: u64,
+    /// The last ticket the reply waits for (K4).
     wait: u64,
+    /// The tickets of the pending entries it read (K7): if one fails, so does its commit.
+    deps: Vec<u64>,
     max_version: u64,
     /// Whole-database changes made under the exclusive namespace lock.
     extra: WriteBatch,
@@ -187,6 +190,12 @@ impl<'s> Txn<'s> {
             lookup,
             now,
             wait,
+            // What runs after a FLUSHDB or SWAPDB reads the state it made.
+            deps: if store.commits.is_done(wait) {
+                Vec::new()
+            } else {
+                vec![wait]
+            },
             max_version: 0,
             extra: WriteBatch::new(),
             frees: false,
@@ -259,7 +268,7 @@ impl<'s> Txn<'s> {
         let (stripe, mkey) = (self.keys[i].stripe, self.keys[i].mkey.clone());
         let (ticket, raw) = meta_record(self.store, self.stripe(stripe), &mkey)?;
         if let Some(t) = ticket {
-            self.wait = self.wait.max(t);
+            self.read_pending(t);
         }
         let meta = raw.map(|r| Meta::decode(&r)).transpose()?;
         let k = &mut self.keys[i];
@@ -411,7 +420,7 @@ impl<'s> Txn<'s> {
             .get(&mkey)
             .map(|p| (p.ticket, p.subs.get(sk).cloned()));
         if let Some((t, hit)) = pending {
-            self.wait = self.wait.max(t);
+            self.read_pending(t);
             if let Some(v) = hit {
                 return Ok(v);
             }
@@ -463,8 +472,8 @@ impl<'s> Txn<'s> {
             .map_err(|_| {
                 StoreError::Corrupt("a walk over a key whose stripe is not held".into())
             })?;
-        if let Some(p) = self.locks[pos].1.pending.get(&mkey) {
-            self.wait = self.wait.max(p.ticket);
+        if let Some(t) = self.locks[pos].1.pending.get(&mkey).map(|p| p.ticket) {
+            self.read_pending(t);
         }
         let pending = self.locks[pos].1.pending.get(&mkey).map(|p| &p.subs);
         let own = &self.keys[i].subs;
@@ -683,17 +692,42 @@ impl<'s> Txn<'s> {
         self.wait = self.wait.max(self.store.commits.last());
     }
 
-    /// The ticket a read-only end waits for (what it read from pending entries); none once
-    /// that commit is resolved: the stripes this command holds keep a commit's pending
-    /// entries until it is resolved (they are dropped under the stripe's lock before it is
-    /// published), so the command read durable data, and a commit that failed before it
-    /// read does not fail its reply.
-    pub fn read_ticket(&self) -> Ticket {
-        if self.store.commits.is_done(self.wait) {
-            Ticket(0)
-        } else {
-            Ticket(self.wait)
+    /// Notes that the command read a pending entry of commit `t` (K4, K7).
+    fn read_pending(&mut self, t: u64) {
+        self.wait = self.wait.max(t);
+        if !self.deps.contains(&t) {
+            self.deps.push(t);
         }
+    }
+
+    /// The tickets it read from that are not resolved yet. A resolved one is left out: the
+    /// stripes this command holds keep a commit's pending entries until it is resolved
+    /// (they are dropped under the stripe's lock before it is published), so a commit
+    /// resolved now was resolved before the command read, and it read durable data.
+    fn open_deps(&self) -> Vec<u64> {
+        let c = &self.store.commits;
+        self.deps
+            .iter()
+            .copied()
+            .filter(|&t| !c.is_done(t))
+            .collect()
+    }
+
+    /// The ticket a read-only end waits for (K4), whose failure is its reply's (K7): none
+    /// once what it read is resolved; the one commit it read from; else a ticket of its own
+    /// with an empty batch, which fails if any commit it read from does (and, for a reply
+    /// that waits for every commit, succeeds even if the last one fails).
+    pub fn read_ticket(&self) -> Ticket {
+        let c = &self.store.commits;
+        if c.is_done(self.wait) {
+            return Ticket(0);
+        }
+        if self.deps.len() == 1 && self.deps[0] == self.wait {
+            return Ticket(self.wait);
+        }
+        let deps = self.open_deps();
+        let store = self.store;
+        Ticket(c.submit(store, WriteBatch::new(), 0, Vec::new(), Vec::new(), deps))
     }
 
     /// Queues what the command changed and releases its locks; the ticket to wait for.
@@ -835,13 +869,15 @@ impl<'s> Txn<'s> {
         if self.frees {
             batch.mark_frees_space();
         }
+        let mut deps = std::mem::take(&mut self.deps);
+        deps.retain(|&t| !store.commits.is_done(t));
         let ticket = store.commits.submit(
             store,
-            &subs.sys,
             batch,
             self.max_version,
             written,
             deltas.clone(),
+            deps,
         );
         if let NsGuard::Exclusive(g) = &mut self.ns {
             g.barrier = ticket;
