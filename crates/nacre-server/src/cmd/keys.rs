@@ -410,6 +410,7 @@ fn flush_db(ctx: &mut Ctx, db: usize) -> Result<(), Reply> {
     ns.next = ns
         .next
         .checked_add(1)
+        .filter(|&n| n < encoding::LONG_NS)
         .ok_or_else(|| err("namespaces exhausted"))?;
     let enc = ns.encode();
     let batch = ctx.txn.raw_batch();
@@ -491,8 +492,9 @@ fn walk(
         .map_err(crate::store::StoreError::from)?;
     for r in it {
         let (k, v) = r.map_err(crate::store::StoreError::from)?;
-        let (_, h, key) =
+        let (_, h, _) =
             encoding::split_meta_key(&k).ok_or_else(|| err("corrupt record: key metadata key"))?;
+        let key = encoding::user_key(&k, &v)?;
         let m = Meta::decode(&v)?;
         if !f(h, key, &m) {
             return Ok(h);
@@ -569,16 +571,11 @@ pub fn scan_opts(args: &[Vec<u8>], allow_type: bool) -> Result<ScanOpts, Reply> 
 }
 
 /// `SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]`: the cursor is a position in
-/// hash order, so a key present for the whole iteration is returned, and returned once.
+/// hash order, so a key present for the whole iteration is returned, and returned once
+/// (long keys sit at 2^63 and above).
 pub fn scan(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     let from = cursor(&args[1])?;
     let o = scan_opts(&args[2..], true)?;
-    if from >= 1 << 63 {
-        return Ok(Reply::Array(vec![
-            Reply::Bulk(b"0".to_vec()),
-            Reply::Array(vec![]),
-        ]));
-    }
     let now = ctx.txn.now();
     let mut out = Vec::new();
     let mut seen = 0usize;

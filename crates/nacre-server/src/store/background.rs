@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use nacre::{IterOptions, WriteBatch};
 
-use super::encoding::{self, Meta};
+use super::encoding::{self, Expiring, Meta};
 use super::{Result, Store};
 use crate::shared::now_ms;
 
@@ -74,9 +74,23 @@ pub fn expire_step(store: &Store, on_expired: OnExpired<'_>) -> Result<usize> {
     let n = due.len();
     let mut stale = WriteBatch::new();
     for k in due {
-        let Some((at, gen, key)) = encoding::split_expire_key(&k) else {
+        let Some((at, gen, name)) = encoding::split_expire_key(&k) else {
             stale.delete(&store.subs.expire, &k);
             continue;
+        };
+        let long;
+        let key = match name {
+            Expiring::Key(key) => key,
+            Expiring::Long(mkey) => {
+                // A long key: its record holds it (a record not durable yet, or gone, leaves
+                // the entry to the change that queued it).
+                let Some(rec) = store.db.get(&store.subs.meta, &mkey)? else {
+                    stale.delete(&store.subs.expire, &k);
+                    continue;
+                };
+                long = encoding::user_key(&mkey, &rec)?.to_vec();
+                &long[..]
+            }
         };
         let db = store.ns.read().gens.iter().position(|&g| g == gen);
         let Some(db) = db else {
@@ -195,7 +209,7 @@ fn drop_namespace(store: &Store, ns: &[u8], t: Instant, budget: Duration) -> Res
                     b.put(&store.subs.gc, encoding::sub_prefix(m.version), []);
                 }
                 if m.expire_at != 0 {
-                    if let Some((_, _, key)) = encoding::split_meta_key(k) {
+                    if let Ok(key) = encoding::user_key(k, v) {
                         b.delete(
                             &store.subs.expire,
                             encoding::expire_key(m.expire_at, gen, key),

@@ -136,7 +136,7 @@ fn save_sized(store: &Store, data_dir: &Path, template: &Options, size: u64) -> 
             c.put(&subs.meta, &k, &v)?;
             keys += 1;
             if m.expire_at != 0 {
-                if let Some((_, _, key)) = encoding::split_meta_key(&k) {
+                if let Ok(key) = encoding::user_key(&k, &v) {
                     c.put(
                         &subs.expire,
                         &encoding::expire_key(m.expire_at, gen, key),

@@ -3,7 +3,10 @@
 //! - `meta`: one record per key. Key: namespace (4 bytes, big-endian; one per logical
 //!   database incarnation, so `FLUSHDB` is one new namespace) ++ the key's 63-bit hash
 //!   (8 bytes, big-endian: `SCAN` cursors are positions in hash order) ++ the key. Value: a
-//!   [`Meta`].
+//!   [`Meta`]. A key longer than [`LONG_KEY`] has the long form instead: namespace ++ its
+//!   hash with the top bit set ++ its SHA-256, and its record holds the key itself (the
+//!   `LONG` flag); every read checks that key (K8), so neither a collision nor damage
+//!   makes one key's record another's.
 //! - `sub`: the members of collections. Key: the owning key's version (8 bytes, big-endian,
 //!   unique for every collection ever created, never reused) ++ the member's 63-bit hash ++
 //!   the member. A key deleted or overwritten leaves its old version's members unreachable;
@@ -12,15 +15,18 @@
 //!   metadata payload holding the ends (see [`list_ends`]). A sorted set's member records
 //!   hold the score (f64 LE), and its score index sits under the same version: version ++
 //!   0xFF ++ the score in order-preserving bytes ([`score_bytes`]) ++ the member, empty.
-//! - `expire`: the expiry index. Key: expiry time (ms, big-endian) ++ namespace ++ key.
+//! - `expire`: the expiry index. Key: expiry time (ms, big-endian) ++ namespace ++ key; for
+//!   a long key, expiry time ++ namespace with the top bit set ++ its `meta` key's hash and
+//!   digest.
 //! - `gc`: what the cleaner still has to delete: a version (8 bytes) or a whole dropped
 //!   namespace (4 bytes).
 //! - `sys`: the server's own records (namespace table, version high-water mark, clean
 //!   shutdown counts).
 //!
-//! Meta record: byte 0 = the type (low nibble) and flags (high nibble: `HAS_EXPIRE`,
-//! `HAS_VERSION`, and the `OBJECT ENCODING` hints `HINT_RAW`, `HINT_EMB`); then the expiry time (u64 LE) if flagged; then version and size (u64 LE
-//! each) if flagged (collections); then the payload: a string's bytes, or type-specific
+//! Meta record: byte 0 = the type (low 3 bits), `LONG` (0x08) and flags (high nibble:
+//! `HAS_EXPIRE`, `HAS_VERSION`, and the `OBJECT ENCODING` hints `HINT_RAW`, `HINT_EMB`);
+//! then, if `LONG`, the key's length (u32 LE) and the key; then the expiry time (u64 LE) if
+//! flagged; then version and size (u64 LE each) if flagged (collections); then the payload: a string's bytes, or type-specific
 //! fields that later types (lists) append. Part 2's types fit without a format change.
 
 use crate::store::StoreError;
@@ -74,6 +80,31 @@ const HAS_VERSION: u8 = 0x20;
 const HINT_RAW: u8 = 0x40;
 const HINT_EMB: u8 = 0x80;
 const KNOWN_FLAGS: u8 = HAS_EXPIRE | HAS_VERSION | HINT_RAW | HINT_EMB;
+/// In byte 0's low nibble: the record holds its key (long form).
+const LONG: u8 = 0x08;
+
+/// Keys longer than this are named by digest in `meta` and `expire` (long form): a record's
+/// key must fit a zone with its value, and Redis takes keys up to 512 MB.
+pub const LONG_KEY: usize = 4096;
+/// The top bit of a long key's hash in its `meta` key (hashes are 63-bit).
+const LONG_HASH: u64 = 1 << 63;
+/// The top bit of the namespace in a long key's `expire` key: namespaces stay below it.
+pub const LONG_NS: u32 = 1 << 31;
+
+/// Whether `key` takes the long form.
+pub fn is_long(key: &[u8]) -> bool {
+    key.len() > LONG_KEY
+}
+
+/// A long key's name in `meta` after the namespace: its hash with the top bit set ++ its
+/// SHA-256.
+fn long_name(key: &[u8]) -> Vec<u8> {
+    use sha2::Digest;
+    let mut k = Vec::with_capacity(40);
+    k.extend_from_slice(&(hash63(key) | LONG_HASH).to_be_bytes());
+    k.extend_from_slice(&sha2::Sha256::digest(key));
+    k
+}
 
 /// How a key was last written, for `OBJECT ENCODING` (Redis reports an encoding from how a
 /// value was made, not only from what it holds).
@@ -138,10 +169,20 @@ impl Meta {
         self.expire_at != 0 && self.expire_at <= now_ms
     }
 
-    /// The record's bytes.
+    /// The record's bytes (a key of the short form's).
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(1 + 24 + self.payload.len());
+        self.encode_for(&[])
+    }
+
+    /// The record's bytes for `key`: a long key is written into it (K8).
+    pub fn encode_for(&self, key: &[u8]) -> Vec<u8> {
+        let long = is_long(key);
+        let extra = if long { 4 + key.len() } else { 0 };
+        let mut out = Vec::with_capacity(1 + extra + 24 + self.payload.len());
         let mut b0 = self.kind as u8;
+        if long {
+            b0 |= LONG;
+        }
         if self.expire_at != 0 {
             b0 |= HAS_EXPIRE;
         }
@@ -154,6 +195,10 @@ impl Meta {
             Hint::Emb => b0 |= HINT_EMB,
         }
         out.push(b0);
+        if long {
+            out.extend_from_slice(&(key.len() as u32).to_le_bytes());
+            out.extend_from_slice(key);
+        }
         if self.expire_at != 0 {
             out.extend_from_slice(&self.expire_at.to_le_bytes());
         }
@@ -173,7 +218,11 @@ impl Meta {
         if b0 & 0xF0 & !KNOWN_FLAGS != 0 {
             return Err(bad("unknown flags"));
         }
-        let kind = Kind::from_nibble(b0 & 0x0F).ok_or_else(|| bad("unknown type"))?;
+        let kind = Kind::from_nibble(b0 & 0x07).ok_or_else(|| bad("unknown type"))?;
+        if b0 & LONG != 0 {
+            let (_, rest) = split_key(b).ok_or_else(|| bad("truncated key"))?;
+            b = rest;
+        }
         if kind.is_collection() != (b0 & HAS_VERSION != 0) {
             return Err(bad("version flag does not match the type"));
         }
@@ -216,6 +265,54 @@ impl Meta {
     }
 }
 
+/// A long-form record's key and what follows it (`b` starts after byte 0).
+fn split_key(b: &[u8]) -> Option<(&[u8], &[u8])> {
+    let n = u32::from_le_bytes(b.get(..4)?.try_into().ok()?) as usize;
+    let key = b.get(4..4 + n)?;
+    Some((key, &b[4 + n..]))
+}
+
+/// The key a `meta` record holds (long form), if it holds one.
+pub fn record_key(rec: &[u8]) -> Option<&[u8]> {
+    let (&b0, rest) = rec.split_first()?;
+    if b0 & LONG == 0 {
+        return None;
+    }
+    split_key(rest).map(|(k, _)| k)
+}
+
+/// K8: `rec`, read under `key`'s `meta` key, belongs to `key`: a long key's record holds
+/// it, a short key's holds none.
+pub fn check_owner(key: &[u8], rec: &[u8]) -> Result<(), StoreError> {
+    let ok = match record_key(rec) {
+        Some(k) => is_long(key) && k == key,
+        None => !is_long(key) && rec.first().is_some_and(|b| b & LONG == 0),
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(StoreError::Corrupt(
+            "key metadata record: it belongs to another key".into(),
+        ))
+    }
+}
+
+/// The user key of `meta` record `rec` stored under `mkey`: the key's tail (short form) or
+/// what the record holds (long form, whose digest it must match).
+pub fn user_key<'a>(mkey: &'a [u8], rec: &'a [u8]) -> Result<&'a [u8], StoreError> {
+    let bad = |why: &str| StoreError::Corrupt(format!("key metadata: {why}"));
+    let (ns, h, tail) = split_meta_key(mkey).ok_or_else(|| bad("short key"))?;
+    if h & LONG_HASH == 0 {
+        check_owner(tail, rec)?;
+        return Ok(tail);
+    }
+    let key = record_key(rec).ok_or_else(|| bad("a long key's record without its key"))?;
+    if meta_key(ns, key) != mkey {
+        return Err(bad("a long key's record holds another key"));
+    }
+    Ok(key)
+}
+
 /// The stable 63-bit hash that orders keys and members (FNV-1a with a 64-bit finalizer; it
 /// is part of the format: changing it reorders every subtable).
 pub fn hash63(b: &[u8]) -> u64 {
@@ -239,6 +336,11 @@ pub fn ns_prefix(ns: u32) -> [u8; 4] {
 
 /// The `meta` key of `key` in namespace `ns`.
 pub fn meta_key(ns: u32, key: &[u8]) -> Vec<u8> {
+    if is_long(key) {
+        let mut k = ns.to_be_bytes().to_vec();
+        k.extend_from_slice(&long_name(key));
+        return k;
+    }
     let mut k = Vec::with_capacity(12 + key.len());
     k.extend_from_slice(&ns.to_be_bytes());
     k.extend_from_slice(&hash63(key).to_be_bytes());
@@ -254,7 +356,8 @@ pub fn meta_seek(ns: u32, h: u64) -> Vec<u8> {
     k
 }
 
-/// A `meta` key's namespace, hash and user key.
+/// A `meta` key's namespace, hash and tail: the user key, or a long key's digest (the hash
+/// has its top bit set: see [`user_key`]).
 pub fn split_meta_key(k: &[u8]) -> Option<(u32, u64, &[u8])> {
     if k.len() < 12 {
         return None;
@@ -445,21 +548,41 @@ pub fn split_sub_key(k: &[u8]) -> Option<(u64, &[u8])> {
 
 /// The `expire` key of `key` in namespace `ns`, expiring at `at` ms.
 pub fn expire_key(at: u64, ns: u32, key: &[u8]) -> Vec<u8> {
-    let mut k = Vec::with_capacity(12 + key.len());
+    let mut k = Vec::with_capacity(12 + key.len().min(40));
     k.extend_from_slice(&at.to_be_bytes());
-    k.extend_from_slice(&ns.to_be_bytes());
-    k.extend_from_slice(key);
+    if is_long(key) {
+        k.extend_from_slice(&(ns | LONG_NS).to_be_bytes());
+        k.extend_from_slice(&long_name(key));
+    } else {
+        k.extend_from_slice(&ns.to_be_bytes());
+        k.extend_from_slice(key);
+    }
     k
 }
 
-/// An `expire` key's time, namespace and user key.
-pub fn split_expire_key(k: &[u8]) -> Option<(u64, u32, &[u8])> {
+/// Whom an `expire` entry names.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Expiring<'a> {
+    /// A key of the short form.
+    Key(&'a [u8]),
+    /// A long key, by its `meta` key (its record holds the key).
+    Long(Vec<u8>),
+}
+
+/// An `expire` key's time, namespace and key.
+pub fn split_expire_key(k: &[u8]) -> Option<(u64, u32, Expiring<'_>)> {
     if k.len() < 12 {
         return None;
     }
     let at = u64::from_be_bytes(k[..8].try_into().ok()?);
     let ns = u32::from_be_bytes(k[8..12].try_into().ok()?);
-    Some((at, ns, &k[12..]))
+    if ns & LONG_NS == 0 {
+        return Some((at, ns, Expiring::Key(&k[12..])));
+    }
+    let ns = ns & !LONG_NS;
+    let mut m = ns.to_be_bytes().to_vec();
+    m.extend_from_slice(&k[12..]);
+    Some((at, ns, Expiring::Long(m)))
 }
 
 #[cfg(test)]
@@ -481,9 +604,41 @@ mod tests {
         metas.push(s.clone());
         s.hint = Hint::Emb;
         metas.push(s);
+        let long = vec![7u8; LONG_KEY + 1];
         for m in metas {
             assert_eq!(Meta::decode(&m.encode()).unwrap(), m);
+            let rec = m.encode_for(&long);
+            assert_eq!(Meta::decode(&rec).unwrap(), m);
+            assert_eq!(record_key(&rec), Some(&long[..]));
+            assert_eq!(user_key(&meta_key(9, &long), &rec).unwrap(), &long[..]);
+            assert!(check_owner(&long, &rec).is_ok());
+            assert!(check_owner(b"short", &rec).is_err());
+            assert!(user_key(&meta_key(9, b"short"), &rec).is_err());
+            let short = m.encode_for(b"short");
+            assert_eq!(short, m.encode());
+            assert!(check_owner(&long, &short).is_err());
+            assert!(user_key(&meta_key(9, &long), &short).is_err());
         }
+    }
+
+    #[test]
+    fn long_keys_are_named_by_digest_apart_from_short_ones() {
+        let long = vec![b'x'; LONG_KEY + 1];
+        let edge = vec![b'x'; LONG_KEY];
+        let m = meta_key(3, &long);
+        assert_eq!(m.len(), 4 + 8 + 32);
+        let (ns, h, _) = split_meta_key(&m).unwrap();
+        assert_eq!((ns, h >> 63), (3, 1));
+        let em = meta_key(3, &edge);
+        let (_, h, tail) = split_meta_key(&em).unwrap();
+        assert_eq!((h >> 63, tail), (0, &edge[..]));
+        let e = expire_key(77, 3, &long);
+        assert_eq!(split_expire_key(&e), Some((77, 3, Expiring::Long(m))));
+        let e = expire_key(77, 3, &edge);
+        assert_eq!(
+            split_expire_key(&e),
+            Some((77, 3, Expiring::Key(&edge[..])))
+        );
     }
 
     #[test]
@@ -575,7 +730,10 @@ mod tests {
         assert_eq!(split_sub_key(&s).unwrap(), (hash63(b"f"), &b"f"[..]));
         assert!(s.starts_with(&sub_prefix(9)));
         let e = expire_key(10, 2, b"k");
-        assert_eq!(split_expire_key(&e).unwrap(), (10, 2, &b"k"[..]));
+        assert_eq!(
+            split_expire_key(&e).unwrap(),
+            (10, 2, Expiring::Key(&b"k"[..]))
+        );
         assert!(hash63(b"anything") < 1 << 63);
     }
 }

@@ -27,6 +27,10 @@
 //!   failed, and commits it only after they did or with them); a read-only reply that read
 //!   from several waits for a ticket of its own that fails the same way. Other clients'
 //!   writes are never refused because a commit failed.
+//! - K8 (a record answers only for its key): a key longer than `encoding::LONG_KEY` is named
+//!   in `meta` by its digest and its record holds the key; every load checks that the
+//!   record it found holds the key asked for (a short key's record holds none), so a
+//!   collision or a damaged byte is an error, never another key's data.
 //! - K5 (versions are never reused): a batch that uses a collection version at or above the
 //!   recorded high-water mark carries a new mark, and batches are queued in ticket order, so
 //!   the mark that survives a crash is above every version that did.

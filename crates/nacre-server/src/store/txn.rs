@@ -270,6 +270,9 @@ impl<'s> Txn<'s> {
         if let Some(t) = ticket {
             self.read_pending(t);
         }
+        if let Some(r) = &raw {
+            encoding::check_owner(&self.keys[i].key, r)?;
+        }
         let meta = raw.map(|r| Meta::decode(&r)).transpose()?;
         let k = &mut self.keys[i];
         k.orig = meta.clone();
@@ -824,7 +827,7 @@ impl<'s> Txn<'s> {
             }
             let mut meta_out = None;
             if meta_changed {
-                let enc = k.cur.as_ref().map(Meta::encode);
+                let enc = k.cur.as_ref().map(|m| m.encode_for(&k.key));
                 match &enc {
                     Some(e) => batch.put(&subs.meta, &k.mkey, e),
                     None => batch.delete(&subs.meta, &k.mkey),
