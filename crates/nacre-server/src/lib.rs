@@ -5,6 +5,7 @@
 //! - [`store`]: Redis keys on engine subtables; the locking, pending-entry and ticket rules
 //!   that make each command atomic, isolated and answered only once durable.
 //! - [`cmd`]: the command table and the commands, family by family.
+//! - `script`: Lua scripts (`EVAL`), run through the same command table.
 //! - `conn`, [`server`]: connections (tokio) and the listener.
 
 #![forbid(unsafe_code)]
@@ -23,6 +24,7 @@ pub(crate) mod lcs;
 pub(crate) mod longdouble;
 pub(crate) mod notify;
 pub(crate) mod pubsub;
+pub(crate) mod script;
 pub mod server;
 pub mod shared;
 pub mod store;

@@ -117,6 +117,19 @@ impl PubSub {
         }
     }
 
+    /// How many clients a message on `channel` would reach now.
+    pub fn receivers(&self, channel: &[u8]) -> i64 {
+        let g = self.inner.read();
+        let direct = g.channels.get(channel).map_or(0, |s| s.len());
+        let by_pattern: usize = g
+            .patterns
+            .iter()
+            .filter(|(p, _)| glob_match(p, channel, false))
+            .map(|(_, s)| s.len())
+            .sum();
+        (direct + by_pattern) as i64
+    }
+
     /// Publishes `payload` on `channel`; the number of clients it reached.
     pub fn publish(&self, channel: &[u8], payload: &[u8], ticket: u64) -> i64 {
         let g = self.inner.read();

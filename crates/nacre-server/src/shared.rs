@@ -261,6 +261,8 @@ pub struct Shared {
     pub notify: std::sync::atomic::AtomicU32,
     /// Itself, for work handed to other threads.
     pub me: std::sync::OnceLock<std::sync::Weak<Shared>>,
+    /// Lua scripts: the cache and the runs in progress.
+    pub scripts: crate::script::Scripts,
 }
 
 impl Shared {
@@ -300,6 +302,7 @@ impl Shared {
             pubsub: Default::default(),
             notify: std::sync::atomic::AtomicU32::new(notify),
             me: std::sync::OnceLock::new(),
+            scripts: Default::default(),
         }
     }
 

@@ -1,6 +1,6 @@
 //! Power failures under the server's own persistent structures, on the `sim` backend: real
 //! commands (strings, counters, hashes, lists, sets, sorted sets, DEL of collections, expiry,
-//! FLUSHDB, MULTI/EXEC) run
+//! FLUSHDB, MULTI/EXEC, EVAL) run
 //! in-process, the power fails at a random fence, the keyspace is reopened from the crash
 //! image, and then: the keyspace is the state after the last acknowledged command or after
 //! one of the later ones, each command whole (whole-keyspace comparison); collection versions are never reused
@@ -162,7 +162,7 @@ fn command(r: &mut Rng) -> Vec<String> {
     };
     let v = format!("v{}", r.next() % 1000);
     let m = format!("m{}", r.next() % 5);
-    match r.next() % 26 {
+    match r.next() % 28 {
         0 => vec!["SELECT".into(), (r.next() % DBS as u64).to_string()],
         1 | 2 => vec!["SET".into(), key(r, "s"), v],
         3 => vec!["INCR".into(), key(r, "n")],
@@ -192,6 +192,17 @@ fn command(r: &mut Rng) -> Vec<String> {
         19 => vec!["SREM".into(), key(r, "t"), m],
         20 | 21 => vec!["ZADD".into(), key(r, "z"), (r.next() % 7).to_string(), m],
         22 => vec!["ZINCRBY".into(), key(r, "z"), "2".into(), m],
+        // A script's writes: all of them or none (S1), on declared and undeclared keys.
+        26 | 27 => vec![
+            "EVAL".into(),
+            "redis.call('set', KEYS[1], ARGV[1]); redis.call('rpush', KEYS[2], ARGV[1]); \
+             return redis.call('incr', 'n1')"
+                .into(),
+            "2".into(),
+            key(r, "s"),
+            key(r, "l"),
+            v,
+        ],
         _ => vec![
             "ZREMRANGEBYSCORE".into(),
             key(r, "z"),

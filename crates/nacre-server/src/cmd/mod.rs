@@ -271,6 +271,9 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
         }
         _ => {}
     }
+    if !flags.contains(Flags::ALLOW_BUSY) && shared.scripts.busy(shared) {
+        return reject(shared, client, cmd, crate::script::BUSY.into());
+    }
     if client.resp == 2 && client.subscriptions() > 0 && !pubsub::allowed_when_subscribed(cmd.name)
     {
         return Outcome::Reply(

@@ -150,6 +150,7 @@ pub fn exec(shared: &Shared, client: &mut Client, _: &[Vec<u8>]) -> Outcome {
     let mut replies = Vec::with_capacity(queue.len());
     let notifying = shared.notify_flags() != 0 && shared.pubsub.anyone();
     let mut events = Vec::new();
+    let mut scripts = Vec::new();
     for (args, kerr) in queue.iter().zip(key_errors) {
         let mark = txn.mark();
         if let Some(e) = kerr {
@@ -162,6 +163,11 @@ pub fn exec(shared: &Shared, client: &mut Client, _: &[Vec<u8>]) -> Outcome {
         };
         let in_txn = match cmd.name {
             "debug" => super::server::debug_in_txn(shared, client, &mut txn, args),
+            name if crate::script::is_eval(name) => {
+                let (r, done) = crate::script::in_exec(shared, client, &mut txn, args);
+                scripts.extend(done);
+                Some(r)
+            }
             _ => None,
         };
         let r = match (in_txn, cmd.run) {
@@ -190,9 +196,13 @@ pub fn exec(shared: &Shared, client: &mut Client, _: &[Vec<u8>]) -> Outcome {
             events.push((client.db, args, txn.changes_since(mark)));
         }
     }
+    let exclusive = txn.is_exclusive();
     let ticket = txn.commit();
     for (db, args, changes) in events {
         crate::notify::publish(shared, db, args, &changes, ticket.0);
+    }
+    for done in scripts {
+        crate::script::release(shared, done, ticket, exclusive);
     }
     client.end_multi(shared);
     if writes {

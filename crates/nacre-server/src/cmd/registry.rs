@@ -154,10 +154,11 @@ macro_rules! sub {
 pub(crate) use {cmd, sub, subs_or_none};
 
 /// Every family's command list.
-fn families() -> [&'static [Command]; 15] {
+fn families() -> [&'static [Command]; 16] {
     use super::*;
     [
         connection::COMMANDS,
+        crate::script::COMMANDS,
         pubsub::COMMANDS,
         server::COMMANDS,
         multi::COMMANDS,

@@ -225,6 +225,33 @@ impl<'s> Txn<'s> {
             .ok_or_else(|| StoreError::Corrupt("a command used a key it did not lock".into()))
     }
 
+    /// Whether it holds the namespace table exclusively.
+    pub fn is_exclusive(&self) -> bool {
+        matches!(self.ns, NsGuard::Exclusive(_))
+    }
+
+    /// Takes one more key for a script (S2 in `crate::script`): holding the keyspace
+    /// exclusively, as [`Txn::add_key`]; else only if its stripe is free now (false if not:
+    /// waiting could break the stripe order other commands lock in).
+    pub fn try_add_key(&mut self, db: usize, key: &[u8]) -> Result<bool> {
+        if self.index(db, key).is_ok() {
+            return Ok(true);
+        }
+        if matches!(self.ns, NsGuard::Exclusive(_)) {
+            self.add_key(db, key)?;
+            return Ok(true);
+        }
+        let stripe = Store::stripe_of(db, key);
+        if let Err(pos) = self.locks.binary_search_by_key(&stripe, |(s, _)| *s) {
+            let Some(guard) = self.store.stripes[stripe].try_lock() else {
+                return Ok(false);
+            };
+            self.locks.insert(pos, (stripe, guard));
+        }
+        self.push_key(db, key);
+        Ok(true)
+    }
+
     /// Exclusive txns: takes one more key (SORT's BY and GET lookups, known only once the
     /// sorted elements are read). No other txn runs while the namespace table is held
     /// exclusively (each holds it shared for its whole life), so locking another stripe now
@@ -243,6 +270,12 @@ impl<'s> Txn<'s> {
             let guard = self.store.stripes[stripe].lock();
             self.locks.insert(pos, (stripe, guard));
         }
+        self.push_key(db, key);
+        Ok(())
+    }
+
+    /// Adds key state for `key`, whose stripe is held.
+    fn push_key(&mut self, db: usize, key: &[u8]) {
         let gen = self.ns.get().gens[db];
         if let Some(m) = self.lookup.as_mut() {
             if !m.contains_key(key) {
@@ -250,7 +283,6 @@ impl<'s> Txn<'s> {
             }
         }
         self.keys.push(KeyState::new(db, key, gen));
-        Ok(())
     }
 
     fn stripe(&mut self, stripe: usize) -> &mut Stripe {

@@ -1,0 +1,447 @@
+//! Lua scripting: `EVAL`, `EVALSHA`, their `_RO` forms and `SCRIPT`, on Lua 5.1 as Redis
+//! embeds it (vm.rs), each script's commands run through the same registry and handlers as
+//! a connection's (run.rs).
+//!
+//! Invariants:
+//! - S1 (atomic): a script's commands run in one transaction holding every key they touch
+//!   from the first command to the commit, so nothing else runs on those keys in between,
+//!   and all its writes commit as one batch, which its reply waits for.
+//! - S2 (try, then hold everything): a run starts holding its declared keys (and the
+//!   namespace table shared); a command on another key takes that key's stripe only if it
+//!   is free at once (no wait: no lock order is broken). If it is not, or a command needs
+//!   the whole keyspace, the run is abandoned — its transaction dropped uncommitted, its
+//!   messages unsent — and the script runs again from the start holding the namespace table
+//!   exclusively, where stripes are taken in any order (nothing else holds one for long).
+//! - S3 (nothing leaves a run early): messages a script publishes and its keyspace events
+//!   are kept until its commit; a run that already did something else outside its
+//!   transaction is never abandoned (its command gets an error instead).
+
+mod libs;
+mod run;
+mod vm;
+
+pub use run::release;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use nacre_resp::Reply;
+use parking_lot::Mutex;
+
+use crate::client::Client;
+use crate::cmd::args::{int, lower};
+use crate::cmd::registry::{cmd, sub, Command, Keys, Run};
+use crate::cmd::{err, ok, Outcome};
+use crate::shared::Shared;
+use crate::store::txn::Ticket;
+
+/// The SHA-1 of `b`, in lowercase hex (`redis.sha1hex`, script names).
+pub fn sha1hex(b: &[u8]) -> String {
+    use sha1::Digest;
+    let d = sha1::Sha1::digest(b);
+    d.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+bitflags::bitflags! {
+    /// A script's shebang flags.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct ScriptFlags: u8 {
+        /// No shebang: Redis 6 rules (every command checked alone).
+        const COMPAT = 1 << 0;
+        /// `no-writes`.
+        const NO_WRITES = 1 << 1;
+        /// `allow-oom`.
+        const ALLOW_OOM = 1 << 2;
+        /// `allow-stale`.
+        const ALLOW_STALE = 1 << 3;
+        /// `no-cluster`.
+        const NO_CLUSTER = 1 << 4;
+        /// `allow-cross-slot-keys`.
+        const CROSS_SLOT = 1 << 5;
+    }
+}
+
+/// A cached script.
+pub struct Script {
+    /// Its SHA-1.
+    pub sha: String,
+    /// Its text.
+    pub body: Vec<u8>,
+    /// Its shebang flags.
+    pub flags: ScriptFlags,
+    /// Bytes of its shebang line (left out when compiled, its line feed kept).
+    pub shebang_len: usize,
+}
+
+/// A script running now, for BUSY replies and SCRIPT KILL.
+struct Running {
+    since: Instant,
+    kill: Arc<AtomicBool>,
+    dirty: Arc<AtomicBool>,
+}
+
+/// The script cache and the scripts running.
+#[derive(Default)]
+pub struct Scripts {
+    cache: Mutex<HashMap<String, Arc<Script>>>,
+    /// Bumped by SCRIPT FLUSH: interpreters drop what they compiled.
+    generation: AtomicU64,
+    running: Mutex<HashMap<u64, Running>>,
+    next_run: AtomicU64,
+    /// How many scripts run now (read without the lock).
+    active: AtomicU64,
+}
+
+/// The shebang's flags and its length (`#!lua flags=no-writes,allow-oom`).
+fn shebang(body: &[u8]) -> Result<(ScriptFlags, usize), String> {
+    if !body.starts_with(b"#!") {
+        return Ok((ScriptFlags::COMPAT, 0));
+    }
+    let end = body
+        .iter()
+        .position(|&b| b == b'\n')
+        .ok_or_else(|| "Invalid script shebang".to_string())?;
+    let line = String::from_utf8_lossy(&body[..end]).into_owned();
+    let parts: Vec<&str> = line.split_whitespace().collect();
+    let Some(engine) = parts.first() else {
+        return Err("Invalid engine in script shebang".into());
+    };
+    if *engine != "#!lua" {
+        return Err(format!("Unexpected engine in script shebang: {engine}"));
+    }
+    let mut flags = ScriptFlags::empty();
+    for p in &parts[1..] {
+        let Some(list) = p.strip_prefix("flags=") else {
+            return Err(format!("Unknown lua shebang option: {p}"));
+        };
+        for f in list.split(',').filter(|f| !f.is_empty()) {
+            flags |= match f {
+                "no-writes" => ScriptFlags::NO_WRITES,
+                "allow-oom" => ScriptFlags::ALLOW_OOM,
+                "allow-stale" => ScriptFlags::ALLOW_STALE,
+                "no-cluster" => ScriptFlags::NO_CLUSTER,
+                "allow-cross-slot-keys" => ScriptFlags::CROSS_SLOT,
+                _ => return Err(format!("Unexpected flag in script shebang: {f}")),
+            };
+        }
+    }
+    Ok((flags, end))
+}
+
+impl Scripts {
+    /// Caches `body` (checking its shebang); the script.
+    pub fn add(&self, body: &[u8]) -> Result<Arc<Script>, Reply> {
+        let sha = sha1hex(body);
+        if let Some(s) = self.cache.lock().get(&sha) {
+            return Ok(s.clone());
+        }
+        let (flags, shebang_len) = shebang(body).map_err(err)?;
+        let s = Arc::new(Script {
+            sha: sha.clone(),
+            body: body.to_vec(),
+            flags,
+            shebang_len,
+        });
+        self.cache.lock().insert(sha, s.clone());
+        Ok(s)
+    }
+
+    /// The cached script of `sha` (either case).
+    pub fn get(&self, sha: &[u8]) -> Option<Arc<Script>> {
+        let sha = String::from_utf8_lossy(sha).to_ascii_lowercase();
+        self.cache.lock().get(&sha).cloned()
+    }
+
+    /// The cache generation interpreters compile under.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    fn flush(&self) {
+        self.cache.lock().clear();
+        self.generation.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Registers a run; its id, kill flag and write flag.
+    fn start(&self) -> (u64, Arc<AtomicBool>, Arc<AtomicBool>) {
+        let id = self.next_run.fetch_add(1, Ordering::Relaxed);
+        let kill = Arc::new(AtomicBool::new(false));
+        let dirty = Arc::new(AtomicBool::new(false));
+        self.running.lock().insert(
+            id,
+            Running {
+                since: Instant::now(),
+                kill: kill.clone(),
+                dirty: dirty.clone(),
+            },
+        );
+        self.active.fetch_add(1, Ordering::AcqRel);
+        (id, kill, dirty)
+    }
+
+    fn end(&self, id: u64) {
+        if self.running.lock().remove(&id).is_some() {
+            self.active.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Whether a script has run longer than `busy-reply-threshold` (others are answered
+    /// BUSY).
+    pub fn busy(&self, shared: &Shared) -> bool {
+        if self.active.load(Ordering::Acquire) == 0 {
+            return false;
+        }
+        let threshold_ms = crate::tunables::find("busy-reply-threshold")
+            .map_or(5000, |t| shared.config.read().tunables.get(t).max(0) as u64);
+        self.running
+            .lock()
+            .values()
+            .any(|r| r.since.elapsed().as_millis() as u64 >= threshold_ms)
+    }
+
+    /// SCRIPT KILL: stops the running scripts that have not written.
+    fn kill(&self) -> Reply {
+        let running = self.running.lock();
+        if running.is_empty() {
+            return Reply::Error("NOTBUSY No scripts in execution right now.".into());
+        }
+        if running.values().any(|r| r.dirty.load(Ordering::Acquire)) {
+            return Reply::Error("UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.".into());
+        }
+        for r in running.values() {
+            r.kill.store(true, Ordering::Release);
+        }
+        ok()
+    }
+}
+
+/// Redis's BUSY reply while a script runs past `busy-reply-threshold`.
+pub const BUSY: &str =
+    "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
+
+/// The number of keys and the keys of `EVAL script numkeys key... arg...`.
+fn split_keys(args: &[Vec<u8>]) -> Result<usize, Reply> {
+    let n = int(&args[2])?;
+    if n > (args.len() - 3) as i64 {
+        return Err(err("Number of keys can't be greater than number of args"));
+    }
+    if n < 0 {
+        return Err(err("Number of keys can't be negative"));
+    }
+    Ok(n as usize)
+}
+
+/// The keys of `EVAL`-shaped commands (registry key positions).
+pub fn eval_keys(
+    db: usize,
+    args: &[Vec<u8>],
+    _: usize,
+) -> Result<crate::cmd::registry::KeyList, Reply> {
+    let n = split_keys(args)?;
+    Ok(args[3..3 + n].iter().map(|k| (db, k.clone())).collect())
+}
+
+fn eval_generic(
+    shared: &Shared,
+    client: &mut Client,
+    args: &[Vec<u8>],
+    by_sha: bool,
+    ro: bool,
+) -> Outcome {
+    let n = match split_keys(args) {
+        Ok(n) => n,
+        Err(e) => return Outcome::Reply(e, Ticket(0)),
+    };
+    let script = if by_sha {
+        match shared.scripts.get(&args[1]).filter(|_| args[1].len() == 40) {
+            Some(s) => s,
+            None => {
+                return Outcome::Reply(
+                    Reply::Error("NOSCRIPT No matching script. Please use EVAL.".into()),
+                    Ticket(0),
+                )
+            }
+        }
+    } else {
+        match shared.scripts.add(&args[1]) {
+            Ok(s) => s,
+            Err(e) => return Outcome::Reply(e, Ticket(0)),
+        }
+    };
+    let keys = &args[3..3 + n];
+    let argv = &args[3 + n..];
+    off_worker(|| run::eval(shared, client, &script, keys, argv, ro))
+}
+
+/// Runs `f`, which may take long (a script), with the runtime's other tasks moved to another
+/// thread first, so that other clients are served (and told BUSY) meanwhile.
+fn off_worker<R>(f: impl FnOnce() -> R) -> R {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
+    }
+}
+
+/// An `EVAL`-family command queued in `MULTI`, run inside EXEC's transaction `txn` (which
+/// holds its declared keys): its reply, and what to release once EXEC commits.
+pub fn in_exec(
+    shared: &Shared,
+    client: &mut Client,
+    txn: &mut crate::store::Txn<'_>,
+    args: &[Vec<u8>],
+) -> (Reply, Option<run::Done>) {
+    let name = lower(&args[0]);
+    let (by_sha, ro) = (name.starts_with("evalsha"), name.ends_with("_ro"));
+    let n = match split_keys(args) {
+        Ok(n) => n,
+        Err(e) => return (e, None),
+    };
+    let script = if by_sha {
+        match shared.scripts.get(&args[1]).filter(|_| args[1].len() == 40) {
+            Some(s) => s,
+            None => {
+                return (
+                    Reply::Error("NOSCRIPT No matching script. Please use EVAL.".into()),
+                    None,
+                )
+            }
+        }
+    } else {
+        match shared.scripts.add(&args[1]) {
+            Ok(s) => s,
+            Err(e) => return (e, None),
+        }
+    };
+    if let Some(r) = run::refuse(shared, &script, ro) {
+        return (r, None);
+    }
+    let (reply, _, done) = run::run_in(
+        shared,
+        client,
+        txn,
+        &script,
+        &args[3..3 + n],
+        &args[3 + n..],
+        ro,
+        txn.is_exclusive(),
+        false,
+    );
+    (reply, Some(done))
+}
+
+/// Whether `name` (lowercase) runs a script.
+pub fn is_eval(name: &str) -> bool {
+    matches!(name, "eval" | "evalsha" | "eval_ro" | "evalsha_ro")
+}
+
+/// `EVAL script numkeys [key ...] [arg ...]`.
+fn eval(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
+    eval_generic(shared, client, args, false, false)
+}
+
+/// `EVALSHA sha1 numkeys [key ...] [arg ...]`.
+fn evalsha(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
+    eval_generic(shared, client, args, true, false)
+}
+
+/// `EVAL_RO`.
+fn eval_ro(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
+    eval_generic(shared, client, args, false, true)
+}
+
+/// `EVALSHA_RO`.
+fn evalsha_ro(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
+    eval_generic(shared, client, args, true, true)
+}
+
+/// `SCRIPT LOAD|EXISTS|FLUSH|KILL|DEBUG|HELP`.
+fn script(shared: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
+    let sub = lower(&args[1]);
+    let r = match sub.as_str() {
+        "load" => match shared.scripts.add(&args[2]) {
+            Ok(s) => match compile_here(shared, &s) {
+                Ok(()) => Reply::Bulk(s.sha.clone().into_bytes()),
+                Err(e) => e,
+            },
+            Err(e) => e,
+        },
+        "exists" => Reply::Array(
+            args[2..]
+                .iter()
+                .map(|s| Reply::Integer(i64::from(shared.scripts.get(s).is_some())))
+                .collect(),
+        ),
+        "flush" => match args.len() {
+            2 => {
+                shared.scripts.flush();
+                ok()
+            }
+            3 if matches!(lower(&args[2]).as_str(), "sync" | "async") => {
+                shared.scripts.flush();
+                ok()
+            }
+            _ => err("SCRIPT FLUSH only support SYNC|ASYNC option"),
+        },
+        "kill" => shared.scripts.kill(),
+        "debug" => match lower(&args[2]).as_str() {
+            "no" => ok(),
+            "yes" | "sync" => err("The script debugger is not supported"),
+            _ => err("Use SCRIPT DEBUG YES/SYNC/NO"),
+        },
+        "help" => Reply::Array(
+            [
+                "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "DEBUG (YES|SYNC|NO)",
+                "    Set the debug mode for subsequent scripts executed.",
+                "EXISTS <sha1> [<sha1> ...]",
+                "    Return information about the existence of the scripts in the script cache.",
+                "FLUSH [ASYNC|SYNC]",
+                "    Flush the Lua scripts cache. Very dangerous on replicas.",
+                "    When called without the optional mode argument, the behavior is determined by the",
+                "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+                "    * ASYNC: Asynchronously flush the scripts cache.",
+                "    * SYNC: Synchronously flush the scripts cache.",
+                "KILL",
+                "    Kill the currently executing Lua script.",
+                "LOAD <script>",
+                "    Load a script into the scripts cache without executing it.",
+                "HELP",
+                "    Print this help.",
+            ]
+            .iter()
+            .map(|l| Reply::Simple((*l).into()))
+            .collect(),
+        ),
+        _ => crate::cmd::registry::unknown_subcommand(&args[1], "SCRIPT"),
+    };
+    Outcome::Reply(r, Ticket(0))
+}
+
+/// Compiles `s` on this thread (SCRIPT LOAD reports a script that does not compile).
+fn compile_here(shared: &Shared, s: &Script) -> Result<(), Reply> {
+    vm::Vm::with(shared.scripts.generation(), |vm| {
+        vm.compile(&s.sha, &s.body, s.shebang_len)
+    })
+    .map_err(err)?
+}
+
+/// The scripting commands.
+#[rustfmt::skip]
+pub(crate) static COMMANDS: &[Command] = &[
+    cmd!("eval", -3, [NOSCRIPT SKIP_MONITOR NO_MANDATORY_KEYS STALE MOVABLEKEYS], [SLOW SCRIPTING], [], Keys::Custom(eval_keys, 0, 0, 0), "scripting", "2.6.0", "Executes a server-side Lua script.", Run::Conn(eval)),
+    cmd!("evalsha", -3, [NOSCRIPT SKIP_MONITOR NO_MANDATORY_KEYS STALE MOVABLEKEYS], [SLOW SCRIPTING], [], Keys::Custom(eval_keys, 0, 0, 0), "scripting", "2.6.0", "Executes a server-side Lua script by SHA1 digest.", Run::Conn(evalsha)),
+    cmd!("eval_ro", -3, [READONLY NOSCRIPT SKIP_MONITOR NO_MANDATORY_KEYS STALE MOVABLEKEYS], [SLOW SCRIPTING], [], Keys::Custom(eval_keys, 0, 0, 0), "scripting", "7.0.0", "Executes a read-only server-side Lua script.", Run::Conn(eval_ro)),
+    cmd!("evalsha_ro", -3, [READONLY NOSCRIPT SKIP_MONITOR NO_MANDATORY_KEYS STALE MOVABLEKEYS], [SLOW SCRIPTING], [], Keys::Custom(eval_keys, 0, 0, 0), "scripting", "7.0.0", "Executes a read-only server-side Lua script by SHA1 digest.", Run::Conn(evalsha_ro)),
+    cmd!("script", -2, [], [SLOW], [], Keys::None, "scripting", "2.6.0", "A container for Lua scripts management commands.", Run::Conn(script), &[
+        sub!("debug", 3, [NOSCRIPT], [SLOW SCRIPTING], (0, 0, 0)),
+        sub!("exists", -3, [NOSCRIPT], [SLOW SCRIPTING], (0, 0, 0)),
+        sub!("flush", -2, [NOSCRIPT], [SLOW SCRIPTING], (0, 0, 0)),
+        sub!("help", 2, [LOADING STALE], [SLOW SCRIPTING], (0, 0, 0)),
+        sub!("kill", 2, [NOSCRIPT ALLOW_BUSY], [SLOW SCRIPTING], (0, 0, 0)),
+        sub!("load", 3, [NOSCRIPT STALE], [SLOW SCRIPTING], (0, 0, 0)),
+    ]),
+];

@@ -1,0 +1,328 @@
+//! A script's run: its transaction (S1, S2), the checks Redis makes before a script runs
+//! and before each command it calls, and what is released after its commit (S3).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use nacre_resp::Reply;
+
+use super::vm::{Host, Vm};
+use super::{Script, ScriptFlags};
+use crate::client::Client;
+use crate::cmd::registry::{self, Flags, Local, Run};
+use crate::cmd::{arity_ok, err, ok, run_key, Outcome};
+use crate::shared::Shared;
+use crate::store::txn::Change;
+use crate::store::txn::{Ticket, Txn};
+
+/// The message of a command refused because the run is abandoned (S2); the script's reply
+/// is discarded, so no client sees it.
+const ABANDONED: &str = "the script is run again holding the whole keyspace";
+
+/// Redis's refusal of a command that adds data while the pool is full.
+const OOM: &str = "-OOM command not allowed when used memory > 'maxmemory'.";
+
+/// The state of one run, which the interpreter calls back into.
+struct Ctx<'a, 's> {
+    shared: &'a Shared,
+    client: &'a mut Client,
+    txn: &'a mut Txn<'s>,
+    /// Holds the whole keyspace: any stripe may be taken (S2).
+    exclusive: bool,
+    /// Whether the run may be abandoned (not inside EXEC's transaction).
+    can_abandon: bool,
+    abandoned: bool,
+    /// Something left the run (a command outside the keyspace ran): it is not abandoned.
+    effects: bool,
+    read_only: bool,
+    compat: bool,
+    allow_oom: bool,
+    full_at_start: bool,
+    dirty: Arc<AtomicBool>,
+    adds: bool,
+    events: Vec<(usize, Vec<Vec<u8>>, Vec<Change>)>,
+    written: Vec<(usize, Vec<u8>)>,
+    publishes: Vec<(Vec<u8>, Vec<u8>)>,
+    notifying: bool,
+}
+
+impl Ctx<'_, '_> {
+    fn abandon(&mut self) -> Result<Reply, String> {
+        if !self.can_abandon || self.effects {
+            return Err(
+                "the script touched a key another client holds (declare the keys a script uses)"
+                    .into(),
+            );
+        }
+        self.abandoned = true;
+        Err(ABANDONED.into())
+    }
+
+    fn keyspace(
+        &mut self,
+        cmd: &'static registry::Command,
+        args: &[Vec<u8>],
+    ) -> Result<Reply, String> {
+        let ndb = self.shared.store.databases();
+        let keys = registry::keys_of(cmd, self.client.db, args, ndb).map_err(reply_text)?;
+        let whole = cmd.local.contains(Local::EXCLUSIVE)
+            || (cmd.local.contains(Local::PATTERNS) && crate::cmd::sort::uses_patterns(args));
+        if whole && !self.exclusive {
+            return self.abandon();
+        }
+        for (db, k) in &keys {
+            match self.txn.try_add_key(*db, k) {
+                Ok(true) => {}
+                Ok(false) => return self.abandon(),
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        let mark = self.txn.mark();
+        let r = run_key(cmd, self.txn, self.client, self.shared, args);
+        // A blocking command does not block in a script: it answers as its timeout would.
+        let r = match r {
+            Reply::Nil if cmd.flags.contains(Flags::BLOCKING) => Reply::NilArray,
+            r => r,
+        };
+        if self.notifying {
+            self.events
+                .push((self.client.db, args.to_vec(), self.txn.changes_since(mark)));
+        }
+        if cmd.flags.contains(Flags::WRITE) {
+            self.written.extend(keys);
+        }
+        match r {
+            Reply::Error(e) => Err(format!("-{e}")),
+            r => Ok(r),
+        }
+    }
+
+    fn connection(
+        &mut self,
+        cmd: &'static registry::Command,
+        f: fn(&Shared, &mut Client, &[Vec<u8>]) -> Outcome,
+        args: &[Vec<u8>],
+    ) -> Result<Reply, String> {
+        match cmd.name {
+            // Delivered after the commit (S3); the count is who would receive it now.
+            "publish" => {
+                let n = self.shared.pubsub.receivers(&args[1]);
+                self.publishes.push((args[1].clone(), args[2].clone()));
+                return Ok(Reply::Integer(n));
+            }
+            // The script's own database (the caller's is put back after the run).
+            "select" => {
+                return match crate::cmd::args::int(&args[1]) {
+                    Ok(d) if d >= 0 && (d as usize) < self.shared.store.databases() => {
+                        self.client.db = d as usize;
+                        Ok(ok())
+                    }
+                    Ok(_) => Err("-ERR DB index is out of range".into()),
+                    Err(e) => Err(reply_text(e)),
+                };
+            }
+            "ping" | "echo" | "time" | "lastsave" | "dbsize" | "info" | "command" => {}
+            _ => self.effects = true,
+        }
+        let r = match f(self.shared, self.client, args) {
+            Outcome::Reply(r, _) | Outcome::Close(r) | Outcome::Delay(_, r) => r,
+            Outcome::Many(mut rs) if rs.len() == 1 => rs.remove(0),
+            Outcome::Many(rs) => Reply::Array(rs),
+            Outcome::After(..) | Outcome::AfterCount(..) => {
+                err("the server is still counting keys after a restart; try again")
+            }
+            _ => err("This Redis command is not allowed from script"),
+        };
+        match r {
+            Reply::Error(e) => Err(format!("-{e}")),
+            r => Ok(r),
+        }
+    }
+}
+
+/// A refusal's text for the interpreter (a reply error keeps its code).
+fn reply_text(r: Reply) -> String {
+    match r {
+        Reply::Error(e) => format!("-{e}"),
+        other => format!("{other:?}"),
+    }
+}
+
+impl Host for Ctx<'_, '_> {
+    fn command(&mut self, args: Vec<Vec<u8>>, resp: u8) -> Result<Reply, String> {
+        self.client.resp = resp;
+        if self.abandoned {
+            return Err(ABANDONED.into());
+        }
+        let Some(cmd) = registry::lookup_bytes(&args[0]) else {
+            return Err("Unknown Redis command called from script".into());
+        };
+        let sub = cmd.sub(&args);
+        let (arity, flags) = sub.map_or((cmd.arity, cmd.flags), |s| (s.arity, s.flags));
+        if !arity_ok(arity, args.len()) {
+            return Err("Wrong number of args calling Redis command from script".into());
+        }
+        if flags.contains(Flags::NOSCRIPT) {
+            return Err("This Redis command is not allowed from script".into());
+        }
+        if flags.contains(Flags::WRITE) && self.read_only {
+            return Err("Write commands are not allowed from read-only scripts.".into());
+        }
+        if flags.contains(Flags::DENYOOM) {
+            let refuse = if self.compat {
+                self.shared.store.commits.full() && !self.dirty.load(Ordering::Acquire)
+            } else {
+                !self.allow_oom && self.full_at_start && !self.dirty.load(Ordering::Acquire)
+            };
+            if refuse {
+                return Err(OOM.into());
+            }
+            self.adds = true;
+        }
+        if flags.contains(Flags::WRITE) {
+            self.dirty.store(true, Ordering::Release);
+        }
+        match cmd.run {
+            Run::Key(_) => self.keyspace(cmd, &args),
+            Run::Conn(f) => self.connection(cmd, f, &args),
+        }
+    }
+}
+
+/// Checks made before a script runs (`scriptPrepareForRun`): a refusal's reply.
+pub fn refuse(shared: &Shared, s: &Script, ro: bool) -> Option<Reply> {
+    if s.flags.contains(ScriptFlags::COMPAT) {
+        return None;
+    }
+    if !s.flags.contains(ScriptFlags::NO_WRITES) && ro {
+        return Some(err(
+            "Can not execute a script with write flag using *_ro command.",
+        ));
+    }
+    if !s
+        .flags
+        .intersects(ScriptFlags::NO_WRITES | ScriptFlags::ALLOW_OOM)
+        && shared.store.commits.full()
+    {
+        return Some(Reply::Error("OOM allow-oom flag is not set on the script, can not run it when used memory > 'maxmemory'".into()));
+    }
+    None
+}
+
+/// Runs `s` for `client`: in a transaction of its own, or in `outer` (EXEC's), where it is
+/// never abandoned. The reply and the ticket it waits for.
+pub fn eval(
+    shared: &Shared,
+    client: &mut Client,
+    s: &Arc<Script>,
+    keys: &[Vec<u8>],
+    argv: &[Vec<u8>],
+    ro: bool,
+) -> Outcome {
+    if let Some(r) = refuse(shared, s, ro) {
+        return Outcome::Reply(r, Ticket(0));
+    }
+    let declared: Vec<(usize, &[u8])> = keys.iter().map(|k| (client.db, k.as_slice())).collect();
+    let mut exclusive = false;
+    loop {
+        let now = client.clock.now_ms();
+        let mut txn = if exclusive {
+            Txn::exclusive(&shared.store, &declared, now)
+        } else {
+            shared.store.txn(&declared, now)
+        };
+        let (reply, abandoned, done) =
+            run_in(shared, client, &mut txn, s, keys, argv, ro, exclusive, true);
+        if abandoned && !exclusive {
+            drop(txn);
+            exclusive = true;
+            continue;
+        }
+        if !done.adds {
+            txn.mark_frees_space();
+        }
+        let ticket = txn.commit();
+        release(shared, done, ticket, exclusive);
+        return Outcome::Reply(reply, ticket);
+    }
+}
+
+/// What a finished run leaves to do after its commit.
+pub struct Done {
+    adds: bool,
+    events: Vec<(usize, Vec<Vec<u8>>, Vec<Change>)>,
+    written: Vec<(usize, Vec<u8>)>,
+    publishes: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+/// Publishes a run's messages and events once its commit is queued (S3), and serves
+/// clients parked on the keys it wrote.
+pub fn release(shared: &Shared, done: Done, ticket: Ticket, exclusive: bool) {
+    for (db, args, changes) in done.events {
+        crate::notify::publish(shared, db, &args, &changes, ticket.0);
+    }
+    for (ch, msg) in done.publishes {
+        shared.pubsub.publish(&ch, &msg, ticket.0);
+    }
+    if !done.written.is_empty() {
+        shared.waiters.serve(shared, &done.written);
+        if exclusive {
+            shared.waiters.serve_all(shared);
+        }
+    }
+}
+
+/// Runs `s` inside `txn`; its reply, whether it was abandoned (S2), and what is left to do.
+#[allow(clippy::too_many_arguments)]
+pub fn run_in(
+    shared: &Shared,
+    client: &mut Client,
+    txn: &mut Txn<'_>,
+    s: &Arc<Script>,
+    keys: &[Vec<u8>],
+    argv: &[Vec<u8>],
+    ro: bool,
+    exclusive: bool,
+    can_abandon: bool,
+) -> (Reply, bool, Done) {
+    let (id, kill, dirty) = shared.scripts.start();
+    let saved = (client.db, client.resp);
+    let full = shared.store.commits.full();
+    let mut ctx = Ctx {
+        shared,
+        client,
+        txn,
+        exclusive,
+        can_abandon,
+        abandoned: false,
+        effects: false,
+        read_only: ro || s.flags.contains(ScriptFlags::NO_WRITES),
+        compat: s.flags.contains(ScriptFlags::COMPAT),
+        allow_oom: s.flags.contains(ScriptFlags::ALLOW_OOM),
+        full_at_start: full,
+        dirty,
+        adds: false,
+        events: Vec::new(),
+        written: Vec::new(),
+        publishes: Vec::new(),
+        notifying: shared.notify_flags() != 0 && shared.pubsub.anyone(),
+    };
+    let generation = shared.scripts.generation();
+    let reply = Vm::with(generation, |vm| {
+        match vm.compile(&s.sha, &s.body, s.shebang_len) {
+            Ok(()) => vm.run(&s.sha, keys, argv, &mut ctx, kill, &s.sha),
+            Err(e) => e,
+        }
+    })
+    .unwrap_or_else(err);
+    shared.scripts.end(id);
+    let abandoned = ctx.abandoned;
+    let done = Done {
+        adds: ctx.adds,
+        events: ctx.events,
+        written: ctx.written,
+        publishes: ctx.publishes,
+    };
+    (client.db, client.resp) = saved;
+    (reply, abandoned, done)
+}

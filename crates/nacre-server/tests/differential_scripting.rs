@@ -1,0 +1,187 @@
+//! Differential tests of Lua scripting (EVAL, EVALSHA, EVAL_RO, SCRIPT): each script goes
+//! to nacre-server and to redis-server 7.0, and every reply must be identical, errors
+//! included (their text names the script's SHA-1 and line, the same on both).
+
+mod common;
+mod diff;
+
+use diff::Diff;
+
+fn eval(d: &mut Diff, script: &str, keys: &[&str], args: &[&str]) {
+    let n = keys.len().to_string();
+    let mut a: Vec<&[u8]> = vec![b"EVAL", script.as_bytes(), n.as_bytes()];
+    a.extend(keys.iter().map(|k| k.as_bytes()));
+    a.extend(args.iter().map(|k| k.as_bytes()));
+    d.check(&a);
+}
+
+#[test]
+fn conversions_between_lua_and_replies() {
+    let Some(mut d) = Diff::start("scripting-conversions") else {
+        return;
+    };
+    d.script(&["SET k v", "RPUSH l a b c", "HSET h f v", "SET n 10"]);
+    for s in [
+        "return 1",
+        "return 'x'",
+        "return true",
+        "return false",
+        "return nil",
+        "return 3.99",
+        "return -3.99",
+        "return {1,2,3,'ciao',{1,2}}",
+        "return {1,2,nil,4}",
+        "return {err='My Error'}",
+        "return {err='-NOTCODE x'}",
+        "return redis.error_reply('My Error')",
+        "return redis.error_reply('-CODE text')",
+        "return redis.status_reply('FINE')",
+        "return {ok='a\\r\\nb'}",
+        "return _G",
+        "return {double=1.5}",
+        "return redis.call('get', 'k')",
+        "return redis.call('get', 'missing')",
+        "return redis.call('lrange', 'l', 0, -1)",
+        "return redis.call('hgetall', 'h')",
+        "return redis.call('incr', 'n')",
+        "return redis.call('set', 'k', 'v')",
+        "return redis.call('type', 'k')",
+        "return type(redis.call('get', 'missing'))",
+        "return type(redis.call('type', 'k'))",
+        "return redis.call('type', 'k')['ok']",
+        "return redis.pcall('incr', 'k')",
+        "return type(redis.pcall('incr', 'k'))",
+        "return redis.pcall('incr', 'k')['err']",
+        "return redis.call('exists', 'k', 'missing')",
+        "return redis.call('set', 'f', 3.5)",
+        "return redis.call('get', 'f')",
+        "return redis.call('set', 'f', 0.1)",
+        "return redis.call('get', 'f')",
+        "return redis.sha1hex('')",
+        "return redis.sha1hex('Pizza & Mandolino')",
+        "return bit.tohex(65535, -2147483648)",
+        "return {bit.band(0xff, 0x0f), bit.bor(1, 2, 4), bit.bxor(5, 1), bit.bnot(0), bit.lshift(1, 4), bit.rshift(-1, 28), bit.arshift(-256, 4), bit.tobit(2^32 + 5)}",
+        "return bit.tohex(-1, 4)",
+        "return tostring(0.1)",
+        "return redis.REDIS_VERSION",
+        "redis.setresp(3); return redis.call('hgetall', 'h')",
+        "return redis.call('ping')",
+        "return redis.call('echo', 'x')",
+    ] {
+        eval(&mut d, s, &[], &[]);
+    }
+    eval(
+        &mut d,
+        "return {KEYS[1], KEYS[2], ARGV[1], ARGV[2]}",
+        &["a", "b"],
+        &["c", "d"],
+    );
+    eval(&mut d, "return redis.call('get', KEYS[1])", &["k"], &[]);
+    d.finish();
+}
+
+#[test]
+fn errors_and_the_sandbox() {
+    let Some(mut d) = Diff::start("scripting-errors") else {
+        return;
+    };
+    d.script(&["SET k v"]);
+    for s in [
+        "return redis.call('nosuch')",
+        "return redis.call('get')",
+        "return redis.call()",
+        "return redis.call('incr', 'k')",
+        "redis.call('incr', 'k')",
+        "return redis.call('get', {})",
+        "return pcall(redis.call, 'incr', 'k')",
+        "local ok, e = pcall(redis.call, 'incr', 'k'); return e",
+        "local ok, e = pcall(function() error({err='x'}) end); return e",
+        "local ok, e = pcall(function() error('plain') end); return e",
+        "error('boom')",
+        "error({err='ERR from table'})",
+        "return a",
+        "a = 10",
+        "local x = 1\nreturn y",
+        "setmetatable(_G, {})",
+        "local g = getmetatable(_G); g.__index = {}",
+        "redis = function() return 1 end",
+        "_G = {}",
+        "redis.call = function() return 1 end",
+        "bit.lshift = function() return 1 end",
+        "loadfile('x')",
+        "dofile('x')",
+        "print('x')",
+        "return loadstring(string.dump(function() return 1 end))()",
+        "return ' unfinished",
+        "return redis.call('eval', 'return 1', 0)",
+        "return redis.call('multi')",
+        "return redis.call('blpop', 'nolist', 0)",
+        "return redis.log(redis.LOG_WARNING, 'from a script')",
+        "return redis.log()",
+        "return redis.setresp(4)",
+        "return redis.set_repl(redis.REPL_ALL)",
+        "return redis.set_repl(99)",
+    ] {
+        eval(&mut d, s, &[], &[]);
+    }
+    d.check(&[b"EVAL", b"return 1", b"2", b"a"]);
+    d.check(&[b"EVAL", b"return 1", b"-1"]);
+    d.check(&[b"EVAL", b"return 1", b"x"]);
+    d.finish();
+}
+
+#[test]
+fn the_script_cache_and_read_only_scripts() {
+    let Some(mut d) = Diff::start("scripting-cache") else {
+        return;
+    };
+    d.script(&[
+        "SCRIPT LOAD return'cached'",
+        "EVALSHA 7cb1a3bb84b0bd7b8a5d1bae0b0f2c3c5bd3a9f4 0",
+        "SCRIPT EXISTS 7cb1a3bb84b0bd7b8a5d1bae0b0f2c3c5bd3a9f4 nosuch",
+        "EVALSHA nosuch 0",
+        "SCRIPT FLUSH",
+        "SCRIPT FLUSH ASYNC",
+        "SCRIPT FLUSH bad",
+        "SCRIPT NOSUCH",
+        "SCRIPT KILL",
+        "SET k 1",
+    ]);
+    d.check(&[b"SCRIPT", b"LOAD", b"return redis.call('get', KEYS[1])"]);
+    d.check(&[
+        b"EVALSHA",
+        b"e2b2dc5a4ac5b8a8ad0f4e2b9f8c0ba7f8d5b0bb",
+        b"0",
+    ]);
+    d.check(&[b"EVAL_RO", b"return redis.call('get', KEYS[1])", b"1", b"k"]);
+    d.check(&[
+        b"EVAL_RO",
+        b"return redis.call('set', KEYS[1], 2)",
+        b"1",
+        b"k",
+    ]);
+    d.check(&[
+        b"EVAL",
+        b"#!lua flags=no-writes\nreturn redis.call('set', KEYS[1], 2)",
+        b"1",
+        b"k",
+    ]);
+    d.check(&[
+        b"EVAL_RO",
+        b"#!lua\nreturn redis.call('get', KEYS[1])",
+        b"1",
+        b"k",
+    ]);
+    d.check(&[
+        b"EVAL_RO",
+        b"#!lua flags=no-writes\nreturn redis.call('get', KEYS[1])",
+        b"1",
+        b"k",
+    ]);
+    d.check(&[b"EVAL", b"#!lua flags=nosuch\nreturn 1", b"0"]);
+    d.check(&[b"EVAL", b"#!python\nreturn 1", b"0"]);
+    d.check(&[b"EVAL", b"#!lua\nreturn 1", b"0"]);
+    d.check(&[b"EVAL", b"#!lua", b"0"]);
+    d.check(&[b"GET", b"k"]);
+    d.finish();
+}
