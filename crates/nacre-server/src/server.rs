@@ -104,6 +104,11 @@ pub async fn run(
         );
     }
     let shared = Shared::new(store.clone(), cfg.clone(), report).into_arc();
+    match shared.functions.restore(&shared) {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(libraries = n, "function libraries loaded"),
+        Err(e) => tracing::error!(error = %e, "the function libraries could not be loaded"),
+    }
     let completer = tokio::spawn(Commits::run_completer(store.clone()));
     let stop = Arc::new(AtomicBool::new(false));
     let bg = {

@@ -263,6 +263,8 @@ pub struct Shared {
     pub me: std::sync::OnceLock<std::sync::Weak<Shared>>,
     /// Lua scripts: the cache and the runs in progress.
     pub scripts: crate::script::Scripts,
+    /// Function libraries.
+    pub functions: crate::script::functions::Functions,
 }
 
 impl Shared {
@@ -303,6 +305,7 @@ impl Shared {
             notify: std::sync::atomic::AtomicU32::new(notify),
             me: std::sync::OnceLock::new(),
             scripts: Default::default(),
+            functions: Default::default(),
         }
     }
 

@@ -271,8 +271,10 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
         }
         _ => {}
     }
-    if !flags.contains(Flags::ALLOW_BUSY) && shared.scripts.busy(shared) {
-        return reject(shared, client, cmd, crate::script::BUSY.into());
+    if !flags.contains(Flags::ALLOW_BUSY) {
+        if let Some(busy) = shared.scripts.busy(shared) {
+            return reject(shared, client, cmd, busy.into());
+        }
     }
     if client.resp == 2 && client.subscriptions() > 0 && !pubsub::allowed_when_subscribed(cmd.name)
     {

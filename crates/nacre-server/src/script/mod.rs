@@ -16,6 +16,7 @@
 //!   are kept until its commit; a run that already did something else outside its
 //!   transaction is never abandoned (its command gets an error instead).
 
+pub mod functions;
 mod libs;
 mod run;
 mod vm;
@@ -80,6 +81,11 @@ struct Running {
     since: Instant,
     kill: Arc<AtomicBool>,
     dirty: Arc<AtomicBool>,
+    /// EVAL (else a function: FCALL).
+    eval: bool,
+    /// The function's name and the command that called it (FUNCTION STATS).
+    name: String,
+    command: Vec<Vec<u8>>,
 }
 
 /// The script cache and the scripts running.
@@ -165,7 +171,12 @@ impl Scripts {
     }
 
     /// Registers a run; its id, kill flag and write flag.
-    fn start(&self) -> (u64, Arc<AtomicBool>, Arc<AtomicBool>) {
+    fn start(
+        &self,
+        eval: bool,
+        name: &str,
+        command: Vec<Vec<u8>>,
+    ) -> (u64, Arc<AtomicBool>, Arc<AtomicBool>) {
         let id = self.next_run.fetch_add(1, Ordering::Relaxed);
         let kill = Arc::new(AtomicBool::new(false));
         let dirty = Arc::new(AtomicBool::new(false));
@@ -175,6 +186,9 @@ impl Scripts {
                 since: Instant::now(),
                 kill: kill.clone(),
                 dirty: dirty.clone(),
+                eval,
+                name: name.to_string(),
+                command,
             },
         );
         self.active.fetch_add(1, Ordering::AcqRel);
@@ -187,22 +201,24 @@ impl Scripts {
         }
     }
 
-    /// Whether a script has run longer than `busy-reply-threshold` (others are answered
-    /// BUSY).
-    pub fn busy(&self, shared: &Shared) -> bool {
+    /// The BUSY reply others get while a script has run longer than
+    /// `busy-reply-threshold`.
+    pub fn busy(&self, shared: &Shared) -> Option<&'static str> {
         if self.active.load(Ordering::Acquire) == 0 {
-            return false;
+            return None;
         }
         let threshold_ms = crate::tunables::find("busy-reply-threshold")
             .map_or(5000, |t| shared.config.read().tunables.get(t).max(0) as u64);
-        self.running
-            .lock()
+        let running = self.running.lock();
+        let r = running
             .values()
-            .any(|r| r.since.elapsed().as_millis() as u64 >= threshold_ms)
+            .find(|r| r.since.elapsed().as_millis() as u64 >= threshold_ms)?;
+        Some(if r.eval { BUSY } else { BUSY_FUNCTION })
     }
 
-    /// SCRIPT KILL: stops the running scripts that have not written.
-    fn kill(&self) -> Reply {
+    /// SCRIPT KILL (`eval`) or FUNCTION KILL: stops the running scripts that have not
+    /// written.
+    pub fn kill(&self, eval: bool) -> Reply {
         let running = self.running.lock();
         if running.is_empty() {
             return Reply::Error("NOTBUSY No scripts in execution right now.".into());
@@ -210,16 +226,42 @@ impl Scripts {
         if running.values().any(|r| r.dirty.load(Ordering::Acquire)) {
             return Reply::Error("UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.".into());
         }
+        if let Some(r) = running.values().find(|r| r.eval != eval) {
+            return Reply::Error(if r.eval { BUSY } else { BUSY_FUNCTION }.into());
+        }
         for r in running.values() {
             r.kill.store(true, Ordering::Release);
         }
         ok()
+    }
+
+    /// FUNCTION STATS's `running_script`: the function running now, or nil.
+    pub fn running_reply(&self) -> Reply {
+        let running = self.running.lock();
+        let bulk = |s: &str| Reply::Bulk(s.as_bytes().to_vec());
+        match running.values().find(|r| !r.eval) {
+            None => Reply::Nil,
+            Some(r) => Reply::Map(vec![
+                (bulk("name"), bulk(&r.name)),
+                (
+                    bulk("command"),
+                    Reply::Array(r.command.iter().map(|a| Reply::Bulk(a.clone())).collect()),
+                ),
+                (
+                    bulk("duration_ms"),
+                    Reply::Integer(r.since.elapsed().as_millis() as i64),
+                ),
+            ]),
+        }
     }
 }
 
 /// Redis's BUSY reply while a script runs past `busy-reply-threshold`.
 pub const BUSY: &str =
     "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
+/// The same while a function runs.
+pub const BUSY_FUNCTION: &str =
+    "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.";
 
 /// The number of keys and the keys of `EVAL script numkeys key... arg...`.
 fn split_keys(args: &[Vec<u8>]) -> Result<usize, Reply> {
@@ -272,7 +314,53 @@ fn eval_generic(
     };
     let keys = &args[3..3 + n];
     let argv = &args[3 + n..];
-    off_worker(|| run::eval(shared, client, &script, keys, argv, ro))
+    let target = run::Target::Script(&script);
+    off_worker(|| run::eval(shared, client, &target, args, keys, argv, ro))
+}
+
+/// `FCALL function numkeys [key ...] [arg ...]` and `FCALL_RO`.
+fn fcall_generic(shared: &Shared, client: &mut Client, args: &[Vec<u8>], ro: bool) -> Outcome {
+    let (lib, meta) = match target_function(shared, args) {
+        Ok(x) => x,
+        Err(e) => return Outcome::Reply(e, Ticket(0)),
+    };
+    let n = match split_keys(args) {
+        Ok(n) => n,
+        Err(e) => return Outcome::Reply(e, Ticket(0)),
+    };
+    let keys = &args[3..3 + n];
+    let argv = &args[3 + n..];
+    let target = run::Target::Function(&lib, &meta);
+    off_worker(|| run::eval(shared, client, &target, args, keys, argv, ro))
+}
+
+/// The function FCALL names.
+fn target_function(
+    shared: &Shared,
+    args: &[Vec<u8>],
+) -> Result<(Arc<functions::Library>, functions::Registered), Reply> {
+    let name = String::from_utf8_lossy(&args[1]);
+    let found = shared
+        .functions
+        .find(&name)
+        .ok_or_else(|| err("Function not found"))?;
+    if crate::cmd::args::int(&args[2]).is_err() {
+        return Err(err("Bad number of keys provided"));
+    }
+    Ok(found)
+}
+
+fn fcall(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
+    fcall_generic(shared, client, args, false)
+}
+
+fn fcall_ro(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
+    fcall_generic(shared, client, args, true)
+}
+
+/// `FUNCTION LOAD|LIST|DELETE|FLUSH|DUMP|RESTORE|STATS|KILL|HELP`.
+fn function(shared: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
+    Outcome::Reply(functions::function(shared, args), Ticket(0))
 }
 
 /// Runs `f`, which may take long (a script), with the runtime's other tasks moved to another
@@ -296,6 +384,18 @@ pub fn in_exec(
 ) -> (Reply, Option<run::Done>) {
     let name = lower(&args[0]);
     let (by_sha, ro) = (name.starts_with("evalsha"), name.ends_with("_ro"));
+    if name.starts_with("fcall") {
+        let (lib, meta) = match target_function(shared, args) {
+            Ok(x) => x,
+            Err(e) => return (e, None),
+        };
+        let n = match split_keys(args) {
+            Ok(n) => n,
+            Err(e) => return (e, None),
+        };
+        let target = run::Target::Function(&lib, &meta);
+        return exec_target(shared, client, txn, &target, args, n, ro);
+    }
     let n = match split_keys(args) {
         Ok(n) => n,
         Err(e) => return (e, None),
@@ -316,18 +416,33 @@ pub fn in_exec(
             Err(e) => return (e, None),
         }
     };
-    if let Some(r) = run::refuse(shared, &script, ro) {
+    let target = run::Target::Script(&script);
+    exec_target(shared, client, txn, &target, args, n, ro)
+}
+
+fn exec_target(
+    shared: &Shared,
+    client: &mut Client,
+    txn: &mut crate::store::Txn<'_>,
+    target: &run::Target<'_>,
+    args: &[Vec<u8>],
+    n: usize,
+    ro: bool,
+) -> (Reply, Option<run::Done>) {
+    if let Some(r) = run::refuse(shared, target.flags(), ro) {
         return (r, None);
     }
+    let exclusive = txn.is_exclusive();
     let (reply, _, done) = run::run_in(
         shared,
         client,
         txn,
-        &script,
+        target,
+        args,
         &args[3..3 + n],
         &args[3 + n..],
         ro,
-        txn.is_exclusive(),
+        exclusive,
         false,
     );
     (reply, Some(done))
@@ -335,7 +450,10 @@ pub fn in_exec(
 
 /// Whether `name` (lowercase) runs a script.
 pub fn is_eval(name: &str) -> bool {
-    matches!(name, "eval" | "evalsha" | "eval_ro" | "evalsha_ro")
+    matches!(
+        name,
+        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro"
+    )
 }
 
 /// `EVAL script numkeys [key ...] [arg ...]`.
@@ -386,7 +504,7 @@ fn script(shared: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
             }
             _ => err("SCRIPT FLUSH only support SYNC|ASYNC option"),
         },
-        "kill" => shared.scripts.kill(),
+        "kill" => shared.scripts.kill(true),
         "debug" => match lower(&args[2]).as_str() {
             "no" => ok(),
             "yes" | "sync" => err("The script debugger is not supported"),
@@ -443,5 +561,18 @@ pub(crate) static COMMANDS: &[Command] = &[
         sub!("help", 2, [LOADING STALE], [SLOW SCRIPTING], (0, 0, 0)),
         sub!("kill", 2, [NOSCRIPT ALLOW_BUSY], [SLOW SCRIPTING], (0, 0, 0)),
         sub!("load", 3, [NOSCRIPT STALE], [SLOW SCRIPTING], (0, 0, 0)),
+    ]),
+    cmd!("fcall", -3, [NOSCRIPT SKIP_MONITOR NO_MANDATORY_KEYS STALE MOVABLEKEYS], [SLOW SCRIPTING], [], Keys::Custom(eval_keys, 0, 0, 0), "scripting", "7.0.0", "Invokes a function.", Run::Conn(fcall)),
+    cmd!("fcall_ro", -3, [READONLY NOSCRIPT SKIP_MONITOR NO_MANDATORY_KEYS STALE MOVABLEKEYS], [SLOW SCRIPTING], [], Keys::Custom(eval_keys, 0, 0, 0), "scripting", "7.0.0", "Invokes a read-only function.", Run::Conn(fcall_ro)),
+    cmd!("function", -2, [], [SLOW], [], Keys::None, "scripting", "7.0.0", "A container for function commands.", Run::Conn(function), &[
+        sub!("delete", 3, [WRITE NOSCRIPT], [WRITE SLOW SCRIPTING], (0, 0, 0)),
+        sub!("dump", 2, [NOSCRIPT], [SLOW SCRIPTING], (0, 0, 0)),
+        sub!("flush", -2, [WRITE NOSCRIPT], [WRITE SLOW SCRIPTING], (0, 0, 0)),
+        sub!("help", 2, [LOADING STALE], [SLOW SCRIPTING], (0, 0, 0)),
+        sub!("kill", 2, [NOSCRIPT ALLOW_BUSY], [SLOW SCRIPTING], (0, 0, 0)),
+        sub!("list", -2, [NOSCRIPT], [SLOW SCRIPTING], (0, 0, 0)),
+        sub!("load", -3, [WRITE DENYOOM NOSCRIPT], [WRITE SLOW SCRIPTING], (0, 0, 0)),
+        sub!("restore", -3, [WRITE DENYOOM NOSCRIPT], [WRITE SLOW SCRIPTING], (0, 0, 0)),
+        sub!("stats", 2, [NOSCRIPT ALLOW_BUSY], [SLOW SCRIPTING], (0, 0, 0)),
     ]),
 ];

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use nacre_resp::Reply;
 
+use super::functions::{Library, Registered};
 use super::vm::{Host, Vm};
 use super::{Script, ScriptFlags};
 use crate::client::Client;
@@ -189,19 +190,62 @@ impl Host for Ctx<'_, '_> {
     }
 }
 
+/// What a run runs: a cached script (EVAL) or a library's function (FCALL).
+pub enum Target<'a> {
+    /// A script.
+    Script(&'a Arc<Script>),
+    /// A function and its library.
+    Function(&'a Arc<Library>, &'a Registered),
+}
+
+impl Target<'_> {
+    /// Its flags.
+    pub fn flags(&self) -> ScriptFlags {
+        match self {
+            Target::Script(s) => s.flags,
+            Target::Function(_, f) => f.flags,
+        }
+    }
+
+    /// Runs it on `vm` (compiling or loading it first).
+    fn run(
+        &self,
+        shared: &Shared,
+        vm: &mut Vm,
+        keys: &[Vec<u8>],
+        argv: &[Vec<u8>],
+        host: &mut dyn Host,
+        kill: Arc<AtomicBool>,
+    ) -> Reply {
+        match self {
+            Target::Script(s) => match vm.compile(&s.sha, &s.body, s.shebang_len) {
+                Ok(()) => vm.run(&s.sha, keys, argv, host, kill, &s.sha),
+                Err(e) => e,
+            },
+            Target::Function(lib, f) => {
+                let generation = shared.functions.generation();
+                if !vm.has_library(generation, &lib.name) {
+                    if let Err(e) = vm.load_library(&lib.name, &lib.code[lib.body_at..], true) {
+                        return err(e);
+                    }
+                }
+                vm.run_function(&f.name, keys, argv, host, kill)
+            }
+        }
+    }
+}
+
 /// Checks made before a script runs (`scriptPrepareForRun`): a refusal's reply.
-pub fn refuse(shared: &Shared, s: &Script, ro: bool) -> Option<Reply> {
-    if s.flags.contains(ScriptFlags::COMPAT) {
+pub fn refuse(shared: &Shared, flags: ScriptFlags, ro: bool) -> Option<Reply> {
+    if flags.contains(ScriptFlags::COMPAT) {
         return None;
     }
-    if !s.flags.contains(ScriptFlags::NO_WRITES) && ro {
+    if !flags.contains(ScriptFlags::NO_WRITES) && ro {
         return Some(err(
             "Can not execute a script with write flag using *_ro command.",
         ));
     }
-    if !s
-        .flags
-        .intersects(ScriptFlags::NO_WRITES | ScriptFlags::ALLOW_OOM)
+    if !flags.intersects(ScriptFlags::NO_WRITES | ScriptFlags::ALLOW_OOM)
         && shared.store.commits.full()
     {
         return Some(Reply::Error("OOM allow-oom flag is not set on the script, can not run it when used memory > 'maxmemory'".into()));
@@ -214,12 +258,13 @@ pub fn refuse(shared: &Shared, s: &Script, ro: bool) -> Option<Reply> {
 pub fn eval(
     shared: &Shared,
     client: &mut Client,
-    s: &Arc<Script>,
+    t: &Target<'_>,
+    args: &[Vec<u8>],
     keys: &[Vec<u8>],
     argv: &[Vec<u8>],
     ro: bool,
 ) -> Outcome {
-    if let Some(r) = refuse(shared, s, ro) {
+    if let Some(r) = refuse(shared, t.flags(), ro) {
         return Outcome::Reply(r, Ticket(0));
     }
     let declared: Vec<(usize, &[u8])> = keys.iter().map(|k| (client.db, k.as_slice())).collect();
@@ -231,8 +276,9 @@ pub fn eval(
         } else {
             shared.store.txn(&declared, now)
         };
-        let (reply, abandoned, done) =
-            run_in(shared, client, &mut txn, s, keys, argv, ro, exclusive, true);
+        let (reply, abandoned, done) = run_in(
+            shared, client, &mut txn, t, args, keys, argv, ro, exclusive, true,
+        );
         if abandoned && !exclusive {
             drop(txn);
             exclusive = true;
@@ -278,14 +324,20 @@ pub fn run_in(
     shared: &Shared,
     client: &mut Client,
     txn: &mut Txn<'_>,
-    s: &Arc<Script>,
+    t: &Target<'_>,
+    args: &[Vec<u8>],
     keys: &[Vec<u8>],
     argv: &[Vec<u8>],
     ro: bool,
     exclusive: bool,
     can_abandon: bool,
 ) -> (Reply, bool, Done) {
-    let (id, kill, dirty) = shared.scripts.start();
+    let (eval, name) = match t {
+        Target::Script(s) => (true, s.sha.as_str()),
+        Target::Function(_, f) => (false, f.name.as_str()),
+    };
+    let (id, kill, dirty) = shared.scripts.start(eval, name, args.to_vec());
+    let flags = t.flags();
     let saved = (client.db, client.resp);
     let full = shared.store.commits.full();
     let mut ctx = Ctx {
@@ -296,9 +348,9 @@ pub fn run_in(
         can_abandon,
         abandoned: false,
         effects: false,
-        read_only: ro || s.flags.contains(ScriptFlags::NO_WRITES),
-        compat: s.flags.contains(ScriptFlags::COMPAT),
-        allow_oom: s.flags.contains(ScriptFlags::ALLOW_OOM),
+        read_only: ro || flags.contains(ScriptFlags::NO_WRITES),
+        compat: flags.contains(ScriptFlags::COMPAT),
+        allow_oom: flags.contains(ScriptFlags::ALLOW_OOM),
         full_at_start: full,
         dirty,
         adds: false,
@@ -309,10 +361,7 @@ pub fn run_in(
     };
     let generation = shared.scripts.generation();
     let reply = Vm::with(generation, |vm| {
-        match vm.compile(&s.sha, &s.body, s.shebang_len) {
-            Ok(()) => vm.run(&s.sha, keys, argv, &mut ctx, kill, &s.sha),
-            Err(e) => e,
-        }
+        t.run(shared, vm, keys, argv, &mut ctx, kill)
     })
     .unwrap_or_else(err);
     shared.scripts.end(id);

@@ -38,6 +38,11 @@ pub struct Vm {
     /// Compiled scripts by SHA-1, valid while `generation` is the cache's.
     funcs: HashMap<String, Function>,
     generation: u64,
+    /// Functions of the libraries this thread loaded, valid while `fn_generation` is the
+    /// library set's.
+    functions: HashMap<String, Function>,
+    libraries: std::collections::HashSet<String>,
+    fn_generation: u64,
     /// The RESP version `redis.setresp` chose for this run.
     resp: Rc<Cell<u8>>,
     /// Set by SCRIPT KILL for the running script (checked by the count hook).
@@ -111,7 +116,12 @@ impl Vm {
             .set_name("@nacre")
             .call(imp.clone())?;
         let runner: Function = lua
-            .load("return function(f, h, ...) return xpcall(f, h, ...) end")
+            .load(
+                "return function(f, h, ...) \
+                   local n, a = select('#', ...), {...} \
+                   return xpcall(function() return f(unpack(a, 1, n)) end, h) \
+                 end",
+            )
             .set_name("@nacre")
             .eval()?;
         let kill: Rc<RefCell<Option<Arc<AtomicBool>>>> = Rc::new(RefCell::new(None));
@@ -143,6 +153,15 @@ impl Vm {
         })?;
         redis.raw_set("call", outside.clone())?;
         redis.raw_set("pcall", outside)?;
+        redis.raw_set(
+            "register_function",
+            lua.create_function(|_, _: MultiValue| -> mlua::Result<()> {
+                Err(mlua::Error::external(ScriptError(
+                    "ERR redis.register_function can only be called on FUNCTION LOAD command"
+                        .into(),
+                )))
+            })?,
+        )?;
         Ok(Vm {
             lua,
             hidden,
@@ -151,6 +170,9 @@ impl Vm {
             handler,
             funcs: HashMap::new(),
             generation: 0,
+            functions: HashMap::new(),
+            libraries: Default::default(),
+            fn_generation: 0,
             resp,
             kill,
         })
@@ -215,24 +237,120 @@ impl Vm {
         let Some(f) = self.funcs.get(sha).cloned() else {
             return Reply::Error("NOSCRIPT No matching script. Please use EVAL.".into());
         };
+        self.start(kill);
+        let r = (|| {
+            self.hidden.raw_set("KEYS", array(&self.lua, keys)?)?;
+            self.hidden.raw_set("ARGV", array(&self.lua, argv)?)?;
+            self.call(f, None, host, funcname)
+        })();
+        self.finish(r)
+    }
+
+    /// Runs function `name` of a library this thread loaded, with its keys and arguments
+    /// as its two arguments (`FCALL`).
+    pub fn run_function(
+        &mut self,
+        name: &str,
+        keys: &[Vec<u8>],
+        argv: &[Vec<u8>],
+        host: &mut dyn Host,
+        kill: Arc<AtomicBool>,
+    ) -> Reply {
+        let Some(f) = self.functions.get(name).cloned() else {
+            return Reply::Error("ERR Function not found".into());
+        };
+        self.start(kill);
+        let r = (|| {
+            let args = (array(&self.lua, keys)?, array(&self.lua, argv)?);
+            self.call(f, Some(args), host, name)
+        })();
+        self.finish(r)
+    }
+
+    fn start(&mut self, kill: Arc<AtomicBool>) {
         self.resp.set(2);
         *self.kill.borrow_mut() = Some(kill);
-        let r = self.call(f, keys, argv, host, funcname);
+    }
+
+    fn finish(&mut self, r: mlua::Result<Reply>) -> Reply {
         *self.kill.borrow_mut() = None;
         r.unwrap_or_else(|e| Reply::Error(format!("ERR {}", lua_err(e))))
+    }
+
+    /// Whether this thread has library `name` of library set `generation` loaded (else its
+    /// functions of other generations are dropped).
+    pub fn has_library(&mut self, generation: u64, name: &str) -> bool {
+        if self.fn_generation != generation {
+            self.functions.clear();
+            self.libraries.clear();
+            self.fn_generation = generation;
+        }
+        self.libraries.contains(name)
+    }
+
+    /// Runs a library's code (after its shebang line) so that it registers its functions:
+    /// what it registered (name, description, flags), or the error FUNCTION LOAD answers.
+    /// With `keep`, this thread keeps the functions under library `lib`.
+    pub fn load_library(
+        &mut self,
+        lib: &str,
+        code: &[u8],
+        keep: bool,
+    ) -> Result<Vec<super::functions::Registered>, String> {
+        let chunk = self
+            .lua
+            .load(code)
+            .set_name("@user_function")
+            .into_function()
+            .map_err(|e| format!("Error compiling function: {}", lua_err(e)))?;
+        let found: RefCell<Vec<(super::functions::Registered, Function)>> =
+            RefCell::new(Vec::new());
+        let r = self.lua.scope(|scope| {
+            let register = scope.create_function(|_, args: MultiValue| {
+                let (meta, f) = super::functions::registration(args)
+                    .map_err(|e| mlua::Error::external(ScriptError(format!("ERR {e}"))))?;
+                let mut found = found.borrow_mut();
+                if found
+                    .iter()
+                    .any(|(m, _)| m.name.eq_ignore_ascii_case(&meta.name))
+                {
+                    return Err(mlua::Error::external(ScriptError(
+                        "ERR Function already exists in the library".into(),
+                    )));
+                }
+                found.push((meta, f));
+                Ok(())
+            })?;
+            let outside = self.redis.raw_get::<Value>("register_function")?;
+            self.redis.raw_set("register_function", register)?;
+            let r: mlua::Result<(bool, Value)> = self.runner.call((chunk, self.handler.clone()));
+            self.redis.raw_set("register_function", outside)?;
+            r
+        });
+        let (ok, v) = r.map_err(|e| format!("Error registering functions: ERR {}", lua_err(e)))?;
+        if !ok {
+            let msg = error_field(&v).unwrap_or_else(|| "ERR unknown error".into());
+            return Err(format!("Error registering functions: {msg}"));
+        }
+        let found = found.into_inner();
+        let metas = found.iter().map(|(m, _)| m.clone()).collect();
+        if keep {
+            for (m, f) in found {
+                self.functions.insert(m.name, f);
+            }
+            self.libraries.insert(lib.to_string());
+        }
+        Ok(metas)
     }
 
     fn call(
         &self,
         f: Function,
-        keys: &[Vec<u8>],
-        argv: &[Vec<u8>],
+        args: Option<(Table, Table)>,
         host: &mut dyn Host,
         funcname: &str,
     ) -> mlua::Result<Reply> {
         let lua = &self.lua;
-        self.hidden.raw_set("KEYS", array(lua, keys)?)?;
-        self.hidden.raw_set("ARGV", array(lua, argv)?)?;
         let resp = self.resp.clone();
         let host = RefCell::new(host);
         // One command for both: redis.call raises an error reply, redis.pcall returns it.
@@ -262,7 +380,10 @@ impl Vm {
             let outside = self.redis.raw_get::<Value>("call")?;
             self.redis.raw_set("call", call)?;
             self.redis.raw_set("pcall", pcall)?;
-            let r: mlua::Result<(bool, Value)> = self.runner.call((f, self.handler.clone()));
+            let r: mlua::Result<(bool, Value)> = match args {
+                Some((k, a)) => self.runner.call((f, self.handler.clone(), k, a)),
+                None => self.runner.call((f, self.handler.clone())),
+            };
             self.redis.raw_set("call", outside.clone())?;
             self.redis.raw_set("pcall", outside)?;
             let (ok, v) = r?;
