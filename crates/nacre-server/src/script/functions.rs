@@ -503,10 +503,20 @@ fn stats(shared: &Shared) -> Reply {
     ])
 }
 
+/// Redis's reply to a subcommand given the wrong arguments.
+fn syntax(sub: &[u8]) -> Reply {
+    err(format!(
+        "unknown subcommand or wrong number of arguments for '{}'. Try FUNCTION HELP.",
+        String::from_utf8_lossy(sub)
+    ))
+}
+
 /// `FUNCTION <subcommand>`.
 pub fn function(shared: &Shared, args: &[Vec<u8>]) -> Reply {
     let sub = lower(&args[1]);
     match sub.as_str() {
+        "restore" if args.len() > 4 => syntax(&args[1]),
+        "flush" if args.len() > 3 => syntax(&args[1]),
         "load" => load(shared, args),
         "list" => list(shared, args),
         "delete" => {

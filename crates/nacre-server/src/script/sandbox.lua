@@ -78,10 +78,20 @@ end
 pcall = function(...) return settle(pcall_(...)) end
 
 dofile, loadfile, print = nil, nil, nil
-for _, name in next_, {'redis', 'string', 'math', 'table', 'coroutine', 'cjson', 'bit', 'cmsgpack', 'struct'} do
-  if rawget_(G, name) ~= nil then protect(G[name]) end
+-- What a library's code sees while FUNCTION LOAD runs it: only `redis`, holding
+-- register_function (set by the server during a load), log and the version.
+local lib_redis = {}
+for _, k in next_, {'log', 'LOG_DEBUG', 'LOG_VERBOSE', 'LOG_NOTICE', 'LOG_WARNING',
+                    'REDIS_VERSION', 'REDIS_VERSION_NUM'} do
+  lib_redis[k] = G.redis[k]
 end
 local function missing(_, k)
   error_("Script attempted to access nonexistent global variable '" .. tostring_(k) .. "'", 2)
 end
-return protect(G, missing)
+local lib_redis_hidden = protect(lib_redis, missing)
+local load_globals = {redis = lib_redis}
+protect(load_globals, missing)
+for _, name in next_, {'redis', 'string', 'math', 'table', 'coroutine', 'cjson', 'bit', 'cmsgpack', 'struct'} do
+  if rawget_(G, name) ~= nil then protect(G[name]) end
+end
+return protect(G, missing), load_globals, lib_redis_hidden

@@ -33,6 +33,12 @@ pub struct Vm {
     hidden: Table,
     /// The table behind the read-only `redis`, where a run sets `call` and `pcall`.
     redis: Table,
+    /// What the globals read through while FUNCTION LOAD runs a library's code.
+    load_globals: Table,
+    /// The table behind that `redis`, where a load sets `register_function`.
+    lib_redis: Table,
+    /// When a FUNCTION LOAD's code must have finished (Redis allows 500 ms).
+    load_deadline: Rc<Cell<Option<std::time::Instant>>>,
     runner: Function,
     handler: Function,
     /// Compiled scripts by SHA-1, valid while `generation` is the cache's.
@@ -111,13 +117,23 @@ impl Vm {
                 })
             })?,
         )?;
-        let hidden: Table = lua
+        let (hidden, load_globals, lib_redis): (Table, Table, Table) = lua
             .load(include_str!("sandbox.lua"))
             .set_name("@nacre")
             .call(imp.clone())?;
+        lib_redis.raw_set(
+            "register_function",
+            lua.create_function(|_, _: MultiValue| -> mlua::Result<()> {
+                Err(mlua::Error::external(ScriptError(
+                    "ERR redis.register_function can only be called on FUNCTION LOAD command"
+                        .into(),
+                )))
+            })?,
+        )?;
         let runner: Function = lua
             .load(
-                "return function(f, h, ...) \
+                "local select, xpcall, unpack = select, xpcall, unpack \
+                 return function(f, h, ...) \
                    local n, a = select('#', ...), {...} \
                    return xpcall(function() return f(unpack(a, 1, n)) end, h) \
                  end",
@@ -125,17 +141,26 @@ impl Vm {
             .set_name("@nacre")
             .eval()?;
         let kill: Rc<RefCell<Option<Arc<AtomicBool>>>> = Rc::new(RefCell::new(None));
+        let load_deadline: Rc<Cell<Option<std::time::Instant>>> = Rc::new(Cell::new(None));
         let handler = {
             let kill = kill.clone();
             lua.create_function(move |lua, e: Value| error_table(lua, e, &kill))?
         };
         {
-            let kill = kill.clone();
+            let (kill, deadline) = (kill.clone(), load_deadline.clone());
             lua.set_hook(
                 HookTriggers::new().every_nth_instruction(HOOK_EVERY),
                 move |_, _| {
                     if killed(&kill) {
                         return Err(mlua::Error::RuntimeError(KILLED.into()));
+                    }
+                    if deadline
+                        .get()
+                        .is_some_and(|d| std::time::Instant::now() > d)
+                    {
+                        return Err(mlua::Error::external(ScriptError(
+                            "ERR FUNCTION LOAD timeout".into(),
+                        )));
                     }
                     Ok(VmState::Continue)
                 },
@@ -153,19 +178,13 @@ impl Vm {
         })?;
         redis.raw_set("call", outside.clone())?;
         redis.raw_set("pcall", outside)?;
-        redis.raw_set(
-            "register_function",
-            lua.create_function(|_, _: MultiValue| -> mlua::Result<()> {
-                Err(mlua::Error::external(ScriptError(
-                    "ERR redis.register_function can only be called on FUNCTION LOAD command"
-                        .into(),
-                )))
-            })?,
-        )?;
         Ok(Vm {
             lua,
             hidden,
             redis,
+            load_globals,
+            lib_redis,
+            load_deadline,
             runner,
             handler,
             funcs: HashMap::new(),
@@ -321,10 +340,23 @@ impl Vm {
                 found.push((meta, f));
                 Ok(())
             })?;
-            let outside = self.redis.raw_get::<Value>("register_function")?;
-            self.redis.raw_set("register_function", register)?;
+            // The code runs with only the library API in sight (and a deadline).
+            let g = self
+                .lua
+                .globals()
+                .metatable()
+                .ok_or_else(|| mlua::Error::RuntimeError("globals unprotected".into()))?;
+            let full = g.raw_get::<Value>("__index")?;
+            g.raw_set("__index", self.load_globals.clone())?;
+            let outside = self.lib_redis.raw_get::<Value>("register_function")?;
+            self.lib_redis.raw_set("register_function", register)?;
+            self.load_deadline.set(Some(
+                std::time::Instant::now() + std::time::Duration::from_millis(500),
+            ));
             let r: mlua::Result<(bool, Value)> = self.runner.call((chunk, self.handler.clone()));
-            self.redis.raw_set("register_function", outside)?;
+            self.load_deadline.set(None);
+            self.lib_redis.raw_set("register_function", outside)?;
+            g.raw_set("__index", full)?;
             r
         });
         let (ok, v) = r.map_err(|e| format!("Error registering functions: ERR {}", lua_err(e)))?;
