@@ -50,8 +50,8 @@ pub struct Library {
     pub functions: Vec<Registered>,
 }
 
-/// Libraries by lowercase name (library and function names are case-insensitive, as in
-/// Redis).
+/// Libraries by name (FCALL finds a function whatever its case, as Redis does; library
+/// names are exact).
 #[derive(Default)]
 struct State {
     libs: BTreeMap<String, Arc<Library>>,
@@ -90,12 +90,16 @@ fn metadata(code: &[u8]) -> Result<(String, usize), String> {
         .iter()
         .position(|&b| b == b'\n')
         .ok_or("Invalid library metadata")?;
-    let line = String::from_utf8_lossy(&code[..end]).into_owned();
-    let parts: Vec<&str> = line.split_whitespace().collect();
+    // Split as Redis splits arguments (quotes allowed).
+    let parts: Vec<String> = nacre_resp::split_args(&code[..end])
+        .ok_or("Invalid library metadata")?
+        .iter()
+        .map(|p| String::from_utf8_lossy(p).into_owned())
+        .collect();
     let Some(first) = parts.first() else {
         return Err("Invalid library metadata".into());
     };
-    let engine = &first[2..];
+    let engine = first.get(2..).unwrap_or("");
     let mut name = None;
     for p in &parts[1..] {
         if p.len() >= 5 && p[..5].eq_ignore_ascii_case("name=") {
@@ -264,15 +268,21 @@ impl Functions {
         Ok(())
     }
 
-    /// Adds `lib` to `libs` (replacing one of its name if `replace`).
+    /// Adds `lib` to `libs` (replacing one of its name if `replace`); `restoring` words a
+    /// name collision as RESTORE does.
     fn insert(
         libs: &mut BTreeMap<String, Arc<Library>>,
         lib: Library,
         replace: bool,
+        restoring: bool,
     ) -> Result<(), String> {
-        let key = lib.name.to_ascii_lowercase();
+        let key = lib.name.clone();
         if libs.contains_key(&key) && !replace {
-            return Err(format!("Library '{}' already exists", lib.name));
+            return Err(if restoring {
+                format!("Library {} already exists", lib.name)
+            } else {
+                format!("Library '{}' already exists", lib.name)
+            });
         }
         for f in &lib.functions {
             let taken = libs.iter().any(|(k, l)| {
@@ -312,7 +322,7 @@ impl Functions {
                 .ok_or("the libraries record is damaged")?;
             at += 4 + n;
             let lib = build(shared, code)?;
-            Self::insert(&mut libs, lib, false)?;
+            Self::insert(&mut libs, lib, false, false)?;
         }
         let count = libs.len();
         self.state.lock().libs = libs;
@@ -343,7 +353,7 @@ fn load(shared: &Shared, args: &[Vec<u8>]) -> Reply {
     };
     let name = lib.name.clone();
     let mut libs = st.libs.clone();
-    if let Err(e) = Functions::insert(&mut libs, lib, replace) {
+    if let Err(e) = Functions::insert(&mut libs, lib, replace, false) {
         return err(e);
     }
     match f.commit(shared, &mut st, libs) {
@@ -358,8 +368,8 @@ fn list(shared: &Shared, args: &[Vec<u8>]) -> Reply {
     let mut i = 2;
     while i < args.len() {
         match lower(&args[i]).as_str() {
-            "withcode" => code = true,
-            "libraryname" => {
+            "withcode" if !code => code = true,
+            "libraryname" if pattern.is_none() => {
                 let Some(p) = args.get(i + 1) else {
                     return err("library name argument was not given");
                 };
@@ -398,7 +408,12 @@ fn list(shared: &Shared, args: &[Vec<u8>]) -> Reply {
                         ),
                         (
                             bulk("flags"),
-                            Reply::Set(flag_names(f.flags).into_iter().map(bulk).collect()),
+                            Reply::Set(
+                                flag_names(f.flags)
+                                    .into_iter()
+                                    .map(|n| Reply::Simple(n.into()))
+                                    .collect(),
+                            ),
                         ),
                     ])
                 })
@@ -470,7 +485,7 @@ fn restore(shared: &Shared, args: &[Vec<u8>]) -> Reply {
             Ok(l) => l,
             Err(e) => return err(e),
         };
-        if let Err(e) = Functions::insert(&mut libs, lib, policy == "replace") {
+        if let Err(e) = Functions::insert(&mut libs, lib, policy == "replace", true) {
             return err(e);
         }
     }
@@ -522,7 +537,7 @@ pub fn function(shared: &Shared, args: &[Vec<u8>]) -> Reply {
         "delete" => {
             let f = &shared.functions;
             let mut st = f.state.lock();
-            let name = String::from_utf8_lossy(&args[2]).to_ascii_lowercase();
+            let name = String::from_utf8_lossy(&args[2]).into_owned();
             let mut libs = st.libs.clone();
             if libs.remove(&name).is_none() {
                 return err("Library not found");

@@ -109,8 +109,11 @@ fn shebang(body: &[u8]) -> Result<(ScriptFlags, usize), String> {
         .iter()
         .position(|&b| b == b'\n')
         .ok_or_else(|| "Invalid script shebang".to_string())?;
-    let line = String::from_utf8_lossy(&body[..end]).into_owned();
-    let parts: Vec<&str> = line.split_whitespace().collect();
+    let parts: Vec<String> = nacre_resp::split_args(&body[..end])
+        .ok_or("Invalid engine in script shebang")?
+        .iter()
+        .map(|p| String::from_utf8_lossy(p).into_owned())
+        .collect();
     let Some(engine) = parts.first() else {
         return Err("Invalid engine in script shebang".into());
     };

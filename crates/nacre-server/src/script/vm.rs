@@ -329,10 +329,7 @@ impl Vm {
                 let (meta, f) = super::functions::registration(args)
                     .map_err(|e| mlua::Error::external(ScriptError(format!("ERR {e}"))))?;
                 let mut found = found.borrow_mut();
-                if found
-                    .iter()
-                    .any(|(m, _)| m.name.eq_ignore_ascii_case(&meta.name))
-                {
+                if found.iter().any(|(m, _)| m.name == meta.name) {
                     return Err(mlua::Error::external(ScriptError(
                         "ERR Function already exists in the library".into(),
                     )));
