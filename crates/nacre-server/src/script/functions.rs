@@ -36,6 +36,8 @@ pub struct Registered {
     pub description: Option<String>,
     /// Its flags.
     pub flags: ScriptFlags,
+    /// Whether its runs may take long (see `super::Pace`).
+    pub pace: Arc<super::Pace>,
 }
 
 /// A loaded library.
@@ -189,6 +191,7 @@ pub fn registration(args: MultiValue) -> Result<(Registered, Function), String> 
             name,
             description,
             flags,
+            pace: Default::default(),
         },
         callback,
     ))

@@ -64,6 +64,45 @@ bitflags::bitflags! {
     }
 }
 
+/// Whether a script's runs are long, to decide where the next one runs: a run that may be
+/// long first moves the connection's other work off its thread (a thread hand-off of tens
+/// of microseconds), so that other clients are served, and told BUSY, meanwhile; a script
+/// whose every run so far was short runs in place. A run is long when it executes more Lua
+/// instructions than the interpreter's count hook allows between two looks (an instruction
+/// count, unlike a clock, is not fooled by a thread being descheduled).
+#[derive(Debug, Default)]
+pub struct Pace {
+    /// Runs that finished short.
+    short_runs: AtomicU64,
+    /// A run was long.
+    slow: AtomicBool,
+}
+
+impl Pace {
+    /// Whether the next run may be long: a script not seen finishing yet, or once long.
+    fn may_be_long(&self) -> bool {
+        self.slow.load(Ordering::Relaxed) || self.short_runs.load(Ordering::Relaxed) == 0
+    }
+
+    /// Notes whether a run was long.
+    pub fn record(&self, long: bool) {
+        if long {
+            self.slow.store(true, Ordering::Relaxed);
+        } else if !self.slow.load(Ordering::Relaxed) {
+            self.short_runs.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Runs `f` where this script's runs belong (see [`Pace`]).
+    fn run<R>(&self, f: impl FnOnce() -> R) -> R {
+        if self.may_be_long() {
+            off_worker(f)
+        } else {
+            f()
+        }
+    }
+}
+
 /// A cached script.
 pub struct Script {
     /// Its SHA-1.
@@ -74,6 +113,8 @@ pub struct Script {
     pub flags: ScriptFlags,
     /// Bytes of its shebang line (left out when compiled, its line feed kept).
     pub shebang_len: usize,
+    /// How long its runs take.
+    pub pace: Pace,
 }
 
 /// A script running now, for BUSY replies and SCRIPT KILL.
@@ -152,6 +193,7 @@ impl Scripts {
             body: body.to_vec(),
             flags,
             shebang_len,
+            pace: Pace::default(),
         });
         self.cache.lock().insert(sha, s.clone());
         Ok(s)
@@ -318,7 +360,9 @@ fn eval_generic(
     let keys = &args[3..3 + n];
     let argv = &args[3 + n..];
     let target = run::Target::Script(&script);
-    off_worker(|| run::eval(shared, client, &target, args, keys, argv, ro))
+    script
+        .pace
+        .run(|| run::eval(shared, client, &target, args, keys, argv, ro))
 }
 
 /// `FCALL function numkeys [key ...] [arg ...]` and `FCALL_RO`.
@@ -334,7 +378,8 @@ fn fcall_generic(shared: &Shared, client: &mut Client, args: &[Vec<u8>], ro: boo
     let keys = &args[3..3 + n];
     let argv = &args[3 + n..];
     let target = run::Target::Function(&lib, &meta);
-    off_worker(|| run::eval(shared, client, &target, args, keys, argv, ro))
+    meta.pace
+        .run(|| run::eval(shared, client, &target, args, keys, argv, ro))
 }
 
 /// The function FCALL names.

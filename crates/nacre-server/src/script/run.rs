@@ -199,6 +199,14 @@ pub enum Target<'a> {
 }
 
 impl Target<'_> {
+    /// How long its runs take.
+    fn pace(&self) -> &super::Pace {
+        match self {
+            Target::Script(s) => &s.pace,
+            Target::Function(_, f) => &f.pace,
+        }
+    }
+
     /// Its flags.
     pub fn flags(&self) -> ScriptFlags {
         match self {
@@ -219,7 +227,11 @@ impl Target<'_> {
     ) -> Reply {
         match self {
             Target::Script(s) => match vm.compile(&s.sha, &s.body, s.shebang_len) {
-                Ok(()) => vm.run(&s.sha, keys, argv, host, kill, &s.sha),
+                Ok(()) => {
+                    let r = vm.run(&s.sha, keys, argv, host, kill, &s.sha);
+                    self.pace().record(vm.last_run_was_long());
+                    r
+                }
                 Err(e) => e,
             },
             Target::Function(lib, f) => {
@@ -229,7 +241,9 @@ impl Target<'_> {
                         return err(e);
                     }
                 }
-                vm.run_function(&f.name, keys, argv, host, kill)
+                let r = vm.run_function(&f.name, keys, argv, host, kill);
+                self.pace().record(vm.last_run_was_long());
+                r
             }
         }
     }

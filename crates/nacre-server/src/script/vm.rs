@@ -37,6 +37,8 @@ pub struct Vm {
     load_globals: Table,
     /// The table behind that `redis`, where a load sets `register_function`.
     lib_redis: Table,
+    /// Count hook calls in the current run (a long run reaches the hook).
+    hooks: Rc<Cell<u32>>,
     /// When a FUNCTION LOAD's code must have finished (Redis allows 500 ms).
     load_deadline: Rc<Cell<Option<std::time::Instant>>>,
     runner: Function,
@@ -142,30 +144,11 @@ impl Vm {
             .eval()?;
         let kill: Rc<RefCell<Option<Arc<AtomicBool>>>> = Rc::new(RefCell::new(None));
         let load_deadline: Rc<Cell<Option<std::time::Instant>>> = Rc::new(Cell::new(None));
+        let hooks: Rc<Cell<u32>> = Rc::new(Cell::new(0));
         let handler = {
             let kill = kill.clone();
             lua.create_function(move |lua, e: Value| error_table(lua, e, &kill))?
         };
-        {
-            let (kill, deadline) = (kill.clone(), load_deadline.clone());
-            lua.set_hook(
-                HookTriggers::new().every_nth_instruction(HOOK_EVERY),
-                move |_, _| {
-                    if killed(&kill) {
-                        return Err(mlua::Error::RuntimeError(KILLED.into()));
-                    }
-                    if deadline
-                        .get()
-                        .is_some_and(|d| std::time::Instant::now() > d)
-                    {
-                        return Err(mlua::Error::external(ScriptError(
-                            "ERR FUNCTION LOAD timeout".into(),
-                        )));
-                    }
-                    Ok(VmState::Continue)
-                },
-            )?;
-        }
         // The sandbox moved `redis`'s functions behind its metatable.
         let redis = redis
             .metatable()
@@ -184,6 +167,7 @@ impl Vm {
             redis,
             load_globals,
             lib_redis,
+            hooks,
             load_deadline,
             runner,
             handler,
@@ -286,7 +270,42 @@ impl Vm {
         self.finish(r)
     }
 
+    /// Whether the last run reached the count hook.
+    pub fn last_run_was_long(&self) -> bool {
+        self.hooks.get() > 0
+    }
+
+    /// Sets the count hook afresh (Lua counts instructions across calls until the hook is
+    /// set again): it stops a killed run, and a FUNCTION LOAD past its deadline.
+    fn arm(&self) -> mlua::Result<()> {
+        self.hooks.set(0);
+        let (kill, deadline, count) = (
+            self.kill.clone(),
+            self.load_deadline.clone(),
+            self.hooks.clone(),
+        );
+        self.lua.set_hook(
+            HookTriggers::new().every_nth_instruction(HOOK_EVERY),
+            move |_, _| {
+                count.set(count.get().saturating_add(1));
+                if killed(&kill) {
+                    return Err(mlua::Error::RuntimeError(KILLED.into()));
+                }
+                if deadline
+                    .get()
+                    .is_some_and(|d| std::time::Instant::now() > d)
+                {
+                    return Err(mlua::Error::external(ScriptError(
+                        "ERR FUNCTION LOAD timeout".into(),
+                    )));
+                }
+                Ok(VmState::Continue)
+            },
+        )
+    }
+
     fn start(&mut self, kill: Arc<AtomicBool>) {
+        let _ = self.arm();
         self.resp.set(2);
         *self.kill.borrow_mut() = Some(kill);
     }
@@ -350,6 +369,7 @@ impl Vm {
             self.load_deadline.set(Some(
                 std::time::Instant::now() + std::time::Duration::from_millis(500),
             ));
+            self.arm()?;
             let r: mlua::Result<(bool, Value)> = self.runner.call((chunk, self.handler.clone()));
             self.load_deadline.set(None);
             self.lib_redis.raw_set("register_function", outside)?;
