@@ -41,8 +41,14 @@ use crate::store::txn::Ticket;
 /// The SHA-1 of `b`, in lowercase hex (`redis.sha1hex`, script names).
 pub fn sha1hex(b: &[u8]) -> String {
     use sha1::Digest;
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let d = sha1::Sha1::digest(b);
-    d.iter().map(|x| format!("{x:02x}")).collect()
+    let mut s = String::with_capacity(40);
+    for x in d {
+        s.push(char::from(HEX[usize::from(x >> 4)]));
+        s.push(char::from(HEX[usize::from(x & 15)]));
+    }
+    s
 }
 
 bitflags::bitflags! {

@@ -350,7 +350,9 @@ pub fn run_in(
         Target::Script(s) => (true, s.sha.as_str()),
         Target::Function(_, f) => (false, f.name.as_str()),
     };
-    let (id, kill, dirty) = shared.scripts.start(eval, name, args.to_vec());
+    // FUNCTION STATS shows a running function's command; a script's is not kept.
+    let command = if eval { Vec::new() } else { args.to_vec() };
+    let (id, kill, dirty) = shared.scripts.start(eval, name, command);
     let flags = t.flags();
     let saved = (client.db, client.resp);
     let full = shared.store.commits.full();
