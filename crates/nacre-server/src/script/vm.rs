@@ -279,28 +279,14 @@ impl Vm {
     /// set again): it stops a killed run, and a FUNCTION LOAD past its deadline.
     fn arm(&self) -> mlua::Result<()> {
         self.hooks.set(0);
-        let (kill, deadline, count) = (
-            self.kill.clone(),
-            self.load_deadline.clone(),
-            self.hooks.clone(),
-        );
-        self.lua.set_hook(
+        let hook = Hook {
+            kill: self.kill.clone(),
+            deadline: self.load_deadline.clone(),
+            count: self.hooks.clone(),
+        };
+        hook.install(
+            &self.lua,
             HookTriggers::new().every_nth_instruction(HOOK_EVERY),
-            move |_, _| {
-                count.set(count.get().saturating_add(1));
-                if killed(&kill) {
-                    return Err(mlua::Error::RuntimeError(KILLED.into()));
-                }
-                if deadline
-                    .get()
-                    .is_some_and(|d| std::time::Instant::now() > d)
-                {
-                    return Err(mlua::Error::external(ScriptError(
-                        "ERR FUNCTION LOAD timeout".into(),
-                    )));
-                }
-                Ok(VmState::Continue)
-            },
         )
     }
 
@@ -468,6 +454,39 @@ fn failure_reply(v: &Value, funcname: &str) -> Reply {
             Reply::Error(format!("{msg} script: {funcname}, on {src}:{line}."))
         }
         _ => Reply::Error(msg),
+    }
+}
+
+/// The count hook's state.
+#[derive(Clone)]
+struct Hook {
+    kill: Rc<RefCell<Option<Arc<AtomicBool>>>>,
+    deadline: Rc<Cell<Option<std::time::Instant>>>,
+    count: Rc<Cell<u32>>,
+}
+
+impl Hook {
+    /// Sets the hook on `lua`. It stops a killed run — and then fires on every line, so
+    /// that a script catching the error with pcall is stopped the next time it runs code
+    /// outside the pcall (as Redis does) — and a FUNCTION LOAD past its deadline.
+    fn install(self, lua: &Lua, triggers: HookTriggers) -> mlua::Result<()> {
+        lua.set_hook(triggers, move |lua, _| {
+            self.count.set(self.count.get().saturating_add(1));
+            if killed(&self.kill) {
+                self.clone().install(lua, HookTriggers::EVERY_LINE)?;
+                return Err(mlua::Error::RuntimeError(KILLED.into()));
+            }
+            if self
+                .deadline
+                .get()
+                .is_some_and(|d| std::time::Instant::now() > d)
+            {
+                return Err(mlua::Error::external(ScriptError(
+                    "ERR FUNCTION LOAD timeout".into(),
+                )));
+            }
+            Ok(VmState::Continue)
+        })
     }
 }
 

@@ -1,0 +1,149 @@
+//! Scripts against a running server: a script that loops forever leaves other clients
+//! answered (BUSY once it passes busy-reply-threshold) and SCRIPT KILL ends it; one that
+//! wrote cannot be killed; a script's writes are atomic with respect to other clients.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::Server;
+
+fn busy_then_killed(s: &Server, script: &str, kill: &str) {
+    let mut admin = s.conn();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("busy-reply-threshold")
+        .arg("50")
+        .query(&mut admin)
+        .expect("config");
+    let url = s.url();
+    let script = script.to_string();
+    let looping = std::thread::spawn(move || {
+        let mut c = redis::Client::open(url.as_str())
+            .expect("client")
+            .get_connection()
+            .expect("connect");
+        redis::cmd("EVAL")
+            .arg(script)
+            .arg(0)
+            .query::<redis::Value>(&mut c)
+    });
+    let t = Instant::now();
+    let mut other = s.conn();
+    loop {
+        match redis::cmd("PING").query::<String>(&mut other) {
+            Err(e) if e.code() == Some("BUSY") => break,
+            Ok(_) if t.elapsed() < Duration::from_secs(10) => {
+                std::thread::sleep(Duration::from_millis(10))
+            }
+            r => panic!("no BUSY reply while the script loops: {r:?}"),
+        }
+    }
+    let ok: String = redis::cmd("SCRIPT")
+        .arg(kill)
+        .query(&mut other)
+        .expect("kill");
+    assert_eq!(ok, "OK");
+    let r = looping.join().expect("thread");
+    let e = r.expect_err("the killed script's reply is an error");
+    assert!(e.to_string().contains("Script killed by user"), "{e}");
+    let pong: String = redis::cmd("PING").query(&mut other).expect("ping after");
+    assert_eq!(pong, "PONG");
+}
+
+#[test]
+fn a_script_that_loops_forever_is_answered_busy_and_killed() {
+    let s = Server::start(&[]);
+    busy_then_killed(&s, "while true do end", "KILL");
+    // Caught errors do not save it: the hook raises again.
+    busy_then_killed(
+        &s,
+        "while true do pcall(function() while true do end end) end",
+        "KILL",
+    );
+}
+
+#[test]
+fn a_script_that_wrote_cannot_be_killed() {
+    let s = Server::start(&[]);
+    let mut admin = s.conn();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("busy-reply-threshold")
+        .arg("50")
+        .query(&mut admin)
+        .expect("config");
+    let url = s.url();
+    let looping = std::thread::spawn(move || {
+        let mut c = redis::Client::open(url.as_str())
+            .expect("client")
+            .get_connection()
+            .expect("connect");
+        redis::cmd("EVAL")
+            .arg("redis.call('set', 'x', 1); local t = redis.call('time')[1] + 1; while tonumber(redis.call('time')[1]) <= t do end; return 'done'")
+            .arg(0)
+            .query::<String>(&mut c)
+    });
+    let t = Instant::now();
+    loop {
+        match redis::cmd("SCRIPT").arg("KILL").query::<String>(&mut admin) {
+            Err(e) if e.code() == Some("UNKILLABLE") => break,
+            Err(e) if e.code() == Some("NOTBUSY") && t.elapsed() < Duration::from_secs(5) => {
+                std::thread::sleep(Duration::from_millis(10))
+            }
+            r => panic!("expected UNKILLABLE: {r:?}"),
+        }
+    }
+    assert_eq!(looping.join().expect("thread").expect("finishes"), "done");
+}
+
+#[test]
+fn other_clients_never_see_half_a_script() {
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    let _: () = redis::cmd("MSET")
+        .arg("a")
+        .arg(0)
+        .arg("b")
+        .arg(0)
+        .query(&mut c)
+        .expect("mset");
+    let url = s.url();
+    let writers: Vec<_> = (0..4)
+        .map(|_| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                let mut c = redis::Client::open(url.as_str())
+                    .expect("client")
+                    .get_connection()
+                    .expect("connect");
+                for _ in 0..300 {
+                    // b is not declared: the script takes it when it gets there.
+                    let _: i64 = redis::cmd("EVAL")
+                        .arg("redis.call('incr', KEYS[1]); return redis.call('incr', 'b')")
+                        .arg(1)
+                        .arg("a")
+                        .query(&mut c)
+                        .expect("eval");
+                }
+            })
+        })
+        .collect();
+    for _ in 0..300 {
+        let (a, b): (i64, i64) = redis::cmd("MGET")
+            .arg("a")
+            .arg("b")
+            .query(&mut c)
+            .expect("mget");
+        assert_eq!(a, b, "a script's two writes seen apart");
+    }
+    for w in writers {
+        w.join().expect("writer");
+    }
+    let (a, b): (i64, i64) = redis::cmd("MGET")
+        .arg("a")
+        .arg("b")
+        .query(&mut c)
+        .expect("mget");
+    assert_eq!((a, b), (1200, 1200));
+}
