@@ -81,6 +81,40 @@ fn conversions_between_lua_and_replies() {
 }
 
 #[test]
+fn cjson_encodes_and_decodes_as_redis() {
+    let Some(mut d) = Diff::start("scripting-cjson") else {
+        return;
+    };
+    for s in [
+        "return table.concat(cjson.decode('[0.0, -5e3, -1, 0.3e-3, 1023.2, 0e10]'), ' ')",
+        "local t = cjson.decode('{\"keya\": \"a\", \"keyb\": \"b\"}') return {t.keya, t.keyb}",
+        "return cjson.encode({1, 2, 'a/b', {x = 1}})",
+        "return cjson.encode({})",
+        "return cjson.encode({'x', nil, 'y'})",
+        "return cjson.encode({[1] = 1, [20] = 2})",
+        "return cjson.encode(cjson.decode('{\"a\":null}'))",
+        "return cjson.encode(cjson.null)",
+        "return cjson.encode(0.1)",
+        "return cjson.encode(1e100)",
+        "return cjson.encode(-0.5)",
+        "return cjson.encode(12345678901234)",
+        "return cjson.encode('tab\tquote\"back\\\\ ctl\\1')",
+        "return cjson.encode(true)",
+        "return cjson.encode(0/0)",
+        "return cjson.encode({[true] = 1})",
+        "return cjson.encode(function() end)",
+        "return type(cjson.decode('null'))",
+        "return cjson.decode('\"\\u00e9\"')",
+        "cjson.encode_max_depth(1); local ok = pcall(cjson.encode, {{1}}); cjson.encode_max_depth(1000); return ok",
+        "cjson.decode_max_depth(1); local ok = pcall(cjson.decode, '[[1]]'); cjson.decode_max_depth(1000); return ok",
+        "cjson.encode_invalid_numbers(true); local ok, s = pcall(cjson.encode, {n = 1/0}); cjson.encode_invalid_numbers(false); return {tostring(ok), s}",
+    ] {
+        eval(&mut d, s, &[], &[]);
+    }
+    d.finish();
+}
+
+#[test]
 fn errors_and_the_sandbox() {
     let Some(mut d) = Diff::start("scripting-errors") else {
         return;

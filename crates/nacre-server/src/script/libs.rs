@@ -1,11 +1,12 @@
 //! The libraries Redis loads into its interpreter beyond Lua's own: `bit` (LuaBitOp's
-//! operations on 32-bit integers).
+//! operations on 32-bit integers) and `cjson` (cjson.rs).
 
 use mlua::{Lua, MultiValue, Table, Value};
 
 /// Registers the libraries as globals of `g`.
 pub fn register(lua: &Lua, g: &Table) -> mlua::Result<()> {
     g.set("bit", bit(lua)?)?;
+    g.set("cjson", super::cjson::table(lua)?)?;
     Ok(())
 }
 

@@ -16,6 +16,7 @@
 //!   are kept until its commit; a run that already did something else outside its
 //!   transaction is never abandoned (its command gets an error instead).
 
+mod cjson;
 pub mod functions;
 mod libs;
 mod run;
