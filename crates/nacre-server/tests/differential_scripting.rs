@@ -115,6 +115,32 @@ fn cjson_encodes_and_decodes_as_redis() {
 }
 
 #[test]
+fn cmsgpack_packs_and_unpacks_as_redis() {
+    let Some(mut d) = Diff::start("scripting-cmsgpack") else {
+        return;
+    };
+    let hex = "local function hex(s) local h = '' for i = 1, #s do h = h .. string.format('%02x', string.byte(s, i)) end return h end ";
+    for s in [
+        "return hex(cmsgpack.pack(0.1))",
+        "return hex(cmsgpack.pack(0.5))",
+        "return hex(cmsgpack.pack(-1099511627776))",
+        "return hex(cmsgpack.pack(1, -1, 127, 128, 255, 256, 65535, 65536, 4294967296, -32, -33, -129, -32769))",
+        "return hex(cmsgpack.pack(true, false, nil, 'abc', string.rep('x', 40), string.rep('y', 300)))",
+        "return hex(cmsgpack.pack({1, 2, 3}, {}, {a = 1}))",
+        "local a = {} a[1] = a return hex(cmsgpack.pack(a))",
+        "local t = cmsgpack.unpack(cmsgpack.pack({1, 'two', {3}})) return {t[1], t[2], t[3][1]}",
+        "return {cmsgpack.unpack(cmsgpack.pack(1, 2, 3))}",
+        "return {cmsgpack.unpack_one(cmsgpack.pack(1, 2, 3), 0)}",
+        "return {cmsgpack.unpack_limit(cmsgpack.pack(1, 2, 3), 2, 1)}",
+        "return {cmsgpack.unpack_one(cmsgpack.pack(7), 0)}",
+        "return tostring(cmsgpack.unpack(cmsgpack.pack(1.5)))",
+    ] {
+        eval(&mut d, &format!("{hex}{s}"), &[], &[]);
+    }
+    d.finish();
+}
+
+#[test]
 fn errors_and_the_sandbox() {
     let Some(mut d) = Diff::start("scripting-errors") else {
         return;

@@ -1,5 +1,5 @@
 //! The libraries Redis loads into its interpreter beyond Lua's own: `bit` (LuaBitOp's
-//! operations on 32-bit integers) and `cjson` (cjson.rs).
+//! operations on 32-bit integers), `cjson` (cjson.rs) and `cmsgpack` (cmsgpack.rs).
 
 use mlua::{Lua, MultiValue, Table, Value};
 
@@ -7,6 +7,7 @@ use mlua::{Lua, MultiValue, Table, Value};
 pub fn register(lua: &Lua, g: &Table) -> mlua::Result<()> {
     g.set("bit", bit(lua)?)?;
     g.set("cjson", super::cjson::table(lua)?)?;
+    g.set("cmsgpack", super::cmsgpack::table(lua)?)?;
     Ok(())
 }
 

@@ -17,6 +17,7 @@
 //!   transaction is never abandoned (its command gets an error instead).
 
 mod cjson;
+mod cmsgpack;
 pub mod functions;
 mod libs;
 mod run;
