@@ -141,6 +141,36 @@ fn cmsgpack_packs_and_unpacks_as_redis() {
 }
 
 #[test]
+fn struct_packs_and_unpacks_as_redis() {
+    let Some(mut d) = Diff::start("scripting-struct") else {
+        return;
+    };
+    let hex = "local function hex(s) local h = '' for i = 1, #s do h = h .. string.format('%02x', string.byte(s, i)) end return h end ";
+    for s in [
+        "return hex(struct.pack('>I2', 258))",
+        "return hex(struct.pack('<i4', -2))",
+        "return hex(struct.pack('>bBhHlL', -1, 255, -2, 65535, -3, 7))",
+        "return hex(struct.pack('>d', 1.5))",
+        "return hex(struct.pack('<f', 0.25))",
+        "return hex(struct.pack('c3s', 'abcdef', 'xy'))",
+        "return hex(struct.pack('!4 b i4', 1, 2))",
+        "return {struct.unpack('>I2', struct.pack('>I2', 258))}",
+        "return {struct.unpack('<i4i4', struct.pack('<i4i4', -7, 9))}",
+        "return {struct.unpack('s', struct.pack('s', 'hello'))}",
+        "return {struct.unpack('B c0', struct.pack('B', 3) .. 'abcd')}",
+        "return {struct.unpack('>I2', 'xx' .. struct.pack('>I2', 5), 3)}",
+        "return struct.size('>!4 b i4 d')",
+        "return struct.size('c10')",
+        "return struct.size('s')",
+        "return struct.pack('q', 1)",
+        "return struct.unpack('>I4', 'ab')",
+    ] {
+        eval(&mut d, &format!("{hex}{s}"), &[], &[]);
+    }
+    d.finish();
+}
+
+#[test]
 fn errors_and_the_sandbox() {
     let Some(mut d) = Diff::start("scripting-errors") else {
         return;

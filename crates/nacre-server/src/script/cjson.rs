@@ -8,6 +8,8 @@ use std::rc::Rc;
 
 use mlua::{LightUserData, Lua, MultiValue, Table, Value};
 
+use super::libs::located;
+
 /// The encoder's and decoder's settings (per interpreter, as lua-cjson's are per module).
 struct Settings {
     encode_max_depth: Cell<usize>,
@@ -23,23 +25,6 @@ fn null() -> Value {
 
 fn fail(msg: String) -> mlua::Error {
     mlua::Error::RuntimeError(msg)
-}
-
-/// `e` with the position of the Lua code that called the library, as `luaL_error` words it.
-fn located(lua: &Lua, e: mlua::Error) -> mlua::Error {
-    match e {
-        mlua::Error::RuntimeError(msg) => {
-            let at = lua
-                .inspect_stack(1, |d| {
-                    let src = d.source().short_src.map(|s| s.into_owned());
-                    (src, d.current_line())
-                })
-                .and_then(|(src, line)| Some(format!("{}:{}: ", src?, line?)))
-                .unwrap_or_default();
-            fail(format!("{at}{msg}"))
-        }
-        other => other,
-    }
 }
 
 fn number_text(n: f64, s: &Settings) -> mlua::Result<String> {

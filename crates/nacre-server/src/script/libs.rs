@@ -1,13 +1,32 @@
 //! The libraries Redis loads into its interpreter beyond Lua's own: `bit` (LuaBitOp's
-//! operations on 32-bit integers), `cjson` (cjson.rs) and `cmsgpack` (cmsgpack.rs).
+//! operations on 32-bit integers), `cjson` (cjson.rs), `cmsgpack` (cmsgpack.rs) and `struct`
+//! (lstruct.rs).
 
 use mlua::{Lua, MultiValue, Table, Value};
+
+/// `e` with the position of the Lua code that called the library, as `luaL_error` words it.
+pub fn located(lua: &Lua, e: mlua::Error) -> mlua::Error {
+    match e {
+        mlua::Error::RuntimeError(msg) => {
+            let at = lua
+                .inspect_stack(1, |d| {
+                    let src = d.source().short_src.map(|s| s.into_owned());
+                    (src, d.current_line())
+                })
+                .and_then(|(src, line)| Some(format!("{}:{}: ", src?, line?)))
+                .unwrap_or_default();
+            mlua::Error::RuntimeError(format!("{at}{msg}"))
+        }
+        other => other,
+    }
+}
 
 /// Registers the libraries as globals of `g`.
 pub fn register(lua: &Lua, g: &Table) -> mlua::Result<()> {
     g.set("bit", bit(lua)?)?;
     g.set("cjson", super::cjson::table(lua)?)?;
     g.set("cmsgpack", super::cmsgpack::table(lua)?)?;
+    g.set("struct", super::lstruct::table(lua)?)?;
     Ok(())
 }
 

@@ -20,6 +20,7 @@ mod cjson;
 mod cmsgpack;
 pub mod functions;
 mod libs;
+mod lstruct;
 mod run;
 mod vm;
 
