@@ -120,7 +120,7 @@ fn pack(fmt: &[u8], args: &[Value]) -> mlua::Result<Vec<u8>> {
     let (mut little, mut align) = (cfg!(target_endian = "little"), 1usize);
     let mut out = Vec::new();
     let mut next = 0;
-    let mut arg = |out_i: &mut usize| -> (Option<Value>, usize) {
+    let arg = |out_i: &mut usize| -> (Option<Value>, usize) {
         let v = args.get(*out_i).cloned();
         *out_i += 1;
         (v, *out_i + 1)
