@@ -600,7 +600,16 @@ fn info_memory_reports_dram_apart_from_the_pool() {
             .query(&mut c)
             .unwrap();
     }
-    let mut num = |f: &str| -> u64 { info(&mut c, "memory", f).parse().unwrap() };
+    // Every field from one INFO reply (resident memory moves between two).
+    let text: String = redis::cmd("INFO").arg("memory").query(&mut c).unwrap();
+    let num = |f: &str| -> u64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{f}:")))
+            .unwrap_or_else(|| panic!("no {f} in INFO memory:\n{text}"))
+            .trim()
+            .parse()
+            .unwrap()
+    };
     let rss = num("used_memory_rss");
     let dram = num("nacre_dram_bytes");
     let pool = num("nacre_mapped_resident_bytes");

@@ -162,6 +162,10 @@ pub fn execute(shared: &Shared, client: &mut Client, args: Vec<Vec<u8>>) -> Outc
     client.running = None;
     let out = dispatch(shared, client, &args);
     let micros = client.clock.lap();
+    // Scripts feed MONITOR themselves, before the commands they run.
+    let skip_monitor = client
+        .running
+        .is_some_and(|(c, _, _)| c.flags.contains(Flags::SKIP_MONITOR));
     if let Some((cmd, sub, rejected)) = client.running.take() {
         let failed = matches!(&out, Outcome::Reply(r, _) if r.is_error());
         client
@@ -177,7 +181,7 @@ pub fn execute(shared: &Shared, client: &mut Client, args: Vec<Vec<u8>>) -> Outc
         }
     }
     shared.slowlog_add(micros, &args, &client.info);
-    if shared.monitors.load(Ordering::Relaxed) > 0 && !client.info.monitor.load(Ordering::Relaxed) {
+    if !skip_monitor {
         feed_monitor(shared, client, &args);
     }
     if let Outcome::Reply(r, _) = &out {
@@ -188,14 +192,25 @@ pub fn execute(shared: &Shared, client: &mut Client, args: Vec<Vec<u8>>) -> Outc
     out
 }
 
-fn feed_monitor(shared: &Shared, client: &Client, args: &[Vec<u8>]) {
+/// Shows `client`'s command to MONITOR clients (unless it is one).
+pub(crate) fn feed_monitor(shared: &Shared, client: &Client, args: &[Vec<u8>]) {
+    if shared.monitors.load(Ordering::Relaxed) > 0 && !client.info.monitor.load(Ordering::Relaxed) {
+        monitor_line(shared, client.db, &client.info.addr, args);
+    }
+}
+
+/// Shows a command run in database `db` by `who` (an address, or `lua`) to MONITOR clients.
+pub(crate) fn monitor_line(shared: &Shared, db: usize, who: &str, args: &[Vec<u8>]) {
+    if shared.monitors.load(Ordering::Relaxed) == 0 {
+        return;
+    }
     let now = crate::shared::now_ms();
     let mut line = format!(
         "+{}.{:06} [{} {}]",
         now / 1000,
         (now % 1000) * 1000,
-        client.db,
-        client.info.addr
+        db,
+        who
     );
     for a in args {
         line.push_str(" \"");

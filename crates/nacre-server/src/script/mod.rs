@@ -346,6 +346,7 @@ fn eval_generic(
     by_sha: bool,
     ro: bool,
 ) -> Outcome {
+    crate::cmd::feed_monitor(shared, client, args);
     let n = match split_keys(args) {
         Ok(n) => n,
         Err(e) => return Outcome::Reply(e, Ticket(0)),
@@ -376,6 +377,7 @@ fn eval_generic(
 
 /// `FCALL function numkeys [key ...] [arg ...]` and `FCALL_RO`.
 fn fcall_generic(shared: &Shared, client: &mut Client, args: &[Vec<u8>], ro: bool) -> Outcome {
+    crate::cmd::feed_monitor(shared, client, args);
     let (lib, meta) = match target_function(shared, args) {
         Ok(x) => x,
         Err(e) => return Outcome::Reply(e, Ticket(0)),

@@ -183,6 +183,7 @@ impl Host for Ctx<'_, '_> {
         if flags.contains(Flags::WRITE) {
             self.dirty.store(true, Ordering::Release);
         }
+        crate::cmd::monitor_line(self.shared, self.client.db, "lua", &args);
         match cmd.run {
             Run::Key(_) => self.keyspace(cmd, &args),
             Run::Conn(f) => self.connection(cmd, f, &args),
