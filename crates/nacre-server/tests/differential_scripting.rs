@@ -7,6 +7,9 @@ mod diff;
 
 use diff::Diff;
 
+/// A Lua prelude defining `hex(s)`, the bytes of `s` in hex.
+const HEX: &str = "local function hex(s) local h = '' for i = 1, #s do h = h .. string.format('%02x', string.byte(s, i)) end return h end ";
+
 fn eval(d: &mut Diff, script: &str, keys: &[&str], args: &[&str]) {
     let n = keys.len().to_string();
     let mut a: Vec<&[u8]> = vec![b"EVAL", script.as_bytes(), n.as_bytes()];
@@ -119,7 +122,6 @@ fn cmsgpack_packs_and_unpacks_as_redis() {
     let Some(mut d) = Diff::start("scripting-cmsgpack") else {
         return;
     };
-    let hex = "local function hex(s) local h = '' for i = 1, #s do h = h .. string.format('%02x', string.byte(s, i)) end return h end ";
     for s in [
         "return hex(cmsgpack.pack(0.1))",
         "return hex(cmsgpack.pack(0.5))",
@@ -135,7 +137,7 @@ fn cmsgpack_packs_and_unpacks_as_redis() {
         "return {cmsgpack.unpack_one(cmsgpack.pack(7), 0)}",
         "return tostring(cmsgpack.unpack(cmsgpack.pack(1.5)))",
     ] {
-        eval(&mut d, &format!("{hex}{s}"), &[], &[]);
+        eval(&mut d, &format!("{HEX}{s}"), &[], &[]);
     }
     d.finish();
 }
@@ -145,7 +147,6 @@ fn struct_packs_and_unpacks_as_redis() {
     let Some(mut d) = Diff::start("scripting-struct") else {
         return;
     };
-    let hex = "local function hex(s) local h = '' for i = 1, #s do h = h .. string.format('%02x', string.byte(s, i)) end return h end ";
     for s in [
         "return hex(struct.pack('>I2', 258))",
         "return hex(struct.pack('<i4', -2))",
@@ -165,7 +166,7 @@ fn struct_packs_and_unpacks_as_redis() {
         "return struct.pack('q', 1)",
         "return struct.unpack('>I4', 'ab')",
     ] {
-        eval(&mut d, &format!("{hex}{s}"), &[], &[]);
+        eval(&mut d, &format!("{HEX}{s}"), &[], &[]);
     }
     d.finish();
 }

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use common::Server;
 
-fn busy_then_killed(s: &Server, script: &str, kill: &str) {
+/// Sets a 50 ms busy-reply-threshold; a connection for the caller.
+fn short_threshold(s: &Server) -> redis::Connection {
     let mut admin = s.conn();
     let _: () = redis::cmd("CONFIG")
         .arg("SET")
@@ -16,18 +17,28 @@ fn busy_then_killed(s: &Server, script: &str, kill: &str) {
         .arg("50")
         .query(&mut admin)
         .expect("config");
+    admin
+}
+
+/// Runs `script` on a connection of its own, in a thread.
+fn eval_in_thread<T: redis::FromRedisValue + Send + 'static>(
+    s: &Server,
+    script: &str,
+) -> std::thread::JoinHandle<redis::RedisResult<T>> {
     let url = s.url();
     let script = script.to_string();
-    let looping = std::thread::spawn(move || {
+    std::thread::spawn(move || {
         let mut c = redis::Client::open(url.as_str())
             .expect("client")
             .get_connection()
             .expect("connect");
-        redis::cmd("EVAL")
-            .arg(script)
-            .arg(0)
-            .query::<redis::Value>(&mut c)
-    });
+        redis::cmd("EVAL").arg(script).arg(0).query::<T>(&mut c)
+    })
+}
+
+fn busy_then_killed(s: &Server, script: &str, kill: &str) {
+    short_threshold(s);
+    let looping = eval_in_thread::<redis::Value>(s, script);
     let t = Instant::now();
     let mut other = s.conn();
     loop {
@@ -66,24 +77,12 @@ fn a_script_that_loops_forever_is_answered_busy_and_killed() {
 #[test]
 fn a_script_that_wrote_cannot_be_killed() {
     let s = Server::start(&[]);
-    let mut admin = s.conn();
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("busy-reply-threshold")
-        .arg("50")
-        .query(&mut admin)
-        .expect("config");
-    let url = s.url();
-    let looping = std::thread::spawn(move || {
-        let mut c = redis::Client::open(url.as_str())
-            .expect("client")
-            .get_connection()
-            .expect("connect");
-        redis::cmd("EVAL")
-            .arg("redis.call('set', 'x', 1); local t = redis.call('time')[1] + 1; while tonumber(redis.call('time')[1]) <= t do end; return 'done'")
-            .arg(0)
-            .query::<String>(&mut c)
-    });
+    let mut admin = short_threshold(&s);
+    let looping = eval_in_thread::<String>(
+        &s,
+        "redis.call('set', 'x', 1); local t = redis.call('time')[1] + 1; \
+         while tonumber(redis.call('time')[1]) <= t do end; return 'done'",
+    );
     let t = Instant::now();
     loop {
         match redis::cmd("SCRIPT").arg("KILL").query::<String>(&mut admin) {

@@ -131,8 +131,7 @@ pub fn latency(shared: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
         "graph" => reply(graph(shared, &args[2])),
         "doctor" => reply(doctor(shared)),
         "histogram" => reply(histogram(shared, &args[2..])),
-        "help" => reply(Reply::Array(
-            [
+        "help" => reply(crate::cmd::help_lines(&[
                 "LATENCY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
                 "DOCTOR",
                 "    Return a human readable latency analysis report.",
@@ -150,11 +149,7 @@ pub fn latency(shared: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
                 "    If no commands are specified then all histograms are replied.",
                 "HELP",
                 "    Print this help.",
-            ]
-            .iter()
-            .map(|l| Reply::Simple(l.to_string()))
-            .collect(),
-        )),
+        ])),
         _ => reply(unknown_subcommand(&args[1], "latency")),
     }
 }

@@ -92,8 +92,7 @@ pub fn memory(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
             text: b"Stats not supported for the current allocator".to_vec(),
         }),
         "purge" => Ok(Reply::Simple("OK".into())),
-        "help" => Ok(Reply::Array(
-            [
+        "help" => Ok(crate::cmd::help_lines(&[
                 "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
                 "DOCTOR",
                 "    Return memory problems reports.",
@@ -108,11 +107,7 @@ pub fn memory(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
                 "    sampled up to <count> times (default: 5, 0 means sample all).",
                 "HELP",
                 "    Print this help.",
-            ]
-            .iter()
-            .map(|l| Reply::Simple(l.to_string()))
-            .collect(),
-        )),
+        ])),
         _ => Err(super::registry::unknown_subcommand(&args[1], "memory")),
     }
 }

@@ -192,6 +192,11 @@ pub fn execute(shared: &Shared, client: &mut Client, args: Vec<Vec<u8>>) -> Outc
     out
 }
 
+/// A HELP subcommand's reply: its lines as status strings.
+pub fn help_lines(lines: &[&str]) -> Reply {
+    Reply::Array(lines.iter().map(|l| Reply::Simple((*l).into())).collect())
+}
+
 /// Shows `client`'s command to MONITOR clients (unless it is one).
 pub(crate) fn feed_monitor(shared: &Shared, client: &Client, args: &[Vec<u8>]) {
     if shared.monitors.load(Ordering::Relaxed) > 0 && !client.info.monitor.load(Ordering::Relaxed) {

@@ -565,8 +565,7 @@ pub fn function(shared: &Shared, args: &[Vec<u8>]) -> Reply {
         "restore" => restore(shared, args),
         "stats" => stats(shared),
         "kill" => shared.scripts.kill(false),
-        "help" => Reply::Array(
-            [
+        "help" => crate::cmd::help_lines(&[
                 "FUNCTION <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
                 "LOAD [REPLACE] <FUNCTION CODE>",
                 "    Create a new library with the given library name and code.",
@@ -607,11 +606,7 @@ pub fn function(shared: &Shared, args: &[Vec<u8>]) -> Reply {
                 "      in case of functions name collision with another library).",
                 "HELP",
                 "    Print this help.",
-            ]
-            .iter()
-            .map(|l| Reply::Simple((*l).into()))
-            .collect(),
-        ),
+        ]),
         _ => crate::cmd::registry::unknown_subcommand(&args[1], "FUNCTION"),
     }
 }
