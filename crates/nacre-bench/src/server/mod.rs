@@ -36,7 +36,8 @@ pub struct ServerBenchConfig {
     /// Where data directories are made (on the disk to measure: not tmpfs for msync).
     #[arg(long, default_value = "target/server-bench")]
     pub dir: PathBuf,
-    /// redis-benchmark tests (-t).
+    /// redis-benchmark tests (-t), and the script tests `eval` (a script of one INCR) and
+    /// `evalsha10` (EVALSHA of a script of ten SETs), run as custom commands.
     #[arg(long, default_value = "set,get,incr,hset,mset")]
     pub tests: String,
     /// Requests per test (-n).
@@ -207,15 +208,90 @@ pub fn start_nowait(cfg: &ServerBenchConfig, kind: &str, dir: &Path) -> Result<R
     })
 }
 
-/// Runs redis-benchmark against `port`; its results per test.
+/// The script of the `evalsha10` test: ten SETs.
+const TEN_SETS: &str =
+    "for i = 1, 10 do redis.call('set', KEYS[1] .. ':' .. i, ARGV[1]) end return 10";
+
+/// A script test's name as reported and its command (`None`: a redis-benchmark test).
+fn script_test(name: &str, port: u16) -> Result<Option<(&'static str, Vec<String>)>> {
+    Ok(match name {
+        "eval" => Some((
+            "EVAL (one INCR)",
+            ["eval", "return redis.call('incr', KEYS[1])", "1", "counter:__rand_int__"]
+                .map(String::from)
+                .to_vec(),
+        )),
+        "evalsha10" => {
+            let mut c = crate::resp::Connection::connect(
+                &format!("127.0.0.1:{port}"),
+                Duration::from_secs(10),
+            )
+            .map_err(|e| BenchError::Process {
+                what: "SCRIPT LOAD".into(),
+                why: e.to_string(),
+            })?;
+            let sha = c
+                .command(&[b"SCRIPT", b"LOAD", TEN_SETS.as_bytes()])
+                .ok()
+                .and_then(|r| r.as_str().map(str::to_string))
+                .ok_or_else(|| BenchError::Process {
+                    what: "SCRIPT LOAD".into(),
+                    why: "no SHA-1 in the reply".into(),
+                })?;
+            Some((
+                "EVALSHA (ten SETs)",
+                vec![
+                    "evalsha".into(),
+                    sha,
+                    "1".into(),
+                    "key:__rand_int__".into(),
+                    "v".into(),
+                ],
+            ))
+        }
+        _ => None,
+    })
+}
+
+/// Runs redis-benchmark against `port`; its results per test (the script tests after the
+/// others).
 pub fn bench(
     cfg: &ServerBenchConfig,
     port: u16,
     pipeline: u64,
     requests: u64,
 ) -> Result<Vec<TestResult>> {
+    let mut builtin = Vec::new();
+    let mut scripts = Vec::new();
+    for t in cfg.tests.split(',').filter(|t| !t.is_empty()) {
+        match script_test(t, port)? {
+            Some(s) => scripts.push(s),
+            None => builtin.push(t),
+        }
+    }
+    let mut out = Vec::new();
+    if !builtin.is_empty() {
+        out.extend(run_benchmark(cfg, port, pipeline, requests, &["-t".into(), builtin.join(",")])?);
+    }
+    for (name, cmd) in scripts {
+        for mut r in run_benchmark(cfg, port, pipeline, requests, &cmd)? {
+            r.test = name.to_string();
+            out.push(r);
+        }
+    }
+    Ok(out)
+}
+
+/// One redis-benchmark run with `extra` arguments (tests, or a custom command).
+fn run_benchmark(
+    cfg: &ServerBenchConfig,
+    port: u16,
+    pipeline: u64,
+    requests: u64,
+    extra: &[String],
+) -> Result<Vec<TestResult>> {
     let mut c = Command::new(&cfg.redis_benchmark);
-    c.args(["-p", &port.to_string(), "-t", &cfg.tests])
+    c.args(["-p", &port.to_string()])
         .args(["-n", &requests.to_string(), "-c", &cfg.clients.to_string()])
         .args([
             "-d",
@@ -227,6 +303,7 @@ pub fn bench(
     if cfg.bench_threads > 0 {
         c.args(["--threads", &cfg.bench_threads.to_string()]);
     }
+    c.args(extra);
     let out = c.output().map_err(|e| BenchError::Process {
         what: "redis-benchmark".into(),
         why: e.to_string(),
