@@ -217,9 +217,14 @@ fn script_test(name: &str, port: u16) -> Result<Option<(&'static str, Vec<String
     Ok(match name {
         "eval" => Some((
             "EVAL (one INCR)",
-            ["eval", "return redis.call('incr', KEYS[1])", "1", "counter:__rand_int__"]
-                .map(String::from)
-                .to_vec(),
+            [
+                "eval",
+                "return redis.call('incr', KEYS[1])",
+                "1",
+                "counter:__rand_int__",
+            ]
+            .map(String::from)
+            .to_vec(),
         )),
         "evalsha10" => {
             let mut c = crate::resp::Connection::connect(
@@ -271,7 +276,13 @@ pub fn bench(
     }
     let mut out = Vec::new();
     if !builtin.is_empty() {
-        out.extend(run_benchmark(cfg, port, pipeline, requests, &["-t".into(), builtin.join(",")])?);
+        out.extend(run_benchmark(
+            cfg,
+            port,
+            pipeline,
+            requests,
+            &["-t".into(), builtin.join(",")],
+        )?);
     }
     for (name, cmd) in scripts {
         for mut r in run_benchmark(cfg, port, pipeline, requests, &cmd)? {
