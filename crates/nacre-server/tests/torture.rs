@@ -1,6 +1,6 @@
 //! Power failures under the server's own persistent structures, on the `sim` backend: real
 //! commands (strings, counters, hashes, lists, sets, sorted sets, DEL of collections, expiry,
-//! FLUSHDB, MULTI/EXEC, EVAL) run
+//! FLUSHDB, MULTI/EXEC, EVAL, FUNCTION LOAD/DELETE) run
 //! in-process, the power fails at a random fence, the keyspace is reopened from the crash
 //! image, and then: the keyspace is the state after the last acknowledged command or after
 //! one of the later ones, each command whole (whole-keyspace comparison); collection versions are never reused
@@ -109,6 +109,13 @@ fn state(shared: &Shared) -> State {
             out.insert((db, key.to_vec()), (m.kind, contents));
         }
     }
+    // The function libraries (F1): one record, whole or not at all.
+    if let Some(rec) = st.db.get(&st.subs.sys, b"functions").expect("functions") {
+        out.insert(
+            (usize::MAX, b"functions".to_vec()),
+            (Kind::String, vec![(Vec::new(), rec)]),
+        );
+    }
     out
 }
 
@@ -162,7 +169,7 @@ fn command(r: &mut Rng) -> Vec<String> {
     };
     let v = format!("v{}", r.next() % 1000);
     let m = format!("m{}", r.next() % 5);
-    match r.next() % 28 {
+    match r.next() % 30 {
         0 => vec!["SELECT".into(), (r.next() % DBS as u64).to_string()],
         1 | 2 => vec!["SET".into(), key(r, "s"), v],
         3 => vec!["INCR".into(), key(r, "n")],
@@ -202,6 +209,23 @@ fn command(r: &mut Rng) -> Vec<String> {
             key(r, "s"),
             key(r, "l"),
             v,
+        ],
+        // Function libraries, durable in the pool (F1).
+        28 => vec![
+            "FUNCTION".into(),
+            "LOAD".into(),
+            "REPLACE".into(),
+            format!(
+                "#!lua name=lib{}\nredis.register_function('f{}', function() return {} end)",
+                r.next() % 2,
+                r.next() % 2,
+                r.next() % 100
+            ),
+        ],
+        29 => vec![
+            "FUNCTION".into(),
+            "DELETE".into(),
+            format!("lib{}", r.next() % 2),
         ],
         _ => vec![
             "ZREMRANGEBYSCORE".into(),
@@ -266,6 +290,10 @@ fn run_once(base: &[u8], seed: u64) -> Result<(), String> {
     let db =
         Db::open_pool(pool, opts()).map_err(|e| format!("seed {seed}: engine recovery: {e}"))?;
     let shared = serve(db);
+    shared
+        .functions
+        .restore(&shared)
+        .map_err(|e| format!("seed {seed}: the function libraries do not load: {e}"))?;
     let got = state(&shared);
     if got != acked && !later.contains(&got) {
         return Err(format!(

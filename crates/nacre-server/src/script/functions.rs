@@ -128,12 +128,7 @@ fn metadata(code: &[u8]) -> Result<(String, usize), String> {
 /// The arguments of one `redis.register_function` call.
 pub fn registration(args: MultiValue) -> Result<(Registered, Function), String> {
     let args: Vec<Value> = args.into_iter().collect();
-    let text = |v: &Value| match v {
-        Value::String(s) => Some(String::from_utf8_lossy(&s.as_bytes()).into_owned()),
-        Value::Integer(i) => Some(i.to_string()),
-        Value::Number(n) => Some(super::vm::format_number(*n)),
-        _ => None,
-    };
+    let text = super::vm::lua_text;
     let (name, description, callback, flags) = match args.as_slice() {
         [Value::Table(t)] => {
             let (mut name, mut desc, mut cb, mut flags) = (None, None, None, ScriptFlags::empty());

@@ -32,15 +32,7 @@ pub fn register(lua: &Lua, g: &Table) -> mlua::Result<()> {
 
 /// A number argument as LuaBitOp reads it: rounded to an integer, wrapped to 32 bits.
 fn tobit(v: &Value, i: usize, name: &str) -> mlua::Result<i32> {
-    let n = match v {
-        Value::Integer(i) => *i as f64,
-        Value::Number(n) => *n,
-        Value::String(s) => std::str::from_utf8(&s.as_bytes())
-            .ok()
-            .and_then(|t| t.trim().parse::<f64>().ok())
-            .ok_or_else(|| bad(i, name))?,
-        _ => return Err(bad(i, name)),
-    };
+    let n = super::vm::number(v).ok_or_else(|| bad(i, name))?;
     // LuaBitOp adds 2^52 + 2^51 and keeps the low word: round to nearest, ties to even,
     // then wrap.
     let r = n.round_ties_even();

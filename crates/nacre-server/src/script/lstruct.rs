@@ -103,17 +103,8 @@ fn gap(pos: usize, size: usize, align: usize) -> usize {
 }
 
 fn number(v: Option<&Value>, i: usize) -> mlua::Result<f64> {
-    match v {
-        Some(Value::Integer(n)) => Ok(*n as f64),
-        Some(Value::Number(n)) => Ok(*n),
-        Some(Value::String(s)) => std::str::from_utf8(&s.as_bytes())
-            .ok()
-            .and_then(|t| t.trim().parse().ok())
-            .ok_or_else(|| fail(format!("bad argument #{i} to 'pack' (number expected)"))),
-        _ => Err(fail(format!(
-            "bad argument #{i} to 'pack' (number expected)"
-        ))),
-    }
+    v.and_then(super::vm::number)
+        .ok_or_else(|| fail(format!("bad argument #{i} to 'pack' (number expected)")))
 }
 
 fn pack(fmt: &[u8], args: &[Value]) -> mlua::Result<Vec<u8>> {
@@ -163,16 +154,9 @@ fn pack(fmt: &[u8], args: &[Value]) -> mlua::Result<Vec<u8>> {
             }
             Opt::Chars(_) | Opt::Zstr => {
                 let (v, i) = arg(&mut next);
-                let s = match v {
-                    Some(Value::String(s)) => s.as_bytes().to_vec(),
-                    Some(Value::Integer(x)) => x.to_string().into_bytes(),
-                    Some(Value::Number(x)) => super::vm::format_number(x).into_bytes(),
-                    _ => {
-                        return Err(fail(format!(
-                            "bad argument #{i} to 'pack' (string expected)"
-                        )))
-                    }
-                };
+                let s = v.as_ref().and_then(super::vm::lua_bytes).ok_or_else(|| {
+                    fail(format!("bad argument #{i} to 'pack' (string expected)"))
+                })?;
                 match opt {
                     Opt::Zstr => {
                         out.extend_from_slice(&s);

@@ -339,57 +339,55 @@ pub fn eval_keys(
     Ok(args[3..3 + n].iter().map(|k| (db, k.clone())).collect())
 }
 
-fn eval_generic(
-    shared: &Shared,
-    client: &mut Client,
-    args: &[Vec<u8>],
-    by_sha: bool,
-    ro: bool,
-) -> Outcome {
-    crate::cmd::feed_monitor(shared, client, args);
-    let n = match split_keys(args) {
-        Ok(n) => n,
-        Err(e) => return Outcome::Reply(e, Ticket(0)),
-    };
-    let script = if by_sha {
-        match shared.scripts.get(&args[1]).filter(|_| args[1].len() == 40) {
-            Some(s) => s,
-            None => {
-                return Outcome::Reply(
-                    Reply::Error("NOSCRIPT No matching script. Please use EVAL.".into()),
-                    Ticket(0),
-                )
-            }
-        }
-    } else {
-        match shared.scripts.add(&args[1]) {
-            Ok(s) => s,
-            Err(e) => return Outcome::Reply(e, Ticket(0)),
-        }
-    };
-    let keys = &args[3..3 + n];
-    let argv = &args[3 + n..];
-    let target = run::Target::Script(&script);
-    script
-        .pace
-        .run(|| run::eval(shared, client, &target, args, keys, argv, ro))
+/// What an EVAL- or FCALL-family command runs.
+enum Resolved {
+    Script(Arc<Script>),
+    Function(Arc<functions::Library>, functions::Registered),
 }
 
-/// `FCALL function numkeys [key ...] [arg ...]` and `FCALL_RO`.
-fn fcall_generic(shared: &Shared, client: &mut Client, args: &[Vec<u8>], ro: bool) -> Outcome {
+impl Resolved {
+    fn target(&self) -> run::Target<'_> {
+        match self {
+            Resolved::Script(s) => run::Target::Script(s),
+            Resolved::Function(l, f) => run::Target::Function(l, f),
+        }
+    }
+}
+
+/// The script or function an EVAL- or FCALL-family command names (EVAL caches its script),
+/// its number of keys, and whether it is a read-only form; errors in Redis's order.
+fn resolve(shared: &Shared, args: &[Vec<u8>]) -> Result<(Resolved, usize, bool), Reply> {
+    let name = lower(&args[0]);
+    let ro = name.ends_with("_ro");
+    if name.starts_with("fcall") {
+        let (lib, f) = target_function(shared, args)?;
+        return Ok((Resolved::Function(lib, f), split_keys(args)?, ro));
+    }
+    let n = split_keys(args)?;
+    let script = if name.starts_with("evalsha") {
+        shared
+            .scripts
+            .get(&args[1])
+            .filter(|_| args[1].len() == 40)
+            .ok_or_else(|| Reply::Error("NOSCRIPT No matching script. Please use EVAL.".into()))?
+    } else {
+        shared.scripts.add(&args[1])?
+    };
+    Ok((Resolved::Script(script), n, ro))
+}
+
+/// `EVAL`, `EVALSHA`, `FCALL` and their `_RO` forms: `name-or-script numkeys [key ...]
+/// [arg ...]`.
+fn run_script(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
     crate::cmd::feed_monitor(shared, client, args);
-    let (lib, meta) = match target_function(shared, args) {
+    let (what, n, ro) = match resolve(shared, args) {
         Ok(x) => x,
         Err(e) => return Outcome::Reply(e, Ticket(0)),
     };
-    let n = match split_keys(args) {
-        Ok(n) => n,
-        Err(e) => return Outcome::Reply(e, Ticket(0)),
-    };
-    let keys = &args[3..3 + n];
-    let argv = &args[3 + n..];
-    let target = run::Target::Function(&lib, &meta);
-    meta.pace
+    let target = what.target();
+    let (keys, argv) = (&args[3..3 + n], &args[3 + n..]);
+    target
+        .pace()
         .run(|| run::eval(shared, client, &target, args, keys, argv, ro))
 }
 
@@ -407,14 +405,6 @@ fn target_function(
         return Err(err("Bad number of keys provided"));
     }
     Ok(found)
-}
-
-fn fcall(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
-    fcall_generic(shared, client, args, false)
-}
-
-fn fcall_ro(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
-    fcall_generic(shared, client, args, true)
 }
 
 /// `FUNCTION LOAD|LIST|DELETE|FLUSH|DUMP|RESTORE|STATS|KILL|HELP`.
@@ -441,53 +431,11 @@ pub fn in_exec(
     txn: &mut crate::store::Txn<'_>,
     args: &[Vec<u8>],
 ) -> (Reply, Option<run::Done>) {
-    let name = lower(&args[0]);
-    let (by_sha, ro) = (name.starts_with("evalsha"), name.ends_with("_ro"));
-    if name.starts_with("fcall") {
-        let (lib, meta) = match target_function(shared, args) {
-            Ok(x) => x,
-            Err(e) => return (e, None),
-        };
-        let n = match split_keys(args) {
-            Ok(n) => n,
-            Err(e) => return (e, None),
-        };
-        let target = run::Target::Function(&lib, &meta);
-        return exec_target(shared, client, txn, &target, args, n, ro);
-    }
-    let n = match split_keys(args) {
-        Ok(n) => n,
+    let (what, n, ro) = match resolve(shared, args) {
+        Ok(x) => x,
         Err(e) => return (e, None),
     };
-    let script = if by_sha {
-        match shared.scripts.get(&args[1]).filter(|_| args[1].len() == 40) {
-            Some(s) => s,
-            None => {
-                return (
-                    Reply::Error("NOSCRIPT No matching script. Please use EVAL.".into()),
-                    None,
-                )
-            }
-        }
-    } else {
-        match shared.scripts.add(&args[1]) {
-            Ok(s) => s,
-            Err(e) => return (e, None),
-        }
-    };
-    let target = run::Target::Script(&script);
-    exec_target(shared, client, txn, &target, args, n, ro)
-}
-
-fn exec_target(
-    shared: &Shared,
-    client: &mut Client,
-    txn: &mut crate::store::Txn<'_>,
-    target: &run::Target<'_>,
-    args: &[Vec<u8>],
-    n: usize,
-    ro: bool,
-) -> (Reply, Option<run::Done>) {
+    let target = what.target();
     if let Some(r) = run::refuse(shared, target.flags(), ro) {
         return (r, None);
     }
@@ -496,7 +444,7 @@ fn exec_target(
         shared,
         client,
         txn,
-        target,
+        &target,
         args,
         &args[3..3 + n],
         &args[3 + n..],
@@ -513,26 +461,6 @@ pub fn is_eval(name: &str) -> bool {
         name,
         "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro"
     )
-}
-
-/// `EVAL script numkeys [key ...] [arg ...]`.
-fn eval(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
-    eval_generic(shared, client, args, false, false)
-}
-
-/// `EVALSHA sha1 numkeys [key ...] [arg ...]`.
-fn evalsha(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
-    eval_generic(shared, client, args, true, false)
-}
-
-/// `EVAL_RO`.
-fn eval_ro(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
-    eval_generic(shared, client, args, false, true)
-}
-
-/// `EVALSHA_RO`.
-fn evalsha_ro(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
-    eval_generic(shared, client, args, true, true)
 }
 
 /// `SCRIPT LOAD|EXISTS|FLUSH|KILL|DEBUG|HELP`.
@@ -604,10 +532,10 @@ fn compile_here(shared: &Shared, s: &Script) -> Result<(), Reply> {
 /// The scripting commands.
 #[rustfmt::skip]
 pub(crate) static COMMANDS: &[Command] = &[
-    cmd!("eval", -3, [NOSCRIPT SKIP_MONITOR NO_MANDATORY_KEYS STALE MOVABLEKEYS], [SLOW SCRIPTING], [], Keys::Custom(eval_keys, 0, 0, 0), "scripting", "2.6.0", "Executes a server-side Lua script.", Run::Conn(eval)),
-    cmd!("evalsha", -3, [NOSCRIPT SKIP_MONITOR NO_MANDATORY_KEYS STALE MOVABLEKEYS], [SLOW SCRIPTING], [], Keys::Custom(eval_keys, 0, 0, 0), "scripting", "2.6.0", "Executes a server-side Lua script by SHA1 digest.", Run::Conn(evalsha)),
-    cmd!("eval_ro", -3, [READONLY NOSCRIPT SKIP_MONITOR NO_MANDATORY_KEYS STALE MOVABLEKEYS], [SLOW SCRIPTING], [], Keys::Custom(eval_keys, 0, 0, 0), "scripting", "7.0.0", "Executes a read-only server-side Lua script.", Run::Conn(eval_ro)),
-    cmd!("evalsha_ro", -3, [READONLY NOSCRIPT SKIP_MONITOR NO_MANDATORY_KEYS STALE MOVABLEKEYS], [SLOW SCRIPTING], [], Keys::Custom(eval_keys, 0, 0, 0), "scripting", "7.0.0", "Executes a read-only server-side Lua script by SHA1 digest.", Run::Conn(evalsha_ro)),
+    cmd!("eval", -3, [NOSCRIPT SKIP_MONITOR NO_MANDATORY_KEYS STALE MOVABLEKEYS], [SLOW SCRIPTING], [], Keys::Custom(eval_keys, 0, 0, 0), "scripting", "2.6.0", "Executes a server-side Lua script.", Run::Conn(run_script)),
+    cmd!("evalsha", -3, [NOSCRIPT SKIP_MONITOR NO_MANDATORY_KEYS STALE MOVABLEKEYS], [SLOW SCRIPTING], [], Keys::Custom(eval_keys, 0, 0, 0), "scripting", "2.6.0", "Executes a server-side Lua script by SHA1 digest.", Run::Conn(run_script)),
+    cmd!("eval_ro", -3, [READONLY NOSCRIPT SKIP_MONITOR NO_MANDATORY_KEYS STALE MOVABLEKEYS], [SLOW SCRIPTING], [], Keys::Custom(eval_keys, 0, 0, 0), "scripting", "7.0.0", "Executes a read-only server-side Lua script.", Run::Conn(run_script)),
+    cmd!("evalsha_ro", -3, [READONLY NOSCRIPT SKIP_MONITOR NO_MANDATORY_KEYS STALE MOVABLEKEYS], [SLOW SCRIPTING], [], Keys::Custom(eval_keys, 0, 0, 0), "scripting", "7.0.0", "Executes a read-only server-side Lua script by SHA1 digest.", Run::Conn(run_script)),
     cmd!("script", -2, [], [SLOW], [], Keys::None, "scripting", "2.6.0", "A container for Lua scripts management commands.", Run::Conn(script), &[
         sub!("debug", 3, [NOSCRIPT], [SLOW SCRIPTING], (0, 0, 0)),
         sub!("exists", -3, [NOSCRIPT], [SLOW SCRIPTING], (0, 0, 0)),
@@ -616,8 +544,8 @@ pub(crate) static COMMANDS: &[Command] = &[
         sub!("kill", 2, [NOSCRIPT ALLOW_BUSY], [SLOW SCRIPTING], (0, 0, 0)),
         sub!("load", 3, [NOSCRIPT STALE], [SLOW SCRIPTING], (0, 0, 0)),
     ]),
-    cmd!("fcall", -3, [NOSCRIPT SKIP_MONITOR NO_MANDATORY_KEYS STALE MOVABLEKEYS], [SLOW SCRIPTING], [], Keys::Custom(eval_keys, 0, 0, 0), "scripting", "7.0.0", "Invokes a function.", Run::Conn(fcall)),
-    cmd!("fcall_ro", -3, [READONLY NOSCRIPT SKIP_MONITOR NO_MANDATORY_KEYS STALE MOVABLEKEYS], [SLOW SCRIPTING], [], Keys::Custom(eval_keys, 0, 0, 0), "scripting", "7.0.0", "Invokes a read-only function.", Run::Conn(fcall_ro)),
+    cmd!("fcall", -3, [NOSCRIPT SKIP_MONITOR NO_MANDATORY_KEYS STALE MOVABLEKEYS], [SLOW SCRIPTING], [], Keys::Custom(eval_keys, 0, 0, 0), "scripting", "7.0.0", "Invokes a function.", Run::Conn(run_script)),
+    cmd!("fcall_ro", -3, [READONLY NOSCRIPT SKIP_MONITOR NO_MANDATORY_KEYS STALE MOVABLEKEYS], [SLOW SCRIPTING], [], Keys::Custom(eval_keys, 0, 0, 0), "scripting", "7.0.0", "Invokes a read-only function.", Run::Conn(run_script)),
     cmd!("function", -2, [], [SLOW], [], Keys::None, "scripting", "7.0.0", "A container for function commands.", Run::Conn(function), &[
         sub!("delete", 3, [WRITE NOSCRIPT], [WRITE SLOW SCRIPTING], (0, 0, 0)),
         sub!("dump", 2, [NOSCRIPT], [SLOW SCRIPTING], (0, 0, 0)),

@@ -201,7 +201,7 @@ pub enum Target<'a> {
 
 impl Target<'_> {
     /// How long its runs take.
-    fn pace(&self) -> &super::Pace {
+    pub fn pace(&self) -> &super::Pace {
         match self {
             Target::Script(s) => &s.pace,
             Target::Function(_, f) => &f.pace,

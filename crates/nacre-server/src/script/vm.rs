@@ -440,14 +440,7 @@ fn failure_reply(v: &Value, funcname: &str) -> Reply {
         let msg: String = msg.chars().take(100).collect();
         return Reply::Error(format!("ERR Error running script {funcname}, {msg}"));
     };
-    let text = |k: &str| -> Option<String> {
-        match t.raw_get::<Value>(k).ok()? {
-            Value::String(s) => Some(String::from_utf8_lossy(&s.as_bytes()).into_owned()),
-            Value::Integer(i) => Some(i.to_string()),
-            Value::Number(n) => Some(format_number(n)),
-            _ => None,
-        }
-    };
+    let text = |k: &str| lua_text(&t.raw_get::<Value>(k).ok()?);
     let msg = text("err").unwrap_or_else(|| "ERR unknown error".into());
     match (text("source"), text("line")) {
         (Some(src), Some(line)) => {
@@ -557,13 +550,30 @@ fn raise(_: &Lua, msg: &str) -> mlua::Result<Value> {
     Err(mlua::Error::external(ScriptError(format!("ERR {msg}"))))
 }
 
-fn number(v: &Value) -> Option<f64> {
+/// A value as a number, the way Lua coerces one (numbers, and strings holding one).
+pub(super) fn number(v: &Value) -> Option<f64> {
     match v {
         Value::Integer(i) => Some(*i as f64),
         Value::Number(n) => Some(*n),
         Value::String(s) => std::str::from_utf8(&s.as_bytes()).ok()?.trim().parse().ok(),
         _ => None,
     }
+}
+
+/// A value's bytes the way Lua coerces it to a string (strings, and numbers as Lua prints
+/// them).
+pub(super) fn lua_bytes(v: &Value) -> Option<Vec<u8>> {
+    match v {
+        Value::String(s) => Some(s.as_bytes().to_vec()),
+        Value::Integer(i) => Some(i.to_string().into_bytes()),
+        Value::Number(n) => Some(format_number(*n).into_bytes()),
+        _ => None,
+    }
+}
+
+/// [`lua_bytes`] as text (bytes that are not UTF-8 replaced).
+pub(super) fn lua_text(v: &Value) -> Option<String> {
+    lua_bytes(v).map(|b| String::from_utf8_lossy(&b).into_owned())
 }
 
 /// A number as Lua prints it (`%.14g`).
@@ -848,12 +858,7 @@ fn register_api(lua: &Lua, redis: &Table) -> mlua::Result<()> {
             if args.len() != 1 {
                 return raise(lua, "wrong number of arguments");
             }
-            let bytes = match &args[0] {
-                Value::String(s) => s.as_bytes().to_vec(),
-                Value::Integer(i) => i.to_string().into_bytes(),
-                Value::Number(n) => format_number(*n).into_bytes(),
-                _ => Vec::new(),
-            };
+            let bytes = lua_bytes(&args[0]).unwrap_or_default();
             Ok(Value::String(lua.create_string(super::sha1hex(&bytes))?))
         })?,
     )?;
@@ -897,16 +902,7 @@ fn register_api(lua: &Lua, redis: &Table) -> mlua::Result<()> {
             if !(0..=3).contains(&level) {
                 return raise(lua, "Invalid debug level.");
             }
-            let parts: Vec<String> = args
-                .iter()
-                .skip(1)
-                .filter_map(|v| match v {
-                    Value::String(s) => Some(String::from_utf8_lossy(&s.as_bytes()).into_owned()),
-                    Value::Integer(i) => Some(i.to_string()),
-                    Value::Number(n) => Some(format_number(*n)),
-                    _ => None,
-                })
-                .collect();
+            let parts: Vec<String> = args.iter().skip(1).filter_map(lua_text).collect();
             let line = parts.join(" ");
             match level {
                 0 => tracing::debug!(target: "script", "{line}"),

@@ -237,19 +237,28 @@ impl<'s> Txn<'s> {
         if self.index(db, key).is_ok() {
             return Ok(true);
         }
-        if matches!(self.ns, NsGuard::Exclusive(_)) {
-            self.add_key(db, key)?;
-            return Ok(true);
-        }
-        let stripe = Store::stripe_of(db, key);
-        if let Err(pos) = self.locks.binary_search_by_key(&stripe, |(s, _)| *s) {
-            let Some(guard) = self.store.stripes[stripe].try_lock() else {
-                return Ok(false);
-            };
-            self.locks.insert(pos, (stripe, guard));
+        let exclusive = self.is_exclusive();
+        if !self.take_stripe(Store::stripe_of(db, key), exclusive) {
+            return Ok(false);
         }
         self.push_key(db, key);
         Ok(true)
+    }
+
+    /// Holds `stripe` (waiting for it if `wait`); false if it is busy and not waited for.
+    fn take_stripe(&mut self, stripe: usize, wait: bool) -> bool {
+        if let Err(pos) = self.locks.binary_search_by_key(&stripe, |(s, _)| *s) {
+            let guard = if wait {
+                self.store.stripes[stripe].lock()
+            } else {
+                match self.store.stripes[stripe].try_lock() {
+                    Some(g) => g,
+                    None => return false,
+                }
+            };
+            self.locks.insert(pos, (stripe, guard));
+        }
+        true
     }
 
     /// Exclusive txns: takes one more key (SORT's BY and GET lookups, known only once the
@@ -265,11 +274,7 @@ impl<'s> Txn<'s> {
                 "a key added to a running command that does not hold the keyspace".into(),
             ));
         }
-        let stripe = Store::stripe_of(db, key);
-        if let Err(pos) = self.locks.binary_search_by_key(&stripe, |(s, _)| *s) {
-            let guard = self.store.stripes[stripe].lock();
-            self.locks.insert(pos, (stripe, guard));
-        }
+        self.take_stripe(Store::stripe_of(db, key), true);
         self.push_key(db, key);
         Ok(())
     }
