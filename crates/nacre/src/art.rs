@@ -42,7 +42,7 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU16, AtomicU8, AtomicUsize,
 
 use nacre_pmem::PmOffset;
 
-use crate::index::{IKey, MemIndex};
+use crate::index::{Entry, IKey, MemIndex};
 
 const LEAF_TAG: usize = 1;
 const CHUNK: usize = 256 << 10;
@@ -433,6 +433,43 @@ impl Leaf {
     }
 }
 
+/// Entries collected by an ordered walk ([`MemIndex::next_batch`]).
+struct Batch<'a> {
+    out: &'a mut Vec<Entry>,
+    max: usize,
+    upper: Option<&'a [u8]>,
+}
+
+impl Batch<'_> {
+    /// Appends the leaf's versions, newest first (from `from` if given); false once the batch
+    /// is full or the leaf's key reached the upper bound.
+    fn leaf(&mut self, l: &Leaf, from: Option<&Version>) -> bool {
+        let key = l.key.as_slice();
+        if self.upper.is_some_and(|u| key >= u) {
+            return false;
+        }
+        let mut p: *const Version = match from {
+            Some(v) => v,
+            None => l.versions.load(Ordering::Acquire),
+        };
+        // SAFETY: version nodes live as long as the tree (A4).
+        while let Some(v) = unsafe { p.as_ref() } {
+            if self.out.len() >= self.max {
+                return false;
+            }
+            self.out.push((
+                IKey {
+                    key: key.to_vec(),
+                    seq: v.seq,
+                },
+                PmOffset(v.at),
+            ));
+            p = v.next.load(Ordering::Acquire);
+        }
+        self.out.len() < self.max
+    }
+}
+
 /// One partition: the tree of every key with one first byte.
 #[derive(Default)]
 struct Part {
@@ -776,6 +813,77 @@ impl ArtIndex {
         below.or_else(|| self.edge(v, false))
     }
 
+    /// Appends every leaf under `p` in key order to `b`; false once `b` is full.
+    fn walk_all(&self, p: usize, b: &mut Batch<'_>) -> bool {
+        if p == 0 {
+            return true;
+        }
+        if is_leaf(p) {
+            // SAFETY: a live leaf of this tree.
+            return b.leaf(unsafe { leaf(p) }, None);
+        }
+        // SAFETY: a live node of this tree.
+        let nd = unsafe { node(p) };
+        if !self.walk_all(nd.value.load(Ordering::Acquire), b) {
+            return false;
+        }
+        let mut from = 0u16;
+        while let Some((kb, c)) = nd.child_at_or_after(from) {
+            if !self.walk_all(c, b) {
+                return false;
+            }
+            from = u16::from(kb) + 1;
+        }
+        true
+    }
+
+    /// Appends the leaves under `p` (at `depth`) whose keys are above `key`, in key order, to
+    /// `b`; false once `b` is full. The walk [`ArtIndex::ge`] makes for one leaf, continued.
+    fn walk_after(&self, p: usize, key: &[u8], depth: usize, b: &mut Batch<'_>) -> bool {
+        if p == 0 {
+            return true;
+        }
+        if is_leaf(p) {
+            // SAFETY: a live leaf of this tree.
+            let l = unsafe { leaf(p) };
+            return l.key.as_slice() <= key || b.leaf(l, None);
+        }
+        // SAFETY: a live node of this tree.
+        let nd = unsafe { node(p) };
+        let rest = &key[depth.min(key.len())..];
+        let m = lcp(nd.prefix(), rest);
+        if m < nd.prefix().len() {
+            // Diverges inside the prefix (or the key ran out): the whole subtree is on one side.
+            return if m == rest.len() || nd.prefix()[m] > rest[m] {
+                self.walk_all(p, b)
+            } else {
+                true
+            };
+        }
+        let d = depth + nd.prefix().len();
+        // The value slot's key is this node's path: a prefix of `key` (or `key` itself), so
+        // never above it.
+        let from = match key.get(d) {
+            None => 0,
+            Some(&kb) => {
+                if let Some(c) = nd.child(kb) {
+                    if !self.walk_after(c.load(Ordering::Acquire), key, d + 1, b) {
+                        return false;
+                    }
+                }
+                u16::from(kb) + 1
+            }
+        };
+        let mut from = from;
+        while let Some((kb, c)) = nd.child_at_or_after(from) {
+            if !self.walk_all(c, b) {
+                return false;
+            }
+            from = u16::from(kb) + 1;
+        }
+        true
+    }
+
     fn root(&self, part: usize) -> usize {
         self.parts[part].root.load(Ordering::Acquire)
     }
@@ -824,6 +932,40 @@ impl MemIndex for ArtIndex {
         // SAFETY: as above.
         let v = unsafe { l.versions.load(Ordering::Acquire).as_ref() }?;
         Some(l.entry(v, out))
+    }
+
+    fn next_batch(
+        &self,
+        bound: Bound<&IKey>,
+        upper: Option<&[u8]>,
+        max: usize,
+        out: &mut Vec<Entry>,
+    ) {
+        let mut b = Batch { out, max, upper };
+        let from = match bound {
+            Bound::Unbounded => 0,
+            Bound::Included(k) | Bound::Excluded(k) => {
+                let strict = matches!(bound, Bound::Excluded(_));
+                // The bound's own key first: its versions after the bound.
+                if let Some(l) = self.find(&k.key) {
+                    if let Some(v) = l.first_le(k.seq, strict) {
+                        if !b.leaf(l, Some(v)) {
+                            return;
+                        }
+                    }
+                }
+                let p = part_of(&k.key);
+                if !self.walk_after(self.root(p), &k.key, 0, &mut b) {
+                    return;
+                }
+                p + 1
+            }
+        };
+        for p in from..PARTS {
+            if !self.walk_all(self.root(p), &mut b) {
+                return;
+            }
+        }
     }
 
     fn prev_into(&self, bound: Bound<&IKey>, out: &mut IKey) -> Option<PmOffset> {
@@ -987,9 +1129,17 @@ mod tests {
                     key: k.clone(),
                     seq: s,
                 };
+                let upper = (rng.next_u64() % 2 == 0).then(|| random_key(&mut rng));
+                let max = 1 + (rng.next_u64() % 40) as usize;
                 for b in [Bound::Included(&ik), Bound::Excluded(&ik), Bound::Unbounded] {
                     assert_eq!(art.next(b), skip.next(b), "next {b:?} seed {seed}");
                     assert_eq!(art.prev(b), skip.prev(b), "prev {b:?} seed {seed}");
+                    // A batch is what stepping returns, cut at `max` entries or `upper`.
+                    let (mut x, mut y) = (Vec::new(), Vec::new());
+                    art.next_batch(b, upper.as_deref(), max, &mut x);
+                    skip.next_batch(b, upper.as_deref(), max, &mut y);
+                    assert_eq!(x, y, "batch {b:?} to {upper:?} max {max} seed {seed}");
+                    assert!(x.len() <= max);
                 }
             }
             // full forward and backward walks agree

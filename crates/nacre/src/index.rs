@@ -100,6 +100,32 @@ pub trait MemIndex: Send + Sync {
         }
         true
     }
+    /// Entries after `bound` in index order, appended to `out` until it holds `max` or a key
+    /// reaches `upper`: what [`MemIndex::next_into`] would return step by step, read in one
+    /// walk (an ordered scan then descends once per batch, not once per entry).
+    fn next_batch(
+        &self,
+        bound: Bound<&IKey>,
+        upper: Option<&[u8]>,
+        max: usize,
+        out: &mut Vec<Entry>,
+    ) {
+        let mut cur = IKey::default();
+        let mut first = true;
+        while out.len() < max {
+            let b = if first { bound } else { Bound::Excluded(&cur) };
+            let mut next = IKey::default();
+            let Some(at) = self.next_into(b, &mut next) else {
+                return;
+            };
+            if upper.is_some_and(|u| next.key.as_slice() >= u) {
+                return;
+            }
+            first = false;
+            cur.clone_from(&next);
+            out.push((next, at));
+        }
+    }
     /// Number of versions indexed (tests compare indexes by it).
     #[cfg(test)]
     fn len(&self) -> usize;

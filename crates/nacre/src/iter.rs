@@ -1,6 +1,9 @@
 //! Iterators: a merge of one subtable's sources (memtable indexes and the Global Index) at a
 //! sequence number, forward or reverse, with range and prefix bounds. Each source is a cursor
-//! that re-seeks past the last entry it returned, so no borrow of an index outlives a call.
+//! that re-seeks past the last entry it returned, so no borrow of an index outlives a call;
+//! forward, a source reads its next entries ahead in one walk of its index (copies of keys and
+//! offsets, emptied whenever the sources are rebuilt), so a scan descends each index once per
+//! batch rather than once per entry.
 //! An iterator registers its sequence number (so the versions it reads stay indexed, moved
 //! by the cleaner rather than dropped) but holds no read view between calls, so it never
 //! keeps zones allocated: each call loads the current view (which keeps the zones it points
@@ -8,6 +11,7 @@
 //! last call, rebuilds its sources from that view and seeks them back to where it was
 //! (offsets read before may point into zones given back since).
 
+use std::collections::VecDeque;
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -81,6 +85,10 @@ fn sources_of(view: &View) -> Vec<Arc<dyn MemIndex>> {
     v
 }
 
+/// Entries a source reads ahead at first, and at most (forward iteration).
+const AHEAD_MIN: usize = 4;
+const AHEAD_MAX: usize = 128;
+
 /// A key in PM and its value read (`None`: a tombstone).
 type MemRow = (Vec<u8>, Result<Option<Vec<u8>>>);
 
@@ -98,6 +106,11 @@ pub struct DbIterator {
     sources: Vec<Arc<dyn MemIndex>>,
     _pin: SnapGuard,
     heads: Vec<Option<Entry>>,
+    /// Forward: each source's entries after its head, read ahead in one walk of its index
+    /// (emptied with the heads when the sources are rebuilt), and how many the next read
+    /// takes (doubling up to [`AHEAD_MAX`], so a short scan reads little).
+    ahead: Vec<VecDeque<Entry>>,
+    ahead_len: Vec<usize>,
     seq: u64,
     lower: Option<Vec<u8>>,
     upper: Option<Vec<u8>>,
@@ -142,6 +155,8 @@ impl DbIterator {
             retires,
             _pin: pin,
             heads: Vec::new(),
+            ahead: Vec::new(),
+            ahead_len: Vec::new(),
             seq,
             lower,
             upper,
@@ -159,6 +174,7 @@ impl DbIterator {
             spare: IKey::default(),
             probe: IKey::default(),
         };
+        it.reset_ahead();
         it.heads = (0..it.sources.len()).map(|i| it.first(i)).collect();
         it.open_disk();
         it
@@ -178,6 +194,7 @@ impl DbIterator {
         self.mem_head = None;
         self.mem_done = false;
         self.last = self.out.clone();
+        self.reset_ahead();
         self.heads = (0..self.sources.len())
             .map(|i| {
                 let ix = &self.sources[i];
@@ -229,8 +246,19 @@ impl DbIterator {
         self.disk_done = false;
     }
 
-    fn first(&self, i: usize) -> Option<Entry> {
+    /// Empties the read-ahead of every source (their entries may point into zones given back
+    /// once the sources are rebuilt).
+    fn reset_ahead(&mut self) {
+        self.ahead = (0..self.sources.len()).map(|_| VecDeque::new()).collect();
+        self.ahead_len = vec![AHEAD_MIN; self.sources.len()];
+    }
+
+    fn first(&mut self, i: usize) -> Option<Entry> {
         let ix = &self.sources[i];
+        if !self.reverse {
+            let lower = self.lower.clone().map(|key| IKey { key, seq: u64::MAX });
+            return self.read_ahead(i, lower.as_ref().map_or(Bound::Unbounded, Bound::Included));
+        }
         if self.reverse {
             match &self.upper {
                 Some(u) => ix.prev(Bound::Excluded(&IKey {
@@ -306,6 +334,10 @@ impl DbIterator {
     /// Moves source `i`'s head to the first entry after `bound` (`next`) or the last before
     /// it, in the spare key buffer (no allocation once buffers are large enough).
     fn step(&mut self, i: usize, bound: Bound<&IKey>, next: bool) {
+        if next {
+            self.heads[i] = self.read_ahead(i, bound);
+            return;
+        }
         let mut out = std::mem::take(&mut self.spare);
         let ix = &self.sources[i];
         let at = if next {
@@ -320,6 +352,31 @@ impl DbIterator {
                 self.spare = out;
             }
         }
+    }
+
+    /// Source `i`'s first entry after `bound` (forward), from its read-ahead: entries up to
+    /// the bound are dropped, and an empty read-ahead is filled by one walk of the index.
+    fn read_ahead(&mut self, i: usize, bound: Bound<&IKey>) -> Option<Entry> {
+        let q = &mut self.ahead[i];
+        while let Some((k, _)) = q.front() {
+            let past = match bound {
+                Bound::Included(b) => k >= b,
+                Bound::Excluded(b) => k > b,
+                Bound::Unbounded => true,
+            };
+            if past {
+                break;
+            }
+            q.pop_front();
+        }
+        if q.is_empty() {
+            let n = self.ahead_len[i];
+            self.ahead_len[i] = (n * 2).min(AHEAD_MAX);
+            let mut batch = Vec::with_capacity(n);
+            self.sources[i].next_batch(bound, self.upper.as_deref(), n, &mut batch);
+            q.extend(batch);
+        }
+        q.pop_front()
     }
 
     /// Keeps a key buffer no row took, for the next step or probe.

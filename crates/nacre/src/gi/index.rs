@@ -24,7 +24,7 @@ use arc_swap::ArcSwap;
 use crossbeam_skiplist::SkipMap;
 use nacre_pmem::PmOffset;
 
-use crate::index::{IKey, MemIndex};
+use crate::index::{Entry, IKey, MemIndex};
 
 /// One version of a key in the Global Index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -224,6 +224,51 @@ impl MemIndex for GlobalIndex {
         self.first_after(&k.key, out)
     }
 
+    fn next_batch(
+        &self,
+        bound: Bound<&IKey>,
+        upper: Option<&[u8]>,
+        max: usize,
+        out: &mut Vec<Entry>,
+    ) {
+        let mut push = |key: &[u8], vs: &[Version]| -> bool {
+            if upper.is_some_and(|u| key >= u) {
+                return false;
+            }
+            for v in vs {
+                if out.len() >= max {
+                    return false;
+                }
+                let k = IKey {
+                    key: key.to_vec(),
+                    seq: v.seq,
+                };
+                out.push((k, v.at));
+            }
+            out.len() < max
+        };
+        let after = match bound {
+            Bound::Unbounded => Bound::Unbounded,
+            Bound::Included(k) | Bound::Excluded(k) => {
+                let strict = matches!(bound, Bound::Excluded(_));
+                if let Some(e) = self.map.get(&k.key[..]) {
+                    let vs = e.value().versions.load();
+                    let i = vs.partition_point(|v| v.seq > k.seq || (strict && v.seq == k.seq));
+                    if !push(&k.key, &vs[i..]) {
+                        return;
+                    }
+                }
+                Bound::Excluded(&k.key[..])
+            }
+        };
+        for e in self.map.range::<[u8], _>((after, Bound::Unbounded)) {
+            let vs = e.value().versions.load();
+            if !push(e.key(), &vs) {
+                return;
+            }
+        }
+    }
+
     fn prev_into(&self, bound: Bound<&IKey>, out: &mut IKey) -> Option<PmOffset> {
         let (k, strict) = match bound {
             Bound::Unbounded => {
@@ -283,5 +328,33 @@ mod tests {
         assert_eq!(gi.get(b"a", 8), Some((5, PmOffset(40))));
         assert_eq!(gi.get(b"a", 4), None);
         assert_eq!(gi.len(), 5);
+    }
+
+    #[test]
+    fn batches_match_stepping() {
+        let (gi, skip) = (
+            GlobalIndex::default(),
+            crate::index::SkipListIndex::default(),
+        );
+        let mut rng = nacre_pmem::SplitMix64::new(7);
+        for seq in 1..500u64 {
+            let k = vec![b'a' + (rng.next_u64() % 4) as u8; 1 + (rng.next_u64() % 3) as usize];
+            gi.insert(&k, seq, PmOffset(seq * 8));
+            skip.insert(&k, seq, PmOffset(seq * 8));
+        }
+        for _ in 0..300 {
+            let ik = IKey {
+                key: vec![b'a' + (rng.next_u64() % 5) as u8; 1 + (rng.next_u64() % 3) as usize],
+                seq: rng.next_u64() % 520,
+            };
+            let upper = (rng.next_u64() % 2 == 0).then(|| vec![b'a' + (rng.next_u64() % 5) as u8]);
+            let max = 1 + (rng.next_u64() % 60) as usize;
+            for b in [Bound::Included(&ik), Bound::Excluded(&ik), Bound::Unbounded] {
+                let (mut x, mut y) = (Vec::new(), Vec::new());
+                gi.next_batch(b, upper.as_deref(), max, &mut x);
+                skip.next_batch(b, upper.as_deref(), max, &mut y);
+                assert_eq!(x, y, "batch {b:?} to {upper:?} max {max}");
+            }
+        }
     }
 }
