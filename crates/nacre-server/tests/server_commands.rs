@@ -619,6 +619,25 @@ fn info_memory_reports_dram_apart_from_the_pool() {
     // 20 MB of values live in the pool's mapping, not in the heap.
     assert!(pool > 20_000_000, "pool resident {pool}");
     assert_eq!(per_key, dram / 5000);
+    // The engine's own figures: asked for by name or with `all`, not in the default reply.
+    let engine: String = redis::cmd("INFO").arg("nacre").query(&mut c).unwrap();
+    let field = |f: &str| -> u64 {
+        engine
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{f}:")))
+            .unwrap_or_else(|| panic!("no {f} in INFO nacre:\n{engine}"))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    assert!(field("active_memtables") >= 1, "{engine}");
+    assert!(field("commit_groups") >= 1, "{engine}");
+    assert!(field("user_bytes_written") >= 20_000_000, "{engine}");
+    assert!(field("zones_free") < field("zones"), "{engine}");
+    let default: String = redis::cmd("INFO").query(&mut c).unwrap();
+    assert!(!default.contains("# Nacre"));
+    let all: String = redis::cmd("INFO").arg("all").query(&mut c).unwrap();
+    assert!(all.contains("# Nacre\r\n"));
 }
 
 #[test]
