@@ -1,9 +1,11 @@
 //! Keyspace notifications (`notify-keyspace-events`): the event classes, their flag string,
-//! and the events a command's changes raise, named as Redis 7.0 names them.
+//! and publishing the events commands raise as they change keys (`Txn::event`, named as
+//! Redis 7.0 names them).
 
-use crate::cmd::args::is;
+use std::collections::HashMap;
+
 use crate::shared::Shared;
-use crate::store::txn::Change;
+use crate::store::txn::{Change, Event};
 
 /// `K`: publish on `__keyspace@<db>__:<key>`.
 pub const KEYSPACE: u32 = 1 << 0;
@@ -110,168 +112,38 @@ fn class(event: &str) -> u32 {
     }
 }
 
-/// Whether `args` carry one of `words` (an option).
-fn has(args: &[Vec<u8>], words: &[&str]) -> bool {
-    args.iter().skip(1).any(|a| words.iter().any(|w| is(a, w)))
-}
+/// What one command raised: its events in order, and which of its keys existed before and
+/// after it.
+pub type Raised = (Vec<Event>, Vec<Change>);
 
-/// The events a change to `key` by command `name` raises, in order.
-fn events_of(name: &str, args: &[Vec<u8>], cdb: usize, c: &Change) -> Vec<&'static str> {
-    let (key, before, after) = (&c.1, c.2, c.3);
-    let is_src = args.get(1).is_some_and(|a| a == key);
-    let side = |i: usize, l: &'static str, r: &'static str| {
-        if args.get(i).is_some_and(|a| is(a, "left")) {
-            l
-        } else {
-            r
-        }
-    };
-    let mut out: Vec<&'static str> = Vec::new();
-    let main: Option<&'static str> = match name {
-        "del" | "unlink" | "getdel" => Some("del"),
-        "expire" | "pexpire" | "expireat" | "pexpireat" => {
-            Some(if after { "expire" } else { "del" })
-        }
-        "persist" => Some("persist"),
-        "rename" | "renamenx" => Some(if is_src { "rename_from" } else { "rename_to" }),
-        "copy" => Some("copy_to"),
-        "move" => Some(if c.0 == cdb { "move_from" } else { "move_to" }),
-        "set" | "setnx" | "setex" | "psetex" | "getset" | "mset" | "msetnx" | "bitop" => {
-            Some("set")
-        }
-        "incr" | "incrby" | "decr" | "decrby" => Some("incrby"),
-        "incrbyfloat" | "append" | "setrange" | "setbit" => Some(match name {
-            "incrbyfloat" => "incrbyfloat",
-            "append" => "append",
-            "setrange" => "setrange",
-            _ => "setbit",
-        }),
-        "bitfield" => Some("setbit"),
-        "getex" => Some(if has(args, &["persist"]) {
-            "persist"
-        } else {
-            "expire"
-        }),
-        "hset" | "hsetnx" | "hmset" => Some("hset"),
-        "hdel" => Some("hdel"),
-        "hincrby" => Some("hincrby"),
-        "hincrbyfloat" => Some("hincrbyfloat"),
-        "lpush" | "lpushx" => Some("lpush"),
-        "rpush" | "rpushx" => Some("rpush"),
-        "lpop" | "blpop" => Some("lpop"),
-        "rpop" | "brpop" => Some("rpop"),
-        "linsert" => Some("linsert"),
-        "lset" => Some("lset"),
-        "ltrim" => Some("ltrim"),
-        "lrem" => Some("lrem"),
-        "lmpop" | "blmpop" => Some(if has(args, &["left"]) { "lpop" } else { "rpop" }),
-        "lmove" | "blmove" | "rpoplpush" | "brpoplpush" => {
-            let (pop, push) = if name.ends_with("rpoplpush") {
-                ("rpop", "lpush")
-            } else {
-                (side(3, "lpop", "rpop"), side(4, "lpush", "rpush"))
-            };
-            let dst = args.get(2).is_some_and(|a| a == key);
-            if dst {
-                out.push(push);
-            }
-            if is_src {
-                out.push(pop);
-            }
-            None
-        }
-        "sadd" => Some("sadd"),
-        "srem" => Some("srem"),
-        "spop" => Some("spop"),
-        "smove" => Some(if is_src { "srem" } else { "sadd" }),
-        "sinterstore" | "sunionstore" | "sdiffstore" | "zunionstore" | "zinterstore"
-        | "zdiffstore" | "zrangestore" => Some(if after {
-            match name {
-                "sinterstore" => "sinterstore",
-                "sunionstore" => "sunionstore",
-                "sdiffstore" => "sdiffstore",
-                "zunionstore" => "zunionstore",
-                "zinterstore" => "zinterstore",
-                "zdiffstore" => "zdiffstore",
-                _ => "zrangestore",
-            }
-        } else {
-            "del"
-        }),
-        "sort" => Some(if after { "sortstore" } else { "del" }),
-        "zadd" => Some(if has(args, &["incr"]) {
-            "zincr"
-        } else {
-            "zadd"
-        }),
-        "zincrby" => Some("zincr"),
-        "zrem" => Some("zrem"),
-        "zremrangebyscore" => Some("zremrangebyscore"),
-        "zremrangebyrank" => Some("zremrangebyrank"),
-        "zremrangebylex" => Some("zremrangebylex"),
-        "zpopmin" | "bzpopmin" => Some("zpopmin"),
-        "zpopmax" | "bzpopmax" => Some("zpopmax"),
-        "zmpop" | "bzmpop" => Some(if has(args, &["max"]) {
-            "zpopmax"
-        } else {
-            "zpopmin"
-        }),
-        _ => None,
-    };
-    out.extend(main);
-    if out.is_empty() {
-        return out;
-    }
-    // Setting with an expiry also raises `expire`.
-    if matches!(name, "setex" | "psetex")
-        || (name == "set" && has(args, &["ex", "px", "exat", "pxat"]))
-    {
-        out.push("expire");
-    }
-    if !before && after {
-        out.insert(0, "new");
-    }
-    if before && !after && !out.contains(&"del") && out[0] != "rename_from" && out[0] != "move_from"
-    {
-        out.push("del");
-    }
-    out
-}
-
-/// Publishes the events of `changes` made by command `args` in database `db`; the
-/// messages wait for `ticket` (P2 in `pubsub`).
-pub fn publish(shared: &Shared, db: usize, args: &[Vec<u8>], changes: &[Change], ticket: u64) {
+/// Publishes the events one command raised; the messages wait for `ticket` (P2 in `pubsub`).
+/// A key the command deleted without an event that names the deletion (a collection its
+/// last member left, as Redis deletes it after the command's own event) gets `del` after its
+/// last event.
+pub fn publish(shared: &Shared, raised: Raised, ticket: u64) {
+    let (events, changes) = raised;
     let flags = shared.notify_flags();
-    if flags & (KEYSPACE | KEYEVENT) == 0 || changes.is_empty() || !shared.pubsub.anyone() {
+    if flags & (KEYSPACE | KEYEVENT) == 0 || events.is_empty() {
         return;
     }
-    let name = crate::cmd::args::lower(&args[0]);
-    let mut per: Vec<(&Change, Vec<&'static str>)> = changes
-        .iter()
-        .map(|c| (c, events_of(&name, args, db, c)))
-        .collect();
-    // Redis's order where a command changes two keys: a move pushes before it pops; a
-    // rename creates its target first.
-    if matches!(
-        name.as_str(),
-        "lmove" | "blmove" | "rpoplpush" | "brpoplpush"
-    ) {
-        per.reverse();
+    // Per key: its last event's index, and whether a `del` is owed after it.
+    let mut last: HashMap<(usize, &[u8]), (usize, bool)> = HashMap::new();
+    for (i, e) in events.iter().enumerate() {
+        let gone = || {
+            changes
+                .iter()
+                .any(|c| c.0 == e.db && c.1 == e.key && c.2 && !c.3)
+        };
+        let named = matches!(e.name, "del" | "rename_from" | "move_from");
+        let entry = last.entry((e.db, &e.key)).or_insert_with(|| (i, gone()));
+        entry.0 = i;
+        entry.1 &= !named;
     }
-    let mut out: Vec<(&Change, &'static str)> = Vec::new();
-    if matches!(name.as_str(), "rename" | "renamenx") {
-        for (c, es) in &mut per {
-            if es.first() == Some(&"new") {
-                es.remove(0);
-                out.push((*c, "new"));
-            }
+    for (i, e) in events.iter().enumerate() {
+        event(shared, flags, e.db, &e.key, e.name, ticket);
+        if last.get(&(e.db, e.key.as_slice())) == Some(&(i, true)) {
+            event(shared, flags, e.db, &e.key, "del", ticket);
         }
-    }
-    for (c, es) in per {
-        out.extend(es.into_iter().map(|e| (c, e)));
-    }
-    for (c, e) in out {
-        event(shared, flags, c.0, &c.1, e, ticket);
     }
 }
 

@@ -158,6 +158,9 @@ fn serve_one(shared: &Shared, db: usize, resp: u8, req: &Request, key: &[u8]) ->
         locked.push((db, dst));
     }
     let mut txn = shared.store.txn(&locked, now_ms());
+    if shared.notify_flags() != 0 && shared.pubsub.anyone() {
+        txn.record_events();
+    }
     let mut ctx = Ctx {
         txn: &mut txn,
         db,
@@ -167,9 +170,9 @@ fn serve_one(shared: &Shared, db: usize, resp: u8, req: &Request, key: &[u8]) ->
     let out = attempt(&mut ctx, req, &[key.to_vec()]);
     match out {
         Ok(Some(reply)) => {
-            let changes = txn.changes_since(0);
+            let raised = txn.take_raised(0);
             let t = txn.commit();
-            crate::notify::publish(shared, db, &req.args, &changes, t.0);
+            crate::notify::publish(shared, raised, t.0);
             Some((reply, t))
         }
         // As Redis: a move whose source has an element but whose destination holds another

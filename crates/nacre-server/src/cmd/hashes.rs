@@ -68,6 +68,7 @@ pub fn hset(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
         set_field(ctx, key, &m, &fv[0], Some(fv[1].clone()))?;
     }
     resize(ctx, key, size, len)?;
+    ctx.notify(key, "hset");
     Ok(Reply::Integer(added))
 }
 
@@ -130,6 +131,7 @@ pub fn hdel(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     if n > 0 {
         resize(ctx, key, size, 0)?;
         coll::removed(ctx, key, n as u64)?;
+        ctx.notify(key, "hdel");
     }
     Ok(Reply::Integer(n))
 }
@@ -203,6 +205,7 @@ pub fn hincrby(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
         .ok_or_else(|| err("increment or decrement would overflow"))?;
     set_field(ctx, key, &m, &args[2], Some(new.to_string().into_bytes()))?;
     resize(ctx, key, m.size + u64::from(old.is_none()), 0)?;
+    ctx.notify(key, "hincrby");
     Ok(Reply::Integer(new))
 }
 
@@ -226,6 +229,7 @@ pub fn hincrbyfloat(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     let s = new.to_human().into_bytes();
     set_field(ctx, key, &m, &args[2], Some(s.clone()))?;
     resize(ctx, key, m.size + u64::from(old.is_none()), 0)?;
+    ctx.notify(key, "hincrbyfloat");
     Ok(Reply::Bulk(s))
 }
 

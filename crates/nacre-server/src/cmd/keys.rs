@@ -21,6 +21,7 @@ pub fn del(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
         if ctx.txn.get(ctx.db, key)?.is_some() {
             n += 1;
             ctx.txn.set(ctx.db, key, None)?;
+            ctx.notify(key, "del");
         }
     }
     Ok(Reply::Integer(n))
@@ -101,11 +102,13 @@ fn expire_generic(
     }
     if at <= now {
         ctx.txn.set(db, &args[1], None)?;
+        ctx.notify(&args[1], "del");
         return Ok(Reply::Integer(1));
     }
     if let Some(m) = ctx.txn.get_mut(db, &args[1])? {
         m.expire_at = at as u64;
     }
+    ctx.notify(&args[1], "expire");
     Ok(Reply::Integer(1))
 }
 
@@ -185,6 +188,7 @@ pub fn persist(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     match ctx.txn.get_mut(ctx.db, &args[1])? {
         Some(m) if m.expire_at != 0 => {
             m.expire_at = 0;
+            ctx.notify(&args[1], "persist");
             Ok(Reply::Integer(1))
         }
         _ => Ok(Reply::Integer(0)),
@@ -202,9 +206,13 @@ fn rename_generic(ctx: &mut Ctx, args: &[Vec<u8>], nx: bool) -> CmdResult {
     if nx && ctx.txn.get(db, &args[2])?.is_some() {
         return Ok(Reply::Integer(0));
     }
-    // The collection moves with its version: no member is copied.
+    // The collection moves with its version: no member is copied. As Redis, a key in the
+    // way is deleted and the moved one added (`new`).
     ctx.txn.set(db, &args[1], None)?;
+    ctx.txn.set(db, &args[2], None)?;
     ctx.txn.set(db, &args[2], Some(m))?;
+    ctx.notify(&args[1], "rename_from");
+    ctx.notify(&args[2], "rename_to");
     Ok(if nx { Reply::Integer(1) } else { ok() })
 }
 
@@ -250,8 +258,11 @@ pub fn copy(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     let Some(src) = ctx.txn.get(sdb, &args[1])?.cloned() else {
         return Ok(Reply::Integer(0));
     };
-    if ctx.txn.get(ddb, &args[2])?.is_some() && !replace {
-        return Ok(Reply::Integer(0));
+    if ctx.txn.get(ddb, &args[2])?.is_some() {
+        if !replace {
+            return Ok(Reply::Integer(0));
+        }
+        ctx.txn.set(ddb, &args[2], None)?;
     }
     if src.kind.is_collection() {
         let records = ctx.txn.all_records(sdb, &args[1], src.version)?;
@@ -269,6 +280,7 @@ pub fn copy(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     } else {
         ctx.txn.set(ddb, &args[2], Some(src))?;
     }
+    ctx.txn.event(ddb, &args[2], "copy_to");
     Ok(Reply::Integer(1))
 }
 
@@ -296,6 +308,8 @@ pub fn move_(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     }
     ctx.txn.set(ctx.db, &args[1], None)?;
     ctx.txn.set(dst, &args[1], Some(m))?;
+    ctx.notify(&args[1], "move_from");
+    ctx.txn.event(dst, &args[1], "move_to");
     Ok(Reply::Integer(1))
 }
 

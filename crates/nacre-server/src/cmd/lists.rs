@@ -22,6 +22,7 @@ fn push_cmd(ctx: &mut Ctx, args: &[Vec<u8>], left: bool, only_existing: bool) ->
         list_or_new(ctx.txn, ctx.db, key)?
     };
     push(ctx.txn, ctx.db, key, &mut l, left, &args[2..])?;
+    ctx.notify(key, push_event(left));
     Ok(Reply::Integer(l.len() as i64))
 }
 
@@ -45,6 +46,31 @@ pub fn rpushx(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     push_cmd(ctx, args, false, true)
 }
 
+/// The event a push raises.
+fn push_event(left: bool) -> &'static str {
+    if left {
+        "lpush"
+    } else {
+        "rpush"
+    }
+}
+
+/// Pops up to `n` elements from an end of the list at `key`, raising the pop's event when
+/// any went.
+fn pop_notify(
+    ctx: &mut Ctx,
+    key: &[u8],
+    l: &mut List,
+    left: bool,
+    n: u64,
+) -> Result<Vec<Vec<u8>>, Reply> {
+    let out = pop(ctx.txn, ctx.db, key, l, left, n)?;
+    if !out.is_empty() {
+        ctx.notify(key, if left { "lpop" } else { "rpop" });
+    }
+    Ok(out)
+}
+
 fn pop_cmd(ctx: &mut Ctx, args: &[Vec<u8>], left: bool) -> CmdResult {
     let count = match args.len() {
         2 => None,
@@ -61,12 +87,12 @@ fn pop_cmd(ctx: &mut Ctx, args: &[Vec<u8>], left: bool) -> CmdResult {
         });
     };
     match count {
-        None => Ok(pop(ctx.txn, ctx.db, key, &mut l, left, 1)?
+        None => Ok(pop_notify(ctx, key, &mut l, left, 1)?
             .pop()
             .map_or(Reply::Nil, Reply::Bulk)),
         Some(0) => Ok(Reply::Array(vec![])),
         Some(c) => Ok(Reply::Array(
-            pop(ctx.txn, ctx.db, key, &mut l, left, c)?
+            pop_notify(ctx, key, &mut l, left, c)?
                 .into_iter()
                 .map(Reply::Bulk)
                 .collect(),
@@ -136,6 +162,7 @@ pub fn lset(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     let p = index(&l, i).ok_or_else(|| err("index out of range"))?;
     put(ctx.txn, ctx.db, &args[1], &l, p, Some(args[3].clone()))?;
     save(ctx.txn, ctx.db, &args[1], &l)?;
+    ctx.notify(&args[1], "lset");
     Ok(super::ok())
 }
 
@@ -149,6 +176,7 @@ pub fn ltrim(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     let Some((s, e)) = range(s, e, l.len() as usize) else {
         l.tail = l.head;
         save(ctx.txn, ctx.db, key, &l)?;
+        ctx.notify(key, "ltrim");
         return Ok(super::ok());
     };
     let (new_head, new_tail) = (l.head + s as u64, l.head + e as u64 + 1);
@@ -157,6 +185,7 @@ pub fn ltrim(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     }
     (l.head, l.tail) = (new_head, new_tail);
     save(ctx.txn, ctx.db, key, &l)?;
+    ctx.notify(key, "ltrim");
     Ok(super::ok())
 }
 
@@ -208,6 +237,7 @@ pub fn lrem(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
         .map(|(_, v, _)| v)
         .collect();
     splice(ctx.txn, ctx.db, key, &mut l, a, b, kept)?;
+    ctx.notify(key, "lrem");
     Ok(Reply::Integer(found as i64))
 }
 
@@ -236,6 +266,7 @@ pub fn linsert(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     };
     let i = i + u64::from(after);
     splice(ctx.txn, ctx.db, key, &mut l, i, i, vec![args[4].clone()])?;
+    ctx.notify(key, "linsert");
     Ok(Reply::Integer(l.len() as i64))
 }
 
@@ -315,7 +346,8 @@ fn side(b: &[u8]) -> Result<bool, Reply> {
 }
 
 /// Moves one element from an end of `src` to an end of `dst`; it, or `None` when `src` is
-/// missing.
+/// missing. As Redis, the element is pushed first (creating `dst` if need be), then popped,
+/// with their events in that order.
 pub fn lmove_one(
     ctx: &mut Ctx,
     src: &[u8],
@@ -323,13 +355,15 @@ pub fn lmove_one(
     from_left: bool,
     to_left: bool,
 ) -> Result<Option<Vec<u8>>, Reply> {
-    let Some(mut s) = list(ctx.txn, ctx.db, src)? else {
+    let Some(s) = list(ctx.txn, ctx.db, src)? else {
         return Ok(None);
     };
     list(ctx.txn, ctx.db, dst)?;
-    let Some(v) = pop(ctx.txn, ctx.db, src, &mut s, from_left, 1)?.pop() else {
+    if s.is_empty() {
         return Ok(None);
-    };
+    }
+    let end = if from_left { s.head } else { s.tail - 1 };
+    let v = at(ctx.txn, ctx.db, src, &s, end)?;
     let mut d = list_or_new(ctx.txn, ctx.db, dst)?;
     push(
         ctx.txn,
@@ -339,6 +373,12 @@ pub fn lmove_one(
         to_left,
         std::slice::from_ref(&v),
     )?;
+    ctx.notify(dst, push_event(to_left));
+    // Read again: `dst` may be `src`.
+    let Some(mut s) = list(ctx.txn, ctx.db, src)? else {
+        return Ok(None);
+    };
+    pop_notify(ctx, src, &mut s, from_left, 1)?;
     Ok(Some(v))
 }
 
@@ -376,7 +416,7 @@ pub fn mpop(
 ) -> Result<Option<Popped>, Reply> {
     for k in keys {
         if let Some(mut l) = list(ctx.txn, ctx.db, k)? {
-            let popped = pop(ctx.txn, ctx.db, k, &mut l, left, count)?;
+            let popped = pop_notify(ctx, k, &mut l, left, count)?;
             return Ok(Some((k.clone(), popped)));
         }
     }

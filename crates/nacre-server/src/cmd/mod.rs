@@ -48,6 +48,14 @@ pub struct Ctx<'a, 's> {
     pub resp: u8,
 }
 
+impl Ctx<'_, '_> {
+    /// Raises keyspace event `name` on `key` of the client's database (as Redis's
+    /// `notifyKeyspaceEvent`, where the change happens).
+    pub fn notify(&mut self, key: &[u8], name: &'static str) {
+        self.txn.event(self.db, key, name);
+    }
+}
+
 /// What the connection does after a command.
 pub enum Outcome {
     /// Send this once `Ticket` is durable.
@@ -353,14 +361,12 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
             if !cmd.flags.contains(Flags::DENYOOM) {
                 txn.mark_frees_space();
             }
+            // Events are recorded only when someone could receive them.
+            if shared.notify_flags() != 0 && shared.pubsub.anyone() {
+                txn.record_events();
+            }
             let reply = run_key(cmd, &mut txn, client, shared, args);
-            // Changes are collected only when someone could receive their events.
-            let notifying = shared.notify_flags() != 0 && shared.pubsub.anyone();
-            let changes = if notifying {
-                txn.changes_since(0)
-            } else {
-                Vec::new()
-            };
+            let raised = txn.take_raised(0);
             if cmd.flags.contains(Flags::BLOCKING) && matches!(reply, Reply::Nil) {
                 // Nothing to pop: park (outside MULTI; EXEC answers nil instead).
                 drop(txn);
@@ -370,9 +376,7 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
                 };
             }
             let ticket = txn.commit();
-            if notifying {
-                crate::notify::publish(shared, client.db, args, &changes, ticket.0);
-            }
+            crate::notify::publish(shared, raised, ticket.0);
             if cmd.flags.contains(Flags::WRITE) {
                 shared.waiters.serve(shared, &keys);
                 if exclusive {

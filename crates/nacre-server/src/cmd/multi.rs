@@ -148,7 +148,9 @@ pub fn exec(shared: &Shared, client: &mut Client, _: &[Vec<u8>]) -> Outcome {
         }
     }
     let mut replies = Vec::with_capacity(queue.len());
-    let notifying = shared.notify_flags() != 0 && shared.pubsub.anyone();
+    if shared.notify_flags() != 0 && shared.pubsub.anyone() {
+        txn.record_events();
+    }
     let mut events = Vec::new();
     let mut scripts = Vec::new();
     for (args, kerr) in queue.iter().zip(key_errors) {
@@ -192,14 +194,12 @@ pub fn exec(shared: &Shared, client: &mut Client, _: &[Vec<u8>]) -> Outcome {
             },
         };
         replies.push(r);
-        if notifying {
-            events.push((client.db, args, txn.changes_since(mark)));
-        }
+        events.push(txn.take_raised(mark));
     }
     let exclusive = txn.is_exclusive();
     let ticket = txn.commit();
-    for (db, args, changes) in events {
-        crate::notify::publish(shared, db, args, &changes, ticket.0);
+    for raised in events {
+        crate::notify::publish(shared, raised, ticket.0);
     }
     for done in scripts {
         crate::script::release(shared, done, ticket, exclusive);

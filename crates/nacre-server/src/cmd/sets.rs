@@ -62,14 +62,20 @@ fn add(ctx: &mut Ctx, key: &[u8], items: &[Vec<u8>]) -> Result<i64, Reply> {
     Ok(added)
 }
 
-/// Replaces `dst` with a set of `items` (deleting it when there are none); the count.
-fn store(ctx: &mut Ctx, dst: &[u8], items: &[Vec<u8>]) -> Result<i64, Reply> {
+/// Replaces `dst` with a set of `items` (deleting it when there are none); the count. Raises
+/// `event` (the command's name), or `del` when an empty result deletes `dst`.
+fn store(ctx: &mut Ctx, dst: &[u8], items: &[Vec<u8>], event: &'static str) -> Result<i64, Reply> {
     if items.is_empty() {
-        ctx.txn.set(ctx.db, dst, None)?;
+        if ctx.txn.get(ctx.db, dst)?.is_some() {
+            ctx.txn.set(ctx.db, dst, None)?;
+            ctx.notify(dst, "del");
+        }
         return Ok(0);
     }
     ctx.txn.create(ctx.db, dst, Kind::Set)?;
-    add(ctx, dst, items)
+    let n = add(ctx, dst, items)?;
+    ctx.notify(dst, event);
+    Ok(n)
 }
 
 fn bulk_set(ctx: &Ctx, items: Vec<Vec<u8>>) -> Reply {
@@ -83,7 +89,11 @@ fn bulk_set(ctx: &Ctx, items: Vec<Vec<u8>>) -> Reply {
 
 /// `SADD key member...`.
 pub fn sadd(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
-    Ok(Reply::Integer(add(ctx, &args[1], &args[2..])?))
+    let n = add(ctx, &args[1], &args[2..])?;
+    if n > 0 {
+        ctx.notify(&args[1], "sadd");
+    }
+    Ok(Reply::Integer(n))
 }
 
 /// `SREM key member...`.
@@ -102,6 +112,7 @@ pub fn srem(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     if removed > 0 {
         resize(ctx, key, m.size - removed, false)?;
         coll::removed(ctx, key, removed)?;
+        ctx.notify(key, "srem");
     }
     Ok(Reply::Integer(removed as i64))
 }
@@ -175,6 +186,9 @@ pub fn spop(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     }
     resize(ctx, key, m.size - chosen.len() as u64, false)?;
     coll::removed(ctx, key, chosen.len() as u64)?;
+    if !chosen.is_empty() {
+        ctx.notify(key, "spop");
+    }
     Ok(match count {
         None => chosen.into_iter().next().map_or(Reply::Nil, Reply::Bulk),
         Some(_) => bulk_set(ctx, chosen),
@@ -205,7 +219,10 @@ pub fn smove(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     ctx.txn.set_member(ctx.db, src, sm.version, it, None)?;
     resize(ctx, src, sm.size - 1, false)?;
     coll::removed(ctx, src, 1)?;
-    add(ctx, dst, std::slice::from_ref(it))?;
+    ctx.notify(src, "srem");
+    if add(ctx, dst, std::slice::from_ref(it))? > 0 {
+        ctx.notify(dst, "sadd");
+    }
     Ok(Reply::Integer(1))
 }
 
@@ -296,19 +313,19 @@ pub fn sdiff(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
 /// `SINTERSTORE destination key...`.
 pub fn sinterstore(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     let r = inter(ctx, &args[2..], 0)?;
-    Ok(Reply::Integer(store(ctx, &args[1], &r)?))
+    Ok(Reply::Integer(store(ctx, &args[1], &r, "sinterstore")?))
 }
 
 /// `SUNIONSTORE destination key...`.
 pub fn sunionstore(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     let r = union_or_diff(ctx, &args[2..], false)?;
-    Ok(Reply::Integer(store(ctx, &args[1], &r)?))
+    Ok(Reply::Integer(store(ctx, &args[1], &r, "sunionstore")?))
 }
 
 /// `SDIFFSTORE destination key...`.
 pub fn sdiffstore(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     let r = union_or_diff(ctx, &args[2..], true)?;
-    Ok(Reply::Integer(store(ctx, &args[1], &r)?))
+    Ok(Reply::Integer(store(ctx, &args[1], &r, "sdiffstore")?))
 }
 
 /// `SINTERCARD numkeys key... [LIMIT limit]`.

@@ -258,10 +258,13 @@ fn generic(ctx: &mut Ctx, args: &[Vec<u8>], readonly: bool) -> CmdResult {
         Some(dst) => {
             let vals: Vec<Vec<u8>> = out.into_iter().map(Option::unwrap_or_default).collect();
             let n = vals.len() as i64;
-            ctx.txn.set(ctx.db, dst, None)?;
             if n > 0 {
-                let mut l = list::list_or_new(ctx.txn, ctx.db, dst)?;
+                let mut l = list::replace(ctx.txn, ctx.db, dst)?;
                 list::push(ctx.txn, ctx.db, dst, &mut l, false, &vals)?;
+                ctx.notify(dst, "sortstore");
+            } else if ctx.txn.get(ctx.db, dst)?.is_some() {
+                ctx.txn.set(ctx.db, dst, None)?;
+                ctx.notify(dst, "del");
             }
             Ok(Reply::Integer(n))
         }

@@ -129,6 +129,10 @@ pub fn set(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
         Some(exp.unwrap_or(0))
     };
     put(ctx, key, args[2].clone(), expire_at)?;
+    ctx.notify(key, "set");
+    if exp_kind.is_some() {
+        ctx.notify(key, "expire");
+    }
     Ok(if get { reply_old() } else { ok() })
 }
 
@@ -138,12 +142,15 @@ pub fn setnx(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
         return Ok(Reply::Integer(0));
     }
     put(ctx, &args[1], args[2].clone(), Some(0))?;
+    ctx.notify(&args[1], "set");
     Ok(Reply::Integer(1))
 }
 
 fn setex_generic(ctx: &mut Ctx, args: &[Vec<u8>], unit: i64, name: &str) -> CmdResult {
     let at = super::args::expire_time(&args[2], unit, false, ctx.txn.now(), name)?;
     put(ctx, &args[1], args[3].clone(), Some(at))?;
+    ctx.notify(&args[1], "set");
+    ctx.notify(&args[1], "expire");
     Ok(ok())
 }
 
@@ -174,6 +181,7 @@ pub fn mget(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
 pub fn mset(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     for kv in args[1..].chunks(2) {
         put(ctx, &kv[0], kv[1].clone(), Some(0))?;
+        ctx.notify(&kv[0], "set");
     }
     Ok(ok())
 }
@@ -193,6 +201,7 @@ pub fn msetnx(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
 pub fn getset(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     let old = string(ctx, &args[1])?;
     put(ctx, &args[1], args[2].clone(), Some(0))?;
+    ctx.notify(&args[1], "set");
     Ok(old.map_or(Reply::Nil, Reply::Bulk))
 }
 
@@ -201,6 +210,7 @@ pub fn getdel(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     let old = string(ctx, &args[1])?;
     if old.is_some() {
         ctx.txn.set(ctx.db, &args[1], None)?;
+        ctx.notify(&args[1], "del");
     }
     Ok(old.map_or(Reply::Nil, Reply::Bulk))
 }
@@ -231,6 +241,7 @@ pub fn getex(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
         if let Some(m) = ctx.txn.get_mut(ctx.db, &args[1])? {
             m.expire_at = at;
         }
+        ctx.notify(&args[1], if at == 0 { "persist" } else { "expire" });
     }
     Ok(Reply::Bulk(v))
 }
@@ -244,6 +255,7 @@ fn incr_generic(ctx: &mut Ctx, key: &[u8], by: i64) -> CmdResult {
         .checked_add(by)
         .ok_or_else(|| err("increment or decrement would overflow"))?;
     put(ctx, key, new.to_string().into_bytes(), None)?;
+    ctx.notify(key, "incrby");
     Ok(Reply::Integer(new))
 }
 
@@ -285,6 +297,7 @@ pub fn incrbyfloat(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     }
     let s = new.to_human().into_bytes();
     put_hinted(ctx, &args[1], s.clone(), None, Hint::Emb)?;
+    ctx.notify(&args[1], "incrbyfloat");
     Ok(Reply::Bulk(s))
 }
 
@@ -303,6 +316,7 @@ pub fn append(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     } else {
         put(ctx, &args[1], v, None)?;
     }
+    ctx.notify(&args[1], "append");
     Ok(Reply::Integer(n as i64))
 }
 
@@ -361,6 +375,7 @@ pub fn setrange(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     v[off..off + val.len()].copy_from_slice(val);
     let n = v.len();
     put_raw(ctx, &args[1], v)?;
+    ctx.notify(&args[1], "setrange");
     Ok(Reply::Integer(n as i64))
 }
 
@@ -445,6 +460,7 @@ pub fn setbit(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     let mut v = string(ctx, &args[1])?.unwrap_or_default();
     let old = bits::setbit(&mut v, off, bit);
     put_raw(ctx, &args[1], v)?;
+    ctx.notify(&args[1], "setbit");
     Ok(Reply::Integer(old.into()))
 }
 
@@ -517,9 +533,13 @@ pub fn bitop(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     let out = bits::bitop(op, &refs);
     let n = out.len();
     if n == 0 {
-        ctx.txn.set(ctx.db, &args[2], None)?;
+        if ctx.txn.get(ctx.db, &args[2])?.is_some() {
+            ctx.txn.set(ctx.db, &args[2], None)?;
+            ctx.notify(&args[2], "del");
+        }
     } else {
         put_hinted(ctx, &args[2], out, Some(0), Hint::Raw)?;
+        ctx.notify(&args[2], "set");
     }
     Ok(Reply::Integer(n as i64))
 }
@@ -594,6 +614,7 @@ fn bitfield_generic(ctx: &mut Ctx, args: &[Vec<u8>], readonly: bool) -> CmdResul
     }
     if writes {
         put_raw(ctx, &args[1], v)?;
+        ctx.notify(&args[1], "setbit");
     }
     Ok(Reply::Array(out))
 }

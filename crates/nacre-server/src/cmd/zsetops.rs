@@ -49,6 +49,9 @@ pub fn pop(
         z.bounds_changed = true;
     }
     save(ctx, key, z)?;
+    if !items.is_empty() {
+        ctx.notify(key, if max { "zpopmax" } else { "zpopmin" });
+    }
     Ok(items)
 }
 
@@ -403,7 +406,12 @@ fn algebra(ctx: &mut Ctx, args: &[Vec<u8>], op: Op) -> CmdResult {
 fn algebra_store(ctx: &mut Ctx, args: &[Vec<u8>], op: Op) -> CmdResult {
     let (a, inputs) = parse_algebra(ctx, args, 2, op, true, false)?;
     let items = compute(ctx, &a, &inputs)?;
-    Ok(Reply::Integer(store(ctx, &args[1], &items)?))
+    let event = match op {
+        Op::Union => "zunionstore",
+        Op::Inter => "zinterstore",
+        Op::Diff => "zdiffstore",
+    };
+    Ok(Reply::Integer(store(ctx, &args[1], &items, event)?))
 }
 
 /// `ZUNION numkeys key... [WEIGHTS w...] [AGGREGATE SUM|MIN|MAX] [WITHSCORES]`.

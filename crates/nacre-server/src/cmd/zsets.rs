@@ -579,6 +579,9 @@ fn zadd_generic(ctx: &mut Ctx, args: &[Vec<u8>], zincrby: bool) -> CmdResult {
         }
     }
     save(ctx, key, &z)?;
+    if added + updated > 0 {
+        ctx.notify(key, if incr { "zincr" } else { "zadd" });
+    }
     Ok(if incr {
         if processed > 0 {
             Reply::Double(last)
@@ -605,6 +608,7 @@ pub fn zrem(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     }
     if n > 0 {
         save(ctx, key, &z)?;
+        ctx.notify(key, "zrem");
     }
     Ok(Reply::Integer(n))
 }
@@ -798,10 +802,19 @@ pub fn zrevrangebylex(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
 }
 
 /// Replaces `dst` with a sorted set of `items` (deleting it when there are none); the count.
-/// As Redis, a stored result takes the compact encoding when it fits one.
-pub fn store(ctx: &mut Ctx, dst: &[u8], items: &[(Vec<u8>, f64)]) -> Result<i64, Reply> {
+/// As Redis, a stored result takes the compact encoding when it fits one. Raises `event`
+/// (the command's name), or `del` when an empty result deletes `dst`.
+pub fn store(
+    ctx: &mut Ctx,
+    dst: &[u8],
+    items: &[(Vec<u8>, f64)],
+    event: &'static str,
+) -> Result<i64, Reply> {
     if items.is_empty() {
-        ctx.txn.set(ctx.db, dst, None)?;
+        if ctx.txn.get(ctx.db, dst)?.is_some() {
+            ctx.txn.set(ctx.db, dst, None)?;
+            ctx.notify(dst, "del");
+        }
         return Ok(0);
     }
     let m = ctx.txn.create(ctx.db, dst, Kind::ZSet)?;
@@ -812,6 +825,7 @@ pub fn store(ctx: &mut Ctx, dst: &[u8], items: &[(Vec<u8>, f64)]) -> Result<i64,
     let longest = items.iter().map(|(m, _)| m.len()).max().unwrap_or(0);
     z.outgrown = z.size > MAX_LISTPACK.0 || longest > MAX_LISTPACK.1;
     save(ctx, dst, &z)?;
+    ctx.notify(dst, event);
     Ok(z.size as i64)
 }
 
@@ -825,10 +839,15 @@ pub fn zrangestore(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
         None => Vec::new(),
         Some(z) => select(ctx, &args[2], &z, &q)?,
     };
-    Ok(Reply::Integer(store(ctx, &args[1], &items)?))
+    Ok(Reply::Integer(store(ctx, &args[1], &items, "zrangestore")?))
 }
 
 fn remrange(ctx: &mut Ctx, args: &[Vec<u8>], what: Select) -> CmdResult {
+    let event = match &what {
+        Select::Rank(..) => "zremrangebyrank",
+        Select::Score(_) => "zremrangebyscore",
+        Select::Lex(_) => "zremrangebylex",
+    };
     let key = &args[1];
     let Some(mut z) = zset(ctx, key)? else {
         return Ok(Reply::Integer(0));
@@ -845,6 +864,7 @@ fn remrange(ctx: &mut Ctx, args: &[Vec<u8>], what: Select) -> CmdResult {
     }
     if !items.is_empty() {
         save(ctx, key, &z)?;
+        ctx.notify(key, event);
     }
     Ok(Reply::Integer(items.len() as i64))
 }

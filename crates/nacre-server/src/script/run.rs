@@ -13,7 +13,6 @@ use crate::client::Client;
 use crate::cmd::registry::{self, Flags, Local, Run};
 use crate::cmd::{arity_ok, err, ok, run_key, Outcome};
 use crate::shared::Shared;
-use crate::store::txn::Change;
 use crate::store::txn::{Ticket, Txn};
 
 /// The message of a command refused because the run is abandoned (S2); the script's reply
@@ -41,7 +40,7 @@ struct Ctx<'a, 's> {
     full_at_start: bool,
     dirty: Arc<AtomicBool>,
     adds: bool,
-    events: Vec<(usize, Vec<Vec<u8>>, Vec<Change>)>,
+    events: Vec<crate::notify::Raised>,
     written: Vec<(usize, Vec<u8>)>,
     publishes: Vec<(Vec<u8>, Vec<u8>)>,
     notifying: bool,
@@ -86,8 +85,7 @@ impl Ctx<'_, '_> {
             r => r,
         };
         if self.notifying {
-            self.events
-                .push((self.client.db, args.to_vec(), self.txn.changes_since(mark)));
+            self.events.push(self.txn.take_raised(mark));
         }
         if cmd.flags.contains(Flags::WRITE) {
             self.written.extend(keys);
@@ -311,7 +309,7 @@ pub fn eval(
 /// What a finished run leaves to do after its commit.
 pub struct Done {
     adds: bool,
-    events: Vec<(usize, Vec<Vec<u8>>, Vec<Change>)>,
+    events: Vec<crate::notify::Raised>,
     written: Vec<(usize, Vec<u8>)>,
     publishes: Vec<(Vec<u8>, Vec<u8>)>,
 }
@@ -319,8 +317,8 @@ pub struct Done {
 /// Publishes a run's messages and events once its commit is queued (S3), and serves
 /// clients parked on the keys it wrote.
 pub fn release(shared: &Shared, done: Done, ticket: Ticket, exclusive: bool) {
-    for (db, args, changes) in done.events {
-        crate::notify::publish(shared, db, &args, &changes, ticket.0);
+    for raised in done.events {
+        crate::notify::publish(shared, raised, ticket.0);
     }
     for (ch, msg) in done.publishes {
         shared.pubsub.publish(&ch, &msg, ticket.0);
@@ -376,6 +374,9 @@ pub fn run_in(
         publishes: Vec::new(),
         notifying: shared.notify_flags() != 0 && shared.pubsub.anyone(),
     };
+    if ctx.notifying {
+        ctx.txn.record_events();
+    }
     let generation = shared.scripts.generation();
     let reply = Vm::with(generation, |vm| {
         t.run(shared, vm, keys, argv, &mut ctx, kill)

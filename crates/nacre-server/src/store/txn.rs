@@ -113,6 +113,22 @@ pub struct Txn<'s> {
     /// Counts changes (for [`Txn::changes_since`]).
     clock: u64,
     mark: u64,
+    /// The keyspace events the commands raised, in order; `None` while nobody could receive
+    /// them (nothing is recorded).
+    events: Option<Vec<Event>>,
+}
+
+/// A keyspace event a command raised: database, key, event name (as Redis's
+/// `notifyKeyspaceEvent`). `new` is raised here, where a key comes to exist, as Redis raises
+/// it where a key is added.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    /// Database.
+    pub db: usize,
+    /// Key.
+    pub key: Vec<u8>,
+    /// Event name.
+    pub name: &'static str,
 }
 
 /// Members of a collection: (member, value) pairs.
@@ -202,6 +218,7 @@ impl<'s> Txn<'s> {
             count_delta: Vec::new(),
             clock: 0,
             mark: 0,
+            events: None,
         }
     }
 
@@ -342,6 +359,49 @@ impl<'s> Txn<'s> {
         self.clock
     }
 
+    /// Records the keyspace events commands raise from now on (someone could receive them).
+    pub fn record_events(&mut self) {
+        self.events.get_or_insert_with(Vec::new);
+    }
+
+    /// Raises keyspace event `name` on `key` of database `db` (kept only while recording).
+    pub fn event(&mut self, db: usize, key: &[u8], name: &'static str) {
+        if let Some(e) = &mut self.events {
+            e.push(Event {
+                db,
+                key: key.to_vec(),
+                name,
+            });
+        }
+    }
+
+    /// The events raised since the last call.
+    pub fn take_events(&mut self) -> Vec<Event> {
+        self.events.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    /// What the command raised since `mark` (see [`Txn::mark`]): its events (taken), and
+    /// its keys' existence before and after when there are any.
+    pub fn take_raised(&mut self, mark: u64) -> crate::notify::Raised {
+        let events = self.take_events();
+        let changes = if events.is_empty() {
+            Vec::new()
+        } else {
+            self.changes_since(mark)
+        };
+        (events, changes)
+    }
+
+    /// Raises `new` if key `i` (loaded) does not exist now and is about to.
+    fn raise_new(&mut self, i: usize) {
+        let now = self.now;
+        let k = &self.keys[i];
+        if self.events.is_some() && k.cur.as_ref().is_none_or(|m| m.expired(now)) {
+            let (db, key) = (k.db, k.key.clone());
+            self.event(db, &key, "new");
+        }
+    }
+
     /// Keys changed since `mark`, with whether each existed before and after.
     pub fn changes_since(&self, mark: u64) -> Vec<Change> {
         self.keys
@@ -396,6 +456,9 @@ impl<'s> Txn<'s> {
     pub fn set(&mut self, db: usize, key: &[u8], meta: Option<Meta>) -> Result<()> {
         let i = self.index(db, key)?;
         self.load(i)?;
+        if meta.is_some() {
+            self.raise_new(i);
+        }
         if meta.is_some() || self.keys[i].cur.is_some() {
             self.note(i);
         }
@@ -417,6 +480,7 @@ impl<'s> Txn<'s> {
         let v = self.new_version();
         let i = self.index(db, key)?;
         self.load(i)?;
+        self.raise_new(i);
         self.note(i);
         self.keys[i].touched = true;
         Ok(self.keys[i].cur.insert(Meta::collection(kind, v)))

@@ -54,6 +54,11 @@ pub fn list_or_new(txn: &mut Txn<'_>, db: usize, key: &[u8]) -> Result<List> {
     if let Some(l) = list(txn, db, key)? {
         return Ok(l);
     }
+    replace(txn, db, key)
+}
+
+/// A new, empty list at `key`, replacing whatever it held.
+pub fn replace(txn: &mut Txn<'_>, db: usize, key: &[u8]) -> Result<List> {
     let m = txn.create(db, key, Kind::List)?;
     m.payload = encoding::list_payload(LIST_START, LIST_START);
     Ok(List {
