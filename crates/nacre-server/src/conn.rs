@@ -468,7 +468,12 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, info: Arc<ClientInfo>
         }
         io.buf.drain(..start);
         client.flush_counters(&shared);
-        // This round's writes reach the engine together (K2: in ticket order).
+        // This round's writes reach the engine together (K2: in ticket order). Under a
+        // crowd, other connections ready on this thread run their rounds first, so one
+        // commit carries theirs too.
+        if shared.store.commits.crowded() && shared.store.commits.staged() {
+            tokio::task::yield_now().await;
+        }
         shared.store.commits.flush(&shared.store);
         if !send_ready(&shared, &io.stream, &mut io.q) {
             break;

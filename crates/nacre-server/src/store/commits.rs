@@ -63,6 +63,43 @@ struct Queue {
     handed: VecDeque<(u64, WriteToken)>,
 }
 
+/// Rounds closer together than this (microseconds) count as a crowd.
+pub const CROWD_GAP_US: u64 = 25;
+/// Rounds in a row that make a crowd.
+const CROWD_STREAK: u32 = 4;
+
+/// When the last round of requests ended, and how many in a row came close together.
+struct Crowd {
+    start: std::time::Instant,
+    last_us: std::sync::atomic::AtomicU64,
+    streak: std::sync::atomic::AtomicU32,
+}
+
+impl Default for Crowd {
+    fn default() -> Crowd {
+        Crowd {
+            start: std::time::Instant::now(),
+            last_us: std::sync::atomic::AtomicU64::new(0),
+            streak: std::sync::atomic::AtomicU32::new(0),
+        }
+    }
+}
+
+impl Crowd {
+    fn note(&self) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        let now = self.start.elapsed().as_micros() as u64;
+        let prev = self.last_us.swap(now, Relaxed);
+        let streak = if now.saturating_sub(prev) < CROWD_GAP_US {
+            (self.streak.load(Relaxed) + 1).min(CROWD_STREAK)
+        } else {
+            0
+        };
+        self.streak.store(streak, Relaxed);
+        streak >= CROWD_STREAK
+    }
+}
+
 /// Queued commits.
 pub struct Commits {
     queue: Mutex<Queue>,
@@ -78,6 +115,8 @@ pub struct Commits {
     full: std::sync::atomic::AtomicBool,
     /// Whether the backend's fence costs nanoseconds: flushes commit on their own thread.
     inline: bool,
+    /// How close together rounds of requests come (see [`Commits::crowded`]).
+    crowd: Crowd,
     /// Held by a flush that commits and resolves on its own thread, so that commits are
     /// resolved and published in ticket order (K6).
     resolving: Mutex<()>,
@@ -134,6 +173,7 @@ impl Commits {
             any_staged: std::sync::atomic::AtomicBool::new(false),
             full: std::sync::atomic::AtomicBool::new(false),
             inline,
+            crowd: Crowd::default(),
             resolving: Mutex::new(()),
         }
     }
@@ -246,6 +286,19 @@ impl Commits {
             self.resolve(store, ticket, frees, &deltas, fut.wait());
             self.publish(ticket);
         }
+    }
+
+    /// Whether batches wait to be handed to the engine.
+    pub fn staged(&self) -> bool {
+        self.any_staged.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Notes that a connection finished a round of requests; whether rounds now come close
+    /// together (several within [`CROWD_GAP_US`] of each other). A connection about to
+    /// commit then lets the other ready connections run their rounds first, so that one
+    /// commit carries them all; a lone client does not pay for that wait.
+    pub fn crowded(&self) -> bool {
+        self.crowd.note()
     }
 
     /// Hands the staged batches to the engine (see [`Commits::submit`]).
