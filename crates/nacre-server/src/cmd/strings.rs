@@ -106,13 +106,13 @@ pub fn set(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     }
     let db = ctx.db;
     let key = &args[1];
-    let old = match ctx.txn.get(db, key)? {
-        Some(m) if m.kind == Kind::String => Some(m.payload.clone()),
+    // The old value is copied only for GET.
+    let (exists, old) = match ctx.txn.get(db, key)? {
+        Some(m) if m.kind == Kind::String => (true, get.then(|| m.payload.clone())),
         Some(_) if get => return Err(wrongtype()),
-        Some(_) => Some(Vec::new()),
-        None => None,
+        Some(_) => (true, None),
+        None => (false, None),
     };
-    let exists = old.is_some();
     let reply_old = || -> Reply {
         if get {
             old.clone().map_or(Reply::Nil, Reply::Bulk)

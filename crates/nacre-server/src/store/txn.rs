@@ -34,8 +34,10 @@ struct KeyState {
     /// Written by the command (Redis "modifies" a key even when the value stays the same: a
     /// SET of the same value still aborts its watchers and is still written).
     touched: bool,
-    /// As stored (or pending) when first read: expired keys included.
+    /// As stored (or pending) when first read, expired keys included; kept only once the
+    /// command changes the key (`cur` until then: see [`KeyState::orig`]).
     orig: Option<Meta>,
+    orig_kept: bool,
     /// As this command leaves it.
     cur: Option<Meta>,
     /// `sub` records this command wrote.
@@ -57,10 +59,33 @@ impl KeyState {
             loaded: false,
             touched: false,
             orig: None,
+            orig_kept: false,
             cur: None,
             subs: BTreeMap::new(),
             changed_at: 0,
             before: false,
+        }
+    }
+
+    /// The record as first read.
+    fn orig(&self) -> &Option<Meta> {
+        if self.orig_kept {
+            &self.orig
+        } else {
+            &self.cur
+        }
+    }
+
+    /// Keeps the record as first read before the first change: moved out when the change
+    /// replaces it whole (`replacing`), copied when it is changed in place.
+    fn keep_orig(&mut self, replacing: bool) {
+        if !self.orig_kept {
+            self.orig = if replacing {
+                self.cur.take()
+            } else {
+                self.cur.clone()
+            };
+            self.orig_kept = true;
         }
     }
 }
@@ -329,8 +354,9 @@ impl<'s> Txn<'s> {
         }
         let meta = raw.map(|r| Meta::decode(&r)).transpose()?;
         let k = &mut self.keys[i];
-        k.orig = meta.clone();
         k.cur = meta;
+        k.orig = None;
+        k.orig_kept = false;
         k.loaded = true;
         Ok(())
     }
@@ -437,6 +463,7 @@ impl<'s> Txn<'s> {
         }
         let now = self.now;
         let k = &mut self.keys[i];
+        k.keep_orig(false);
         if k.cur.as_ref().is_some_and(|m| m.expired(now)) {
             k.cur = None;
         }
@@ -464,6 +491,7 @@ impl<'s> Txn<'s> {
         }
         let k = &mut self.keys[i];
         k.touched |= meta.is_some() || k.cur.is_some();
+        k.keep_orig(true);
         k.cur = meta;
         Ok(())
     }
@@ -482,8 +510,10 @@ impl<'s> Txn<'s> {
         self.load(i)?;
         self.raise_new(i);
         self.note(i);
-        self.keys[i].touched = true;
-        Ok(self.keys[i].cur.insert(Meta::collection(kind, v)))
+        let k = &mut self.keys[i];
+        k.touched = true;
+        k.keep_orig(true);
+        Ok(k.cur.insert(Meta::collection(kind, v)))
     }
 
     /// Member `member` of collection `version` of `key`.
@@ -848,7 +878,7 @@ impl<'s> Txn<'s> {
         for i in 0..self.keys.len() {
             let k = &self.keys[i];
             let Some(ov) = k
-                .orig
+                .orig()
                 .as_ref()
                 .filter(|m| k.loaded && m.kind.is_collection())
                 .map(|m| m.version)
@@ -905,7 +935,7 @@ impl<'s> Txn<'s> {
             let gen = self.ns.get().gens[k.db];
             // A key rewritten with the same record is written again (as Redis appends it to
             // its log): only a collection whose members changed keeps its record as it is.
-            let meta_changed = k.orig != k.cur || (k.touched && k.subs.is_empty());
+            let meta_changed = k.orig() != &k.cur || (k.touched && k.subs.is_empty());
             let live_version = k
                 .cur
                 .as_ref()
@@ -934,7 +964,7 @@ impl<'s> Txn<'s> {
                     None => batch.delete(&subs.meta, &k.mkey),
                 };
                 meta_out = Some(enc);
-                let old_exp = k.orig.as_ref().map_or(0, |m| m.expire_at);
+                let old_exp = k.orig().as_ref().map_or(0, |m| m.expire_at);
                 let new_exp = k.cur.as_ref().map_or(0, |m| m.expire_at);
                 if old_exp != new_exp {
                     if old_exp != 0 {
@@ -944,12 +974,12 @@ impl<'s> Txn<'s> {
                         batch.put(&subs.expire, encoding::expire_key(new_exp, gen, &k.key), []);
                     }
                 }
-                if let Some(o) = k.orig.as_ref().filter(|m| m.kind.is_collection()) {
+                if let Some(o) = k.orig().as_ref().filter(|m| m.kind.is_collection()) {
                     if !owners.iter().any(|(v, _)| *v == o.version) {
                         batch.put(&subs.gc, encoding::sub_prefix(o.version), []);
                     }
                 }
-                let delta = i64::from(k.cur.is_some()) - i64::from(k.orig.is_some());
+                let delta = i64::from(k.cur.is_some()) - i64::from(k.orig().is_some());
                 if delta != 0 {
                     deltas.push((k.db, delta));
                 }
