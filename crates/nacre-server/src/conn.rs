@@ -75,11 +75,11 @@ impl Queue {
             if !commits.is_done(t) {
                 break;
             }
-            if let Some(line) = commits.failed(t) {
+            if let Some(why) = commits.failed(t) {
                 // Replace this reply's bytes with the error.
                 let start = self.ready;
                 let mut err = Vec::new();
-                encode(&mut err, &Reply::Error(line), resp);
+                encode(&mut err, &Reply::Error(why.reply()), resp);
                 let tail = self.bytes.split_off(e);
                 self.bytes.truncate(start);
                 self.bytes.extend_from_slice(&err);

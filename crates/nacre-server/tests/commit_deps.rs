@@ -42,7 +42,10 @@ fn queue(shared: &Shared, c: &mut Client, args: &[&[u8]]) -> (Reply, u64) {
 /// The reply as a client gets it: an error if the commit it waits for failed.
 fn settle(shared: &Shared, (r, t): (Reply, u64)) -> Result<Reply, String> {
     let st = &shared.store;
-    st.commits.wait_blocking(st, t).map(|()| r)
+    st.commits
+        .wait_blocking(st, t)
+        .map(|()| r)
+        .map_err(|e| e.reply())
 }
 
 fn run(shared: &Shared, c: &mut Client, args: &[&[u8]]) -> Result<Reply, String> {

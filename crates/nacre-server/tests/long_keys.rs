@@ -97,7 +97,7 @@ fn run(shared: &Shared, c: &mut Client, args: &[&[u8]]) -> Result<Reply, String>
     match execute(shared, c, args.iter().map(|a| a.to_vec()).collect()) {
         Outcome::Reply(r, t) => {
             let st = &shared.store;
-            st.commits.wait_blocking(st, t.0)?;
+            st.commits.wait_blocking(st, t.0).map_err(|e| e.reply())?;
             match r {
                 Reply::Error(e) => Err(e),
                 r => Ok(r),

@@ -105,7 +105,7 @@ pub struct Commits {
     queue: Mutex<Queue>,
     rx: Mutex<Option<mpsc::UnboundedReceiver<InFlight>>>,
     durable: watch::Sender<u64>,
-    failures: Mutex<HashMap<u64, String>>,
+    failures: Mutex<HashMap<u64, CommitError>>,
     /// Whether `failures` holds anything: replies check it without taking the lock.
     any_failed: std::sync::atomic::AtomicBool,
     /// Whether `staged` may hold batches: flushes check it without taking the lock.
@@ -150,6 +150,45 @@ fn to_completer(q: &mut Queue, meta: Meta, fut: WriteFuture, left: &mut Vec<InFl
 
 /// Redis's refusal of a command that adds data over `maxmemory`.
 pub const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
+
+/// Why a commit failed; every command that waited for it answers [`CommitError::reply`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CommitError {
+    /// The pool had no room for it (Redis's `-OOM`).
+    #[error("the pool is full")]
+    PoolFull,
+    /// It read a write whose commit failed (K7).
+    #[error("it read a write that failed")]
+    Dependency,
+    /// The disk levels cannot take data now (Redis's `-MISCONF`).
+    #[error("the disk levels cannot take data now ({0})")]
+    DiskLevels(String),
+    /// Another engine error.
+    #[error("{0}")]
+    Engine(String),
+}
+
+impl CommitError {
+    fn of(e: nacre::Error) -> CommitError {
+        match e {
+            nacre::Error::PoolFull { .. } => CommitError::PoolFull,
+            nacre::Error::DependencyFailed => CommitError::Dependency,
+            nacre::Error::SpillFailed { .. } => CommitError::DiskLevels(e.to_string()),
+            e => CommitError::Engine(StoreError::Engine(e).to_string()),
+        }
+    }
+
+    /// The error line (without the `-`) the command answers.
+    pub fn reply(&self) -> String {
+        match self {
+            CommitError::PoolFull => OOM.to_string(),
+            CommitError::DiskLevels(_) => {
+                format!("MISCONF {self}; writes resume by themselves once the disk has room")
+            }
+            e => format!("ERR the write was not committed: {e}"),
+        }
+    }
+}
 
 impl Commits {
     /// Commit tracking starting after ticket 0, with versions below `version_mark` covered.
@@ -399,9 +438,8 @@ impl Commits {
         self.full.store(false, std::sync::atomic::Ordering::Release);
     }
 
-    /// The error line (without the `-`) that a command whose commit failed answers, if
-    /// `ticket`'s did.
-    pub fn failed(&self, ticket: u64) -> Option<String> {
+    /// Why `ticket`'s commit failed, if it did.
+    pub fn failed(&self, ticket: u64) -> Option<CommitError> {
         if ticket == 0 || !self.any_failed.load(std::sync::atomic::Ordering::Acquire) {
             return None;
         }
@@ -410,20 +448,11 @@ impl Commits {
 
     /// Records that `ticket`'s commit failed.
     fn record_failure(&self, ticket: u64, e: nacre::Error) {
-        let why = match e {
-            nacre::Error::PoolFull { .. } => {
-                tracing::warn!(ticket, error = %e, "the pool is full: commands that add data are refused until something frees space");
-                self.full.store(true, std::sync::atomic::Ordering::Release);
-                OOM.to_string()
-            }
-            nacre::Error::DependencyFailed => {
-                "ERR the write was not committed: it read a write that failed".to_string()
-            }
-            nacre::Error::SpillFailed { .. } => format!(
-                "MISCONF the disk levels cannot take data now ({e}); writes resume by themselves once the disk has room"
-            ),
-            e => format!("ERR the write was not committed: {}", StoreError::Engine(e)),
-        };
+        if matches!(e, nacre::Error::PoolFull { .. }) {
+            tracing::warn!(ticket, error = %e, "the pool is full: commands that add data are refused until something frees space");
+            self.full.store(true, std::sync::atomic::Ordering::Release);
+        }
+        let why = CommitError::of(e);
         tracing::error!(ticket, error = %why, "a commit failed");
         self.failures.lock().insert(ticket, why);
         self.any_failed
@@ -436,7 +465,7 @@ impl Commits {
     }
 
     /// Waits until `ticket` is durable: `Err` with the reason if its commit failed.
-    pub async fn wait(&self, store: &Store, ticket: u64) -> std::result::Result<(), String> {
+    pub async fn wait(&self, store: &Store, ticket: u64) -> std::result::Result<(), CommitError> {
         if ticket == 0 {
             return Ok(());
         }
@@ -450,7 +479,11 @@ impl Commits {
     }
 
     /// Blocking [`Commits::wait`], for threads outside the runtime.
-    pub fn wait_blocking(&self, store: &Store, ticket: u64) -> std::result::Result<(), String> {
+    pub fn wait_blocking(
+        &self,
+        store: &Store,
+        ticket: u64,
+    ) -> std::result::Result<(), CommitError> {
         self.flush(store);
         let mut rx = self.durable.subscribe();
         while *rx.borrow_and_update() < ticket {
