@@ -1,52 +1,21 @@
-//! Hash commands. A hash is a metadata record (field count, version) and one `sub` record
-//! per field under its version.
+//! Hash commands: arguments, events and replies around the operations in `types/hash.rs`.
 
 use nacre_resp::Reply;
 
 use super::args::{int, long_double, parse_i64_strict};
-use super::coll::{self, typed, typed_or_new, Draw};
+use super::coll::{self, Draw};
 use super::registry::{cmd, Command, Keys::Range as KR, Run::Key};
 use super::{arity_error, err, ok, CmdResult, Ctx};
 use crate::store::encoding::{Kind, Meta};
-use crate::store::txn::Members;
-
-/// Redis's `hash-max-listpack-entries` and `hash-max-listpack-value` defaults.
-const MAX_LISTPACK: (u64, usize) = (128, 64);
+use crate::types::hash;
 
 /// The hash at `key` (`None` if missing; WRONGTYPE for another type).
-fn hash(ctx: &mut Ctx, key: &[u8]) -> Result<Option<Meta>, Reply> {
-    typed(ctx, key, Kind::Hash)
-}
-
-/// The hash at `key`, created empty if missing.
-fn hash_or_new(ctx: &mut Ctx, key: &[u8]) -> Result<Meta, Reply> {
-    typed_or_new(ctx, key, Kind::Hash)
-}
-
-/// Stores the hash's new size (deleting it when empty), noting when a size or a field or
-/// value of `len` bytes takes it past a listpack.
-fn resize(ctx: &mut Ctx, key: &[u8], size: u64, len: usize) -> Result<(), Reply> {
-    coll::resize(
-        ctx,
-        key,
-        size,
-        size > MAX_LISTPACK.0 || len > MAX_LISTPACK.1,
-    )
+fn get(ctx: &mut Ctx, key: &[u8]) -> Result<Option<Meta>, Reply> {
+    Ok(hash::get(ctx.txn, ctx.db, key)?)
 }
 
 fn field(ctx: &mut Ctx, key: &[u8], m: &Meta, f: &[u8]) -> Result<Option<Vec<u8>>, Reply> {
-    Ok(ctx.txn.member(ctx.db, key, m.version, f)?)
-}
-
-fn set_field(
-    ctx: &mut Ctx,
-    key: &[u8],
-    m: &Meta,
-    f: &[u8],
-    v: Option<Vec<u8>>,
-) -> Result<(), Reply> {
-    ctx.txn.set_member(ctx.db, key, m.version, f, v)?;
-    Ok(())
+    Ok(hash::field(ctx.txn, ctx.db, key, m, f)?)
 }
 
 /// `HSET key field value [field value ...]`: fields added.
@@ -54,21 +23,8 @@ pub fn hset(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     if args.len() % 2 != 0 {
         return Err(arity_error("hset"));
     }
-    let key = &args[1];
-    let m = hash_or_new(ctx, key)?;
-    let mut size = m.size;
-    let mut added = 0;
-    let mut len = 0;
-    for fv in args[2..].chunks(2) {
-        if field(ctx, key, &m, &fv[0])?.is_none() {
-            added += 1;
-            size += 1;
-        }
-        len = len.max(fv[0].len()).max(fv[1].len());
-        set_field(ctx, key, &m, &fv[0], Some(fv[1].clone()))?;
-    }
-    resize(ctx, key, size, len)?;
-    ctx.notify(key, "hset");
+    let added = hash::set(ctx.txn, ctx.db, &args[1], &args[2..])?;
+    ctx.notify(&args[1], "hset");
     Ok(Reply::Integer(added))
 }
 
@@ -84,7 +40,7 @@ pub fn hmset(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
 /// `HSETNX key field value`.
 pub fn hsetnx(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     let key = &args[1];
-    if let Some(m) = hash(ctx, key)? {
+    if let Some(m) = get(ctx, key)? {
         if field(ctx, key, &m, &args[2])?.is_some() {
             return Ok(Reply::Integer(0));
         }
@@ -94,7 +50,7 @@ pub fn hsetnx(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
 
 /// `HGET key field`.
 pub fn hget(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
-    let Some(m) = hash(ctx, &args[1])? else {
+    let Some(m) = get(ctx, &args[1])? else {
         return Ok(Reply::Nil);
     };
     Ok(field(ctx, &args[1], &m, &args[2])?.map_or(Reply::Nil, Reply::Bulk))
@@ -102,7 +58,7 @@ pub fn hget(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
 
 /// `HMGET key field...`.
 pub fn hmget(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
-    let m = hash(ctx, &args[1])?;
+    let m = get(ctx, &args[1])?;
     let mut out = Vec::with_capacity(args.len() - 2);
     for f in &args[2..] {
         out.push(match &m {
@@ -115,23 +71,9 @@ pub fn hmget(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
 
 /// `HDEL key field...`.
 pub fn hdel(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
-    let key = &args[1];
-    let Some(m) = hash(ctx, key)? else {
-        return Ok(Reply::Integer(0));
-    };
-    let mut size = m.size;
-    let mut n = 0;
-    for f in &args[2..] {
-        if field(ctx, key, &m, f)?.is_some() {
-            set_field(ctx, key, &m, f, None)?;
-            size -= 1;
-            n += 1;
-        }
-    }
+    let n = hash::delete(ctx.txn, ctx.db, &args[1], &args[2..])?;
     if n > 0 {
-        resize(ctx, key, size, 0)?;
-        coll::removed(ctx, key, n as u64)?;
-        ctx.notify(key, "hdel");
+        ctx.notify(&args[1], "hdel");
     }
     Ok(Reply::Integer(n))
 }
@@ -139,13 +81,13 @@ pub fn hdel(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
 /// `HLEN key`.
 pub fn hlen(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     Ok(Reply::Integer(
-        hash(ctx, &args[1])?.map_or(0, |m| m.size as i64),
+        get(ctx, &args[1])?.map_or(0, |m| m.size as i64),
     ))
 }
 
 /// `HEXISTS key field`.
 pub fn hexists(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
-    let Some(m) = hash(ctx, &args[1])? else {
+    let Some(m) = get(ctx, &args[1])? else {
         return Ok(Reply::Integer(0));
     };
     Ok(Reply::Integer(
@@ -153,17 +95,10 @@ pub fn hexists(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     ))
 }
 
-fn all(ctx: &mut Ctx, key: &[u8]) -> Result<Members, Reply> {
-    match hash(ctx, key)? {
-        None => Ok(Vec::new()),
-        Some(m) => Ok(ctx.txn.all_members(ctx.db, key, m.version)?),
-    }
-}
-
 /// `HGETALL key`.
 pub fn hgetall(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     Ok(Reply::Map(
-        all(ctx, &args[1])?
+        hash::fields(ctx.txn, ctx.db, &args[1])?
             .into_iter()
             .map(|(f, v)| (Reply::Bulk(f), Reply::Bulk(v)))
             .collect(),
@@ -173,7 +108,7 @@ pub fn hgetall(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
 /// `HKEYS key`.
 pub fn hkeys(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     Ok(Reply::Array(
-        all(ctx, &args[1])?
+        hash::fields(ctx.txn, ctx.db, &args[1])?
             .into_iter()
             .map(|(f, _)| Reply::Bulk(f))
             .collect(),
@@ -183,7 +118,7 @@ pub fn hkeys(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
 /// `HVALS key`.
 pub fn hvals(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     Ok(Reply::Array(
-        all(ctx, &args[1])?
+        hash::fields(ctx.txn, ctx.db, &args[1])?
             .into_iter()
             .map(|(_, v)| Reply::Bulk(v))
             .collect(),
@@ -194,7 +129,7 @@ pub fn hvals(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
 pub fn hincrby(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     let by = int(&args[3])?;
     let key = &args[1];
-    let m = hash_or_new(ctx, key)?;
+    let m = hash::get_or_new(ctx.txn, ctx.db, key)?;
     let old = field(ctx, key, &m, &args[2])?;
     let cur = match &old {
         None => 0,
@@ -203,8 +138,8 @@ pub fn hincrby(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     let new = cur
         .checked_add(by)
         .ok_or_else(|| err("increment or decrement would overflow"))?;
-    set_field(ctx, key, &m, &args[2], Some(new.to_string().into_bytes()))?;
-    resize(ctx, key, m.size + u64::from(old.is_none()), 0)?;
+    let v = new.to_string().into_bytes();
+    hash::put(ctx.txn, ctx.db, key, &m, &args[2], v, old.is_none())?;
     ctx.notify(key, "hincrby");
     Ok(Reply::Integer(new))
 }
@@ -216,7 +151,7 @@ pub fn hincrbyfloat(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
         return Err(err("value is NaN or Infinity"));
     }
     let key = &args[1];
-    let m = hash_or_new(ctx, key)?;
+    let m = hash::get_or_new(ctx.txn, ctx.db, key)?;
     let old = field(ctx, key, &m, &args[2])?;
     let cur = match &old {
         None => crate::longdouble::LongDouble::ZERO,
@@ -227,15 +162,14 @@ pub fn hincrbyfloat(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
         return Err(err("increment would produce NaN or Infinity"));
     }
     let s = new.to_human().into_bytes();
-    set_field(ctx, key, &m, &args[2], Some(s.clone()))?;
-    resize(ctx, key, m.size + u64::from(old.is_none()), 0)?;
+    hash::put(ctx.txn, ctx.db, key, &m, &args[2], s.clone(), old.is_none())?;
     ctx.notify(key, "hincrbyfloat");
     Ok(Reply::Bulk(s))
 }
 
 /// `HSTRLEN key field`.
 pub fn hstrlen(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
-    let Some(m) = hash(ctx, &args[1])? else {
+    let Some(m) = get(ctx, &args[1])? else {
         return Ok(Reply::Integer(0));
     };
     Ok(Reply::Integer(

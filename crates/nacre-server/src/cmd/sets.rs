@@ -1,65 +1,20 @@
-//! Set commands. A set is a metadata record (member count, version) and one empty `sub`
-//! record per member under its version. `OBJECT ENCODING` follows Redis 7.0: `intset` while
-//! every member is an integer and there are at most 512, then `hashtable` for good; an
-//! `intset` lists its members in numeric order, as Redis does.
-
-use std::collections::BTreeSet;
+//! Set commands: arguments, events and replies around the operations in `types/set.rs`.
 
 use nacre_resp::Reply;
 
-use super::args::{is, parse_i64_strict, positive, positive_or};
-use super::coll::{self, check_type, numkeys, random_members, resize, typed, typed_or_new, Draw};
+use super::args::{is, positive, positive_or};
+use super::coll::{self, numkeys, Draw};
 use super::registry::{cmd, Command, Keys, Keys::Range as KR, Run::Key};
 use super::{syntax, CmdResult, Ctx};
-use crate::store::encoding::{Hint, Kind, Meta};
-use crate::store::txn::Members;
-
-/// Redis's `set-max-intset-entries` default.
-const MAX_INTSET: u64 = 512;
+use crate::store::encoding::{Kind, Meta};
+use crate::types::set;
 
 fn set(ctx: &mut Ctx, key: &[u8]) -> Result<Option<Meta>, Reply> {
-    typed(ctx, key, Kind::Set)
+    Ok(set::get(ctx.txn, ctx.db, key)?)
 }
 
 fn has(ctx: &mut Ctx, key: &[u8], m: &Meta, member: &[u8]) -> Result<bool, Reply> {
-    Ok(ctx.txn.member(ctx.db, key, m.version, member)?.is_some())
-}
-
-/// Whether a set holding `m` and then `added` stays an intset.
-fn outgrows(m: &Meta, size: u64, added: &[u8]) -> bool {
-    m.hint == Hint::Raw || size > MAX_INTSET || parse_i64_strict(added).is_none()
-}
-
-/// Every member of the set at `key` (empty if missing), in the order Redis lists them.
-fn members(ctx: &mut Ctx, key: &[u8]) -> Result<Vec<Vec<u8>>, Reply> {
-    let Some(m) = set(ctx, key)? else {
-        return Ok(Vec::new());
-    };
-    let all: Members = ctx.txn.all_members(ctx.db, key, m.version)?;
-    let mut out: Vec<Vec<u8>> = all.into_iter().map(|(k, _)| k).collect();
-    if m.hint != Hint::Raw {
-        out.sort_by_key(|v| parse_i64_strict(v).unwrap_or(0));
-    }
-    Ok(out)
-}
-
-/// Adds `items` to the set at `key` (created if missing); how many were new.
-fn add(ctx: &mut Ctx, key: &[u8], items: &[Vec<u8>]) -> Result<i64, Reply> {
-    let m = typed_or_new(ctx, key, Kind::Set)?;
-    let mut size = m.size;
-    let mut outgrown = m.hint == Hint::Raw;
-    let mut added = 0;
-    for it in items {
-        if !has(ctx, key, &m, it)? {
-            ctx.txn
-                .set_member(ctx.db, key, m.version, it, Some(Vec::new()))?;
-            size += 1;
-            added += 1;
-            outgrown |= outgrows(&m, size, it);
-        }
-    }
-    resize(ctx, key, size, outgrown)?;
-    Ok(added)
+    Ok(set::contains(ctx.txn, ctx.db, key, m, member)?)
 }
 
 /// Replaces `dst` with a set of `items` (deleting it when there are none); the count. Raises
@@ -72,8 +27,7 @@ fn store(ctx: &mut Ctx, dst: &[u8], items: &[Vec<u8>], event: &'static str) -> R
         }
         return Ok(0);
     }
-    ctx.txn.create(ctx.db, dst, Kind::Set)?;
-    let n = add(ctx, dst, items)?;
+    let n = set::replace(ctx.txn, ctx.db, dst, items)?;
     ctx.notify(dst, event);
     Ok(n)
 }
@@ -89,7 +43,7 @@ fn bulk_set(ctx: &Ctx, items: Vec<Vec<u8>>) -> Reply {
 
 /// `SADD key member...`.
 pub fn sadd(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
-    let n = add(ctx, &args[1], &args[2..])?;
+    let n = set::add(ctx.txn, ctx.db, &args[1], &args[2..])?;
     if n > 0 {
         ctx.notify(&args[1], "sadd");
     }
@@ -102,24 +56,16 @@ pub fn srem(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     let Some(m) = set(ctx, key)? else {
         return Ok(Reply::Integer(0));
     };
-    let mut removed = 0;
-    for it in &args[2..] {
-        if has(ctx, key, &m, it)? {
-            ctx.txn.set_member(ctx.db, key, m.version, it, None)?;
-            removed += 1;
-        }
-    }
-    if removed > 0 {
-        resize(ctx, key, m.size - removed, false)?;
-        coll::removed(ctx, key, removed)?;
+    let n = set::remove(ctx.txn, ctx.db, key, &m, &args[2..])?;
+    if n > 0 {
         ctx.notify(key, "srem");
     }
-    Ok(Reply::Integer(removed as i64))
+    Ok(Reply::Integer(n as i64))
 }
 
 /// `SMEMBERS key`.
 pub fn smembers(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
-    let all = members(ctx, &args[1])?;
+    let all = set::members(ctx.txn, ctx.db, &args[1])?;
     Ok(bulk_set(ctx, all))
 }
 
@@ -170,22 +116,7 @@ pub fn spop(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     if count == Some(0) {
         return Ok(bulk_set(ctx, Vec::new()));
     }
-    let chosen: Vec<Vec<u8>> = random_members(
-        ctx,
-        key,
-        m.version,
-        m.size,
-        count.unwrap_or(1) as u64,
-        false,
-    )?
-    .into_iter()
-    .map(|(k, _)| k)
-    .collect();
-    for it in &chosen {
-        ctx.txn.set_member(ctx.db, key, m.version, it, None)?;
-    }
-    resize(ctx, key, m.size - chosen.len() as u64, false)?;
-    coll::removed(ctx, key, chosen.len() as u64)?;
+    let chosen = set::pop(ctx.txn, ctx.db, key, &m, count.unwrap_or(1) as u64)?;
     if !chosen.is_empty() {
         ctx.notify(key, "spop");
     }
@@ -209,122 +140,55 @@ pub fn smove(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     let Some(sm) = set(ctx, src)? else {
         return Ok(Reply::Integer(0));
     };
-    check_type(ctx, dst, Kind::Set)?;
+    set(ctx, dst)?;
     if src == dst {
         return Ok(Reply::Integer(has(ctx, src, &sm, it)?.into()));
     }
     if !has(ctx, src, &sm, it)? {
         return Ok(Reply::Integer(0));
     }
-    ctx.txn.set_member(ctx.db, src, sm.version, it, None)?;
-    resize(ctx, src, sm.size - 1, false)?;
-    coll::removed(ctx, src, 1)?;
+    // As Redis: the member leaves `src` (which goes if it empties), then joins `dst`.
+    set::remove(ctx.txn, ctx.db, src, &sm, std::slice::from_ref(it))?;
     ctx.notify(src, "srem");
-    if add(ctx, dst, std::slice::from_ref(it))? > 0 {
+    if set::add(ctx.txn, ctx.db, dst, std::slice::from_ref(it))? > 0 {
         ctx.notify(dst, "sadd");
     }
     Ok(Reply::Integer(1))
 }
 
-/// Checks the type of every key, then loads each set (`None`: missing).
-fn load_all(ctx: &mut Ctx, keys: &[Vec<u8>]) -> Result<Vec<Option<Meta>>, Reply> {
-    let mut out = Vec::with_capacity(keys.len());
-    for k in keys {
-        out.push(set(ctx, k)?);
-    }
-    Ok(out)
-}
-
-/// The intersection of the sets at `keys`, stopping at `limit` members (0: no limit).
-fn inter(ctx: &mut Ctx, keys: &[Vec<u8>], limit: usize) -> Result<Vec<Vec<u8>>, Reply> {
-    let metas = load_all(ctx, keys)?;
-    if metas.iter().any(Option::is_none) {
-        return Ok(Vec::new());
-    }
-    // Walk the smallest set; look each member up in the others.
-    let mut order: Vec<usize> = (0..keys.len()).collect();
-    order.sort_by_key(|&i| metas[i].as_ref().map_or(0, |m| m.size));
-    let first = order[0];
-    let mut out = Vec::new();
-    'member: for it in members(ctx, &keys[first])? {
-        for &j in &order[1..] {
-            let Some(m) = metas[j].as_ref() else {
-                continue 'member;
-            };
-            if !has(ctx, &keys[j], m, &it)? {
-                continue 'member;
-            }
-        }
-        out.push(it);
-        if limit != 0 && out.len() >= limit {
-            break;
-        }
-    }
-    Ok(out)
-}
-
-/// The union (`diff == false`) or difference of the sets at `keys`.
-fn union_or_diff(ctx: &mut Ctx, keys: &[Vec<u8>], diff: bool) -> Result<Vec<Vec<u8>>, Reply> {
-    let metas = load_all(ctx, keys)?;
-    let mut acc: BTreeSet<Vec<u8>> = BTreeSet::new();
-    if diff {
-        if metas[0].is_none() {
-            return Ok(Vec::new());
-        }
-        acc.extend(members(ctx, &keys[0])?);
-        for (k, m) in keys.iter().zip(&metas).skip(1) {
-            if acc.is_empty() {
-                break;
-            }
-            if m.is_some() {
-                for it in members(ctx, k)? {
-                    acc.remove(&it);
-                }
-            }
-        }
-    } else {
-        for (k, m) in keys.iter().zip(&metas) {
-            if m.is_some() {
-                acc.extend(members(ctx, k)?);
-            }
-        }
-    }
-    Ok(acc.into_iter().collect())
-}
-
 /// `SINTER key...`.
 pub fn sinter(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
-    let r = inter(ctx, &args[1..], 0)?;
+    let r = set::inter(ctx.txn, ctx.db, &args[1..], 0)?;
     Ok(bulk_set(ctx, r))
 }
 
 /// `SUNION key...`.
 pub fn sunion(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
-    let r = union_or_diff(ctx, &args[1..], false)?;
+    let r = set::union_or_diff(ctx.txn, ctx.db, &args[1..], false)?;
     Ok(bulk_set(ctx, r))
 }
 
 /// `SDIFF key...`.
 pub fn sdiff(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
-    let r = union_or_diff(ctx, &args[1..], true)?;
+    let r = set::union_or_diff(ctx.txn, ctx.db, &args[1..], true)?;
     Ok(bulk_set(ctx, r))
 }
 
 /// `SINTERSTORE destination key...`.
 pub fn sinterstore(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
-    let r = inter(ctx, &args[2..], 0)?;
+    let r = set::inter(ctx.txn, ctx.db, &args[2..], 0)?;
     Ok(Reply::Integer(store(ctx, &args[1], &r, "sinterstore")?))
 }
 
 /// `SUNIONSTORE destination key...`.
 pub fn sunionstore(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
-    let r = union_or_diff(ctx, &args[2..], false)?;
+    let r = set::union_or_diff(ctx.txn, ctx.db, &args[2..], false)?;
     Ok(Reply::Integer(store(ctx, &args[1], &r, "sunionstore")?))
 }
 
 /// `SDIFFSTORE destination key...`.
 pub fn sdiffstore(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
-    let r = union_or_diff(ctx, &args[2..], true)?;
+    let r = set::union_or_diff(ctx.txn, ctx.db, &args[2..], true)?;
     Ok(Reply::Integer(store(ctx, &args[1], &r, "sdiffstore")?))
 }
 
@@ -342,7 +206,7 @@ pub fn sintercard(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
         }
     }
     Ok(Reply::Integer(
-        inter(ctx, &args[2..2 + n], limit)?.len() as i64
+        set::inter(ctx.txn, ctx.db, &args[2..2 + n], limit)?.len() as i64,
     ))
 }
 

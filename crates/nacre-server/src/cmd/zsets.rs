@@ -7,11 +7,11 @@
 use nacre_resp::Reply;
 
 use super::args::{int, is};
-use super::coll::typed;
 use super::registry::{cmd, Command, Keys::Range as KR, Run::Key};
 use super::{err, syntax, CmdResult, Ctx};
 use crate::store::encoding::{self, Hint, Kind};
 use crate::store::StoreError;
+use crate::types::{coll, typed};
 
 /// Redis's `zset-max-listpack-entries` and `zset-max-listpack-value` defaults.
 pub const MAX_LISTPACK: (u64, usize) = (128, 64);
@@ -90,7 +90,9 @@ impl Z {
 
 /// The sorted set at `key` (`None` if missing; WRONGTYPE for another type).
 pub fn zset(ctx: &mut Ctx, key: &[u8]) -> Result<Option<Z>, Reply> {
-    typed(ctx, key, Kind::ZSet)?.map(|m| Z::of(&m)).transpose()
+    typed(ctx.txn, ctx.db, key, Kind::ZSet)?
+        .map(|m| Z::of(&m))
+        .transpose()
 }
 
 /// The sorted set at `key`, created empty if missing.
@@ -154,7 +156,7 @@ pub fn set_score(
 
 /// Records the set's count, encoding and index bounds (deleting it when empty).
 pub fn save(ctx: &mut Ctx, key: &[u8], z: &Z) -> Result<(), Reply> {
-    super::coll::resize(ctx, key, z.size, z.outgrown)?;
+    coll::resize(ctx.txn, ctx.db, key, z.size, z.outgrown)?;
     if z.bounds_changed && z.size > 0 {
         if let Some(m) = ctx.txn.get_mut(ctx.db, key)? {
             m.payload = encoding::zset_payload(z.lo.as_deref(), z.hi.as_deref());

@@ -2,7 +2,10 @@
 //! a key, apart from parsing its arguments and writing its reply (`cmd/`). Operations return
 //! typed errors; commands of any family call them, never each other's handlers.
 
+pub mod coll;
+pub mod hash;
 pub mod list;
+pub mod set;
 
 use nacre_resp::Reply;
 
