@@ -6,7 +6,8 @@ use super::args::{int, is, lower, not_integer, parse_i64_strict};
 use super::registry::{cmd, Command, Keys::Range as KR, Run::Key};
 use super::{err, ok, syntax, wrongtype, CmdResult, Ctx};
 use crate::bits::{self, BitOp, Overflow};
-use crate::store::encoding::{Hint, Kind, Meta};
+use crate::store::encoding::{Hint, Kind};
+use crate::types::string;
 
 /// Longest string (Redis: 512 MiB).
 pub const MAX_STRING: usize = 512 << 20;
@@ -17,25 +18,12 @@ fn too_big() -> Reply {
 
 /// The string at `key`: `None` if missing, WRONGTYPE if another type.
 fn string(ctx: &mut Ctx, key: &[u8]) -> Result<Option<Vec<u8>>, Reply> {
-    let db = ctx.db;
-    match ctx.txn.get(db, key)? {
-        None => Ok(None),
-        Some(m) if m.kind == Kind::String => Ok(Some(m.payload.clone())),
-        Some(_) => Err(wrongtype()),
-    }
+    Ok(string::get(ctx.txn, ctx.db, key)?)
 }
 
-/// Stores `v` at `key` keeping its expiry when `keep_ttl`.
+/// Stores `v` at `key`, with expiry time `expire_at` (0: none) or keeping its expiry.
 fn put(ctx: &mut Ctx, key: &[u8], v: Vec<u8>, expire_at: Option<u64>) -> Result<(), Reply> {
-    let db = ctx.db;
-    let keep = match expire_at {
-        Some(at) => at,
-        None => ctx.txn.get(db, key)?.map_or(0, |m| m.expire_at),
-    };
-    let mut m = Meta::string(v);
-    m.expire_at = keep;
-    ctx.txn.set(db, key, Some(m))?;
-    Ok(())
+    put_hinted(ctx, key, v, expire_at, Hint::Auto)
 }
 
 /// Stores `v` at `key` as a string changed in place (`OBJECT ENCODING` says `raw`), keeping
@@ -51,11 +39,7 @@ fn put_hinted(
     expire_at: Option<u64>,
     hint: Hint,
 ) -> Result<(), Reply> {
-    put(ctx, key, v, expire_at)?;
-    if let Some(m) = ctx.txn.get_mut(ctx.db, key)? {
-        m.hint = hint;
-    }
-    Ok(())
+    Ok(string::put(ctx.txn, ctx.db, key, v, expire_at, hint)?)
 }
 
 /// `GET key`.

@@ -6,6 +6,7 @@ pub mod coll;
 pub mod hash;
 pub mod list;
 pub mod set;
+pub mod string;
 
 use nacre_resp::Reply;
 
