@@ -5,6 +5,8 @@
 //! 0 is `0x80` of byte 0 and bit 8 is `0x80` of byte 1. Reads past the end of
 //! a string see zero bits; writes grow the string with zero bytes.
 
+use crate::num::parse_i64_strict;
+
 /// Largest bit offset accepted by SETBIT, GETBIT and BITFIELD: offsets must
 /// be below 2^32, which addresses a 512 MiB string (the default
 /// `proto-max-bulk-len`).
@@ -20,38 +22,6 @@ pub const ERR_FIELD_TYPE: &str =
 /// An error reply; the field is the full message, starting with `"ERR "`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BitError(pub &'static str);
-
-/// Parses a signed 64-bit decimal integer with the strict rules Redis uses
-/// for integer arguments: optional leading `-`, no `+`, no leading zeros, no
-/// whitespace, no overflow.
-fn parse_i64_strict(s: &[u8]) -> Option<i64> {
-    if s == b"0" {
-        return Some(0);
-    }
-    let (negative, digits) = match s.split_first() {
-        Some((b'-', rest)) => (true, rest),
-        Some(_) => (false, s),
-        None => return None,
-    };
-    match digits.first() {
-        Some(b'1'..=b'9') => {}
-        _ => return None,
-    }
-    let mut acc: i64 = 0;
-    for &d in digits {
-        if !d.is_ascii_digit() {
-            return None;
-        }
-        let digit = i64::from(d - b'0');
-        acc = acc.checked_mul(10)?;
-        acc = if negative {
-            acc.checked_sub(digit)?
-        } else {
-            acc.checked_add(digit)?
-        };
-    }
-    Some(acc)
-}
 
 /// Parses a bit offset argument.
 ///

@@ -23,6 +23,7 @@ pub(crate) mod latency;
 pub(crate) mod lcs;
 pub(crate) mod longdouble;
 pub(crate) mod notify;
+pub(crate) mod num;
 pub(crate) mod pubsub;
 pub(crate) mod rdb;
 pub(crate) mod script;

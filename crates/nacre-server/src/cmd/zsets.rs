@@ -1,119 +1,31 @@
-//! Sorted set commands, part one: the encoding's helpers, ZADD and its relatives, ranges and
-//! ranks. A sorted set is a metadata record (member count, version), a `sub` record per
-//! member holding its score, and a score index under the same version (entries ordered by
-//! score, then member, as Redis orders them; `store/encoding.rs`). Range queries by score or
-//! by member seek the index; a rank is counted from the nearer end of the index.
+//! Sorted set commands, part one: ZADD and its relatives, ranges and ranks, with arguments,
+//! events and replies around the operations in `types/zset.rs`.
 
 use nacre_resp::Reply;
 
 use super::args::{int, is};
 use super::registry::{cmd, Command, Keys::Range as KR, Run::Key};
 use super::{err, syntax, CmdResult, Ctx};
-use crate::store::encoding::{self, Hint, Kind};
-use crate::store::StoreError;
-use crate::types::{coll, typed};
-
-/// Redis's `zset-max-listpack-entries` and `zset-max-listpack-value` defaults.
-pub const MAX_LISTPACK: (u64, usize) = (128, 64);
-
-/// A sorted set while a command works on it.
-pub struct Z {
-    /// Its version.
-    pub version: u64,
-    /// Members.
-    pub size: u64,
-    /// Past its compact encoding.
-    pub outgrown: bool,
-    /// Bounds on its index entries (suffixes after version ++ 0xFF): every entry is at or
-    /// above `lo` and below `hi`. Pops move them past what they delete, so a walk from an
-    /// end does not step over the deleted entries again.
-    pub lo: Option<Vec<u8>>,
-    /// See `lo`.
-    pub hi: Option<Vec<u8>>,
-    /// The bounds changed and must be written.
-    pub bounds_changed: bool,
-}
-
-impl Z {
-    /// The sorted set a metadata record describes.
-    pub fn of(m: &crate::store::encoding::Meta) -> Result<Z, Reply> {
-        let (lo, hi) = encoding::zset_bounds(&m.payload)?;
-        Ok(Z {
-            version: m.version,
-            size: m.size,
-            outgrown: m.hint == Hint::Raw,
-            lo,
-            hi,
-            bounds_changed: false,
-        })
-    }
-
-    /// A new, empty sorted set under `version`.
-    pub fn empty(version: u64) -> Z {
-        Z {
-            version,
-            size: 0,
-            outgrown: false,
-            lo: None,
-            hi: None,
-            bounds_changed: false,
-        }
-    }
-
-    /// The index key range `[start, end)` that holds every entry.
-    pub fn index_range(&self) -> (Vec<u8>, Vec<u8>) {
-        let (mut start, mut end) = encoding::score_index(self.version);
-        if let Some(lo) = &self.lo {
-            start.extend_from_slice(lo);
-        }
-        if let Some(hi) = &self.hi {
-            end = encoding::score_index(self.version).0;
-            end.extend_from_slice(hi);
-        }
-        (start, end)
-    }
-
-    /// Notes an index entry written with `suffix`, widening the bounds to hold it.
-    fn admit(&mut self, suffix: &[u8]) {
-        if self.lo.as_deref().is_some_and(|lo| suffix < lo) {
-            self.lo = Some(suffix.to_vec());
-            self.bounds_changed = true;
-        }
-        if self.hi.as_deref().is_some_and(|hi| suffix >= hi) {
-            let mut h = suffix.to_vec();
-            h.push(0);
-            self.hi = Some(h);
-            self.bounds_changed = true;
-        }
-    }
-}
+use crate::store::encoding::Kind;
+use crate::types::zset;
+pub use crate::types::zset::{LexRange, Query, ScoreRange, Select, MAX_LISTPACK, Z};
 
 /// The sorted set at `key` (`None` if missing; WRONGTYPE for another type).
 pub fn zset(ctx: &mut Ctx, key: &[u8]) -> Result<Option<Z>, Reply> {
-    typed(ctx.txn, ctx.db, key, Kind::ZSet)?
-        .map(|m| Z::of(&m))
-        .transpose()
+    Ok(zset::get(ctx.txn, ctx.db, key)?)
 }
 
 /// The sorted set at `key`, created empty if missing.
 pub fn zset_or_new(ctx: &mut Ctx, key: &[u8]) -> Result<Z, Reply> {
-    if let Some(z) = zset(ctx, key)? {
-        return Ok(z);
-    }
-    let m = ctx.txn.create(ctx.db, key, Kind::ZSet)?;
-    Ok(Z::empty(m.version))
+    Ok(zset::get_or_new(ctx.txn, ctx.db, key)?)
 }
 
 /// The score of `member`, if it is in the set.
 pub fn score_of(ctx: &mut Ctx, key: &[u8], z: &Z, member: &[u8]) -> Result<Option<f64>, Reply> {
-    match ctx.txn.member(ctx.db, key, z.version, member)? {
-        None => Ok(None),
-        Some(v) => Ok(Some(encoding::decode_score(&v)?)),
-    }
+    Ok(zset::score(ctx.txn, ctx.db, key, z, member)?)
 }
 
-/// Sets `member`'s score to `new` (`None`: removes it), given its score now; keeps the
-/// index and the count in step.
+/// Sets `member`'s score to `new` (`None`: removes it), given its score now.
 pub fn set_score(
     ctx: &mut Ctx,
     key: &[u8],
@@ -122,323 +34,27 @@ pub fn set_score(
     old: Option<f64>,
     new: Option<f64>,
 ) -> Result<(), Reply> {
-    if let Some(o) = old {
-        ctx.txn
-            .sub_put(ctx.db, key, encoding::score_key(z.version, o, member), None)?;
-    }
-    // Redis stores -0 as 0.
-    match new.map(|n| if n == 0.0 { 0.0 } else { n }) {
-        Some(n) => {
-            ctx.txn.set_member(
-                ctx.db,
-                key,
-                z.version,
-                member,
-                Some(n.to_le_bytes().to_vec()),
-            )?;
-            let ik = encoding::score_key(z.version, n, member);
-            z.admit(&ik[9..]);
-            ctx.txn.sub_put(ctx.db, key, ik, Some(Vec::new()))?;
-            if old.is_none() {
-                z.size += 1;
-                z.outgrown |= z.size > MAX_LISTPACK.0 || member.len() > MAX_LISTPACK.1;
-            }
-        }
-        None => {
-            ctx.txn.set_member(ctx.db, key, z.version, member, None)?;
-            if old.is_some() {
-                z.size -= 1;
-            }
-        }
-    }
-    Ok(())
+    Ok(zset::set_score(ctx.txn, ctx.db, key, z, member, old, new)?)
 }
 
 /// Records the set's count, encoding and index bounds (deleting it when empty).
 pub fn save(ctx: &mut Ctx, key: &[u8], z: &Z) -> Result<(), Reply> {
-    coll::resize(ctx.txn, ctx.db, key, z.size, z.outgrown)?;
-    if z.bounds_changed && z.size > 0 {
-        if let Some(m) = ctx.txn.get_mut(ctx.db, key)? {
-            m.payload = encoding::zset_payload(z.lo.as_deref(), z.hi.as_deref());
-        }
-    }
-    Ok(())
-}
-
-/// Visits index entries in `[lower, upper)` in score order (highest first when `reverse`)
-/// until `f` says stop.
-pub fn walk(
-    ctx: &mut Ctx,
-    key: &[u8],
-    lower: Vec<u8>,
-    upper: Vec<u8>,
-    reverse: bool,
-    mut f: impl FnMut(f64, &[u8]) -> bool,
-) -> Result<(), Reply> {
-    ctx.txn
-        .sub_scan(ctx.db, key, lower, upper, reverse, |k, _| {
-            let (s, m) = encoding::split_score_key(k)
-                .ok_or_else(|| StoreError::Corrupt("sorted set index key".into()))?;
-            Ok(f(s, m))
-        })?;
-    Ok(())
-}
-
-/// A score bound as `ZRANGEBYSCORE` takes it: `(` makes it exclusive; what follows reads as
-/// C's `strtod` reads it, NaN refused.
-fn score_bound(b: &[u8]) -> Option<(f64, bool)> {
-    let (ex, rest) = match b.split_first() {
-        Some((b'(', rest)) => (true, rest),
-        _ => (false, b),
-    };
-    let s = std::str::from_utf8(rest).ok()?;
-    let t = s.trim_start();
-    let v = if t.is_empty() {
-        0.0
-    } else {
-        super::args::parse_f64(t.as_bytes())?
-    };
-    Some((v, ex))
-}
-
-/// A score range.
-#[derive(Clone, Copy)]
-pub struct ScoreRange {
-    min: f64,
-    minex: bool,
-    max: f64,
-    maxex: bool,
-}
-
-impl ScoreRange {
-    /// Parses `min max` (Redis's error when either is bad).
-    pub fn parse(min: &[u8], max: &[u8]) -> Result<ScoreRange, Reply> {
-        match (score_bound(min), score_bound(max)) {
-            (Some((min, minex)), Some((max, maxex))) => Ok(ScoreRange {
-                min,
-                minex,
-                max,
-                maxex,
-            }),
-            _ => Err(err("min or max is not a float")),
-        }
-    }
-
-    fn above_min(&self, s: f64) -> bool {
-        if self.minex {
-            s > self.min
-        } else {
-            s >= self.min
-        }
-    }
-
-    fn below_max(&self, s: f64) -> bool {
-        if self.maxex {
-            s < self.max
-        } else {
-            s <= self.max
-        }
-    }
-
-    fn empty(&self) -> bool {
-        self.min > self.max || (self.min == self.max && (self.minex || self.maxex))
-    }
-}
-
-/// One end of a lexicographic range.
-#[derive(Clone)]
-enum LexBound {
-    Min,
-    Max,
-    In(Vec<u8>),
-    Ex(Vec<u8>),
-}
-
-impl LexBound {
-    fn parse(b: &[u8]) -> Option<LexBound> {
-        match b.split_first() {
-            Some((b'+', [])) => Some(LexBound::Max),
-            Some((b'-', [])) => Some(LexBound::Min),
-            Some((b'[', rest)) => Some(LexBound::In(rest.to_vec())),
-            Some((b'(', rest)) => Some(LexBound::Ex(rest.to_vec())),
-            _ => None,
-        }
-    }
-}
-
-/// A lexicographic range.
-#[derive(Clone)]
-pub struct LexRange {
-    min: LexBound,
-    max: LexBound,
-}
-
-impl LexRange {
-    /// Parses `min max` (Redis's error when either is bad).
-    pub fn parse(min: &[u8], max: &[u8]) -> Result<LexRange, Reply> {
-        match (LexBound::parse(min), LexBound::parse(max)) {
-            (Some(min), Some(max)) => Ok(LexRange { min, max }),
-            _ => Err(err("min or max not valid string range item")),
-        }
-    }
-
-    fn above_min(&self, m: &[u8]) -> bool {
-        match &self.min {
-            LexBound::Min => true,
-            LexBound::Max => false,
-            LexBound::In(b) => m >= b.as_slice(),
-            LexBound::Ex(b) => m > b.as_slice(),
-        }
-    }
-
-    fn below_max(&self, m: &[u8]) -> bool {
-        match &self.max {
-            LexBound::Max => true,
-            LexBound::Min => false,
-            LexBound::In(b) => m <= b.as_slice(),
-            LexBound::Ex(b) => m < b.as_slice(),
-        }
-    }
-}
-
-/// What a range command selects.
-#[derive(Clone)]
-pub enum Select {
-    /// Ranks `start..=stop` (negative: from the end).
-    Rank(i64, i64),
-    /// Scores.
-    Score(ScoreRange),
-    /// Members, for sets whose scores are all equal.
-    Lex(LexRange),
-}
-
-/// A range query: what, in which direction, and `LIMIT offset count` (count < 0: all).
-#[derive(Clone)]
-pub struct Query {
-    /// The selection.
-    pub select: Select,
-    /// Highest first.
-    pub rev: bool,
-    /// Matches skipped first.
-    pub offset: i64,
-    /// Matches returned at most (negative: all).
-    pub limit: i64,
+    Ok(zset::save(ctx.txn, ctx.db, key, z)?)
 }
 
 /// The members (with scores) a query selects, in reply order.
 pub fn select(ctx: &mut Ctx, key: &[u8], z: &Z, q: &Query) -> Result<Vec<(Vec<u8>, f64)>, Reply> {
-    let (start, end) = z.index_range();
-    let mut out = Vec::new();
-    match &q.select {
-        Select::Rank(s, e) => {
-            let Some((a, b)) = super::args::range(*s, *e, z.size as usize) else {
-                return Ok(out);
-            };
-            let n = z.size as usize;
-            // Ascending ranks [a, b] (from the other end when reversed).
-            let (a, b) = if q.rev {
-                (n - 1 - b, n - 1 - a)
-            } else {
-                (a, b)
-            };
-            let from_front = a <= n - 1 - b;
-            let skip = if from_front { a } else { n - 1 - b };
-            let take = b - a + 1;
-            let mut seen = 0;
-            walk(ctx, key, start, end, !from_front, |s, m| {
-                if seen >= skip {
-                    out.push((m.to_vec(), s));
-                }
-                seen += 1;
-                out.len() < take
-            })?;
-            if from_front == q.rev {
-                out.reverse();
-            }
-            return Ok(out);
-        }
-        Select::Score(r) if r.empty() => return Ok(out),
-        Select::Score(_) | Select::Lex(_) => {}
-    }
-    if q.offset < 0 || q.limit == 0 {
-        return Ok(out);
-    }
-    let limit = usize::try_from(q.limit).unwrap_or(usize::MAX);
-    let mut skip = q.offset;
-    // Where the walk starts and ends: a score range seeks to its first score (from the
-    // high end: past its last); a lexicographic range walks the whole index.
-    let (lo, hi) = match &q.select {
-        Select::Score(r) if q.rev && r.max != f64::INFINITY => {
-            let mut hi = encoding::score_seek(z.version, r.max);
-            let past = u64::from_be_bytes(encoding::score_bytes(r.max)) + 1;
-            hi.truncate(9);
-            hi.extend_from_slice(&past.to_be_bytes());
-            (start, hi.min(end))
-        }
-        Select::Score(r) if !q.rev => (encoding::score_seek(z.version, r.min).max(start), end),
-        _ => (start, end),
-    };
-    let select = &q.select;
-    walk(ctx, key, lo, hi, q.rev, |s, m| {
-        // (below the range's low end, above its high end)
-        let (low, high) = match select {
-            Select::Score(r) => (!r.above_min(s), !r.below_max(s)),
-            Select::Lex(r) => (!r.above_min(m), !r.below_max(m)),
-            Select::Rank(..) => (false, false),
-        };
-        // Entries before the range (ties with an exclusive bound) are skipped; the first one
-        // past it ends the walk.
-        let (before, past) = if q.rev { (high, low) } else { (low, high) };
-        if !before && !past {
-            if skip > 0 {
-                skip -= 1;
-            } else {
-                out.push((m.to_vec(), s));
-            }
-        }
-        !past && out.len() < limit
-    })?;
-    Ok(out)
+    Ok(zset::select(ctx.txn, ctx.db, key, z, q)?)
 }
 
-/// The 0-based rank of `member` with `score`, from the low end (or the high end when
-/// `rev`), counted from whichever end of the index is nearer.
-pub fn rank(
-    ctx: &mut Ctx,
-    key: &[u8],
-    z: &Z,
-    member: &[u8],
-    score: f64,
-    rev: bool,
-) -> Result<u64, Reply> {
-    let (start, end) = z.index_range();
-    let me = encoding::score_key(z.version, score, member);
-    // Count the entries below `me` from the front, giving up halfway; past halfway, count
-    // those above it from the back instead.
-    let half = z.size / 2;
-    let mut below = 0u64;
-    let mut reached = true;
-    walk(ctx, key, start, me.clone(), false, |_, _| {
-        below += 1;
-        if below > half {
-            reached = false;
-        }
-        reached
-    })?;
-    let above = if reached {
-        z.size - 1 - below
-    } else {
-        let mut past = me;
-        past.push(0);
-        let mut above = 0u64;
-        walk(ctx, key, past, end, true, |_, _| {
-            above += 1;
-            true
-        })?;
-        below = z.size - 1 - above;
-        above
-    };
-    Ok(if rev { above } else { below })
+/// A score range argument pair, or Redis's error.
+pub fn score_range(min: &[u8], max: &[u8]) -> Result<ScoreRange, Reply> {
+    ScoreRange::parse(min, max).ok_or_else(|| err("min or max is not a float"))
+}
+
+/// A lexicographic range argument pair, or Redis's error.
+pub fn lex_range(min: &[u8], max: &[u8]) -> Result<LexRange, Reply> {
+    LexRange::parse(min, max).ok_or_else(|| err("min or max not valid string range item"))
 }
 
 /// A score argument (`ERR value is not a valid float`), read as Redis reads one.
@@ -658,13 +274,13 @@ fn count_of(ctx: &mut Ctx, key: &[u8], what: Select) -> CmdResult {
 
 /// `ZCOUNT key min max`.
 pub fn zcount(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
-    let r = ScoreRange::parse(&args[2], &args[3])?;
+    let r = score_range(&args[2], &args[3])?;
     count_of(ctx, &args[1], Select::Score(r))
 }
 
 /// `ZLEXCOUNT key min max`.
 pub fn zlexcount(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
-    let r = LexRange::parse(&args[2], &args[3])?;
+    let r = lex_range(&args[2], &args[3])?;
     count_of(ctx, &args[1], Select::Lex(r))
 }
 
@@ -676,7 +292,7 @@ fn rank_cmd(ctx: &mut Ctx, args: &[Vec<u8>], rev: bool) -> CmdResult {
         return Ok(Reply::Nil);
     };
     Ok(Reply::Integer(
-        rank(ctx, &args[1], &z, &args[2], s, rev)? as i64
+        zset::rank(ctx.txn, ctx.db, &args[1], &z, &args[2], s, rev)? as i64,
     ))
 }
 
@@ -749,8 +365,8 @@ fn parse_range(
         std::mem::swap(&mut lo, &mut hi);
     }
     let select = match kind {
-        Kindof::Score => Select::Score(ScoreRange::parse(lo, hi)?),
-        Kindof::Lex => Select::Lex(LexRange::parse(lo, hi)?),
+        Kindof::Score => Select::Score(score_range(lo, hi)?),
+        Kindof::Lex => Select::Lex(lex_range(lo, hi)?),
         _ => Select::Rank(int(lo)?, int(hi)?),
     };
     Ok((
@@ -879,13 +495,13 @@ pub fn zremrangebyrank(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
 
 /// `ZREMRANGEBYSCORE key min max`.
 pub fn zremrangebyscore(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
-    let r = ScoreRange::parse(&args[2], &args[3])?;
+    let r = score_range(&args[2], &args[3])?;
     remrange(ctx, args, Select::Score(r))
 }
 
 /// `ZREMRANGEBYLEX key min max`.
 pub fn zremrangebylex(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
-    let r = LexRange::parse(&args[2], &args[3])?;
+    let r = lex_range(&args[2], &args[3])?;
     remrange(ctx, args, Select::Lex(r))
 }
 

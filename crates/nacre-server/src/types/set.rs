@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 
 use super::coll::{random_members, removed, resize, typed_or_new};
 use super::{typed, Result};
-use crate::cmd::args::parse_i64_strict;
+use crate::num::parse_i64_strict;
 use crate::store::encoding::{Hint, Kind, Meta};
 use crate::store::txn::{Members, Txn};
 
