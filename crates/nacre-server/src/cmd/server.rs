@@ -265,14 +265,12 @@ pub fn command(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcom
 /// The text of `INFO` for `sections` (empty: the default ones).
 pub fn info_text(shared: &Shared, sections: &[String]) -> String {
     let all = sections.iter().any(|s| s == "all" || s == "everything");
-    // Sections left out of the default reply: per-command figures (as Redis) and the engine's.
-    let extra = |s: &str| s == "commandstats" || s == "nacre";
     let want = |s: &str| {
-        sections.is_empty() && !extra(s)
+        sections.is_empty() && s != "commandstats"
             || all
             || sections
                 .iter()
-                .any(|x| x == s || (x == "default" && !extra(s)))
+                .any(|x| x == s || (x == "default" && s != "commandstats"))
     };
     let store = &shared.store;
     let cfg = shared.config.read().clone();
@@ -373,8 +371,9 @@ pub fn info_text(shared: &Shared, sections: &[String]) -> String {
     }
     if want("nacre") {
         let pm_total = stats.zones * stats.zone_size;
+        let sum = |f: fn(&nacre::SubtableStats) -> u64| stats.subtables.iter().map(f).sum::<u64>();
         out.push_str(&format!(
-            "# Nacre\r\nbackend:{}\r\nwrite_survives:{}\r\npm_total_bytes:{}\r\npm_used_bytes:{}\r\npm_free_bytes:{}\r\nzones:{}\r\nzones_free:{}\r\nzone_size:{}\r\ncommit_groups:{}\r\ncommits_queued:{}\r\npm_bytes_written:{}\r\nuser_bytes_written:{}\r\ncleaner_zones_freed:{}\r\ncleaner_moved_bytes:{}\r\nstalls:{}\r\nstall_time_ms:{}\r\ndamaged_zones:{}\r\nold_version_records_deleted:{}\r\n\r\n",
+            "# Nacre\r\nbackend:{}\r\nwrite_survives:{}\r\npm_total_bytes:{}\r\npm_used_bytes:{}\r\npm_free_bytes:{}\r\nzones:{}\r\nzones_free:{}\r\nzone_size:{}\r\ncommit_groups:{}\r\ncommits_queued:{}\r\npm_bytes_written:{}\r\nuser_bytes_written:{}\r\ncleaner_zones_freed:{}\r\ncleaner_moved_bytes:{}\r\nstalls:{}\r\nstall_time_ms:{}\r\ndamaged_zones:{}\r\nold_version_records_deleted:{}\r\nsubtables:{}\r\nactive_memtables:{}\r\nimmutable_memtables:{}\r\nmemtable_bytes:{}\r\ngi_keys:{}\r\ngi_versions:{}\r\ngi_live_bytes:{}\r\nsnapshots:{}\r\n\r\n",
             shared.start.backend,
             shared.start.survives,
             pm_total,
@@ -393,6 +392,14 @@ pub fn info_text(shared: &Shared, sections: &[String]) -> String {
             stats.stall_time.as_millis(),
             stats.damaged_zones,
             store.gc_records.load(Ordering::Relaxed),
+            stats.subtables.len(),
+            sum(|s| s.active_memtables),
+            sum(|s| s.immutable_memtables),
+            sum(|s| s.memtable_bytes),
+            sum(|s| s.gi_keys),
+            sum(|s| s.gi_versions),
+            sum(|s| s.gi_live_bytes),
+            stats.snapshots,
         ));
         if let Some(d) = &stats.disk {
             // Replace the section's blank line: the disk figures belong to it.
@@ -410,9 +417,6 @@ pub fn info_text(shared: &Shared, sections: &[String]) -> String {
                 d.cache_hit_rate,
             ));
         }
-    }
-    if want("nacre") {
-        engine_section(&mut out, &stats);
     }
     if want("keyspace") {
         out.push_str("# Keyspace\r\n");
@@ -914,38 +918,3 @@ pub(crate) static COMMANDS: &[Command] = &[
     ]),
     cmd!("wait", 3, [NOSCRIPT], [SLOW CONNECTION], [], NK, "generic", "3.0.0", "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed.", Conn(wait)),
 ];
-
-/// `INFO nacre`: the engine's figures (memtables, Global Index, zones, commit groups, stalls,
-/// the cleaner and the disk levels), summed over its subtables.
-fn engine_section(out: &mut String, stats: &nacre::Stats) {
-    let sum = |f: fn(&nacre::SubtableStats) -> u64| stats.subtables.iter().map(f).sum::<u64>();
-    out.push_str(&format!(
-        "# Nacre\r\nsubtables:{}\r\nactive_memtables:{}\r\nimmutable_memtables:{}\r\nmemtable_bytes:{}\r\ngi_keys:{}\r\ngi_versions:{}\r\ngi_live_bytes:{}\r\nzones:{}\r\nzones_free:{}\r\nzone_size:{}\r\ncommit_groups:{}\r\nuser_bytes_written:{}\r\npm_bytes_written:{}\r\nstalls:{}\r\nstall_time_ms:{}\r\ncleaner_moved_bytes:{}\r\ncleaner_zones_freed:{}\r\ndamaged_zones:{}\r\nsnapshots:{}\r\n",
-        stats.subtables.len(),
-        sum(|s| s.active_memtables),
-        sum(|s| s.immutable_memtables),
-        sum(|s| s.memtable_bytes),
-        sum(|s| s.gi_keys),
-        sum(|s| s.gi_versions),
-        sum(|s| s.gi_live_bytes),
-        stats.zones,
-        stats.zones_free,
-        stats.zone_size,
-        stats.commit_groups,
-        stats.user_bytes_written,
-        stats.pm_bytes_written,
-        stats.stalls,
-        stats.stall_time.as_millis(),
-        stats.cleaner_moved_bytes,
-        stats.cleaner_zones_freed,
-        stats.damaged_zones,
-        stats.snapshots,
-    ));
-    if let Some(d) = &stats.disk {
-        out.push_str(&format!(
-            "disk_bytes:{}\r\ndisk_spills:{}\r\ndisk_compactions:{}\r\ndisk_failed_spills:{}\r\n",
-            d.disk_bytes, d.spills, d.compactions, d.failed_spills
-        ));
-    }
-    out.push_str("\r\n");
-}
