@@ -97,6 +97,8 @@ pub struct Config {
     pub io_threads: u64,
     /// Redis's encoding and reporting parameters (see `crate::tunables`).
     pub tunables: crate::tunables::Values,
+    /// Every other Redis parameter (see `crate::params`).
+    pub params: crate::params::Values,
 }
 
 impl Config {
@@ -273,6 +275,7 @@ impl Default for Config {
             client_output_buffer_limit: OutputLimits::default(),
             io_threads: 0,
             tunables: Default::default(),
+            params: Default::default(),
         }
     }
 }
@@ -507,9 +510,10 @@ impl Config {
                     .ok_or("argument(s) must be one of the following: no, yes, local")?
             }
             "client-output-buffer-limit" => self.client_output_buffer_limit.set(args)?,
-            n => match crate::tunables::find(n) {
-                Some(t) => self.tunables.set(t, one()?)?,
-                None => return Err("Bad directive or wrong number of arguments".into()),
+            n => match (crate::tunables::find(n), crate::params::find(n)) {
+                (Some(t), _) => self.tunables.set(t, one()?)?,
+                (None, Some(p)) => self.params.set(p, args)?,
+                (None, None) => return Err("Bad directive or wrong number of arguments".into()),
             },
         }
         Ok(())
@@ -540,7 +544,10 @@ impl Config {
             "notify-keyspace-events" => crate::notify::format(self.notify_keyspace_events),
             "enable-debug-command" => self.enable_debug_command.name().to_string(),
             "client-output-buffer-limit" => self.client_output_buffer_limit.format(),
-            n => self.tunables.get(crate::tunables::find(n)?).to_string(),
+            n => match crate::tunables::find(n) {
+                Some(t) => self.tunables.get(t).to_string(),
+                None => self.params.get(crate::params::find(n)?),
+            },
         })
     }
 }

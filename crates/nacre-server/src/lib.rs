@@ -24,6 +24,7 @@ pub(crate) mod lcs;
 pub(crate) mod longdouble;
 pub(crate) mod notify;
 pub(crate) mod num;
+pub(crate) mod params;
 pub(crate) mod pubsub;
 pub(crate) mod rdb;
 pub(crate) mod script;

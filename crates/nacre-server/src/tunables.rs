@@ -29,7 +29,7 @@ pub const TUNABLES: &[Tunable] = &[
     Tunable {
         name: "hash-max-listpack-entries",
         alias: Some("hash-max-ziplist-entries"),
-        default: 128,
+        default: 512,
         min: 0,
         max: i64::MAX,
     },
@@ -205,7 +205,7 @@ mod tests {
         let mut v = Values::default();
         let t = find("hash-max-ziplist-entries").unwrap();
         assert_eq!(t.name, "hash-max-listpack-entries");
-        assert_eq!(v.get(t), 128);
+        assert_eq!(v.get(t), 512);
         v.set(t, "16").unwrap();
         assert_eq!(v.get(find("hash-max-listpack-entries").unwrap()), 16);
         let depth = find("list-compress-depth").unwrap();

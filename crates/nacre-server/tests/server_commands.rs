@@ -247,7 +247,60 @@ fn config_get_set_and_rewrite() {
         .query(&mut c)
         .unwrap();
     assert_eq!(v, vec!["appendonly", "no"]);
-    config_set_refused(&mut c, "appendonly", "yes", "can't set immutable config");
+    // Redis's other parameters: kept and shown with Redis's checks, immutable and protected
+    // ones refused as Redis refuses them.
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("appendonly")
+        .arg("yes")
+        .arg("maxmemory")
+        .arg("1mb")
+        .arg("slave-read-only")
+        .arg("no")
+        .query(&mut c)
+        .unwrap();
+    let v: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("appendonly")
+        .arg("maxmemory")
+        .arg("replica-read-only")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(
+        v,
+        vec![
+            "appendonly",
+            "yes",
+            "maxmemory",
+            "1048576",
+            "replica-read-only",
+            "no"
+        ]
+    );
+    config_set_refused(
+        &mut c,
+        "appendonly",
+        "maybe",
+        "argument must be 'yes' or 'no'",
+    );
+    config_set_refused(
+        &mut c,
+        "maxmemory-policy",
+        "lru",
+        "must be one of the following",
+    );
+    config_set_refused(&mut c, "daemonize", "yes", "can't set immutable config");
+    config_set_refused(&mut c, "dbfilename", "x.rdb", "can't set protected config");
+    let all: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("*")
+        .query(&mut c)
+        .unwrap();
+    assert!(all.len() / 2 >= 170, "{} parameters", all.len() / 2);
+    assert!(
+        !all.contains(&"watchdog-period".to_string()),
+        "hidden ones stay hidden"
+    );
     let _: () = redis::cmd("CONFIG")
         .arg("SET")
         .arg("maxclients")

@@ -453,15 +453,9 @@ pub fn info(shared: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
     reply(Reply::Bulk(info_text(shared, &sections).into_bytes()))
 }
 
-/// Runtime parameters `CONFIG GET` lists besides the file directives. `appendonly` is always
-/// `no`: nacre-server writes no append-only file (every acknowledged write is already durable
-/// in the pool), and tools such as redis-benchmark read it.
-const RUNTIME: [&str; 4] = [
-    "slowlog-log-slower-than",
-    "slowlog-max-len",
-    "save",
-    "appendonly",
-];
+/// Runtime parameters `CONFIG GET` lists besides the file directives and the parameters
+/// kept without effect (`crate::tunables`, `crate::params`).
+const RUNTIME: [&str; 3] = ["slowlog-log-slower-than", "slowlog-max-len", "save"];
 
 fn config_get(shared: &Shared, pat: &[u8]) -> Vec<(String, String)> {
     let cfg = shared.config.read();
@@ -470,9 +464,14 @@ fn config_get(shared: &Shared, pat: &[u8]) -> Vec<(String, String)> {
         .iter()
         .chain(RUNTIME.iter())
         .copied()
-        .chain(crate::tunables::names());
+        .chain(crate::tunables::names())
+        .chain(crate::params::names());
     for name in names {
         if !glob_match(pat, name.as_bytes(), true) {
+            continue;
+        }
+        let hidden = crate::params::find(name).is_some_and(|p| p.hidden);
+        if hidden && !pat.eq_ignore_ascii_case(name.as_bytes()) {
             continue;
         }
         let v = match name {
@@ -482,7 +481,6 @@ fn config_get(shared: &Shared, pat: &[u8]) -> Vec<(String, String)> {
                 .to_string(),
             "slowlog-max-len" => shared.slowlog_max_len.load(Ordering::Relaxed).to_string(),
             "save" => String::new(),
-            "appendonly" => "no".to_string(),
             n => cfg.get(n).unwrap_or_default(),
         };
         out.push((name.to_string(), v));
@@ -526,15 +524,28 @@ pub fn config(shared: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
                     },
                     "save" => Ok(()),
                     "port" | "bind" | "dir" | "databases" | "pmem-size" | "pmem-backend"
-                    | "disk-dir" | "gi-size-limit" | "logfile" | "appendonly" | "io-threads" => {
+                    | "disk-dir" | "gi-size-limit" | "logfile" | "io-threads" => {
                         Err("can't set immutable config".to_string())
+                    }
+                    n if crate::params::find(n).is_some_and(|p| !p.mutable) => {
+                        Err("can't set immutable config".to_string())
+                    }
+                    n if crate::params::find(n).is_some_and(|p| p.protected)
+                        && cfg.get("enable-protected-configs").as_deref() != Some("yes") =>
+                    {
+                        Err("can't set protected config".to_string())
                     }
                     "enable-debug-command" => Err("can't set protected config".to_string()),
                     n if crate::config::DIRECTIVES.contains(&n)
-                        || crate::tunables::find(n).is_some() =>
+                        || crate::tunables::find(n).is_some()
+                        || crate::params::find(n).is_some() =>
                     {
                         let words = nacre_resp::split_args(&pair[1]).unwrap_or_default();
-                        let words: Vec<String> = if name == "requirepass" {
+                        // Passwords and text parameters take the value whole.
+                        let whole = name == "requirepass"
+                            || crate::params::find(n)
+                                .is_some_and(|p| matches!(p.kind, crate::params::Kind::Str));
+                        let words: Vec<String> = if whole {
                             vec![val.clone()]
                         } else {
                             words

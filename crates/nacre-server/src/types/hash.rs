@@ -8,7 +8,7 @@ use crate::store::encoding::{Kind, Meta};
 use crate::store::txn::{Members, Txn};
 
 /// Redis's `hash-max-listpack-entries` and `hash-max-listpack-value` defaults.
-const MAX_LISTPACK: (u64, usize) = (128, 64);
+const MAX_LISTPACK: (u64, usize) = (512, 64);
 
 /// The hash at `key` (`None` if missing; WRONGTYPE for another type).
 pub fn get(txn: &mut Txn<'_>, db: usize, key: &[u8]) -> Result<Option<Meta>> {
