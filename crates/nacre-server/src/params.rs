@@ -1387,6 +1387,15 @@ pub const PARAMS: &[Param] = &[
         hidden: true,
     },
     Param {
+        name: "save",
+        alias: None,
+        kind: Kind::Str,
+        default: "",
+        mutable: true,
+        protected: false,
+        hidden: false,
+    },
+    Param {
         name: "oom-score-adj-values",
         alias: None,
         kind: Kind::Str,
@@ -1476,6 +1485,14 @@ fn value(p: &Param, text: &str) -> Result<String, String> {
             if p.name == "dbfilename" && text.contains('/') {
                 return Err("dbfilename can't be a path, just a filename".into());
             }
+            if p.name == "save" {
+                // Pairs of `<seconds> <changes>`, or nothing.
+                let words: Vec<&str> = text.split_whitespace().collect();
+                if words.len() % 2 != 0 || words.iter().any(|w| w.parse::<i64>().is_err()) {
+                    return Err("Invalid save parameters".into());
+                }
+                return Ok(words.join(" "));
+            }
             Ok(text.to_string())
         }
         Kind::Enum { values, multi } => {
@@ -1506,7 +1523,13 @@ fn value(p: &Param, text: &str) -> Result<String, String> {
                 Unit::Octal => i128::from_str_radix(text, 8).ok(),
                 Unit::Memory => crate::config::parse_memory(text).map(i128::from),
                 Unit::MemoryOrPercent => match text.strip_suffix('%') {
-                    Some(pct) => pct.parse::<i128>().ok().filter(|n| *n >= 0).map(|n| -n),
+                    Some(pct) => match pct.parse::<i128>() {
+                        Ok(n) if n > 100 => {
+                            return Err("percentage argument must be less or equal to 100".into())
+                        }
+                        Ok(n) if n >= 0 => Some(-n),
+                        _ => None,
+                    },
                     None => crate::config::parse_memory(text).map(i128::from),
                 },
             };

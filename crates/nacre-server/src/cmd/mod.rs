@@ -170,10 +170,11 @@ pub fn execute(shared: &Shared, client: &mut Client, args: Vec<Vec<u8>>) -> Outc
     client.running = None;
     let out = dispatch(shared, client, &args);
     let micros = client.clock.lap();
-    // Scripts feed MONITOR themselves, before the commands they run.
+    // Scripts feed MONITOR themselves, before the commands they run; as Redis, commands
+    // refused before they run (unknown, wrong arity, not allowed) are not shown.
     let skip_monitor = client
         .running
-        .is_some_and(|(c, _, _)| c.flags.contains(Flags::SKIP_MONITOR));
+        .is_none_or(|(c, _, rejected)| rejected || c.flags.contains(Flags::SKIP_MONITOR));
     if let Some((cmd, sub, rejected)) = client.running.take() {
         let failed = matches!(&out, Outcome::Reply(r, _) if r.is_error());
         client

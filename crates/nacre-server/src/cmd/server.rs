@@ -455,7 +455,7 @@ pub fn info(shared: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
 
 /// Runtime parameters `CONFIG GET` lists besides the file directives and the parameters
 /// kept without effect (`crate::tunables`, `crate::params`).
-const RUNTIME: [&str; 3] = ["slowlog-log-slower-than", "slowlog-max-len", "save"];
+const RUNTIME: [&str; 2] = ["slowlog-log-slower-than", "slowlog-max-len"];
 
 fn config_get(shared: &Shared, pat: &[u8]) -> Vec<(String, String)> {
     let cfg = shared.config.read();
@@ -480,7 +480,6 @@ fn config_get(shared: &Shared, pat: &[u8]) -> Vec<(String, String)> {
                 .load(Ordering::Relaxed)
                 .to_string(),
             "slowlog-max-len" => shared.slowlog_max_len.load(Ordering::Relaxed).to_string(),
-            "save" => String::new(),
             n => cfg.get(n).unwrap_or_default(),
         };
         out.push((name.to_string(), v));
@@ -504,8 +503,21 @@ pub fn config(shared: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
         }
         "set" if args.len() >= 4 && args.len() % 2 == 0 => {
             let mut cfg = shared.config.read().clone();
+            let mut named: Vec<&'static str> = Vec::new();
             for pair in args[2..].chunks(2) {
                 let name = lower(&pair[0]);
+                // As Redis: a parameter named twice (by either of its names) is refused.
+                let canonical = crate::params::find(&name)
+                    .map(|p| p.name)
+                    .or_else(|| crate::tunables::find(&name).map(|t| t.name));
+                if let Some(c) = canonical {
+                    if named.contains(&c) {
+                        return reply(err(format!(
+                            "CONFIG SET failed (possibly related to argument '{name}') - duplicate parameter"
+                        )));
+                    }
+                    named.push(c);
+                }
                 let val = String::from_utf8_lossy(&pair[1]).into_owned();
                 let r = match name.as_str() {
                     "slowlog-log-slower-than" => match int(&pair[1]) {
@@ -522,10 +534,16 @@ pub fn config(shared: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
                         }
                         _ => Err("argument couldn't be parsed into an integer".to_string()),
                     },
-                    "save" => Ok(()),
+                    // Fixed at start (where the server listens and stores); setting one to
+                    // the value it has changes nothing and is accepted, as Redis accepts
+                    // `port` and `bind` unchanged.
                     "port" | "bind" | "dir" | "databases" | "pmem-size" | "pmem-backend"
                     | "disk-dir" | "gi-size-limit" | "logfile" | "io-threads" => {
-                        Err("can't set immutable config".to_string())
+                        if cfg.get(&name).as_deref() == Some(val.as_str()) {
+                            Ok(())
+                        } else {
+                            Err("can't set immutable config".to_string())
+                        }
                     }
                     n if crate::params::find(n).is_some_and(|p| !p.mutable) => {
                         Err("can't set immutable config".to_string())
