@@ -12,6 +12,7 @@ use super::registry::{cmd, sub, Command, Keys, Keys::None as NK, Keys::Range as 
 use super::{arity_error, err, ok, syntax, CmdResult, Ctx};
 use crate::glob::glob_match;
 use crate::store::encoding::{self, Hint, Kind, Meta};
+use crate::types::whole;
 
 /// `DEL key...` (and `UNLINK`: deleting a collection is O(1) either way, its members are
 /// the cleaner's).
@@ -311,6 +312,80 @@ pub fn move_(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     ctx.notify(&args[1], "move_from");
     ctx.txn.event(dst, &args[1], "move_to");
     Ok(Reply::Integer(1))
+}
+
+/// `DUMP key`: the value in Redis 7.0's RDB encoding (`RESTORE` and Redis read it).
+pub fn dump(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    Ok(match whole::read(ctx.txn, ctx.db, &args[1])? {
+        Some((v, _)) => Reply::Bulk(crate::rdb::value::encode(&v)),
+        None => Reply::Nil,
+    })
+}
+
+/// `RESTORE key ttl serialized-value [REPLACE] [ABSTTL] [IDLETIME seconds] [FREQ frequency]`,
+/// checked in Redis's order. Nacre keeps no access times or frequencies: `IDLETIME` and
+/// `FREQ` are checked and have no further effect.
+pub fn restore(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
+    let (mut replace, mut absttl, mut idle, mut freq) = (false, false, false, false);
+    let mut i = 4;
+    while i < args.len() {
+        let more = i + 1 < args.len();
+        if is(&args[i], "replace") {
+            replace = true;
+        } else if is(&args[i], "absttl") {
+            absttl = true;
+        } else if is(&args[i], "idletime") && more && !freq {
+            if int(&args[i + 1])? < 0 {
+                return Err(err("Invalid IDLETIME value, must be >= 0"));
+            }
+            idle = true;
+            i += 1;
+        } else if is(&args[i], "freq") && more && !idle {
+            if !(0..=255).contains(&int(&args[i + 1])?) {
+                return Err(err("Invalid FREQ value, must be >= 0 and <= 255"));
+            }
+            freq = true;
+            i += 1;
+        } else {
+            return Err(syntax());
+        }
+        i += 1;
+    }
+    let (db, key) = (ctx.db, &args[1]);
+    let exists = ctx.txn.get(db, key)?.is_some();
+    if exists && !replace {
+        return Err(Reply::Error(
+            "BUSYKEY Target key name already exists.".into(),
+        ));
+    }
+    let ttl = int(&args[2])?;
+    if ttl < 0 {
+        return Err(err("Invalid TTL value, must be >= 0"));
+    }
+    let v = crate::rdb::value::decode(&args[3]).map_err(|e| err(e.to_string()))?;
+    if whole::is_empty(&v) {
+        return Err(err(crate::rdb::value::DumpError::Format.to_string()));
+    }
+    let now = ctx.txn.now() as i64;
+    let at = match (ttl, absttl) {
+        (0, _) => 0,
+        (t, true) => t,
+        (t, false) => t.saturating_add(now),
+    };
+    if exists {
+        // As Redis: the old key goes first, so the restored one is added (`new`).
+        ctx.txn.set(db, key, None)?;
+    }
+    if at != 0 && at <= now {
+        // Already expired: nothing is created (a replaced key is deleted).
+        if exists {
+            ctx.notify(key, "del");
+        }
+        return Ok(ok());
+    }
+    whole::write(ctx.txn, db, key, v, at as u64)?;
+    ctx.notify(key, "restore");
+    Ok(ok())
 }
 
 /// Keys of `OBJECT subcommand [key]`.
@@ -661,6 +736,8 @@ pub(crate) static COMMANDS: &[Command] = &[
     cmd!("keys", 2, [READONLY], [KEYSPACE READ SLOW DANGEROUS], [WHOLE], NK, "generic", "1.0.0", "Returns all key names that match a pattern.", Key(keys)),
     cmd!("scan", -2, [READONLY], [KEYSPACE READ SLOW], [WHOLE], NK, "generic", "2.8.0", "Iterates over the key names in the database.", Key(scan)),
     cmd!("randomkey", 1, [READONLY], [KEYSPACE READ SLOW], [WHOLE], NK, "generic", "1.0.0", "Returns a random key name from the database.", Key(randomkey)),
+    cmd!("dump", 2, [READONLY], [KEYSPACE READ SLOW], [], KR(1, 1, 1), "generic", "2.6.0", "Returns a serialized representation of the value stored at a key.", Key(dump)),
+    cmd!("restore", -4, [WRITE DENYOOM], [KEYSPACE WRITE SLOW DANGEROUS], [], KR(1, 1, 1), "generic", "2.6.0", "Creates a key from the serialized representation of a value.", Key(restore)),
     cmd!("copy", -3, [WRITE DENYOOM], [KEYSPACE WRITE SLOW], [], Keys::Custom(copy_keys, 1, 2, 1), "generic", "6.2.0", "Copies the value of a key to a new key.", Key(copy)),
     cmd!("move", 3, [WRITE FAST], [KEYSPACE WRITE FAST], [], Keys::Custom(move_keys, 1, 1, 1), "generic", "1.0.0", "Moves a key to another database.", Key(move_)),
     cmd!("touch", -2, [READONLY FAST], [KEYSPACE READ FAST], [], KR(1, -1, 1), "generic", "3.2.1", "Returns the number of existing keys out of those specified after updating the time they were last accessed.", Key(exists)),

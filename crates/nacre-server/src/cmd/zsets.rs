@@ -6,7 +6,6 @@ use nacre_resp::Reply;
 use super::args::{int, is};
 use super::registry::{cmd, Command, Keys::Range as KR, Run::Key};
 use super::{err, syntax, CmdResult, Ctx};
-use crate::store::encoding::Kind;
 use crate::types::zset;
 pub use crate::types::zset::{LexRange, Query, ScoreRange, Select, MAX_LISTPACK, Z};
 
@@ -435,16 +434,9 @@ pub fn store(
         }
         return Ok(0);
     }
-    let m = ctx.txn.create(ctx.db, dst, Kind::ZSet)?;
-    let mut z = Z::empty(m.version);
-    for (member, s) in items {
-        set_score(ctx, dst, &mut z, member, None, Some(*s))?;
-    }
-    let longest = items.iter().map(|(m, _)| m.len()).max().unwrap_or(0);
-    z.outgrown = z.size > MAX_LISTPACK.0 || longest > MAX_LISTPACK.1;
-    save(ctx, dst, &z)?;
+    let n = zset::replace(ctx.txn, ctx.db, dst, items)?;
     ctx.notify(dst, event);
-    Ok(z.size as i64)
+    Ok(n as i64)
 }
 
 /// `ZRANGESTORE dst src min max [BYSCORE|BYLEX] [REV] [LIMIT offset count]`.

@@ -7,6 +7,7 @@ pub mod hash;
 pub mod list;
 pub mod set;
 pub mod string;
+pub mod whole;
 pub mod zset;
 
 use nacre_resp::Reply;

@@ -440,3 +440,17 @@ pub fn rank(
     };
     Ok(if rev { above } else { below })
 }
+
+/// Replaces whatever `key` holds with a sorted set of `items` (distinct members, at least
+/// one); its size. As Redis, a result that fits the compact encoding takes it.
+pub fn replace(txn: &mut Txn<'_>, db: usize, key: &[u8], items: &[(Vec<u8>, f64)]) -> Result<u64> {
+    let m = txn.create(db, key, Kind::ZSet)?;
+    let mut z = Z::empty(m.version);
+    for (member, s) in items {
+        set_score(txn, db, key, &mut z, member, None, Some(*s))?;
+    }
+    let longest = items.iter().map(|(m, _)| m.len()).max().unwrap_or(0);
+    z.outgrown = z.size > MAX_LISTPACK.0 || longest > MAX_LISTPACK.1;
+    save(txn, db, key, &z)?;
+    Ok(z.size)
+}

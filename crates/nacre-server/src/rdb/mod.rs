@@ -1,6 +1,10 @@
 //! Pieces of Redis's RDB format that Nacre reads and writes: length-prefixed strings (LZF
-//! compressed or integer encoded ones too, as Redis writes them) and the footer of a
-//! `DUMP` / `FUNCTION DUMP` payload (RDB version, CRC-64/Redis).
+//! compressed or integer encoded ones too, as Redis writes them), the footer of a
+//! `DUMP` / `FUNCTION DUMP` payload (RDB version, CRC-64/Redis), the compact encodings
+//! inside values ([`listpack`]) and whole values ([`value`]).
+
+pub mod listpack;
+pub mod value;
 
 /// CRC-64 as Redis computes it (Jones polynomial, reflected).
 static CRC64: crc::Crc<u64> = crc::Crc::<u64>::new(&crc::CRC_64_REDIS);
@@ -28,7 +32,7 @@ pub fn put_string(out: &mut Vec<u8>, s: &[u8]) {
 }
 
 /// A length at `at`: (value, whether it is a special encoding, next position).
-fn get_len(b: &[u8], at: usize) -> Option<(u64, bool, usize)> {
+pub fn get_len(b: &[u8], at: usize) -> Option<(u64, bool, usize)> {
     let first = *b.get(at)?;
     Some(match first >> 6 {
         0 => (u64::from(first & 0x3f), false, at + 1),
