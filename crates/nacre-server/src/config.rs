@@ -95,8 +95,6 @@ pub struct Config {
     /// Threads serving clients (`io-threads`; 0, the default: one fewer than the cores, at
     /// least one, leaving a core to the engine's background work). Fixed at start.
     pub io_threads: u64,
-    /// Redis's encoding and reporting parameters (see `crate::tunables`).
-    pub tunables: crate::tunables::Values,
     /// Every other Redis parameter (see `crate::params`).
     pub params: crate::params::Values,
 }
@@ -104,8 +102,7 @@ pub struct Config {
 impl Config {
     /// `latency-monitor-threshold` in milliseconds (0: the monitor is off).
     pub fn latency_threshold_ms(&self) -> u64 {
-        crate::tunables::find("latency-monitor-threshold")
-            .map_or(0, |t| self.tunables.get(t).max(0) as u64)
+        self.params.int("latency-monitor-threshold").max(0) as u64
     }
 
     /// The threads that serve clients (see [`Config::io_threads`]).
@@ -274,7 +271,6 @@ impl Default for Config {
             enable_debug_command: DebugAccess::No,
             client_output_buffer_limit: OutputLimits::default(),
             io_threads: 0,
-            tunables: Default::default(),
             params: Default::default(),
         }
     }
@@ -510,10 +506,9 @@ impl Config {
                     .ok_or("argument(s) must be one of the following: no, yes, local")?
             }
             "client-output-buffer-limit" => self.client_output_buffer_limit.set(args)?,
-            n => match (crate::tunables::find(n), crate::params::find(n)) {
-                (Some(t), _) => self.tunables.set(t, one()?)?,
-                (None, Some(p)) => self.params.set(p, args)?,
-                (None, None) => return Err("Bad directive or wrong number of arguments".into()),
+            n => match crate::params::find(n) {
+                Some(p) => self.params.set(p, args)?,
+                None => return Err("Bad directive or wrong number of arguments".into()),
             },
         }
         Ok(())
@@ -544,10 +539,7 @@ impl Config {
             "notify-keyspace-events" => crate::notify::format(self.notify_keyspace_events),
             "enable-debug-command" => self.enable_debug_command.name().to_string(),
             "client-output-buffer-limit" => self.client_output_buffer_limit.format(),
-            n => match crate::tunables::find(n) {
-                Some(t) => self.tunables.get(t).to_string(),
-                None => self.params.get(crate::params::find(n)?),
-            },
+            n => self.params.get(crate::params::find(n)?),
         })
     }
 }

@@ -52,7 +52,6 @@ pub fn rewrite(cfg: &Config) -> Result<(), String> {
         let known = DIRECTIVES
             .iter()
             .copied()
-            .chain(crate::tunables::names())
             .chain(crate::params::names())
             .find(|d| *d == first);
         match known {
@@ -73,12 +72,9 @@ pub fn rewrite(cfg: &Config) -> Result<(), String> {
     let canonical = DIRECTIVES
         .iter()
         .copied()
-        .chain(crate::tunables::TUNABLES.iter().map(|t| t.name))
         .chain(crate::params::PARAMS.iter().map(|p| p.name));
     for d in canonical {
-        let alias = crate::tunables::find(d)
-            .and_then(|t| t.alias)
-            .or_else(|| crate::params::find(d).and_then(|p| p.alias));
+        let alias = crate::params::find(d).and_then(|p| p.alias);
         let written = done.contains(&d) || alias.is_some_and(|a| done.contains(&a));
         if !written && cfg.get(d) != defaults.get(d) {
             out.push_str(&line(cfg, d));

@@ -31,7 +31,6 @@ pub(crate) mod script;
 pub mod server;
 pub mod shared;
 pub mod store;
-pub(crate) mod tunables;
 pub(crate) mod types;
 pub(crate) mod waiters;
 

@@ -1,11 +1,14 @@
-//! Every other Redis 7.0 configuration parameter: those that tune what Nacre does not have
-//! (append-only files, RDB snapshots, replication, cluster, eviction, active defrag, TLS is
+//! Every Redis 7.0 configuration parameter that Nacre does not handle as a directive of its
+//! own (`config.rs`): Redis's encoding and reporting parameters (`hash-max-listpack-entries`,
+//! `list-compress-depth`...; `busy-reply-threshold` and `latency-monitor-threshold` are read
+//! by scripts and the latency monitor), and those that tune what Nacre does not have
+//! (append-only files, RDB snapshots, replication, cluster, eviction, active defrag; TLS is
 //! left out: Nacre serves no TLS). Each is accepted by `CONFIG SET` and config files with
 //! Redis 7.0's checks and error messages (type, range, memory units and percentages, the
 //! allowed words, immutable and protected parameters), kept, shown by `CONFIG GET` under its
 //! name and its old one, and written by `CONFIG REWRITE`, so clients, tools and
-//! configuration files made for Redis work unchanged. They change nothing Nacre does
-//! (docs/server.md lists them).
+//! configuration files made for Redis work unchanged (docs/server.md lists what changes
+//! nothing, and why).
 
 use std::collections::BTreeMap;
 
@@ -867,6 +870,19 @@ pub const PARAMS: &[Param] = &[
         hidden: false,
     },
     Param {
+        name: "list-max-listpack-size",
+        alias: Some("list-max-ziplist-size"),
+        kind: Kind::Int {
+            min: -2147483648,
+            max: 2147483647,
+            unit: Unit::Plain,
+        },
+        default: "-2",
+        mutable: true,
+        protected: false,
+        hidden: false,
+    },
+    Param {
         name: "tcp-keepalive",
         alias: None,
         kind: Kind::Int {
@@ -940,6 +956,32 @@ pub const PARAMS: &[Param] = &[
             unit: Unit::Plain,
         },
         default: "100",
+        mutable: true,
+        protected: false,
+        hidden: false,
+    },
+    Param {
+        name: "lfu-log-factor",
+        alias: None,
+        kind: Kind::Int {
+            min: 0,
+            max: 2147483647,
+            unit: Unit::Plain,
+        },
+        default: "10",
+        mutable: true,
+        protected: false,
+        hidden: false,
+    },
+    Param {
+        name: "lfu-decay-time",
+        alias: None,
+        kind: Kind::Int {
+            min: 0,
+            max: 2147483647,
+            unit: Unit::Plain,
+        },
+        default: "1",
         mutable: true,
         protected: false,
         hidden: false,
@@ -1114,6 +1156,19 @@ pub const PARAMS: &[Param] = &[
         hidden: false,
     },
     Param {
+        name: "list-compress-depth",
+        alias: None,
+        kind: Kind::Int {
+            min: 0,
+            max: 2147483647,
+            unit: Unit::Plain,
+        },
+        default: "0",
+        mutable: true,
+        protected: false,
+        hidden: false,
+    },
+    Param {
         name: "rdb-key-save-delay",
         alias: None,
         kind: Kind::Int {
@@ -1138,6 +1193,32 @@ pub const PARAMS: &[Param] = &[
         mutable: true,
         protected: false,
         hidden: true,
+    },
+    Param {
+        name: "active-expire-effort",
+        alias: None,
+        kind: Kind::Int {
+            min: 1,
+            max: 10,
+            unit: Unit::Plain,
+        },
+        default: "1",
+        mutable: true,
+        protected: false,
+        hidden: false,
+    },
+    Param {
+        name: "hz",
+        alias: None,
+        kind: Kind::Int {
+            min: 0,
+            max: 2147483647,
+            unit: Unit::Plain,
+        },
+        default: "10",
+        mutable: true,
+        protected: false,
+        hidden: false,
     },
     Param {
         name: "min-replicas-to-write",
@@ -1257,6 +1338,19 @@ pub const PARAMS: &[Param] = &[
         hidden: false,
     },
     Param {
+        name: "busy-reply-threshold",
+        alias: Some("lua-time-limit"),
+        kind: Kind::Int {
+            min: 0,
+            max: 9223372036854775807,
+            unit: Unit::Plain,
+        },
+        default: "5000",
+        mutable: true,
+        protected: false,
+        hidden: false,
+    },
+    Param {
         name: "cluster-node-timeout",
         alias: None,
         kind: Kind::Int {
@@ -1265,6 +1359,32 @@ pub const PARAMS: &[Param] = &[
             unit: Unit::Plain,
         },
         default: "15000",
+        mutable: true,
+        protected: false,
+        hidden: false,
+    },
+    Param {
+        name: "latency-monitor-threshold",
+        alias: None,
+        kind: Kind::Int {
+            min: 0,
+            max: 9223372036854775807,
+            unit: Unit::Plain,
+        },
+        default: "0",
+        mutable: true,
+        protected: false,
+        hidden: false,
+    },
+    Param {
+        name: "stream-node-max-entries",
+        alias: None,
+        kind: Kind::Int {
+            min: 0,
+            max: 9223372036854775807,
+            unit: Unit::Plain,
+        },
+        default: "100",
         mutable: true,
         protected: false,
         hidden: false,
@@ -1309,6 +1429,45 @@ pub const PARAMS: &[Param] = &[
         hidden: false,
     },
     Param {
+        name: "hash-max-listpack-entries",
+        alias: Some("hash-max-ziplist-entries"),
+        kind: Kind::Int {
+            min: 0,
+            max: 9223372036854775807,
+            unit: Unit::Plain,
+        },
+        default: "512",
+        mutable: true,
+        protected: false,
+        hidden: false,
+    },
+    Param {
+        name: "set-max-intset-entries",
+        alias: None,
+        kind: Kind::Int {
+            min: 0,
+            max: 9223372036854775807,
+            unit: Unit::Plain,
+        },
+        default: "512",
+        mutable: true,
+        protected: false,
+        hidden: false,
+    },
+    Param {
+        name: "zset-max-listpack-entries",
+        alias: Some("zset-max-ziplist-entries"),
+        kind: Kind::Int {
+            min: 0,
+            max: 9223372036854775807,
+            unit: Unit::Plain,
+        },
+        default: "128",
+        mutable: true,
+        protected: false,
+        hidden: false,
+    },
+    Param {
         name: "active-defrag-ignore-bytes",
         alias: None,
         kind: Kind::Int {
@@ -1317,6 +1476,58 @@ pub const PARAMS: &[Param] = &[
             unit: Unit::Memory,
         },
         default: "104857600",
+        mutable: true,
+        protected: false,
+        hidden: false,
+    },
+    Param {
+        name: "hash-max-listpack-value",
+        alias: Some("hash-max-ziplist-value"),
+        kind: Kind::Int {
+            min: 0,
+            max: 9223372036854775807,
+            unit: Unit::Memory,
+        },
+        default: "64",
+        mutable: true,
+        protected: false,
+        hidden: false,
+    },
+    Param {
+        name: "stream-node-max-bytes",
+        alias: None,
+        kind: Kind::Int {
+            min: 0,
+            max: 9223372036854775807,
+            unit: Unit::Memory,
+        },
+        default: "4096",
+        mutable: true,
+        protected: false,
+        hidden: false,
+    },
+    Param {
+        name: "zset-max-listpack-value",
+        alias: Some("zset-max-ziplist-value"),
+        kind: Kind::Int {
+            min: 0,
+            max: 9223372036854775807,
+            unit: Unit::Memory,
+        },
+        default: "64",
+        mutable: true,
+        protected: false,
+        hidden: false,
+    },
+    Param {
+        name: "hll-sparse-max-bytes",
+        alias: None,
+        kind: Kind::Int {
+            min: 0,
+            max: 9223372036854775807,
+            unit: Unit::Memory,
+        },
+        default: "3000",
         mutable: true,
         protected: false,
         hidden: false,
@@ -1471,6 +1682,11 @@ impl Values {
             .cloned()
             .unwrap_or_else(|| p.default.to_string())
     }
+
+    /// The value of integer parameter `name` (0 if there is none such).
+    pub fn int(&self, name: &str) -> i64 {
+        find(name).map_or(0, |p| self.get(p).parse().unwrap_or(0))
+    }
 }
 
 /// `text` checked as a value of `p`, in the form `CONFIG GET` shows.
@@ -1596,9 +1812,21 @@ mod tests {
         assert_eq!(set("unixsocketperm", "700"), Ok("700".into()));
         assert_eq!(set("slave-read-only", "no"), Ok("no".into()));
         assert!(set("dbfilename", "a/b").is_err());
+        // Old names reach the same value; Redis's encoding parameters are here.
+        let mut v = Values::default();
+        let t = find("hash-max-ziplist-entries").unwrap();
+        assert_eq!(t.name, "hash-max-listpack-entries");
+        assert_eq!(v.get(t), "512");
+        v.set(t, &["16".to_string()]).unwrap();
+        assert_eq!(v.get(find("hash-max-listpack-entries").unwrap()), "16");
+        assert_eq!(v.int("lua-time-limit"), 5000);
+        assert_eq!(
+            set("list-compress-depth", "-1").unwrap_err(),
+            "argument must be between 0 and 2147483647 inclusive"
+        );
+        assert_eq!(set("hash-max-listpack-value", "1kb"), Ok("1024".into()));
         // Nothing Nacre handles itself is here twice.
         for p in PARAMS {
-            assert!(crate::tunables::find(p.name).is_none(), "{}", p.name);
             assert!(!crate::config::DIRECTIVES.contains(&p.name), "{}", p.name);
             assert_eq!(value(p, p.default).as_deref(), Ok(p.default), "{}", p.name);
         }

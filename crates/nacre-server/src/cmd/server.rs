@@ -454,7 +454,7 @@ pub fn info(shared: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
 }
 
 /// Runtime parameters `CONFIG GET` lists besides the file directives and the parameters
-/// kept without effect (`crate::tunables`, `crate::params`).
+/// kept without effect (`crate::params`).
 const RUNTIME: [&str; 2] = ["slowlog-log-slower-than", "slowlog-max-len"];
 
 fn config_get(shared: &Shared, pat: &[u8]) -> Vec<(String, String)> {
@@ -464,7 +464,6 @@ fn config_get(shared: &Shared, pat: &[u8]) -> Vec<(String, String)> {
         .iter()
         .chain(RUNTIME.iter())
         .copied()
-        .chain(crate::tunables::names())
         .chain(crate::params::names());
     for name in names {
         if !glob_match(pat, name.as_bytes(), true) {
@@ -507,9 +506,7 @@ pub fn config(shared: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
             for pair in args[2..].chunks(2) {
                 let name = lower(&pair[0]);
                 // As Redis: a parameter named twice (by either of its names) is refused.
-                let canonical = crate::params::find(&name)
-                    .map(|p| p.name)
-                    .or_else(|| crate::tunables::find(&name).map(|t| t.name));
+                let canonical = crate::params::find(&name).map(|p| p.name);
                 if let Some(c) = canonical {
                     if named.contains(&c) {
                         return reply(err(format!(
@@ -555,7 +552,6 @@ pub fn config(shared: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
                     }
                     "enable-debug-command" => Err("can't set protected config".to_string()),
                     n if crate::config::DIRECTIVES.contains(&n)
-                        || crate::tunables::find(n).is_some()
                         || crate::params::find(n).is_some() =>
                     {
                         let words = nacre_resp::split_args(&pair[1]).unwrap_or_default();

@@ -261,8 +261,12 @@ impl Scripts {
         if self.active.load(Ordering::Acquire) == 0 {
             return None;
         }
-        let threshold_ms = crate::tunables::find("busy-reply-threshold")
-            .map_or(5000, |t| shared.config.read().tunables.get(t).max(0) as u64);
+        let threshold_ms = shared
+            .config
+            .read()
+            .params
+            .int("busy-reply-threshold")
+            .max(0) as u64;
         let running = self.running.lock();
         let r = running
             .values()
