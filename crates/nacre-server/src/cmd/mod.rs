@@ -7,6 +7,7 @@ pub mod coll;
 pub mod connection;
 pub mod flags;
 pub mod hashes;
+pub mod hll;
 pub mod keys;
 pub mod keyspecs;
 pub mod latency;

@@ -154,7 +154,7 @@ macro_rules! sub {
 pub(crate) use {cmd, sub, subs_or_none};
 
 /// Every family's command list.
-fn families() -> [&'static [Command]; 16] {
+fn families() -> [&'static [Command]; 17] {
     use super::*;
     [
         connection::COMMANDS,
@@ -170,6 +170,7 @@ fn families() -> [&'static [Command]; 16] {
         hashes::COMMANDS,
         lists::COMMANDS,
         blocking::COMMANDS,
+        hll::COMMANDS,
         sets::COMMANDS,
         zsets::COMMANDS,
         zsetops::COMMANDS,

@@ -4,6 +4,7 @@
 
 pub mod coll;
 pub mod hash;
+pub mod hll;
 pub mod list;
 pub mod set;
 pub mod string;
