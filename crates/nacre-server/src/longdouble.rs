@@ -141,6 +141,37 @@ impl LongDouble {
         }
     }
 
+    /// The double `x`, exactly (every double is a `long double`).
+    pub fn from_f64(x: f64) -> LongDouble {
+        let bits = x.to_bits();
+        let neg = bits >> 63 == 1;
+        let e = ((bits >> 52) & 0x7ff) as u16;
+        let m = bits & ((1 << 52) - 1);
+        match e {
+            0x7ff if m == 0 => inf(neg),
+            0x7ff => LongDouble {
+                neg,
+                exp: EXP_SPECIAL,
+                mant: INT_BIT | (1 << 62),
+            },
+            0 if m == 0 => zero(neg),
+            // Subnormal: normalize (the extended format's range holds it as a normal value).
+            0 => {
+                let lz = m.leading_zeros() as u16;
+                LongDouble {
+                    neg,
+                    exp: 15372 - lz,
+                    mant: m << lz,
+                }
+            }
+            _ => LongDouble {
+                neg,
+                exp: e + 15360,
+                mant: INT_BIT | (m << 11),
+            },
+        }
+    }
+
     /// "%.17Lf" with trailing zeros and a trailing point removed.
     ///
     /// The exact binary value is rounded to 17 decimals, ties to even. Redis
@@ -751,6 +782,24 @@ impl Big {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn doubles_convert_exactly() {
+        for (x, want) in [
+            (1.0, "1"),
+            (-2.5, "-2.5"),
+            (13.361389338970184, "13.36138933897018433"),
+            (0.1, "0.10000000000000001"),
+            (1e-310, "0"),
+        ] {
+            assert_eq!(LongDouble::from_f64(x).to_human(), want, "{x}");
+        }
+        assert_eq!(LongDouble::from_f64(f64::INFINITY).to_human(), "inf");
+        assert_eq!(
+            LongDouble::parse(b"0x1p-1074"),
+            Some(LongDouble::from_f64(5e-324))
+        );
+    }
 
     fn ld(s: &str) -> LongDouble {
         match LongDouble::parse(s.as_bytes()) {

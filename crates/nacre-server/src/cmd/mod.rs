@@ -6,6 +6,7 @@ pub mod blocking;
 pub mod coll;
 pub mod connection;
 pub mod flags;
+pub mod geo;
 pub mod hashes;
 pub mod hll;
 pub mod keys;

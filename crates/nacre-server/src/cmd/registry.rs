@@ -154,7 +154,7 @@ macro_rules! sub {
 pub(crate) use {cmd, sub, subs_or_none};
 
 /// Every family's command list.
-fn families() -> [&'static [Command]; 17] {
+fn families() -> [&'static [Command]; 18] {
     use super::*;
     [
         connection::COMMANDS,
@@ -171,6 +171,7 @@ fn families() -> [&'static [Command]; 17] {
         lists::COMMANDS,
         blocking::COMMANDS,
         hll::COMMANDS,
+        geo::COMMANDS,
         sets::COMMANDS,
         zsets::COMMANDS,
         zsetops::COMMANDS,

@@ -3,6 +3,7 @@
 //! typed errors; commands of any family call them, never each other's handlers.
 
 pub mod coll;
+pub mod geo;
 pub mod hash;
 pub mod hll;
 pub mod list;
