@@ -108,6 +108,197 @@ pub fn unit(name: &[u8]) -> Option<f64> {
     })
 }
 
+/// A search area: a circle or a box around a position, its sizes in a unit of `per_unit`
+/// meters (as Redis keeps them, so distances come back in the unit).
+#[derive(Clone, Copy, Debug)]
+pub struct Shape {
+    /// The center.
+    pub lon: f64,
+    /// The center.
+    pub lat: f64,
+    /// Meters per unit.
+    pub per_unit: f64,
+    /// The area's extent.
+    pub extent: Extent,
+}
+
+/// A circle's radius, or a box's width and height, in the shape's unit.
+#[derive(Clone, Copy, Debug)]
+pub enum Extent {
+    /// Within this distance of the center.
+    Radius(f64),
+    /// Within half the width east and west, and half the height north and south.
+    Box(f64, f64),
+}
+
+/// Bounds of the Mercator projection Redis uses to pick a geohash precision.
+const MERCATOR_MAX: f64 = 20_037_726.37;
+
+/// The geohash precision (bits per coordinate) whose cells hold a search of `range` meters
+/// around latitude `lat`.
+fn steps_for(mut range: f64, lat: f64) -> u32 {
+    if range == 0.0 {
+        return STEP;
+    }
+    let mut step: i32 = 1;
+    while range < MERCATOR_MAX {
+        range *= 2.0;
+        step += 1;
+    }
+    step -= 2;
+    if !(-66.0..=66.0).contains(&lat) {
+        step -= 1;
+        if !(-80.0..=80.0).contains(&lat) {
+            step -= 1;
+        }
+    }
+    step.clamp(1, STEP as i32) as u32
+}
+
+fn deg(rad: f64) -> f64 {
+    rad / (std::f64::consts::PI / 180.0)
+}
+
+/// The shape's bounding box: (min lon, min lat, max lon, max lat).
+fn bounding_box(s: &Shape) -> (f64, f64, f64, f64) {
+    let (h, w) = match s.extent {
+        Extent::Radius(r) => (r, r),
+        Extent::Box(w, h) => (h / 2.0, w / 2.0),
+    };
+    let (h, w) = (h * s.per_unit, w * s.per_unit);
+    let lat_d = deg(h / EARTH_RADIUS);
+    let lon_top = deg(w / EARTH_RADIUS / rad(s.lat + lat_d).cos());
+    let lon_bottom = deg(w / EARTH_RADIUS / rad(s.lat - lat_d).cos());
+    let d = if s.lat < 0.0 { lon_bottom } else { lon_top };
+    (s.lon - d, s.lat - lat_d, s.lon + d, s.lat + lat_d)
+}
+
+/// The geohash of a position at `step` bits per coordinate, on Redis's ranges.
+fn encode_step(lon: f64, lat: f64, step: u32) -> u64 {
+    let lat_off = (lat - LAT_MIN) / (LAT_MAX - LAT_MIN) * (1u64 << step) as f64;
+    let lon_off = (lon - LON_MIN) / (LON_MAX - LON_MIN) * (1u64 << step) as f64;
+    spread(lat_off as u32) | (spread(lon_off as u32) << 1)
+}
+
+/// A cell's bounds: (min lat, max lat, min lon, max lon).
+fn cell(bits: u64, step: u32) -> (f64, f64, f64, f64) {
+    let (ilat, ilon) = (f64::from(gather(bits)), f64::from(gather(bits >> 1)));
+    let n = (1u64 << step) as f64;
+    let (lat_s, lon_s) = (LAT_MAX - LAT_MIN, LON_MAX - LON_MIN);
+    (
+        LAT_MIN + ilat / n * lat_s,
+        LAT_MIN + (ilat + 1.0) / n * lat_s,
+        LON_MIN + ilon / n * lon_s,
+        LON_MIN + (ilon + 1.0) / n * lon_s,
+    )
+}
+
+/// The cell `d` steps east (longitude bits, the odd ones) or north (latitude bits).
+fn moved(bits: u64, step: u32, east: i8, north: i8) -> u64 {
+    let shift = 64 - step * 2;
+    let mv = |bits: u64, d: i8, mine: u64, other: u64| -> u64 {
+        if d == 0 {
+            return bits;
+        }
+        let (x, y) = (bits & mine, bits & other);
+        let zz = other >> shift;
+        let x = if d > 0 {
+            x.wrapping_add(zz + 1)
+        } else {
+            (x | zz).wrapping_sub(zz + 1)
+        };
+        (x & (mine >> shift)) | y
+    };
+    let bits = mv(bits, east, 0xaaaa_aaaa_aaaa_aaaa, 0x5555_5555_5555_5555);
+    mv(bits, north, 0x5555_5555_5555_5555, 0xaaaa_aaaa_aaaa_aaaa)
+}
+
+/// The score ranges `[min, max)` to search for `s`, in Redis's order (the center cell, then
+/// north, south, east, west, north-east, north-west, south-east, south-west), cells that
+/// cannot hold a match left out and a cell equal to the one before it skipped.
+pub fn search_ranges(s: &Shape) -> Vec<(f64, f64)> {
+    let (min_lon, min_lat, max_lon, max_lat) = bounding_box(s);
+    let radius = match s.extent {
+        Extent::Radius(r) => r,
+        Extent::Box(w, h) => ((w / 2.0) * (w / 2.0) + (h / 2.0) * (h / 2.0)).sqrt(),
+    } * s.per_unit;
+    let mut step = steps_for(radius, s.lat);
+    let around = |step: u32| {
+        let h = encode_step(s.lon, s.lat, step);
+        let n = |e: i8, no: i8| moved(h, step, e, no);
+        [
+            h,
+            n(0, 1),
+            n(0, -1),
+            n(1, 0),
+            n(-1, 0),
+            n(1, 1),
+            n(-1, 1),
+            n(1, -1),
+            n(-1, -1),
+        ]
+    };
+    let mut cells = around(step);
+    let too_coarse = {
+        let (north, south) = (cell(cells[1], step), cell(cells[2], step));
+        let (east, west) = (cell(cells[3], step), cell(cells[4], step));
+        north.1 < max_lat || south.0 > min_lat || east.3 < max_lon || west.2 > min_lon
+    };
+    if step > 1 && too_coarse {
+        step -= 1;
+        cells = around(step);
+    }
+    let mut keep = [true; 9];
+    if step >= 2 {
+        let (lat_lo, lat_hi, lon_lo, lon_hi) = cell(cells[0], step);
+        let mut drop = |ids: [usize; 3]| ids.iter().for_each(|&i| keep[i] = false);
+        if lat_lo < min_lat {
+            drop([2, 7, 8]);
+        }
+        if lat_hi > max_lat {
+            drop([1, 5, 6]);
+        }
+        if lon_lo < min_lon {
+            drop([4, 8, 6]);
+        }
+        if lon_hi > max_lon {
+            drop([3, 7, 5]);
+        }
+    }
+    let shift = 52 - 2 * step;
+    let mut out = Vec::new();
+    // As Redis: a cell equal to the last one searched is skipped, unless that was the center.
+    let mut last = 0;
+    for (i, &c) in cells.iter().enumerate() {
+        if !keep[i] || (last > 0 && cells[last] == c) {
+            continue;
+        }
+        last = i;
+        out.push(((c << shift) as f64, ((c + 1) << shift) as f64));
+    }
+    out
+}
+
+/// The distance from the shape's center to a position, in meters, if the position is in it.
+pub fn within(s: &Shape, lon: f64, lat: f64) -> Option<f64> {
+    match s.extent {
+        Extent::Radius(r) => {
+            let d = distance(s.lon, s.lat, lon, lat);
+            (d <= r * s.per_unit).then_some(d)
+        }
+        Extent::Box(w, h) => {
+            let lat_d = EARTH_RADIUS * (rad(s.lat) - rad(lat)).abs();
+            if lat_d > h * s.per_unit / 2.0 {
+                return None;
+            }
+            if distance(lon, lat, s.lon, lat) > w * s.per_unit / 2.0 {
+                return None;
+            }
+            Some(distance(s.lon, s.lat, lon, lat))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

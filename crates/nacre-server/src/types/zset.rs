@@ -206,6 +206,16 @@ pub struct ScoreRange {
 }
 
 impl ScoreRange {
+    /// Scores in `[min, max)`.
+    pub fn half_open(min: f64, max: f64) -> ScoreRange {
+        ScoreRange {
+            min,
+            minex: false,
+            max,
+            maxex: true,
+        }
+    }
+
     /// Parses `min max` (`None` when either is bad).
     pub fn parse(min: &[u8], max: &[u8]) -> Option<ScoreRange> {
         let ((min, minex), (max, maxex)) = (score_bound(min)?, score_bound(max)?);
