@@ -6,6 +6,19 @@ mod common;
 use common::{RedisServer, Server};
 use redis::Connection;
 
+/// One command's reply (or error), with the command, as text.
+fn run(c: &mut Connection, args: &[&str]) -> String {
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    let r: redis::RedisResult<redis::Value> = cmd.query(c);
+    match r {
+        Ok(v) => format!("{args:?} -> {v:?}"),
+        Err(e) => format!("{args:?} -> error {e}"),
+    }
+}
+
 fn session(c: &mut Connection) -> Vec<String> {
     let script: &[&[&str]] = &[
         &[
@@ -471,27 +484,8 @@ fn session(c: &mut Connection) -> Vec<String> {
         &["GEORADIUS", "grid", "200", "38", "10", "km"],
         &["GEORADIUS", "str", "13", "38", "10", "km"],
     ];
-    for args in searches {
-        let mut cmd = redis::cmd(args[0]);
-        for a in &args[1..] {
-            cmd.arg(*a);
-        }
-        let r: redis::RedisResult<redis::Value> = cmd.query(c);
-        out.push(match r {
-            Ok(v) => format!("{args:?} -> {v:?}"),
-            Err(e) => format!("{args:?} -> error {e}"),
-        });
-    }
-    for args in script {
-        let mut cmd = redis::cmd(args[0]);
-        for a in &args[1..] {
-            cmd.arg(*a);
-        }
-        let r: redis::RedisResult<redis::Value> = cmd.query(c);
-        out.push(match r {
-            Ok(v) => format!("{args:?} -> {v:?}"),
-            Err(e) => format!("{args:?} -> error {e}"),
-        });
+    for args in searches.iter().chain(script) {
+        out.push(run(c, args));
     }
     out
 }

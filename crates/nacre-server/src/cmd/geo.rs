@@ -338,10 +338,7 @@ fn search(ctx: &mut Ctx, args: &[Vec<u8>], kind: Kind) -> CmdResult {
     let (Some(z), Some((lon, lat)), Some((extent, per_unit))) = (z, center, extent) else {
         return match store {
             Some((dst, _)) => {
-                if ctx.txn.get(ctx.db, &dst)?.is_some() {
-                    ctx.txn.set(ctx.db, &dst, None)?;
-                    ctx.notify(&dst, "del");
-                }
+                ctx.delete(&dst)?;
                 Ok(Reply::Integer(0))
             }
             None => Ok(Reply::Array(vec![])),
@@ -398,10 +395,7 @@ fn search(ctx: &mut Ctx, args: &[Vec<u8>], kind: Kind) -> CmdResult {
             .collect();
         let n = items.len() as i64;
         if items.is_empty() {
-            if ctx.txn.get(ctx.db, &dst)?.is_some() {
-                ctx.txn.set(ctx.db, &dst, None)?;
-                ctx.notify(&dst, "del");
-            }
+            ctx.delete(&dst)?;
         } else {
             zset::replace(ctx.txn, ctx.db, &dst, &items)?;
             let event = if searching {

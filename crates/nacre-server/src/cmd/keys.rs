@@ -19,10 +19,8 @@ use crate::types::whole;
 pub fn del(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     let mut n = 0;
     for key in &args[1..] {
-        if ctx.txn.get(ctx.db, key)?.is_some() {
+        if ctx.delete(key)? {
             n += 1;
-            ctx.txn.set(ctx.db, key, None)?;
-            ctx.notify(key, "del");
         }
     }
     Ok(Reply::Integer(n))

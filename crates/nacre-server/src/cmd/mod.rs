@@ -56,6 +56,17 @@ impl Ctx<'_, '_> {
     pub fn notify(&mut self, key: &[u8], name: &'static str) {
         self.txn.event(self.db, key, name);
     }
+
+    /// Deletes `key` if it exists, raising `del`; whether it existed (a store whose result
+    /// is empty, as Redis's `dbDelete`).
+    pub fn delete(&mut self, key: &[u8]) -> Result<bool, Reply> {
+        if self.txn.get(self.db, key)?.is_none() {
+            return Ok(false);
+        }
+        self.txn.set(self.db, key, None)?;
+        self.notify(key, "del");
+        Ok(true)
+    }
 }
 
 /// What the connection does after a command.

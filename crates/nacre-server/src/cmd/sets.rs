@@ -21,10 +21,7 @@ fn has(ctx: &mut Ctx, key: &[u8], m: &Meta, member: &[u8]) -> Result<bool, Reply
 /// `event` (the command's name), or `del` when an empty result deletes `dst`.
 fn store(ctx: &mut Ctx, dst: &[u8], items: &[Vec<u8>], event: &'static str) -> Result<i64, Reply> {
     if items.is_empty() {
-        if ctx.txn.get(ctx.db, dst)?.is_some() {
-            ctx.txn.set(ctx.db, dst, None)?;
-            ctx.notify(dst, "del");
-        }
+        ctx.delete(dst)?;
         return Ok(0);
     }
     let n = set::replace(ctx.txn, ctx.db, dst, items)?;

@@ -262,9 +262,8 @@ fn generic(ctx: &mut Ctx, args: &[Vec<u8>], readonly: bool) -> CmdResult {
                 let mut l = list::replace(ctx.txn, ctx.db, dst)?;
                 list::push(ctx.txn, ctx.db, dst, &mut l, false, &vals)?;
                 ctx.notify(dst, "sortstore");
-            } else if ctx.txn.get(ctx.db, dst)?.is_some() {
-                ctx.txn.set(ctx.db, dst, None)?;
-                ctx.notify(dst, "del");
+            } else {
+                ctx.delete(dst)?;
             }
             Ok(Reply::Integer(n))
         }

@@ -517,10 +517,7 @@ pub fn bitop(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     let out = bits::bitop(op, &refs);
     let n = out.len();
     if n == 0 {
-        if ctx.txn.get(ctx.db, &args[2])?.is_some() {
-            ctx.txn.set(ctx.db, &args[2], None)?;
-            ctx.notify(&args[2], "del");
-        }
+        ctx.delete(&args[2])?;
     } else {
         put_hinted(ctx, &args[2], out, Some(0), Hint::Raw)?;
         ctx.notify(&args[2], "set");

@@ -428,10 +428,7 @@ pub fn store(
     event: &'static str,
 ) -> Result<i64, Reply> {
     if items.is_empty() {
-        if ctx.txn.get(ctx.db, dst)?.is_some() {
-            ctx.txn.set(ctx.db, dst, None)?;
-            ctx.notify(dst, "del");
-        }
+        ctx.delete(dst)?;
         return Ok(0);
     }
     let n = zset::replace(ctx.txn, ctx.db, dst, items)?;
