@@ -161,3 +161,16 @@ fn values_counts_and_merges_match_redis() {
     }
     assert_eq!(ours.len(), theirs.len());
 }
+
+#[test]
+fn pfselftest_passes_and_others_are_served_meanwhile() {
+    let nacre = Server::start(&[]);
+    let mut c = nacre.conn();
+    let mut other = nacre.conn();
+    let t =
+        std::thread::spawn(move || -> String { redis::cmd("PFSELFTEST").query(&mut c).unwrap() });
+    // The checks run apart from the serving threads: another client is answered meanwhile.
+    let pong: String = redis::cmd("PING").query(&mut other).unwrap();
+    assert_eq!(pong, "PONG");
+    assert_eq!(t.join().unwrap(), "OK");
+}

@@ -1,10 +1,12 @@
-//! HyperLogLog commands: PFADD PFCOUNT PFMERGE PFDEBUG, with arguments, events and replies
-//! around `types/hll.rs`. A HyperLogLog is a string holding Redis's exact layout.
+//! HyperLogLog commands: PFADD PFCOUNT PFMERGE PFDEBUG PFSELFTEST, with arguments, events
+//! and replies around `types/hll.rs`. A HyperLogLog is a string holding Redis's exact layout.
 
 use nacre_resp::Reply;
 
-use super::registry::{cmd, Command, Keys::Range as KR, Run::Key};
-use super::{err, ok, CmdResult, Ctx};
+use super::registry::{cmd, Command, Keys::None as NK, Keys::Range as KR, Run::Conn, Run::Key};
+use super::{err, ok, CmdResult, Ctx, Outcome};
+use crate::client::Client;
+use crate::shared::Shared;
 use crate::store::encoding::Hint;
 use crate::types::hll::{self, HllError};
 use crate::types::string;
@@ -149,11 +151,29 @@ pub fn pfdebug(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     }
 }
 
+/// `PFSELFTEST`: the internal checks Redis runs (`hll::selftest`), on a blocking thread (they
+/// take a few seconds); `OK`, or the failed check.
+pub fn pfselftest(shared: &Shared, _: &mut Client, _: &[Vec<u8>]) -> Outcome {
+    let max = shared
+        .config
+        .read()
+        .params
+        .int("hll-sparse-max-bytes")
+        .max(0) as usize;
+    Outcome::Blocking(Box::new(move || {
+        match hll::selftest(max, crate::shared::random_u64) {
+            Ok(()) => ok(),
+            Err(e) => Reply::Error(e),
+        }
+    }))
+}
+
 /// The HyperLogLog commands.
 #[rustfmt::skip]
 pub(crate) static COMMANDS: &[Command] = &[
     cmd!("pfadd", -2, [WRITE DENYOOM FAST], [WRITE HYPERLOGLOG FAST], [], KR(1, 1, 1), "hyperloglog", "2.8.9", "Adds elements to a HyperLogLog key. Creates the key if it doesn't exist.", Key(pfadd)),
     cmd!("pfcount", -2, [READONLY], [READ HYPERLOGLOG SLOW], [], KR(1, -1, 1), "hyperloglog", "2.8.9", "Returns the approximated cardinality of the set(s) observed by the HyperLogLog key(s).", Key(pfcount)),
     cmd!("pfmerge", -2, [WRITE DENYOOM], [WRITE HYPERLOGLOG SLOW], [], KR(1, -1, 1), "hyperloglog", "2.8.9", "Merges one or more HyperLogLog values into a single key.", Key(pfmerge)),
+    cmd!("pfselftest", 1, [ADMIN], [HYPERLOGLOG ADMIN SLOW DANGEROUS], [], NK, "hyperloglog", "2.8.9", "An internal command for testing HyperLogLog values.", Conn(pfselftest)),
     cmd!("pfdebug", 3, [WRITE DENYOOM ADMIN], [WRITE HYPERLOGLOG ADMIN SLOW DANGEROUS], [], KR(2, 2, 1), "hyperloglog", "2.8.9", "Internal commands for debugging HyperLogLog values.", Key(pfdebug)),
 ];
