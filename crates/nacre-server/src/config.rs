@@ -102,7 +102,7 @@ pub struct Config {
 impl Config {
     /// `latency-monitor-threshold` in milliseconds (0: the monitor is off).
     pub fn latency_threshold_ms(&self) -> u64 {
-        self.params.int("latency-monitor-threshold").max(0) as u64
+        self.params.uint("latency-monitor-threshold")
     }
 
     /// The threads that serve clients (see [`Config::io_threads`]).

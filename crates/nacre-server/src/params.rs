@@ -1637,9 +1637,19 @@ pub const PARAMS: &[Param] = &[
 
 /// The parameter named `name` (lowercase; either of its names).
 pub fn find(name: &str) -> Option<&'static Param> {
-    PARAMS
-        .iter()
-        .find(|p| p.name == name || p.alias == Some(name))
+    // Looked up per script run and per command that reads a parameter: a map, not a scan of
+    // the table.
+    static BY_NAME: std::sync::OnceLock<std::collections::HashMap<&'static str, &'static Param>> =
+        std::sync::OnceLock::new();
+    BY_NAME
+        .get_or_init(|| {
+            PARAMS
+                .iter()
+                .flat_map(|p| std::iter::once((p.name, p)).chain(p.alias.map(|a| (a, p))))
+                .collect()
+        })
+        .get(name)
+        .copied()
 }
 
 /// Every name `CONFIG GET` matches patterns against: each parameter's, then its old one.
@@ -1686,6 +1696,11 @@ impl Values {
     /// The value of integer parameter `name` (0 if there is none such).
     pub fn int(&self, name: &str) -> i64 {
         find(name).map_or(0, |p| self.get(p).parse().unwrap_or(0))
+    }
+
+    /// [`Values::int`], negative values read as 0 (sizes, thresholds).
+    pub fn uint(&self, name: &str) -> u64 {
+        self.int(name).max(0) as u64
     }
 }
 

@@ -15,16 +15,7 @@ use crate::types::{geo, zset};
 
 /// A coordinate argument, as Redis reads one (`strtod`, no NaN).
 fn coordinate(b: &[u8]) -> Result<f64, Reply> {
-    crate::num::parse_f64(b)
-        .or_else(|| {
-            let s = std::str::from_utf8(b).ok()?.to_ascii_lowercase();
-            match s.as_str() {
-                "inf" | "+inf" | "infinity" => Some(f64::INFINITY),
-                "-inf" | "-infinity" => Some(f64::NEG_INFINITY),
-                _ => None,
-            }
-        })
-        .ok_or_else(|| err("value is not a valid float"))
+    crate::num::parse_f64(b).ok_or_else(|| err("value is not a valid float"))
 }
 
 /// A coordinate as Redis prints one (`%.17Lf`, trailing zeros removed): text in RESP2, a

@@ -34,13 +34,9 @@ fn put(ctx: &mut Ctx, key: &[u8], v: Vec<u8>) -> Result<(), Reply> {
     Ok(string::put(ctx.txn, ctx.db, key, v, None, Hint::Raw)?)
 }
 
-fn sparse_max(ctx: &Ctx) -> usize {
-    ctx.shared
-        .config
-        .read()
-        .params
-        .int("hll-sparse-max-bytes")
-        .max(0) as usize
+/// `hll-sparse-max-bytes`.
+fn sparse_max(shared: &Shared) -> usize {
+    shared.config.read().params.uint("hll-sparse-max-bytes") as usize
 }
 
 /// `PFADD key [element ...]`: 1 if the key was created or a register changed.
@@ -50,7 +46,7 @@ pub fn pfadd(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
         Some(v) => (v, false),
         None => (hll::empty(), true),
     };
-    let max = sparse_max(ctx);
+    let max = sparse_max(ctx.shared);
     for e in &args[2..] {
         updated |= hll::add(&mut v, e, max)?;
     }
@@ -66,7 +62,7 @@ pub fn pfadd(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
 /// the estimate of the union of several.
 pub fn pfcount(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     if args.len() > 2 {
-        let mut max = vec![0u8; 1 << 14];
+        let mut max = vec![0u8; hll::REGISTERS];
         for k in &args[1..] {
             if let Some(v) = get(ctx, k)? {
                 hll::merge_into(&mut max, &v)?;
@@ -90,7 +86,7 @@ pub fn pfcount(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
 /// `PFMERGE destkey [sourcekey ...]`: the destination (a source too) gets every register's
 /// largest value; dense if any source is.
 pub fn pfmerge(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
-    let mut max = vec![0u8; 1 << 14];
+    let mut max = vec![0u8; hll::REGISTERS];
     let mut dense = false;
     for k in &args[1..] {
         if let Some(v) = get(ctx, k)? {
@@ -103,7 +99,7 @@ pub fn pfmerge(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     if dense {
         v = hll::to_dense(&v)?;
     }
-    let limit = sparse_max(ctx);
+    let limit = sparse_max(ctx.shared);
     for (i, &m) in max.iter().enumerate() {
         if m != 0 {
             hll::set(&mut v, i, m, limit)?;
@@ -154,12 +150,7 @@ pub fn pfdebug(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
 /// `PFSELFTEST`: the internal checks Redis runs (`hll::selftest`), on a blocking thread (they
 /// take a few seconds); `OK`, or the failed check.
 pub fn pfselftest(shared: &Shared, _: &mut Client, _: &[Vec<u8>]) -> Outcome {
-    let max = shared
-        .config
-        .read()
-        .params
-        .int("hll-sparse-max-bytes")
-        .max(0) as usize;
+    let max = sparse_max(shared);
     Outcome::Blocking(Box::new(move || {
         match hll::selftest(max, crate::shared::random_u64) {
             Ok(()) => ok(),

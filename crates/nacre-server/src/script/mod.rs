@@ -261,12 +261,7 @@ impl Scripts {
         if self.active.load(Ordering::Acquire) == 0 {
             return None;
         }
-        let threshold_ms = shared
-            .config
-            .read()
-            .params
-            .int("busy-reply-threshold")
-            .max(0) as u64;
+        let threshold_ms = shared.config.read().params.uint("busy-reply-threshold");
         let running = self.running.lock();
         let r = running
             .values()

@@ -12,7 +12,7 @@
 
 /// Registers: 2^14.
 const P: u32 = 14;
-const REGISTERS: usize = 1 << P;
+pub const REGISTERS: usize = 1 << P;
 /// Bits per register.
 const BITS: usize = 6;
 const MAX_REG: u8 = (1 << BITS) - 1;

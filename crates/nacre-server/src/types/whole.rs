@@ -51,7 +51,8 @@ pub fn is_empty(v: &Value) -> bool {
 /// A member or field named twice keeps its last value, as loading it into Redis does.
 pub fn write(txn: &mut Txn<'_>, db: usize, key: &[u8], v: Value, expire_at: u64) -> Result<()> {
     match v {
-        Value::String(s) => string::put(txn, db, key, s, Some(expire_at), Hint::Auto)?,
+        // A string's record carries its expiry as it is written.
+        Value::String(s) => return string::put(txn, db, key, s, Some(expire_at), Hint::Auto),
         Value::List(items) => {
             let mut l = list::replace(txn, db, key)?;
             list::push(txn, db, key, &mut l, false, &items)?;
