@@ -106,6 +106,7 @@ fn class(event: &str) -> u32 {
         "sadd" | "srem" | "spop" | "sinterstore" | "sunionstore" | "sdiffstore" => SET,
         "hset" | "hdel" | "hincrby" | "hincrbyfloat" => HASH,
         e if e.starts_with('z') => ZSET,
+        e if e.starts_with('x') => STREAM,
         "expired" => EXPIRED,
         "new" => NEW,
         _ => GENERIC,

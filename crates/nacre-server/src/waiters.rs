@@ -7,7 +7,8 @@
 //!   before anyone can see it gone.
 //! - W2: a key's queue is served in the order its clients parked (Redis's order): the first
 //!   client is served while the key has something; the first that finds it empty stops the
-//!   key's turn.
+//!   key's turn. Stream readers wait for ids of their own: one left parked does not stop
+//!   those behind it.
 //! - W3: no lost wake-up: a client parks, then its keys are served once; any write that
 //!   commits after its failed first attempt either comes before it parks (and that serving
 //!   finds the data) or serves the parked client itself.
@@ -126,12 +127,20 @@ impl Waiters {
             .cloned()
             .collect();
         while let Some(key) = ready.pop_front() {
-            while let Some(&id) = g.by_key.get(&key).and_then(|q| q.front()) {
+            let queue: Vec<u64> = g
+                .by_key
+                .get(&key)
+                .map(|q| q.iter().copied().collect())
+                .unwrap_or_default();
+            for id in queue {
                 let Some(w) = g.waiters.get(&id) else {
-                    break;
+                    continue;
                 };
                 let (db, resp, req) = (w.db, w.resp, w.req.clone());
                 let Some((reply, ticket)) = serve_one(shared, db, resp, &req, &key.1) else {
+                    if req.op.others_may_pass() {
+                        continue;
+                    }
                     break;
                 };
                 if let Some(w) = g.remove(id) {
@@ -179,6 +188,11 @@ fn serve_one(shared: &Shared, db: usize, resp: u8, req: &Request, key: &[u8]) ->
         // type answers the error (nothing moves); a source of another type leaves the client
         // parked.
         Err(e) if matches!(req.op, Op::Move { .. }) && source_is_list(&mut txn, db, key) => {
+            let t = txn.read_ticket();
+            Some((e, t))
+        }
+        // A group reader whose stream or group is gone is told so.
+        Err(e) if matches!(req.op, Op::XRead { group: Some(_), .. }) => {
             let t = txn.read_ticket();
             Some((e, t))
         }

@@ -188,6 +188,22 @@ fn check_collection(m: &Meta, records: &[(Vec<u8>, Vec<u8>)]) {
                 );
             }
         }
+        Kind::Stream => {
+            use encoding::stream_tag as tag;
+            let of = |t: u8| records.iter().filter(move |(k, _)| k[0] == t);
+            // S1: the length is the entries present and the nodes' live counts.
+            assert_eq!(of(tag::ENTRY).count() as u64, m.size, "stream: length");
+            let live: u64 = of(tag::NODE)
+                .map(|(_, v)| u64::from_be_bytes(v[..8].try_into().expect("node")))
+                .sum();
+            assert_eq!(live, m.size, "stream: nodes disagree with entries");
+            // G1: each pending entry has its owner's record, and no more.
+            assert_eq!(
+                of(tag::PENDING).count(),
+                of(tag::OWNED).count(),
+                "stream: group and consumer pending lists disagree"
+            );
+        }
     }
 }
 

@@ -30,6 +30,22 @@ pub enum Op {
     ZPop { max: bool },
     /// BZMPOP: `[key, [[member, score]...]]`.
     ZMPop { max: bool, count: u64 },
+    /// XREAD / XREADGROUP: entries after an id per key (a group reader's is the group's
+    /// last delivered id, read when served), at most `count`, and the group, consumer and
+    /// NOACK.
+    XRead {
+        ids: Vec<crate::types::stream::Id>,
+        count: usize,
+        group: Option<(Vec<u8>, Vec<u8>, bool)>,
+    },
+}
+
+impl Op {
+    /// Whether clients parked behind one this op cannot serve may still be served (a stream
+    /// reader waits for ids of its own; pops wait in turn).
+    pub fn others_may_pass(&self) -> bool {
+        matches!(self, Op::XRead { .. })
+    }
 }
 
 /// A parsed blocking command.
@@ -73,6 +89,19 @@ fn side(b: &[u8], a: &str, z: &str) -> Result<bool, Reply> {
     } else {
         Err(syntax())
     }
+}
+
+/// The parked form of a blocking command that found nothing, read in `txn` where its first
+/// attempt ran (XREAD's `$` is the last id then).
+pub fn request(
+    txn: &mut crate::store::txn::Txn<'_>,
+    db: usize,
+    args: &[Vec<u8>],
+) -> Result<Request, Reply> {
+    if args[0].eq_ignore_ascii_case(b"xread") || args[0].eq_ignore_ascii_case(b"xreadgroup") {
+        return super::streams::block_request(txn, db, args);
+    }
+    parse(args)
 }
 
 /// Parses a blocking command's arguments (`args[0]` names it).
@@ -190,6 +219,9 @@ pub fn attempt(ctx: &mut Ctx, r: &Request, keys: &[Vec<u8>]) -> Result<Option<Re
             Ok(None)
         }
         Op::ZMPop { max, count } => zsetops::mpop(ctx, keys, *max, *count),
+        Op::XRead { ids, count, group } => {
+            super::streams::serve_parked(ctx, &keys[0], &r.keys, ids, *count, group.as_ref())
+        }
     }
 }
 

@@ -421,6 +421,7 @@ pub fn encoding_of(m: &Meta) -> &'static str {
         Kind::Set => "intset",
         Kind::ZSet if m.hint == Hint::Raw => "skiplist",
         Kind::ZSet => "listpack",
+        Kind::Stream => "stream",
     }
 }
 

@@ -20,6 +20,8 @@ pub mod registry;
 pub mod server;
 pub mod sets;
 pub mod sort;
+pub mod stream_groups;
+pub mod streams;
 pub mod strings;
 pub mod zsetops;
 pub mod zsets;
@@ -372,7 +374,7 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
             } else {
                 shared.store.txn(&refs, client.clock.now_ms())
             };
-            if !cmd.flags.contains(Flags::DENYOOM) {
+            if !flags.contains(Flags::DENYOOM) {
                 txn.mark_frees_space();
             }
             // Events are recorded only when someone could receive them.
@@ -383,15 +385,16 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
             let raised = txn.take_raised(0);
             if cmd.flags.contains(Flags::BLOCKING) && matches!(reply, Reply::Nil) {
                 // Nothing to pop: park (outside MULTI; EXEC answers nil instead).
+                let req = blocking::request(&mut txn, client.db, args);
                 drop(txn);
-                return match blocking::parse(args) {
+                return match req {
                     Ok(req) => Outcome::Block(req),
                     Err(e) => Outcome::Reply(e, Ticket(0)),
                 };
             }
             let ticket = txn.commit();
             crate::notify::publish(shared, raised, ticket.0);
-            if cmd.flags.contains(Flags::WRITE) {
+            if flags.contains(Flags::WRITE) {
                 shared.waiters.serve(shared, &keys);
                 if exclusive {
                     // SWAPDB gives whole databases new contents: every parked key may be

@@ -154,7 +154,7 @@ macro_rules! sub {
 pub(crate) use {cmd, sub, subs_or_none};
 
 /// Every family's command list.
-fn families() -> [&'static [Command]; 18] {
+fn families() -> [&'static [Command]; 20] {
     use super::*;
     [
         connection::COMMANDS,
@@ -175,6 +175,8 @@ fn families() -> [&'static [Command]; 18] {
         sets::COMMANDS,
         zsets::COMMANDS,
         zsetops::COMMANDS,
+        streams::COMMANDS,
+        stream_groups::COMMANDS,
     ]
 }
 

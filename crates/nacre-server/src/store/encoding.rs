@@ -15,6 +15,8 @@
 //!   metadata payload holding the ends (see [`list_ends`]). A sorted set's member records
 //!   hold the score (f64 LE), and its score index sits under the same version: version ++
 //!   0xFF ++ the score in order-preserving bytes ([`score_bytes`]) ++ the member, empty.
+//!   A stream's records are keyed by version ++ a [`stream_tag`] byte ++ what that record
+//!   names (an entry's id, a group's name...), laid out in `types/stream.rs`.
 //! - `expire`: the expiry index. Key: expiry time (ms, big-endian) ++ namespace ++ key; for
 //!   a long key, expiry time ++ namespace with the top bit set ++ its `meta` key's hash and
 //!   digest.
@@ -44,6 +46,8 @@ pub enum Kind {
     Set = 3,
     /// A sorted set.
     ZSet = 4,
+    /// A stream.
+    Stream = 5,
 }
 
 impl Kind {
@@ -54,6 +58,7 @@ impl Kind {
             2 => Kind::List,
             3 => Kind::Set,
             4 => Kind::ZSet,
+            5 => Kind::Stream,
             _ => return None,
         })
     }
@@ -66,6 +71,7 @@ impl Kind {
             Kind::List => "list",
             Kind::Set => "set",
             Kind::ZSet => "zset",
+            Kind::Stream => "stream",
         }
     }
 
@@ -424,6 +430,22 @@ pub fn list_payload(head: u64, tail: u64) -> Vec<u8> {
     p.extend_from_slice(&head.to_le_bytes());
     p.extend_from_slice(&tail.to_le_bytes());
     p
+}
+
+/// What the byte after a stream's version names (`types/stream.rs` lays the records out).
+pub mod stream_tag {
+    /// An entry.
+    pub const ENTRY: u8 = 1;
+    /// A node of entries.
+    pub const NODE: u8 = 2;
+    /// A consumer group.
+    pub const GROUP: u8 = 3;
+    /// A consumer.
+    pub const CONSUMER: u8 = 4;
+    /// A group's pending entry.
+    pub const PENDING: u8 = 5;
+    /// A consumer's pending entry (an index of the group's).
+    pub const OWNED: u8 = 6;
 }
 
 /// The byte after the version that starts a sorted set's score index (member records have

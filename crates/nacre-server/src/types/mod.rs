@@ -8,6 +8,8 @@ pub mod hash;
 pub mod hll;
 pub mod list;
 pub mod set;
+pub mod stream;
+pub mod stream_group;
 pub mod string;
 pub mod whole;
 pub mod zset;
@@ -27,6 +29,9 @@ pub enum Error {
     /// The keyspace failed (the engine, or a damaged record).
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The operation does not take values of this type yet.
+    #[error("ERR this operation does not support {0} yet")]
+    Unsupported(&'static str),
 }
 
 /// Shorthand.
@@ -35,7 +40,7 @@ pub type Result<T> = std::result::Result<T, Error>;
 impl From<Error> for Reply {
     fn from(e: Error) -> Reply {
         match e {
-            Error::WrongType => Reply::Error(Error::WrongType.to_string()),
+            Error::WrongType | Error::Unsupported(_) => Reply::Error(e.to_string()),
             Error::Store(e) => e.into(),
         }
     }

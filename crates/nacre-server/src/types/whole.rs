@@ -33,6 +33,7 @@ pub fn read(txn: &mut Txn<'_>, db: usize, key: &[u8]) -> Result<Option<(Value, u
             }
             None => return Ok(None),
         },
+        Kind::Stream => return Err(super::Error::Unsupported("streams")),
     };
     Ok(Some((v, m.expire_at)))
 }
