@@ -37,12 +37,103 @@ fn fill(c: &mut Connection) {
     }
     let wide = "x".repeat(10_000);
     q(&["RPUSH", "widelist", &wide, "small", &wide]);
+    // Streams: nodes of three entries, entries with the master's fields and without,
+    // deletes inside a node and of a whole node, groups with pending entries and consumers.
+    q(&["CONFIG", "SET", "stream-node-max-entries", "3"]);
+    for i in 1..=10 {
+        let (id, f, v) = (
+            format!("{i}-1"),
+            format!("f{}", i % 3),
+            format!("{}", i * 1000),
+        );
+        q(&["XADD", "stream", &id, &f, &v, "other", "x"]);
+    }
+    q(&["XDEL", "stream", "2-1", "4-1", "5-1", "6-1"]);
+    q(&["XGROUP", "CREATE", "stream", "g1", "0"]);
+    q(&["XGROUP", "CREATE", "stream", "g2", "$"]);
+    q(&[
+        "XREADGROUP",
+        "GROUP",
+        "g1",
+        "alice",
+        "COUNT",
+        "2",
+        "STREAMS",
+        "stream",
+        ">",
+    ]);
+    q(&[
+        "XREADGROUP",
+        "GROUP",
+        "g1",
+        "bob",
+        "COUNT",
+        "2",
+        "STREAMS",
+        "stream",
+        ">",
+    ]);
+    q(&["XGROUP", "CREATECONSUMER", "stream", "g1", "carol"]);
+    q(&["XACK", "stream", "g1", "1-1"]);
+    q(&["CONFIG", "SET", "stream-node-max-entries", "100"]);
+    for i in 0..300 {
+        let v = format!("value-{i}");
+        q(&["XADD", "bigstream", &format!("{}-0", i + 1), "n", &v]);
+    }
+    q(&["XGROUP", "CREATE", "emptystream", "g", "$", "MKSTREAM"]);
 }
 
 const KEYS: &[&str] = &[
-    "str", "int", "bigint", "lzf", "ttl", "list", "intset", "set", "hash", "zset", "biglist",
-    "bigset", "bighash", "bigzset", "widelist",
+    "str",
+    "int",
+    "bigint",
+    "lzf",
+    "ttl",
+    "list",
+    "intset",
+    "set",
+    "hash",
+    "zset",
+    "biglist",
+    "bigset",
+    "bighash",
+    "bigzset",
+    "widelist",
+    "stream",
+    "bigstream",
+    "emptystream",
 ];
+
+/// A stream's contents without what depends on the clock: its entries, its counters and
+/// nodes (`XINFO STREAM`, less the radix tree's inner node count, which is Redis's own),
+/// its groups and who has what pending.
+fn stream_contents(c: &mut Connection, key: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let entries: Value = redis::cmd("XRANGE")
+        .arg(key)
+        .arg("-")
+        .arg("+")
+        .query(c)
+        .unwrap();
+    out.push(format!("{entries:?}"));
+    let info: Vec<Value> = redis::cmd("XINFO").arg("STREAM").arg(key).query(c).unwrap();
+    for pair in info.chunks(2) {
+        if pair[0] != Value::BulkString(b"radix-tree-nodes".to_vec()) {
+            out.push(format!("{pair:?}"));
+        }
+    }
+    let groups: Value = redis::cmd("XINFO").arg("GROUPS").arg(key).query(c).unwrap();
+    out.push(format!("{groups:?}"));
+    let names: Vec<Vec<Value>> = redis::cmd("XINFO").arg("GROUPS").arg(key).query(c).unwrap();
+    for g in names {
+        let Value::BulkString(name) = &g[1] else {
+            panic!("group name {:?}", g[1]);
+        };
+        let pending: Value = redis::cmd("XPENDING").arg(key).arg(name).query(c).unwrap();
+        out.push(format!("{pending:?}"));
+    }
+    out
+}
 
 /// Everything a key holds, in a comparable form (type, sorted contents).
 fn contents(c: &mut Connection, key: &str) -> (String, Vec<String>) {
@@ -64,6 +155,7 @@ fn contents(c: &mut Connection, key: &str) -> (String, Vec<String>) {
             .arg("WITHSCORES")
             .query(c)
             .unwrap(),
+        "stream" => stream_contents(c, key),
         other => panic!("{key} is a {other}"),
     };
     if matches!(t.as_str(), "set" | "hash") {

@@ -12,6 +12,13 @@ pub fn lp_encode(items: &[Vec<u8>]) -> Vec<u8> {
     for it in items {
         let start = out.len();
         let n = it.len();
+        // As Redis: text that is a canonical 64-bit integer is stored as one.
+        if let Some(v) = crate::num::parse_i64_strict(it).filter(|_| n <= 20) {
+            push_int(&mut out, v);
+            let len = out.len() - start;
+            out.extend_from_slice(&backlen(len));
+            continue;
+        }
         if n < 64 {
             out.push(0x80 | n as u8);
         } else if n < 4096 {
@@ -31,6 +38,29 @@ pub fn lp_encode(items: &[Vec<u8>]) -> Vec<u8> {
     let count = items.len().min(LP_COUNT_UNKNOWN) as u16;
     out[4..6].copy_from_slice(&count.to_le_bytes());
     out
+}
+
+/// A listpack integer entry, in the smallest encoding that holds `v`.
+fn push_int(out: &mut Vec<u8>, v: i64) {
+    if (0..=127).contains(&v) {
+        out.push(v as u8);
+    } else if (-4096..=4095).contains(&v) {
+        let u = (v as u16) & 0x1FFF;
+        out.push(0xC0 | (u >> 8) as u8);
+        out.push(u as u8);
+    } else {
+        let (tag, width) = if i16::try_from(v).is_ok() {
+            (0xF1, 2)
+        } else if (-(1 << 23)..(1 << 23)).contains(&v) {
+            (0xF2, 3)
+        } else if i32::try_from(v).is_ok() {
+            (0xF3, 4)
+        } else {
+            (0xF4, 8)
+        };
+        out.push(tag);
+        out.extend_from_slice(&v.to_le_bytes()[..width]);
+    }
 }
 
 /// An entry's length written backwards after it (7 bits a byte, most significant first).

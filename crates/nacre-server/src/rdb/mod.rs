@@ -4,6 +4,7 @@
 //! inside values ([`listpack`]) and whole values ([`value`]).
 
 pub mod listpack;
+pub mod stream;
 pub mod value;
 
 /// CRC-64 as Redis computes it (Jones polynomial, reflected).

@@ -24,6 +24,8 @@ const LIST_QUICKLIST: u8 = 14;
 const HASH_LISTPACK: u8 = 16;
 const ZSET_LISTPACK: u8 = 17;
 const LIST_QUICKLIST_2: u8 = 18;
+const STREAM_LISTPACKS: u8 = 15;
+const STREAM_LISTPACKS_2: u8 = 19;
 
 /// Most elements in one listpack node of a list Nacre writes (Redis's default node holds up
 /// to 8 KiB: `list-max-listpack-size -2`).
@@ -43,6 +45,8 @@ pub enum Value {
     Hash(Vec<(Vec<u8>, Vec<u8>)>),
     /// A sorted set's members and scores.
     ZSet(Vec<(Vec<u8>, f64)>),
+    /// A stream with its groups.
+    Stream(Box<super::stream::StreamValue>),
 }
 
 /// Why a payload cannot be restored, in Redis's words.
@@ -110,6 +114,10 @@ pub fn encode(v: &Value) -> Vec<u8> {
                 put_string(&mut out, m);
                 out.extend_from_slice(&s.to_le_bytes());
             }
+        }
+        Value::Stream(st) => {
+            out.push(STREAM_LISTPACKS_2);
+            super::stream::encode(st, &mut out);
         }
     }
     put_footer(&mut out, RDB_VERSION);
@@ -287,6 +295,10 @@ fn value(kind: u8, b: &[u8], at: usize) -> Option<(Value, usize)> {
             }
             (Value::List(items), at)
         }
+        STREAM_LISTPACKS | STREAM_LISTPACKS_2 => {
+            let (st, at) = super::stream::decode(b, at, kind == STREAM_LISTPACKS_2)?;
+            (Value::Stream(Box::new(st)), at)
+        }
         _ => return None,
     })
 }
@@ -321,7 +333,7 @@ mod tests {
         let n = p.len();
         p[n - 1] ^= 1;
         assert_eq!(decode(&p), Err(DumpError::Footer));
-        // A stream (type 19) and a truncated set are bad data.
+        // A truncated stream (type 19) and a truncated set are bad data.
         let mut s = vec![19, 0];
         put_footer(&mut s, RDB_VERSION);
         assert_eq!(decode(&s), Err(DumpError::Format));

@@ -29,9 +29,6 @@ pub enum Error {
     /// The keyspace failed (the engine, or a damaged record).
     #[error(transparent)]
     Store(#[from] StoreError),
-    /// The operation does not take values of this type yet.
-    #[error("ERR this operation does not support {0} yet")]
-    Unsupported(&'static str),
 }
 
 /// Shorthand.
@@ -40,7 +37,7 @@ pub type Result<T> = std::result::Result<T, Error>;
 impl From<Error> for Reply {
     fn from(e: Error) -> Reply {
         match e {
-            Error::WrongType | Error::Unsupported(_) => Reply::Error(e.to_string()),
+            Error::WrongType => Reply::Error(Error::WrongType.to_string()),
             Error::Store(e) => e.into(),
         }
     }

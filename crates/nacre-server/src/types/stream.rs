@@ -432,6 +432,38 @@ fn nodes(
     bad.map_or(Ok(()), Err)
 }
 
+/// Every node, in order.
+pub fn all_nodes(txn: &mut Txn<'_>, db: usize, key: &[u8], h: &Header) -> Result<Vec<Node>> {
+    let mut out = Vec::new();
+    nodes(txn, db, key, h.version, |n| {
+        out.push(n);
+        true
+    })?;
+    Ok(out)
+}
+
+/// RESTORE: writes a node and its live entries as they were (the stream's counters are the
+/// caller's).
+pub fn restore_node(
+    txn: &mut Txn<'_>,
+    db: usize,
+    key: &[u8],
+    h: &Header,
+    node: &Node,
+    entries: &[Entry],
+) -> Result<()> {
+    put_node(txn, db, key, h.version, node)?;
+    for (id, pairs) in entries {
+        txn.sub_put(
+            db,
+            key,
+            key_of_entry(h.version, *id),
+            Some(encode_fields(pairs)),
+        )?;
+    }
+    Ok(())
+}
+
 /// Nodes in the stream (`XINFO STREAM`'s radix-tree-keys).
 pub fn node_count(txn: &mut Txn<'_>, db: usize, key: &[u8], h: &Header) -> Result<u64> {
     let mut n = 0;
