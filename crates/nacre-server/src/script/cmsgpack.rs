@@ -113,12 +113,18 @@ fn pack(out: &mut Vec<u8>, v: &Value, level: usize) -> mlua::Result<()> {
                 }
             }
             None => {
-                let pairs: Vec<(Value, Value)> =
-                    t.pairs::<Value, Value>().collect::<mlua::Result<_>>()?;
-                pack_len(out, pairs.len(), 0x80, 15, None, 0xde, 0xdf);
-                for (k, v) in &pairs {
-                    pack(out, k, level + 1)?;
-                    pack(out, v, level + 1)?;
+                // Counted, then walked again: holding every pair at once would keep a
+                // reference per key and value alive, more than Lua's stack takes.
+                let mut n = 0;
+                for pair in t.pairs::<Value, Value>() {
+                    pair?;
+                    n += 1;
+                }
+                pack_len(out, n, 0x80, 15, None, 0xde, 0xdf);
+                for pair in t.pairs::<Value, Value>() {
+                    let (k, v) = pair?;
+                    pack(out, &k, level + 1)?;
+                    pack(out, &v, level + 1)?;
                 }
             }
         },

@@ -77,6 +77,15 @@ impl Ctx<'_, '_> {
                 Err(e) => return Err(e.to_string()),
             }
         }
+        // As Redis: a script may not ask a stream read to block.
+        if matches!(cmd.name, "xread" | "xreadgroup")
+            && crate::cmd::streams::parse_read(args).is_ok_and(|r| r.block.is_some())
+        {
+            return Err(format!(
+                "-ERR {} command is not allowed with BLOCK option from scripts",
+                String::from_utf8_lossy(&args[0])
+            ));
+        }
         let mark = self.txn.mark();
         let r = run_key(cmd, self.txn, self.client, self.shared, args);
         // A blocking command does not block in a script: it answers as its timeout would.
