@@ -10,6 +10,7 @@
 pub mod latency;
 pub mod parse;
 pub mod restart;
+pub mod streams;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -36,8 +37,10 @@ pub struct ServerBenchConfig {
     /// Where data directories are made (on the disk to measure: not tmpfs for msync).
     #[arg(long, default_value = "target/server-bench")]
     pub dir: PathBuf,
-    /// redis-benchmark tests (-t), and the script tests `eval` (a script of one INCR) and
-    /// `evalsha10` (EVALSHA of a script of ten SETs), run as custom commands.
+    /// redis-benchmark tests (-t), the script tests `eval` (a script of one INCR) and
+    /// `evalsha10` (EVALSHA of a script of ten SETs) and `xadd` (XADD to one stream), run
+    /// as custom commands, and `xreadgroup` (a consumer group reading and acknowledging a
+    /// stream, `streams.rs`).
     #[arg(long, default_value = "set,get,incr,hset,mset")]
     pub tests: String,
     /// Requests per test (-n).
@@ -226,6 +229,12 @@ fn script_test(name: &str, port: u16) -> Result<Option<(&'static str, Vec<String
             .map(String::from)
             .to_vec(),
         )),
+        "xadd" => Some((
+            "XADD (one stream)",
+            ["xadd", "bench:stream", "*", "field", "__rand_int__"]
+                .map(String::from)
+                .to_vec(),
+        )),
         "evalsha10" => {
             let mut c = crate::resp::Connection::connect(
                 &format!("127.0.0.1:{port}"),
@@ -268,7 +277,12 @@ pub fn bench(
 ) -> Result<Vec<TestResult>> {
     let mut builtin = Vec::new();
     let mut scripts = Vec::new();
+    let mut consumer_loop = false;
     for t in cfg.tests.split(',').filter(|t| !t.is_empty()) {
+        if t == "xreadgroup" {
+            consumer_loop = true;
+            continue;
+        }
         match script_test(t, port)? {
             Some(s) => scripts.push(s),
             None => builtin.push(t),
@@ -289,6 +303,15 @@ pub fn bench(
             r.test = name.to_string();
             out.push(r);
         }
+    }
+    if consumer_loop {
+        out.push(streams::consumer_loop(
+            port,
+            requests,
+            cfg.clients,
+            pipeline,
+            cfg.data_size,
+        )?);
     }
     Ok(out)
 }

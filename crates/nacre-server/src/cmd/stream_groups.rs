@@ -265,7 +265,7 @@ fn xreadgroup(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
                 )
             }
             None => {
-                let top = stream::last_present(ctx.txn, ctx.db, &key, &h)?;
+                let top = stream::last_present(&h);
                 if top.is_none_or(|t| t <= g.last) {
                     continue;
                 }

@@ -411,7 +411,7 @@ fn xsetid(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
         return Err(err("no such key"));
     };
     if h.length > 0 {
-        let top = stream::last_present(ctx.txn, ctx.db, &args[1], &h)?.unwrap_or_default();
+        let top = stream::last_present(&h).unwrap_or_default();
         if id < top {
             return Err(err(
                 "The ID specified in XSETID is smaller than the target stream top item",
@@ -584,7 +584,7 @@ fn xread(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
         if h.length == 0 {
             continue;
         }
-        let top = stream::last_present(ctx.txn, ctx.db, key, &h)?.unwrap_or_default();
+        let top = stream::last_present(&h).unwrap_or_default();
         if top <= *gt {
             continue;
         }

@@ -159,9 +159,13 @@ pub struct Header {
     pub max_deleted: Id,
     /// Entries ever added.
     pub added: u64,
+    /// The last entry's id (0-0 when empty): Redis's last valid id.
+    pub top: Id,
+    /// The last node's first id (0-0: no node), where the next entry goes if it has room.
+    pub tail: Id,
 }
 
-const HEADER_LEN: usize = 56;
+const HEADER_LEN: usize = 88;
 
 impl Header {
     fn of(m: &Meta) -> Result<Header> {
@@ -177,8 +181,15 @@ impl Header {
             first: id(16),
             max_deleted: id(32),
             added: u64::from_be_bytes(p[48..56].try_into().unwrap_or_default()),
+            top: id(56),
+            tail: id(72),
         };
-        if h.first > h.last || (h.length > 0 && h.added < h.length) {
+        let bad_ends = if h.length == 0 {
+            !h.first.is_zero() || !h.top.is_zero()
+        } else {
+            h.first > h.top || h.top > h.last || h.tail > h.top
+        };
+        if bad_ends || h.added < h.length {
             return Err(corrupt("counters out of order"));
         }
         Ok(h)
@@ -190,6 +201,8 @@ impl Header {
         p.extend_from_slice(&self.first.bytes());
         p.extend_from_slice(&self.max_deleted.bytes());
         p.extend_from_slice(&self.added.to_be_bytes());
+        p.extend_from_slice(&self.top.bytes());
+        p.extend_from_slice(&self.tail.bytes());
         p
     }
 
@@ -221,6 +234,8 @@ pub fn create(txn: &mut Txn<'_>, db: usize, key: &[u8]) -> Result<Header> {
         first: Id::MIN,
         max_deleted: Id::MIN,
         added: 0,
+        top: Id::MIN,
+        tail: Id::MIN,
     };
     m.payload = h.payload();
     Ok(h)
@@ -346,11 +361,8 @@ fn edge(
 }
 
 /// The last entry id present (Redis's last valid id), if any.
-pub fn last_present(txn: &mut Txn<'_>, db: usize, key: &[u8], h: &Header) -> Result<Option<Id>> {
-    if h.length == 0 {
-        return Ok(None);
-    }
-    edge(txn, db, key, h, Id::MIN, Id::MAX, true)
+pub fn last_present(h: &Header) -> Option<Id> {
+    (h.length > 0).then_some(h.top)
 }
 
 /// A node of entries (see the module's notes).
@@ -394,10 +406,20 @@ impl Node {
     }
 }
 
-fn put_node(txn: &mut Txn<'_>, db: usize, key: &[u8], version: u64, n: &Node) -> Result<()> {
-    let k = self::key(version, tag::NODE, &[&n.start.bytes()]);
-    let v = if n.live == 0 { None } else { Some(n.encode()) };
-    txn.sub_put(db, key, k, v)?;
+/// Writes node `n` (deleting it when nothing in it is live), keeping the header's tail.
+fn put_node(txn: &mut Txn<'_>, db: usize, key: &[u8], h: &mut Header, n: &Node) -> Result<()> {
+    let k = self::key(h.version, tag::NODE, &[&n.start.bytes()]);
+    if n.live > 0 {
+        txn.sub_put(db, key, k, Some(n.encode()))?;
+        if n.start > h.tail {
+            h.tail = n.start;
+        }
+        return Ok(());
+    }
+    txn.sub_put(db, key, k, None)?;
+    if n.start == h.tail {
+        h.tail = node_of(txn, db, key, h.version, Id::MAX)?.map_or(Id::MIN, |t| t.start);
+    }
     Ok(())
 }
 
@@ -448,11 +470,11 @@ pub fn restore_node(
     txn: &mut Txn<'_>,
     db: usize,
     key: &[u8],
-    h: &Header,
+    h: &mut Header,
     node: &Node,
     entries: &[Entry],
 ) -> Result<()> {
-    put_node(txn, db, key, h.version, node)?;
+    put_node(txn, db, key, h, node)?;
     for (id, pairs) in entries {
         txn.sub_put(
             db,
@@ -500,7 +522,15 @@ pub fn append(
     } else {
         limits.bytes
     };
-    let tail = node_of(txn, db, key, h.version, Id::MAX)?;
+    let tail = if h.tail.is_zero() {
+        None
+    } else {
+        let k = self::key(h.version, tag::NODE, &[&h.tail.bytes()]);
+        match txn.sub_get(db, key, &k)? {
+            Some(v) => Some(Node::decode(&k, &v)?),
+            None => return Err(corrupt("the tail node is missing")),
+        }
+    };
     let mut node = match tail {
         Some(n)
             if n.bytes + size < max_bytes
@@ -517,7 +547,7 @@ pub fn append(
     node.live += 1;
     node.bytes += size + 2 * pairs.len() as u64 + 4;
     node.last = id;
-    put_node(txn, db, key, h.version, &node)?;
+    put_node(txn, db, key, h, &node)?;
     txn.sub_put(
         db,
         key,
@@ -530,6 +560,7 @@ pub fn append(
     h.length += 1;
     h.added += 1;
     h.last = id;
+    h.top = id;
     Ok(())
 }
 
@@ -543,9 +574,17 @@ fn remove(txn: &mut Txn<'_>, db: usize, key: &[u8], h: &mut Header, id: Id) -> R
     if let Some(mut n) = node_of(txn, db, key, h.version, id)? {
         n.live = n.live.saturating_sub(1);
         n.deleted += 1;
-        put_node(txn, db, key, h.version, &n)?;
+        put_node(txn, db, key, h, &n)?;
     }
     h.length -= 1;
+    if id == h.top {
+        h.top = if h.length == 0 {
+            Id::MIN
+        } else {
+            edge(txn, db, key, h, Id::MIN, id, true)?
+                .ok_or_else(|| corrupt("length without entries"))?
+        };
+    }
     Ok(true)
 }
 
@@ -628,7 +667,7 @@ pub fn trim(
             for id in &ids {
                 txn.sub_put(db, key, key_of_entry(h.version, *id), None)?;
             }
-            put_node(txn, db, key, h.version, &Node { live: 0, ..*node })?;
+            put_node(txn, db, key, h, &Node { live: 0, ..*node })?;
             h.length -= ids.len() as u64;
             deleted += ids.len() as u64;
             continue;
@@ -651,11 +690,14 @@ pub fn trim(
             h.length -= 1;
             deleted += 1;
         }
-        put_node(txn, db, key, h.version, &n)?;
+        put_node(txn, db, key, h, &n)?;
         break;
     }
     if deleted > 0 {
         refresh_first(txn, db, key, h)?;
+        if h.length == 0 {
+            h.top = Id::MIN;
+        }
     }
     Ok(deleted)
 }

@@ -165,6 +165,12 @@ fn write_stream(txn: &mut Txn<'_>, db: usize, key: &[u8], st: &StreamValue) -> R
     h.first = id(st.first);
     h.max_deleted = id(st.max_deleted);
     h.added = st.added;
+    h.top = st
+        .nodes
+        .iter()
+        .flat_map(|n| n.entries.iter().filter(|e| !e.deleted))
+        .next_back()
+        .map_or(Id::MIN, |e| id(e.id));
     for n in &st.nodes {
         let live: Vec<stream::Entry> = n
             .entries
@@ -184,7 +190,7 @@ fn write_stream(txn: &mut Txn<'_>, db: usize, key: &[u8], st: &StreamValue) -> R
                 .sum(),
             last: n.entries.last().map_or(id(n.master), |e| id(e.id)),
         };
-        stream::restore_node(txn, db, key, &h, &node, &live)?;
+        stream::restore_node(txn, db, key, &mut h, &node, &live)?;
     }
     stream::save(txn, db, key, &h)?;
     for g in &st.groups {
