@@ -1,5 +1,6 @@
 //! Power failures under the server's own persistent structures, on the `sim` backend: real
-//! commands (strings, counters, hashes, lists, sets, sorted sets, DEL of collections, expiry,
+//! commands (strings, counters, hashes, lists, sets, sorted sets, streams with consumer
+//! groups, DEL of collections, expiry,
 //! FLUSHDB, MULTI/EXEC, EVAL, FUNCTION LOAD/DELETE) run
 //! in-process, the power fails at a random fence, the keyspace is reopened from the crash
 //! image, and then: the keyspace is the state after the last acknowledged command or after
@@ -78,7 +79,7 @@ fn run(shared: &Shared, c: &mut Client, args: &[&str]) -> Reply {
 /// records: members, list elements by position, a sorted set's members and index entries).
 type State = BTreeMap<(usize, Vec<u8>), (Kind, Vec<(Vec<u8>, Vec<u8>)>)>;
 
-fn state(shared: &Shared) -> State {
+fn state(shared: &Shared) -> Result<State, String> {
     let st = &shared.store;
     let mut out = State::new();
     let gens = st.ns.read().gens.clone();
@@ -105,7 +106,7 @@ fn state(shared: &Shared) -> State {
                 vec![(Vec::new(), m.payload.clone())]
             };
             contents.sort();
-            check_collection(&m, &contents);
+            check_collection(&m, &contents)?;
             out.insert((db, key.to_vec()), (m.kind, contents));
         }
     }
@@ -116,7 +117,7 @@ fn state(shared: &Shared) -> State {
             (Kind::String, vec![(Vec::new(), rec)]),
         );
     }
-    out
+    Ok(out)
 }
 
 /// What differs between two states, key by key (long keys shortened).
@@ -152,7 +153,7 @@ fn differences(got: &State, want: &State) -> String {
 
 /// A collection's records agree with its metadata: the count, a list's dense positions
 /// between its ends, a sorted set's index entry for each member's score.
-fn check_collection(m: &Meta, records: &[(Vec<u8>, Vec<u8>)]) {
+fn check_collection(m: &Meta, records: &[(Vec<u8>, Vec<u8>)]) -> Result<(), String> {
     let n = records.len() as u64;
     match m.kind {
         Kind::String => {}
@@ -192,19 +193,26 @@ fn check_collection(m: &Meta, records: &[(Vec<u8>, Vec<u8>)]) {
             use encoding::stream_tag as tag;
             let of = |t: u8| records.iter().filter(move |(k, _)| k[0] == t);
             // S1: the length is the entries present and the nodes' live counts.
-            assert_eq!(of(tag::ENTRY).count() as u64, m.size, "stream: length");
+            let entries = of(tag::ENTRY).count() as u64;
             let live: u64 = of(tag::NODE)
                 .map(|(_, v)| u64::from_be_bytes(v[..8].try_into().expect("node")))
                 .sum();
-            assert_eq!(live, m.size, "stream: nodes disagree with entries");
+            if entries != m.size || live != m.size {
+                return Err(format!(
+                    "stream: length {}, entries {entries}, nodes' live counts {live}",
+                    m.size
+                ));
+            }
             // G1: each pending entry has its owner's record, and no more.
-            assert_eq!(
-                of(tag::PENDING).count(),
-                of(tag::OWNED).count(),
-                "stream: group and consumer pending lists disagree"
-            );
+            let (pending, owned) = (of(tag::PENDING).count(), of(tag::OWNED).count());
+            if pending != owned {
+                return Err(format!(
+                    "stream: group and consumer pending lists disagree ({pending} and {owned})"
+                ));
+            }
         }
     }
+    Ok(())
 }
 
 /// A random command on a small key space.
@@ -216,7 +224,7 @@ fn command(r: &mut Rng) -> Vec<String> {
     };
     let v = format!("v{}", r.next() % 1000);
     let m = format!("m{}", r.next() % 5);
-    match r.next() % 30 {
+    match r.next() % 36 {
         0 => vec!["SELECT".into(), (r.next() % DBS as u64).to_string()],
         1 | 2 => vec!["SET".into(), key(r, "s"), v],
         3 => vec!["INCR".into(), key(r, "n")],
@@ -233,7 +241,7 @@ fn command(r: &mut Rng) -> Vec<String> {
         8 => vec!["EXPIRE".into(), key(r, "s"), "100000".into()],
         9 => vec!["FLUSHDB".into()],
         10 => {
-            let p = ["h", "l", "t", "z"][(r.next() % 4) as usize];
+            let p = ["h", "l", "t", "z", "x"][(r.next() % 5) as usize];
             vec!["RENAME".into(), key(r, p), key(r, p)]
         }
         11 => vec!["HINCRBY".into(), key(r, "h"), "c".into(), "3".into()],
@@ -274,6 +282,45 @@ fn command(r: &mut Rng) -> Vec<String> {
             "DELETE".into(),
             format!("lib{}", r.next() % 2),
         ],
+        // Streams: entries, nodes and trimming, groups, deliveries, claims (S1, G1).
+        30 | 31 => {
+            let mut c = vec!["XADD".into(), key(r, "x")];
+            if r.next() % 3 == 0 {
+                c.extend(["MAXLEN".into(), "~".into(), "4".into()]);
+            }
+            c.extend(["*".into(), "f".into(), v]);
+            c
+        }
+        32 => vec!["XTRIM".into(), key(r, "x"), "MAXLEN".into(), "2".into()],
+        33 => vec![
+            "XGROUP".into(),
+            "CREATE".into(),
+            key(r, "x"),
+            "g".into(),
+            "0".into(),
+            "MKSTREAM".into(),
+        ],
+        34 => vec![
+            "XREADGROUP".into(),
+            "GROUP".into(),
+            "g".into(),
+            format!("c{}", r.next() % 2),
+            "COUNT".into(),
+            "2".into(),
+            "STREAMS".into(),
+            key(r, "x"),
+            ">".into(),
+        ],
+        35 => vec![
+            "XAUTOCLAIM".into(),
+            key(r, "x"),
+            "g".into(),
+            format!("c{}", r.next() % 2),
+            "0".into(),
+            "0-0".into(),
+            "COUNT".into(),
+            "1".into(),
+        ],
         _ => vec![
             "ZREMRANGEBYSCORE".into(),
             key(r, "z"),
@@ -297,7 +344,7 @@ fn run_once(base: &[u8], seed: u64) -> Result<(), String> {
     // The state after the last acknowledged command, and after each later one: commits
     // after the power failed may still reach the image (the lines they wrote can be kept),
     // but only in commit order, so the image holds one of these states.
-    let mut acked = state(&shared);
+    let mut acked = state(&shared).map_err(|e| format!("seed {seed}: {e}"))?;
     let mut later: Vec<State> = Vec::new();
     for i in 0..OPS {
         let cmd = command(&mut r);
@@ -320,7 +367,7 @@ fn run_once(base: &[u8], seed: u64) -> Result<(), String> {
                 .expect("gc");
             store::background::expire_step(&shared.store, &mut |_, _, _| {}).expect("expire");
         }
-        let now = state(&shared);
+        let now = state(&shared).map_err(|e| format!("seed {seed}: {e}"))?;
         if sim.is_stopped() {
             later.push(now);
         } else {
@@ -343,7 +390,7 @@ fn run_once(base: &[u8], seed: u64) -> Result<(), String> {
         .functions
         .restore(&shared)
         .map_err(|e| format!("seed {seed}: the function libraries do not load: {e}"))?;
-    let got = state(&shared);
+    let got = state(&shared).map_err(|e| format!("seed {seed}: after recovery, {e}"))?;
     if got != acked && !later.contains(&got) {
         return Err(format!(
             "seed {seed}: after the crash the keyspace is neither the acknowledged state nor one after later commands ({} later); against the acknowledged state:\n{}",
@@ -438,6 +485,7 @@ fn power_failures_lose_no_acknowledged_command_and_each_rule_matters() {
             store::MUTATE_NO_NAMESPACE_RECORD,
             "neither the acknowledged state",
         ),
+        (store::MUTATE_STREAM_NO_OWNER, "pending lists disagree"),
     ] {
         store::MUTATION.store(m, Ordering::Relaxed);
         let r = torture(60, 1);

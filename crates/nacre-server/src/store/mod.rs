@@ -77,6 +77,9 @@ pub static MUTATION: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::
 pub const MUTATE_NO_VERSION_MARK: u8 = 1;
 /// `MUTATION`: FLUSHDB without the namespace record.
 pub const MUTATE_NO_NAMESPACE_RECORD: u8 = 2;
+/// `MUTATION`: a stream delivery records the group's pending entry without the consumer's
+/// (breaks G1, which the torture test checks after every recovery).
+pub const MUTATE_STREAM_NO_OWNER: u8 = 3;
 
 /// Whether the torture test switched rule `m` off (never without the `testing` feature).
 #[inline]

@@ -327,7 +327,9 @@ pub fn set_pending(
             txn.sub_put(db, key, owned_key(h, group, old, id), None)?;
         }
     }
-    if was != Some(nack.owner.as_slice()) {
+    if was != Some(nack.owner.as_slice())
+        && !crate::store::mutated(crate::store::MUTATE_STREAM_NO_OWNER)
+    {
         txn.sub_put(
             db,
             key,
