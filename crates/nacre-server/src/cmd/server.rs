@@ -213,9 +213,23 @@ pub fn command(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcom
             if !super::arity_ok(sub.map_or(c.arity, |s| s.arity), cargs.len()) {
                 return reply(err("Invalid number of arguments specified for command"));
             }
+            // As Redis: a command without key specs has no keys to find; one that has them
+            // but finds none here is an error unless its keys are optional (EVAL's).
+            let has_keys = !matches!(c.keys, super::registry::Keys::None)
+                && sub.is_none_or(|s| s.keys != (0, 0, 0));
+            if !has_keys {
+                return reply(err("The command has no key arguments"));
+            }
             let keys = match super::registry::keys_of(c, client.db, cargs, shared.store.databases())
             {
-                Ok(k) if k.is_empty() => return reply(err("The command has no key arguments")),
+                Ok(k) if k.is_empty() => {
+                    let flags = sub.map_or(c.flags, |s| s.flags);
+                    return reply(if flags.contains(super::Flags::NO_MANDATORY_KEYS) {
+                        Reply::Array(Vec::new())
+                    } else {
+                        err("Invalid arguments specified for command")
+                    });
+                }
                 Ok(k) => k,
                 Err(e) => return reply(e),
             };
