@@ -308,7 +308,7 @@ pub fn client(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome
                 "NO-EVICT (ON|OFF)",
                 "    Protect current client connection from eviction.",
                 "HELP",
-                "    Print this help.",
+                "    Prints this help.",
             ]
             .iter()
             .map(|s| Reply::Simple(s.to_string()))

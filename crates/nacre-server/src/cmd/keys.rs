@@ -443,7 +443,7 @@ pub fn object(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
                 "    Return the number of references of the value associated with the specified",
                 "    <key>.",
                 "HELP",
-                "    Print this help.",
+                "    Prints this help.",
             ]
             .iter()
             .map(|s| Reply::Simple(s.to_string()))

@@ -148,7 +148,7 @@ pub fn latency(shared: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
                 "    Return a cumulative distribution of latencies in the format of a histogram for the specified command names.",
                 "    If no commands are specified then all histograms are replied.",
                 "HELP",
-                "    Print this help.",
+                "    Prints this help.",
         ])),
         _ => reply(unknown_subcommand(&args[1], "latency")),
     }

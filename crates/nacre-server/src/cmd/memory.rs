@@ -106,7 +106,7 @@ pub fn memory(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
                 "    Return memory in bytes used by <key> and its value. Nested values are",
                 "    sampled up to <count> times (default: 5, 0 means sample all).",
                 "HELP",
-                "    Print this help.",
+                "    Prints this help.",
         ])),
         _ => Err(super::registry::unknown_subcommand(&args[1], "memory")),
     }

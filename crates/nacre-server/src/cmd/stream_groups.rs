@@ -90,7 +90,7 @@ const XGROUP_HELP: &[&str] = &[
     "SETID <key> <groupname> <id|$> [ENTRIESREAD entries_read]",
     "    Set the current group ID and entries_read counter.",
     "HELP",
-    "    Print this help.",
+    "    Prints this help.",
 ];
 
 /// `XGROUP CREATE|SETID|DESTROY|CREATECONSUMER|DELCONSUMER|HELP`.
@@ -633,7 +633,7 @@ const XINFO_HELP: &[&str] = &[
     "STREAM <key> [FULL [COUNT <count>]",
     "    Show information about the stream.",
     "HELP",
-    "    Print this help.",
+    "    Prints this help.",
 ];
 
 fn bulk(s: &str) -> Reply {
@@ -644,6 +644,10 @@ fn int_or_nil(v: Option<u64>) -> Reply {
     v.map_or(Reply::Nil, |n| Reply::Integer(n as i64))
 }
 
+fn lag_reply(v: Option<i64>) -> Reply {
+    v.map_or(Reply::Nil, Reply::Integer)
+}
+
 /// `XINFO STREAM|GROUPS|CONSUMERS|HELP`.
 fn xinfo(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     let op = lower(&args[1]);
@@ -652,6 +656,9 @@ fn xinfo(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
             return Err(sub_syntax(&args[1], "XINFO"));
         }
         return Ok(help_lines(XINFO_HELP));
+    }
+    if !matches!(op.as_str(), "consumers" | "groups" | "stream") {
+        return Err(unknown_subcommand(&args[1], "xinfo"));
     }
     if args.len() < 3 {
         return Err(sub_syntax(&args[1], "XINFO"));
@@ -699,7 +706,7 @@ fn xinfo(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
                     (bulk("pending"), Reply::Integer(pending as i64)),
                     (bulk("last-delivered-id"), id_reply(g.last)),
                     (bulk("entries-read"), int_or_nil(g.read)),
-                    (bulk("lag"), int_or_nil(sg::lag(&h, &g))),
+                    (bulk("lag"), lag_reply(sg::lag(&h, &g))),
                 ]));
             }
             Ok(Reply::Array(out))
@@ -802,7 +809,7 @@ fn stream_info(ctx: &mut Ctx, key: &[u8], h: &Header, opts: &[Vec<u8>]) -> CmdRe
             (bulk("name"), Reply::Bulk(g.name.clone())),
             (bulk("last-delivered-id"), id_reply(g.last)),
             (bulk("entries-read"), int_or_nil(g.read)),
-            (bulk("lag"), int_or_nil(sg::lag(h, &g))),
+            (bulk("lag"), lag_reply(sg::lag(h, &g))),
             (bulk("pel-count"), Reply::Integer(pel_count as i64)),
             (bulk("pending"), Reply::Array(pel)),
             (bulk("consumers"), Reply::Array(consumers)),

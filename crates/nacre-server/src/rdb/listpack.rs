@@ -40,6 +40,49 @@ pub fn lp_encode(items: &[Vec<u8>]) -> Vec<u8> {
     out
 }
 
+/// Bytes of a listpack's header and end marker.
+pub const LP_OVERHEAD: u64 = 7;
+
+/// Bytes an element whose encoding takes `enc` bytes takes, with its back length.
+fn with_backlen(enc: u64) -> u64 {
+    enc + backlen(enc as usize).len() as u64
+}
+
+/// Bytes the integer element `v` takes in a listpack.
+pub fn int_size(v: i64) -> u64 {
+    let enc = if (0..=127).contains(&v) {
+        1
+    } else if (-4096..=4095).contains(&v) {
+        2
+    } else if i16::try_from(v).is_ok() {
+        3
+    } else if (-(1 << 23)..(1 << 23)).contains(&v) {
+        4
+    } else if i32::try_from(v).is_ok() {
+        5
+    } else {
+        9
+    };
+    with_backlen(enc)
+}
+
+/// Bytes the element `item` takes in a listpack (as an integer when it is one, as Redis
+/// stores it).
+pub fn item_size(item: &[u8]) -> u64 {
+    if let Some(v) = crate::num::parse_i64_strict(item) {
+        return int_size(v);
+    }
+    let n = item.len() as u64;
+    let enc = if n < 64 {
+        1 + n
+    } else if n < 4096 {
+        2 + n
+    } else {
+        5 + n
+    };
+    with_backlen(enc)
+}
+
 /// A listpack integer entry, in the smallest encoding that holds `v`.
 fn push_int(out: &mut Vec<u8>, v: i64) {
     if (0..=127).contains(&v) {

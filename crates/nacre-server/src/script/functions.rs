@@ -600,7 +600,7 @@ pub fn function(shared: &Shared, args: &[Vec<u8>]) -> Reply {
                 "      libraries with the new libraries (notice that even on this option there is a chance of failure",
                 "      in case of functions name collision with another library).",
                 "HELP",
-                "    Print this help.",
+                "    Prints this help.",
         ]),
         _ => crate::cmd::registry::unknown_subcommand(&args[1], "FUNCTION"),
     }

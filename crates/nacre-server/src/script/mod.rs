@@ -513,7 +513,7 @@ fn script(shared: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
             "LOAD <script>",
             "    Load a script into the scripts cache without executing it.",
             "HELP",
-            "    Print this help.",
+            "    Prints this help.",
         ]),
         _ => crate::cmd::registry::unknown_subcommand(&args[1], "SCRIPT"),
     };

@@ -20,6 +20,7 @@
 //! - S3: a node whose live count reaches zero is deleted with its last entry.
 
 use super::{typed, Result};
+use crate::rdb::listpack::{int_size, item_size, LP_OVERHEAD};
 pub use crate::store::encoding::stream_tag as tag;
 use crate::store::encoding::{Kind, Meta};
 use crate::store::txn::Txn;
@@ -260,8 +261,17 @@ pub fn encode_fields(pairs: &[Vec<u8>]) -> Vec<u8> {
     out
 }
 
-/// Reads [`encode_fields`]; anything malformed is corruption.
-pub fn decode_fields(mut b: &[u8]) -> Result<Vec<Vec<u8>>> {
+/// Reads [`encode_fields`]; anything malformed, or not field-value pairs, is corruption.
+pub fn decode_fields(b: &[u8]) -> Result<Vec<Vec<u8>>> {
+    let out = decode_list(b)?;
+    if out.is_empty() || out.len() % 2 != 0 {
+        return Err(corrupt("entry without pairs"));
+    }
+    Ok(out)
+}
+
+/// Reads strings written by [`encode_fields`], any number of them.
+fn decode_list(mut b: &[u8]) -> Result<Vec<Vec<u8>>> {
     let mut out = Vec::new();
     while !b.is_empty() {
         if b.len() < 4 {
@@ -273,9 +283,6 @@ pub fn decode_fields(mut b: &[u8]) -> Result<Vec<Vec<u8>>> {
         }
         out.push(b[4..4 + n].to_vec());
         b = &b[4 + n..];
-    }
-    if out.is_empty() || out.len() % 2 != 0 {
-        return Err(corrupt("entry without pairs"));
     }
     Ok(out)
 }
@@ -365,34 +372,39 @@ pub fn last_present(h: &Header) -> Option<Id> {
     (h.length > 0).then_some(h.top)
 }
 
-/// A node of entries (see the module's notes).
-#[derive(Clone, Copy, Debug, Default)]
+/// A node of entries (see the module's notes), with what Redis's packed node would hold:
+/// its size follows Redis's listpack encoding, so nodes end where Redis's end.
+#[derive(Clone, Debug, Default)]
 pub struct Node {
     /// Its first id (its key).
     pub start: Id,
     /// Entries present in it.
     pub live: u64,
-    /// Entries deleted from it.
+    /// Entries deleted from it (still counted in its size, as Redis keeps them flagged).
     pub deleted: u64,
-    /// Its size as Redis's packed node would roughly have it.
-    pub bytes: u64,
+    /// The bytes of its packed form but for the header and the two counts.
+    pub body: u64,
     /// The last id added to it.
     pub last: Id,
+    /// The field names of its first entry (entries with the same ones store values only).
+    pub fields: Vec<Vec<u8>>,
 }
 
 impl Node {
     fn decode(k: &[u8], v: &[u8]) -> Result<Node> {
         let start = Id::from_bytes(&k[9..]).ok_or_else(|| corrupt("node key"))?;
-        if v.len() != 40 {
+        if v.len() < 40 {
             return Err(corrupt("node record"));
         }
         let n = |at: usize| u64::from_be_bytes(v[at..at + 8].try_into().unwrap_or_default());
+        let fields = decode_list(&v[40..])?;
         Ok(Node {
             start,
             live: n(0),
             deleted: n(8),
-            bytes: n(16),
+            body: n(16),
             last: Id::from_bytes(&v[24..40]).unwrap_or_default(),
+            fields,
         })
     }
 
@@ -400,9 +412,58 @@ impl Node {
         let mut v = Vec::with_capacity(40);
         v.extend_from_slice(&self.live.to_be_bytes());
         v.extend_from_slice(&self.deleted.to_be_bytes());
-        v.extend_from_slice(&self.bytes.to_be_bytes());
+        v.extend_from_slice(&self.body.to_be_bytes());
         v.extend_from_slice(&self.last.bytes());
+        v.extend_from_slice(&encode_fields(&self.fields));
         v
+    }
+
+    /// A new node starting with entry `id` of `pairs` (not yet counted).
+    pub fn starting(id: Id, pairs: &[Vec<u8>]) -> Node {
+        let fields: Vec<Vec<u8>> = pairs.iter().step_by(2).cloned().collect();
+        // The master entry: the field count, the fields and a zero.
+        let body = int_size(fields.len() as i64)
+            + fields.iter().map(|f| item_size(f)).sum::<u64>()
+            + int_size(0);
+        Node {
+            start: id,
+            body,
+            last: id,
+            fields,
+            ..Node::default()
+        }
+    }
+
+    /// Its size as Redis's packed node has it.
+    pub fn bytes(&self) -> u64 {
+        LP_OVERHEAD + int_size(self.live as i64) + int_size(self.deleted as i64) + self.body
+    }
+
+    /// The bytes entry `id` of `pairs` takes in this node.
+    pub fn entry_size(&self, id: Id, pairs: &[Vec<u8>]) -> u64 {
+        let same = pairs.len() == 2 * self.fields.len()
+            && pairs
+                .iter()
+                .step_by(2)
+                .zip(&self.fields)
+                .all(|(a, b)| a == b);
+        let nf = (pairs.len() / 2) as i64;
+        let head = int_size(2)
+            + int_size(id.ms.wrapping_sub(self.start.ms) as i64)
+            + int_size(id.seq.wrapping_sub(self.start.seq) as i64);
+        if same {
+            head + pairs
+                .iter()
+                .skip(1)
+                .step_by(2)
+                .map(|v| item_size(v))
+                .sum::<u64>()
+                + int_size(nf + 3)
+        } else {
+            head + int_size(nf)
+                + pairs.iter().map(|p| item_size(p)).sum::<u64>()
+                + int_size(2 * nf + 4)
+        }
     }
 }
 
@@ -516,7 +577,8 @@ pub fn append(
     limits: Limits,
 ) -> Result<()> {
     let size: u64 = pairs.iter().map(|p| p.len() as u64).sum();
-    // Redis's packed node: a new one once the last is full by bytes or entries.
+    // Redis's packed node: a new one once the last is full by bytes (its size and the new
+    // entry's raw bytes) or by entries, live and deleted.
     let max_bytes = if limits.bytes == 0 || limits.bytes > 1 << 30 {
         1 << 30
     } else {
@@ -533,19 +595,15 @@ pub fn append(
     };
     let mut node = match tail {
         Some(n)
-            if n.bytes + size < max_bytes
+            if n.bytes() + size < max_bytes
                 && (limits.entries == 0 || n.live + n.deleted < limits.entries) =>
         {
             n
         }
-        _ => Node {
-            start: id,
-            bytes: 16,
-            ..Node::default()
-        },
+        _ => Node::starting(id, pairs),
     };
+    node.body += node.entry_size(id, pairs);
     node.live += 1;
-    node.bytes += size + 2 * pairs.len() as u64 + 4;
     node.last = id;
     put_node(txn, db, key, h, &node)?;
     txn.sub_put(
@@ -667,7 +725,16 @@ pub fn trim(
             for id in &ids {
                 txn.sub_put(db, key, key_of_entry(h.version, *id), None)?;
             }
-            put_node(txn, db, key, h, &Node { live: 0, ..*node })?;
+            put_node(
+                txn,
+                db,
+                key,
+                h,
+                &Node {
+                    live: 0,
+                    ..node.clone()
+                },
+            )?;
             h.length -= ids.len() as u64;
             deleted += ids.len() as u64;
             continue;
@@ -675,7 +742,7 @@ pub fn trim(
         if approx {
             break;
         }
-        let mut n = *node;
+        let mut n = node.clone();
         for id in ids_in(txn, db, key, h, node.start, end, 0)? {
             let stop = match how {
                 Strategy::MaxLen(max) => h.length <= max,

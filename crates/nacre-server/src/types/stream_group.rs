@@ -538,17 +538,19 @@ pub fn history(
     Ok(out)
 }
 
-/// Group `g`'s lag (entries not yet delivered to it), when it can be known.
-pub fn lag(h: &Header, g: &Group) -> Option<u64> {
+/// Group `g`'s lag (entries not yet delivered to it), when it can be known; negative, as
+/// Redis reports it, when a group was told it read more than was ever added.
+pub fn lag(h: &Header, g: &Group) -> Option<i64> {
+    let lag = |read: u64| h.added as i64 - read as i64;
     if h.added == 0 {
         return Some(0);
     }
     if let Some(r) = g.read {
         if !stream::has_tombstones(h, g.last) {
-            return Some(h.added.saturating_sub(r));
+            return Some(lag(r));
         }
     }
-    stream::entries_before(h, g.last).map(|r| h.added.saturating_sub(r))
+    stream::entries_before(h, g.last).map(lag)
 }
 
 /// Pending entries in `group`.

@@ -178,18 +178,18 @@ fn write_stream(txn: &mut Txn<'_>, db: usize, key: &[u8], st: &StreamValue) -> R
             .filter(|e| !e.deleted)
             .map(|e| (id(e.id), e.pairs.clone()))
             .collect();
-        let node = stream::Node {
-            start: id(n.master),
-            live: live.len() as u64,
-            deleted: (n.entries.len() - live.len()) as u64,
-            bytes: n
-                .entries
-                .iter()
-                .flat_map(|e| &e.pairs)
-                .map(|p| p.len() as u64 + 2)
-                .sum(),
-            last: n.entries.last().map_or(id(n.master), |e| id(e.id)),
+        // The node as Redis packed it: its master's fields, every entry (deleted ones too)
+        // counted in its size.
+        let Some(first) = n.entries.first() else {
+            continue;
         };
+        let mut node = stream::Node::starting(id(n.master), &first.pairs);
+        for e in &n.entries {
+            node.body += node.entry_size(id(e.id), &e.pairs);
+        }
+        node.live = live.len() as u64;
+        node.deleted = (n.entries.len() - live.len()) as u64;
+        node.last = n.entries.last().map_or(id(n.master), |e| id(e.id));
         stream::restore_node(txn, db, key, &mut h, &node, &live)?;
     }
     stream::save(txn, db, key, &h)?;
