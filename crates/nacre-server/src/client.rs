@@ -29,6 +29,8 @@ pub struct Client {
     pub resp: u8,
     /// Whether it has authenticated (or needs not).
     pub authed: bool,
+    /// The user it runs as, with the users' generation it was read at (ACL A2).
+    pub acl_user: Option<(u64, std::sync::Arc<crate::acl::User>)>,
     /// Commands queued by `MULTI`.
     pub multi: Option<Vec<Vec<Vec<u8>>>>,
     /// A queued command was refused: `EXEC` aborts.
@@ -115,6 +117,7 @@ impl Client {
             db: 0,
             resp: 2,
             authed,
+            acl_user: None,
             multi: None,
             multi_failed: false,
             watched: Vec::new(),

@@ -340,7 +340,7 @@ async fn delay(
 /// Serves one connection until it closes, is killed or the server stops.
 pub async fn serve(shared: Arc<Shared>, stream: TcpStream, info: Arc<ClientInfo>) {
     let _ = stream.set_nodelay(true);
-    let authed = shared.config.read().requirepass.is_none();
+    let authed = shared.acl.default_open();
     let mut client = Client::new(info.clone(), authed);
     let mut io = Io {
         stream,

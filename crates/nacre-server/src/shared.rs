@@ -45,6 +45,8 @@ pub fn random_u64() -> u64 {
 pub struct ClientInfo {
     /// `CLIENT ID`.
     pub id: u64,
+    /// The user it is authenticated as.
+    pub user: Mutex<Vec<u8>>,
     /// Peer address.
     pub addr: String,
     /// Local address.
@@ -96,6 +98,7 @@ impl ClientInfo {
         let now = Instant::now();
         ClientInfo {
             id,
+            user: Mutex::new(b"default".to_vec()),
             addr: "in-process".into(),
             laddr: String::new(),
             name: Mutex::new(String::new()),
@@ -150,7 +153,7 @@ impl ClientInfo {
             flags.push('N');
         }
         format!(
-            "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db={} sub={} psub={} ssub=0 multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
+            "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db={} sub={} psub={} ssub=0 multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user={} redir=-1 resp={}",
             self.id,
             self.addr,
             self.laddr,
@@ -167,6 +170,7 @@ impl ClientInfo {
                 let (name, sub) = *self.last_cmd.lock();
                 crate::cmd::registry::full_name(name, sub)
             },
+            String::from_utf8_lossy(&self.user.lock()),
             self.resp.load(Ordering::Relaxed),
         )
     }
@@ -227,6 +231,8 @@ pub struct Shared {
     pub started: Instant,
     /// Connected clients by id.
     pub clients: Mutex<BTreeMap<u64, Arc<ClientInfo>>>,
+    /// Users and permissions.
+    pub acl: crate::acl::Users,
     /// Next client id.
     pub next_client: AtomicU64,
     /// Counters.
@@ -306,7 +312,18 @@ impl Shared {
             me: std::sync::OnceLock::new(),
             scripts: Default::default(),
             functions: Default::default(),
+            acl: Default::default(),
         }
+        .with_password()
+    }
+
+    /// The default user takes `requirepass` as its password.
+    fn with_password(self) -> Shared {
+        let p = self.config.read().requirepass.clone();
+        if p.is_some() {
+            self.acl.set_default_password(p.as_deref());
+        }
+        self
     }
 
     /// The keyspace notification flags now.

@@ -37,34 +37,52 @@ pub fn echo(_: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
     reply(Reply::Bulk(args[1].clone()))
 }
 
-fn check_password(shared: &Shared, user: Option<&[u8]>, pass: &[u8]) -> Result<(), Reply> {
-    let wrong =
-        || Reply::Error("WRONGPASS invalid username-password pair or user is disabled.".into());
-    if let Some(u) = user {
-        if u != b"default" {
-            return Err(wrong());
-        }
-    }
-    match &shared.config.read().requirepass {
-        Some(p) if p.as_bytes() == pass => Ok(()),
-        Some(_) => Err(wrong()),
-        None if user.is_some() => Ok(()),
-        None => Err(err(
+/// The user `pass` authenticates (`default` when `user` is not given).
+fn check_password(
+    shared: &Shared,
+    client: &Client,
+    user: Option<&[u8]>,
+    pass: &[u8],
+) -> Result<Vec<u8>, Reply> {
+    let name = user.unwrap_or(b"default");
+    if user.is_none() && shared.acl.get(b"default").is_some_and(|u| u.nopass) {
+        return Err(err(
             "AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
-        )),
+        ));
+    }
+    match shared.acl.get(name) {
+        Some(u) if u.accepts(pass) => Ok(name.to_vec()),
+        _ => {
+            let context = if client.multi.is_some() {
+                "multi"
+            } else {
+                "toplevel"
+            };
+            super::acl::log(
+                shared,
+                client,
+                "auth",
+                context,
+                b"AUTH".to_vec(),
+                name.to_vec(),
+            );
+            Err(Reply::Error(
+                "WRONGPASS invalid username-password pair or user is disabled.".into(),
+            ))
+        }
     }
 }
 
 /// `AUTH [username] password`.
 pub fn auth(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
     let r = match args.len() {
-        2 => check_password(shared, None, &args[1]),
-        3 => check_password(shared, Some(&args[1]), &args[2]),
+        2 => check_password(shared, client, None, &args[1]),
+        3 => check_password(shared, client, Some(&args[1]), &args[2]),
         _ => return reply(syntax()),
     };
     match r {
-        Ok(()) => {
-            client.authed = true;
+        Ok(name) => {
+            super::acl::login(client, &name);
             reply(ok())
         }
         Err(e) => reply(e),
@@ -87,10 +105,10 @@ pub fn hello(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome 
     while i < args.len() {
         let more = args.len() - i - 1;
         if is(&args[i], "auth") && more >= 2 {
-            if let Err(e) = check_password(shared, Some(&args[i + 1]), &args[i + 2]) {
-                return reply(e);
+            match check_password(shared, client, Some(&args[i + 1]), &args[i + 2]) {
+                Ok(name) => super::acl::login(client, &name),
+                Err(e) => return reply(e),
             }
-            client.authed = true;
             i += 3;
         } else if is(&args[i], "setname") && more >= 1 {
             if let Err(e) = valid_name(&args[i + 1]) {
@@ -153,7 +171,9 @@ pub fn reset(shared: &Shared, client: &mut Client, _: &[Vec<u8>]) -> Outcome {
     client.info.resp.store(2, Ordering::Relaxed);
     client.info.name.lock().clear();
     client.info.no_evict.store(false, Ordering::Relaxed);
-    client.authed = shared.config.read().requirepass.is_none();
+    *client.info.user.lock() = b"default".to_vec();
+    client.acl_user = None;
+    client.authed = shared.acl.default_open();
     if client.info.monitor.swap(false, Ordering::Relaxed) {
         shared.monitors.fetch_sub(1, Ordering::Relaxed);
     }

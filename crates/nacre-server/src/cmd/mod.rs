@@ -1,6 +1,7 @@
 //! Commands: the registry ([`registry`]), how one runs ([`execute`]) and the helpers their
 //! handlers share. Each family lives in a file of its own.
 
+pub mod acl;
 pub mod args;
 pub mod blocking;
 pub mod coll;
@@ -314,6 +315,14 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
             return reject(shared, client, cmd, arity_text(cmd.name));
         }
         _ => {}
+    }
+    let context = if client.multi.is_some() {
+        "multi"
+    } else {
+        "toplevel"
+    };
+    if let Err(d) = acl::permit(shared, client, cmd, sub, args, context) {
+        return reject(shared, client, cmd, acl::denied_reply(d, cmd, sub));
     }
     if !flags.contains(Flags::ALLOW_BUSY) {
         if let Some(busy) = shared.scripts.busy(shared) {

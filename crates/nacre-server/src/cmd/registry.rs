@@ -154,10 +154,11 @@ macro_rules! sub {
 pub(crate) use {cmd, sub, subs_or_none};
 
 /// Every family's command list.
-fn families() -> [&'static [Command]; 20] {
+fn families() -> [&'static [Command]; 21] {
     use super::*;
     [
         connection::COMMANDS,
+        acl::COMMANDS,
         crate::script::COMMANDS,
         pubsub::COMMANDS,
         server::COMMANDS,

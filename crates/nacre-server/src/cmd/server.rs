@@ -598,6 +598,10 @@ pub fn config(shared: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
                 .latency
                 .threshold
                 .store(cfg.latency_threshold_ms(), Ordering::Relaxed);
+            // As Redis: requirepass is the default user's one password.
+            if args[2..].chunks(2).any(|p| lower(&p[0]) == "requirepass") {
+                shared.acl.set_default_password(cfg.requirepass.as_deref());
+            }
             *shared.config.write() = cfg;
             reply(ok())
         }

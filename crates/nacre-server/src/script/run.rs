@@ -157,6 +157,23 @@ fn reply_text(r: Reply) -> String {
 }
 
 impl Host for Ctx<'_, '_> {
+    fn acl_check(&mut self, args: &[Vec<u8>]) -> Result<bool, String> {
+        if registry::lookup_bytes(&args[0]).is_none() {
+            return Err("Invalid command passed to redis.acl_check_cmd()".into());
+        }
+        let Some(user) = crate::cmd::acl::user_of(self.shared, self.client) else {
+            return Ok(false);
+        };
+        match crate::cmd::acl::dry_run(self.shared, &user, self.client.db, args) {
+            Ok(None) => Ok(true),
+            Ok(Some(_)) => Ok(false),
+            Err(e) => Err(e
+                .error_message()
+                .map(|m| m.into_owned())
+                .unwrap_or_default()),
+        }
+    }
+
     fn command(&mut self, args: Vec<Vec<u8>>, resp: u8) -> Result<Reply, String> {
         self.client.resp = resp;
         if self.abandoned {
@@ -172,6 +189,9 @@ impl Host for Ctx<'_, '_> {
         }
         if flags.contains(Flags::NOSCRIPT) {
             return Err("This Redis command is not allowed from script".into());
+        }
+        if let Err(d) = crate::cmd::acl::permit(self.shared, self.client, cmd, sub, &args, "lua") {
+            return Err(crate::cmd::acl::denied_in_script(d));
         }
         if flags.contains(Flags::WRITE) && self.read_only {
             return Err("Write commands are not allowed from read-only scripts.".into());

@@ -24,6 +24,10 @@ pub trait Host {
     /// reply error's text, or a plain message that gets the `ERR` code).
     /// `resp` is the protocol the script reads replies in (`redis.setresp`).
     fn command(&mut self, args: Vec<Vec<u8>>, resp: u8) -> Result<Reply, String>;
+
+    /// `redis.acl_check_cmd`: whether the script's user may run `args` (an error for an
+    /// unknown command).
+    fn acl_check(&mut self, args: &[Vec<u8>]) -> Result<bool, String>;
 }
 
 /// One thread's interpreter.
@@ -409,18 +413,37 @@ impl Vm {
             }
             Ok(v)
         };
+        let check = |lua: &Lua, args: MultiValue| -> mlua::Result<Value> {
+            let vals: Vec<Value> = args.into_iter().collect();
+            let a = match command_args(&vals) {
+                Ok(a) => a,
+                Err(e) => return raise(lua, &e),
+            };
+            let r = host
+                .try_borrow_mut()
+                .map_err(|_| mlua::Error::RecursiveMutCallback)?
+                .acl_check(&a);
+            match r {
+                Ok(b) => Ok(Value::Boolean(b)),
+                Err(e) => raise(lua, &e),
+            }
+        };
         lua.scope(|scope| {
             let call = scope.create_function(|lua, args: MultiValue| command(lua, args, true))?;
             let pcall = scope.create_function(|lua, args: MultiValue| command(lua, args, false))?;
+            let acl = scope.create_function(check)?;
             let outside = self.redis.raw_get::<Value>("call")?;
+            let outside_acl = self.redis.raw_get::<Value>("acl_check_cmd")?;
             self.redis.raw_set("call", call)?;
             self.redis.raw_set("pcall", pcall)?;
+            self.redis.raw_set("acl_check_cmd", acl)?;
             let r: mlua::Result<(bool, Value)> = match args {
                 Some((k, a)) => self.runner.call((f, self.handler.clone(), k, a)),
                 None => self.runner.call((f, self.handler.clone())),
             };
             self.redis.raw_set("call", outside.clone())?;
             self.redis.raw_set("pcall", outside)?;
+            self.redis.raw_set("acl_check_cmd", outside_acl)?;
             let (ok, v) = r?;
             if ok {
                 return Ok(lua_to_reply(&v, resp.get(), 0));
@@ -930,6 +953,7 @@ fn register_api(lua: &Lua, redis: &Table) -> mlua::Result<()> {
     redis.set("replicate_commands", lua.create_function(|_, ()| Ok(true))?)?;
     redis.set("breakpoint", lua.create_function(|_, ()| Ok(false))?)?;
     redis.set("debug", lua.create_function(|_, _: MultiValue| Ok(()))?)?;
+    // Outside a run (a library's load), nobody's permissions apply: any known command.
     redis.set(
         "acl_check_cmd",
         lua.create_function(|lua, args: MultiValue| {

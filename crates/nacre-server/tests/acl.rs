@@ -1,0 +1,161 @@
+//! ACL against redis-server 7.0: the same sessions (users and their rules, descriptions,
+//! DRYRUN, AUTH as other users, commands, keys and channels refused, scripts under a
+//! restricted user, errors) give the same replies.
+
+mod common;
+
+use common::{RedisServer, Server};
+use redis::Connection;
+
+/// One command's reply (or error), with the command, as text.
+fn run(c: &mut Connection, args: &[&str]) -> String {
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    let r: redis::RedisResult<redis::Value> = cmd.query(c);
+    match r {
+        Ok(v) => format!("{args:?} -> {v:?}"),
+        Err(e) => format!("{args:?} -> error {e}"),
+    }
+}
+
+fn session(c: &mut Connection) -> Vec<String> {
+    let script: &[&[&str]] = &[
+        &[
+            "ACL",
+            "SETUSER",
+            "bob",
+            "on",
+            ">123",
+            "+@scripting",
+            "+set",
+            "~x*",
+        ],
+        &["ACL", "GETUSER", "bob"],
+        &[
+            "ACL", "SETUSER", "alice", "on", "nopass", "+get", "+set", "%R~r*", "%W~w*", "&news.*",
+        ],
+        &["ACL", "GETUSER", "alice"],
+        // (Single commands are described in Redis's command table's hash order, which
+        // changes at every start: one at a time here.)
+        &[
+            "ACL",
+            "SETUSER",
+            "carol",
+            "on",
+            ">pw",
+            "+@all",
+            "-flushall",
+            "~*",
+            "(+get ~sel*)",
+        ],
+        &["ACL", "GETUSER", "carol"],
+        &["ACL", "SETUSER", "dave", "reset", "+@hash", "~*"],
+        &["ACL", "GETUSER", "dave"],
+        &[
+            "ACL",
+            "SETUSER",
+            "erin",
+            "+@all",
+            "-@dangerous",
+            "allkeys",
+            "allchannels",
+        ],
+        &["ACL", "GETUSER", "erin"],
+        &["ACL", "LIST"],
+        &["ACL", "USERS"],
+        &["ACL", "WHOAMI"],
+        &["ACL", "DRYRUN", "bob", "set", "xx", "1"],
+        &["ACL", "DRYRUN", "bob", "set", "yy", "1"],
+        &["ACL", "DRYRUN", "bob", "hset", "xx", "f", "1"],
+        &["ACL", "DRYRUN", "alice", "get", "r1"],
+        &["ACL", "DRYRUN", "alice", "set", "r1", "v"],
+        &["ACL", "DRYRUN", "alice", "set", "w1", "v"],
+        &[
+            "ACL",
+            "SETUSER",
+            "frank",
+            "on",
+            "nopass",
+            "+@all",
+            "-config|set",
+        ],
+        &["ACL", "DRYRUN", "frank", "config", "set", "x", "y"],
+        &["ACL", "DRYRUN", "carol", "flushall"],
+        &["ACL", "DRYRUN", "carol", "config", "get", "x"],
+        &["ACL", "DRYRUN", "nobody", "get", "x"],
+        &["ACL", "DRYRUN", "bob", "nosuchcmd"],
+        &["ACL", "DRYRUN", "bob", "get"],
+        &["ACL", "SETUSER", "bad", "+nosuchcmd"],
+        &["ACL", "SETUSER", "bad", "+@nosuchcat"],
+        &["ACL", "SETUSER", "bad", "bogus"],
+        &["ACL", "SETUSER", "bad", "~*", "~foo"],
+        &["ACL", "SETUSER", "bad", "<nopw"],
+        &["ACL", "SETUSER", "bad", "#abc"],
+        &["ACL", "SETUSER", "bad", "(+get", "~x"],
+        &["ACL", "SETUSER", "bad user"],
+        &["ACL", "GETUSER", "bad"],
+        &["ACL", "GETUSER", "nobody"],
+        &["ACL", "CAT", "nosuchcat"],
+        &["ACL", "GENPASS", "0"],
+        &["ACL", "GENPASS", "5000"],
+        &["ACL", "DELUSER", "default"],
+        &["ACL", "DELUSER", "dave", "nobody"],
+        &["ACL", "SAVE"],
+        &["ACL", "BOGUS"],
+        &["AUTH", "bob", "wrong"],
+        &["AUTH", "nobody", "x"],
+        &["AUTH", "onlypass"],
+        &["AUTH", "bob", "123"],
+        &["ACL", "WHOAMI"],
+        &["SET", "xx", "1"],
+        &["SET", "yy", "1"],
+        &["GET", "xx"],
+        &[
+            "EVAL",
+            "return redis.acl_check_cmd('set','xx',1)",
+            "1",
+            "xx",
+        ],
+        &[
+            "EVAL",
+            "return redis.acl_check_cmd('hset','xx','f',1)",
+            "1",
+            "xx",
+        ],
+        &["EVAL", "return redis.call('set','yy',1)", "0"],
+        &["EVAL", "return redis.call('get','xx')", "0"],
+        &["AUTH", "alice", "anything"],
+        &["GET", "r1"],
+        &["SET", "r1", "v"],
+        &["SET", "w1", "v"],
+        &["GET", "w1"],
+        &["PUBLISH", "news.a", "hi"],
+        &["PUBLISH", "sports", "hi"],
+        &["AUTH", "carol", "pw"],
+        &["CONFIG", "SET", "maxmemory", "0"],
+        &["CONFIG", "GET", "maxmemory"],
+        &["FLUSHALL"],
+        &["AUTH", "default", "x"],
+    ];
+    script.iter().map(|a| run(c, a)).collect()
+}
+
+#[test]
+fn acl_sessions_match_redis() {
+    let Some(redis) = RedisServer::start() else {
+        eprintln!("redis-server is not installed; skipped");
+        return;
+    };
+    let nacre = Server::start(&[]);
+    let theirs = session(&mut redis.conn());
+    let ours = session(&mut nacre.conn());
+    let diff: Vec<String> = theirs
+        .iter()
+        .zip(&ours)
+        .filter(|(a, b)| a != b)
+        .map(|(a, b)| format!("redis: {a}\nnacre: {b}"))
+        .collect();
+    assert!(diff.is_empty(), "{}", diff.join("\n\n"));
+}
