@@ -445,8 +445,15 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, info: Arc<ClientInfo>
                 }
                 Outcome::Block(req) => match park(&shared, &mut client, &mut io, qlimit, req).await
                 {
-                    Some(_) if silent => {}
-                    Some((r, t)) => io.q.push(&r, t.0, client.resp),
+                    Some((r, t)) => {
+                        if let Some(msg) = r.error_message() {
+                            client.count(3);
+                            shared.error_seen(&msg);
+                        }
+                        if !silent {
+                            io.q.push(&r, t.0, client.resp);
+                        }
+                    }
                     None => break 'conn,
                 },
                 Outcome::Monitor => {

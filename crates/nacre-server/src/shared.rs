@@ -233,6 +233,8 @@ pub struct Shared {
     pub clients: Mutex<BTreeMap<u64, Arc<ClientInfo>>>,
     /// Users and permissions.
     pub acl: crate::acl::Users,
+    /// Error replies by code (`INFO errorstats`).
+    pub errorstats: Mutex<BTreeMap<String, u64>>,
     /// Next client id.
     pub next_client: AtomicU64,
     /// Counters.
@@ -313,6 +315,7 @@ impl Shared {
             scripts: Default::default(),
             functions: Default::default(),
             acl: Default::default(),
+            errorstats: Mutex::new(BTreeMap::new()),
         }
         .with_password()
     }
@@ -324,6 +327,22 @@ impl Shared {
             self.acl.set_default_password(p.as_deref());
         }
         self
+    }
+
+    /// Counts an error reply by its code (the first word; `ERR` when it has none), as
+    /// Redis's `INFO errorstats` does, for up to 128 codes.
+    pub fn error_seen(&self, msg: &str) {
+        let head = &msg[..msg.len().min(31)];
+        let code = match head.find(' ') {
+            Some(i) if i > 0 => &msg[..i],
+            _ => "ERR",
+        };
+        let mut m = self.errorstats.lock();
+        if let Some(n) = m.get_mut(code) {
+            *n += 1;
+        } else if m.len() < 128 {
+            m.insert(code.to_string(), 1);
+        }
     }
 
     /// The keyspace notification flags now.

@@ -370,13 +370,13 @@ fn kill(shared: &Shared, me: &mut Client, args: &[Vec<u8>]) -> Outcome {
             },
             "addr" => addr = Some(v),
             "laddr" => laddr = Some(v),
-            // As Redis: a user that does not exist is an error (`default` is the only one).
-            "user" if v != "default" => {
+            // As Redis: a user that does not exist is an error.
+            "user" if shared.acl.get(&pair[1]).is_none() => {
                 return reply(super::err_bytes(
                     format!("No such user '{}'", v.replace(['\r', '\n'], " ")).as_bytes(),
                 ))
             }
-            "user" => user = Some(v),
+            "user" => user = Some(pair[1].clone()),
             "type" => match v.to_ascii_lowercase().as_str() {
                 "normal" => {}
                 "master" | "replica" | "slave" | "pubsub" => kind_ok = false,
@@ -399,7 +399,7 @@ fn kill(shared: &Shared, me: &mut Client, args: &[Vec<u8>]) -> Outcome {
             || id.is_some_and(|i| i != c.id)
             || addr.as_ref().is_some_and(|a| *a != c.addr)
             || laddr.as_ref().is_some_and(|a| *a != c.laddr)
-            || user.as_ref().is_some_and(|u| u != "default")
+            || user.as_ref().is_some_and(|u| *u != *c.user.lock())
             || (skipme && c.id == me.info.id)
         {
             continue;

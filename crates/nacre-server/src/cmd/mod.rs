@@ -210,8 +210,9 @@ pub fn execute(shared: &Shared, client: &mut Client, args: Vec<Vec<u8>>) -> Outc
         feed_monitor(shared, client, &args);
     }
     if let Outcome::Reply(r, _) = &out {
-        if r.is_error() {
+        if let Some(msg) = r.error_message() {
             client.count(3);
+            shared.error_seen(&msg);
         }
     }
     out

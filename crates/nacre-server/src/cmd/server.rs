@@ -378,6 +378,13 @@ pub fn info_text(shared: &Shared, sections: &[String]) -> String {
             me[1], me[0], me[3], me[2], main[1], main[0]
         ));
     }
+    if want("errorstats") {
+        out.push_str("# Errorstats\r\n");
+        for (code, n) in shared.errorstats.lock().iter() {
+            out.push_str(&format!("errorstat_{code}:count={n}\r\n"));
+        }
+        out.push_str("\r\n");
+    }
     if want("commandstats") {
         out.push_str("# Commandstats\r\n");
         out.push_str(&shared.cmdstats.lines());
@@ -607,6 +614,7 @@ pub fn config(shared: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
         }
         "resetstat" if args.len() == 2 => {
             shared.cmdstats.reset();
+            shared.errorstats.lock().clear();
             let c = &shared.counters;
             for a in [
                 &c.commands,
