@@ -113,6 +113,26 @@ impl Local {
         }
     }
 
+    /// Counts a failure of a call already counted (a parked command answered with an error).
+    pub fn failed_later(&mut self, name: &'static str, sub: Option<&'static str>) {
+        if let Some((_, _, s)) = self
+            .0
+            .iter_mut()
+            .find(|(n, s, _)| std::ptr::eq(*n, name) && *s == sub)
+        {
+            s.failed += 1;
+        } else {
+            self.0.push((
+                name,
+                sub,
+                Stat {
+                    failed: 1,
+                    ..Stat::default()
+                },
+            ));
+        }
+    }
+
     /// Adds these counts to the server's and clears them.
     pub fn flush(&mut self, to: &Stats) {
         if self.0.is_empty() {

@@ -449,6 +449,8 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, info: Arc<ClientInfo>
                         if let Some(msg) = r.error_message() {
                             client.count(3);
                             shared.error_seen(&msg);
+                            let (name, sub) = *client.info.last_cmd.lock();
+                            client.cmdstats.failed_later(name, sub);
                         }
                         if !silent {
                             io.q.push(&r, t.0, client.resp);
