@@ -13,6 +13,8 @@ use super::{Namespaces, Result, Store, StoreError, Stripe};
 enum NsGuard<'s> {
     Shared(RwLockReadGuard<'s, Namespaces>),
     Exclusive(RwLockWriteGuard<'s, Namespaces>),
+    /// A snapshot's table (see [`Txn::at_snapshot`]): no lock.
+    Fixed(Namespaces),
 }
 
 impl NsGuard<'_> {
@@ -20,6 +22,7 @@ impl NsGuard<'_> {
         match self {
             NsGuard::Shared(g) => g,
             NsGuard::Exclusive(g) => g,
+            NsGuard::Fixed(n) => n,
         }
     }
 }
@@ -141,6 +144,13 @@ pub struct Txn<'s> {
     /// The keyspace events the commands raised, in order; `None` while nobody could receive
     /// them (nothing is recorded).
     events: Option<Vec<Event>>,
+    /// Reads at this engine snapshot, without locks or pending entries (read-only).
+    snap: Option<&'s nacre::Snapshot>,
+    /// Collection versions this txn handed out, ascending: no record of one is anywhere
+    /// but in this txn's own writes (versions are never reused, K5).
+    fresh: Vec<u64>,
+    /// An offline load's txn (see [`Txn::offline`]): its commit leaves no pending entries.
+    offline: bool,
 }
 
 /// A keyspace event a command raised: database, key, event name (as Redis's
@@ -200,6 +210,33 @@ impl<'s> Txn<'s> {
         Self::with_ns(store, ns, keys, now)
     }
 
+    /// A read-only view of the keyspace as engine snapshot `snap` holds it, whose namespace
+    /// table is `ns` (the one the snapshot holds): it takes no lock and sees no pending entry
+    /// (the snapshot holds what was durable when it was taken, nothing after), so it never
+    /// holds up other commands. Its writes are discarded ([`Txn::commit`] queues nothing).
+    /// Every key it reads must be among `keys`.
+    pub fn at_snapshot(
+        store: &'s Store,
+        snap: &'s nacre::Snapshot,
+        ns: Namespaces,
+        keys: &[(usize, &[u8])],
+        now: u64,
+    ) -> Txn<'s> {
+        let mut t = Self::with_ns(store, NsGuard::Fixed(ns), keys, now);
+        t.snap = Some(snap);
+        t
+    }
+
+    /// A txn of an offline load (`nacre-server --import-rdb`): the only user of the
+    /// keyspace, which waits for each commit to be durable before it starts the next txn.
+    /// Its commit leaves no pending entries (K3: no other command could read them, and the
+    /// next txn reads the engine, which holds the commit by then) and bumps no watchers.
+    pub fn offline(store: &'s Store, keys: &[(usize, &[u8])], now: u64) -> Txn<'s> {
+        let mut t = Self::new(store, keys, now);
+        t.offline = true;
+        t
+    }
+
     fn with_ns(store: &'s Store, ns: NsGuard<'s>, keys: &[(usize, &[u8])], now: u64) -> Txn<'s> {
         let mut states: Vec<KeyState> = Vec::with_capacity(keys.len());
         // Few keys are found by a scan; many (EXEC, MSET) through a map.
@@ -218,6 +255,10 @@ impl<'s> Txn<'s> {
         let mut stripes: Vec<usize> = states.iter().map(|k| k.stripe).collect();
         stripes.sort_unstable();
         stripes.dedup();
+        // A snapshot's reader locks nothing.
+        if matches!(ns, NsGuard::Fixed(_)) {
+            stripes.clear();
+        }
         let locks = stripes
             .into_iter()
             .map(|s| (s, store.stripes[s].lock()))
@@ -244,6 +285,9 @@ impl<'s> Txn<'s> {
             clock: 0,
             mark: 0,
             events: None,
+            snap: None,
+            fresh: Vec::new(),
+            offline: false,
         }
     }
 
@@ -345,7 +389,13 @@ impl<'s> Txn<'s> {
             return Ok(());
         }
         let (stripe, mkey) = (self.keys[i].stripe, self.keys[i].mkey.clone());
-        let (ticket, raw) = meta_record(self.store, self.stripe(stripe), &mkey)?;
+        let (ticket, raw) = match self.snap {
+            Some(snap) => (
+                None,
+                self.store.db.get_at(&self.store.subs.meta, &mkey, snap)?,
+            ),
+            None => meta_record(self.store, self.stripe(stripe), &mkey)?,
+        };
         if let Some(t) = ticket {
             self.read_pending(t);
         }
@@ -500,7 +550,29 @@ impl<'s> Txn<'s> {
     pub fn new_version(&mut self) -> u64 {
         let v = self.store.versions.fetch_add(1, Ordering::Relaxed);
         self.max_version = self.max_version.max(v);
+        self.fresh.push(v);
         v
+    }
+
+    /// Whether collection version `v` was handed out by this txn (its records are only in
+    /// this txn's own writes: nothing to look up in pending entries or the engine).
+    fn is_fresh(&self, v: u64) -> bool {
+        self.fresh.binary_search(&v).is_ok()
+    }
+
+    /// Offline loads (see [`Txn::offline`]): key `key` has no record, which the caller
+    /// knows (it has not written the key, and the keyspace held no keys when it started),
+    /// so it is read as absent without a lookup.
+    pub fn known_absent(&mut self, db: usize, key: &[u8]) -> Result<()> {
+        let i = self.index(db, key)?;
+        let k = &mut self.keys[i];
+        if !k.loaded {
+            k.cur = None;
+            k.orig = None;
+            k.orig_kept = false;
+            k.loaded = true;
+        }
+        Ok(())
     }
 
     /// A new, empty collection for `key` (replacing whatever it held).
@@ -546,6 +618,13 @@ impl<'s> Txn<'s> {
         self.load(i)?;
         if let Some(v) = self.keys[i].subs.get(sk) {
             return Ok(v.clone());
+        }
+        if sk.len() >= 8 && self.is_fresh(u64::from_be_bytes(sk[..8].try_into().unwrap_or([0; 8])))
+        {
+            return Ok(None);
+        }
+        if let Some(snap) = self.snap {
+            return Ok(self.store.db.get_at(&self.store.subs.sub, sk, snap)?);
         }
         let (stripe, mkey) = (self.keys[i].stripe, self.keys[i].mkey.clone());
         let pending = self
@@ -598,18 +677,38 @@ impl<'s> Txn<'s> {
         }
         let (stripe, mkey) = (self.keys[i].stripe, self.keys[i].mkey.clone());
         let range = lower.clone()..upper.clone();
+        // A walk inside a version this txn handed out reads its own writes alone.
+        let fresh = lower.len() >= 8 && {
+            let v = u64::from_be_bytes(lower[..8].try_into().unwrap_or([0; 8]));
+            self.is_fresh(v) && v < u64::MAX && upper.as_slice() <= &(v + 1).to_be_bytes()[..]
+        };
+        if fresh {
+            let own: Vec<(Vec<u8>, Vec<u8>)> = walk_dir(self.keys[i].subs.range(range), reverse)
+                .filter_map(|(k, v)| Some((k.clone(), v.clone()?)))
+                .collect();
+            for (k, v) in own {
+                if !f(&k, v)? {
+                    break;
+                }
+            }
+            return Ok(());
+        }
         // The overlays are walked lazily (a pending entry of a hot key may hold many
-        // records; a walk usually needs few).
-        let pos = self
-            .locks
-            .binary_search_by_key(&stripe, |(s, _)| *s)
-            .map_err(|_| {
-                StoreError::Corrupt("a walk over a key whose stripe is not held".into())
-            })?;
-        if let Some(t) = self.locks[pos].1.pending.get(&mkey).map(|p| p.ticket) {
+        // records; a walk usually needs few). A snapshot's reader has none.
+        let pos = match self.snap {
+            Some(_) => None,
+            None => Some(
+                self.locks
+                    .binary_search_by_key(&stripe, |(s, _)| *s)
+                    .map_err(|_| {
+                        StoreError::Corrupt("a walk over a key whose stripe is not held".into())
+                    })?,
+            ),
+        };
+        if let Some(t) = pos.and_then(|p| self.locks[p].1.pending.get(&mkey).map(|p| p.ticket)) {
             self.read_pending(t);
         }
-        let pending = self.locks[pos].1.pending.get(&mkey).map(|p| &p.subs);
+        let pending = pos.and_then(|p| self.locks[p].1.pending.get(&mkey).map(|p| &p.subs));
         let own = &self.keys[i].subs;
         let mut own_it = walk_dir(own.range(range.clone()), reverse).peekable();
         let mut pend_it = match pending {
@@ -645,6 +744,7 @@ impl<'s> Txn<'s> {
             .iter(
                 &self.store.subs.sub,
                 IterOptions {
+                    snapshot: self.snap,
                     lower: Some(lower),
                     upper: Some(upper),
                     reverse,
@@ -811,7 +911,7 @@ impl<'s> Txn<'s> {
     pub fn namespaces_mut(&mut self) -> Option<&mut Namespaces> {
         match &mut self.ns {
             NsGuard::Exclusive(g) => Some(g),
-            NsGuard::Shared(_) => None,
+            NsGuard::Shared(_) | NsGuard::Fixed(_) => None,
         }
     }
 
@@ -864,8 +964,12 @@ impl<'s> Txn<'s> {
         Ticket(c.submit(store, WriteBatch::new(), 0, Vec::new(), Vec::new(), deps))
     }
 
-    /// Queues what the command changed and releases its locks; the ticket to wait for.
+    /// Queues what the command changed and releases its locks; the ticket to wait for. A
+    /// snapshot's reader queues nothing.
     pub fn commit(mut self) -> Ticket {
+        if self.snap.is_some() {
+            return Ticket(0);
+        }
         let store = self.store;
         let subs = &store.subs;
         let mut batch = std::mem::take(&mut self.extra);
@@ -919,11 +1023,20 @@ impl<'s> Txn<'s> {
                 owners.entry(m.version).or_insert(i);
             }
         }
+        // Records stay with their key when it owns their version (the common case: nothing
+        // moves); records of a version no key holds now are dropped below.
+        let version_of = |sk: &[u8]| u64::from_be_bytes(sk[..8].try_into().unwrap_or([0; 8]));
         for i in 0..self.keys.len() {
-            let subs = std::mem::take(&mut self.keys[i].subs);
-            for (sk, v) in subs {
-                let ver = u64::from_be_bytes(sk[..8].try_into().unwrap_or([0; 8]));
-                if let Some(&o) = owners.get(&ver) {
+            let foreign: Vec<Vec<u8>> = self.keys[i]
+                .subs
+                .keys()
+                .filter(|sk| owners.get(&version_of(sk)).is_some_and(|&o| o != i))
+                .cloned()
+                .collect();
+            for sk in foreign {
+                if let (Some(v), Some(&o)) =
+                    (self.keys[i].subs.remove(&sk), owners.get(&version_of(&sk)))
+                {
                     self.keys[o].subs.insert(sk, v);
                 }
             }
@@ -942,6 +1055,7 @@ impl<'s> Txn<'s> {
                 .filter(|m| m.kind.is_collection())
                 .map(|m| m.version);
             let mut subs_out: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
+            let mut wrote_subs = false;
             for (sk, v) in std::mem::take(&mut k.subs) {
                 // Members of a version this command dropped are the cleaner's.
                 let ver = u64::from_be_bytes(sk[..8].try_into().unwrap_or([0; 8]));
@@ -950,10 +1064,13 @@ impl<'s> Txn<'s> {
                         Some(v) => batch.put(&subs.sub, &sk, v),
                         None => batch.delete(&subs.sub, &sk),
                     };
-                    subs_out.insert(sk, v);
+                    wrote_subs = true;
+                    if !self.offline {
+                        subs_out.insert(sk, v);
+                    }
                 }
             }
-            if !meta_changed && subs_out.is_empty() && !k.touched {
+            if !meta_changed && !wrote_subs && !k.touched {
                 continue;
             }
             let mut meta_out = None;
@@ -983,6 +1100,10 @@ impl<'s> Txn<'s> {
                 if delta != 0 {
                     deltas.push((k.db, delta));
                 }
+            }
+            if self.offline {
+                // No pending entries, no watchers (see `Txn::offline`).
+                continue;
             }
             written.push((k.stripe, k.mkey.clone()));
             changed.push((k.db, k.key.clone(), k.stripe));
