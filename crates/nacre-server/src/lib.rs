@@ -7,6 +7,7 @@
 //! - [`cmd`]: the command table and the commands, family by family.
 //! - `script`: Lua scripts (`EVAL`), run through the same command table.
 //! - `conn`, [`server`]: connections (tokio) and the listener.
+//! - [`transfer`]: RDB files in and out (`--import-rdb`, `--export-rdb`, `BGSAVE RDB`).
 
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
@@ -32,6 +33,7 @@ pub(crate) mod script;
 pub mod server;
 pub mod shared;
 pub mod store;
+pub mod transfer;
 pub(crate) mod types;
 pub(crate) mod waiters;
 

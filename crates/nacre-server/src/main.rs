@@ -1,10 +1,14 @@
 //! `nacre-server [config-file] [--directive value ...]`: a Redis-compatible server whose
 //! every acknowledged write is durable. With no arguments it keeps its data under
 //! `./nacre-data` and listens on 127.0.0.1:6379.
+//!
+//! `--import-rdb FILE` loads a Redis RDB file into the pool at `--dir` and exits;
+//! `--export-rdb FILE` writes the pool's data as an RDB file and exits (`nacre_server::transfer`).
 
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use nacre_server::{Config, LogLevel};
@@ -19,7 +23,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "--help" || a == "-h") {
         println!(
-            "Usage: nacre-server [/path/to/nacre.conf] [--port 6379] [--bind 127.0.0.1] [--dir ./nacre-data]\n       [--pmem-size 1gb] [--pmem-backend auto|dax|msync|emulated] [--requirepass pass] [--directive value ...]"
+            "Usage: nacre-server [/path/to/nacre.conf] [--port 6379] [--bind 127.0.0.1] [--dir ./nacre-data]\n       [--pmem-size 1gb] [--pmem-backend auto|dax|msync|emulated] [--requirepass pass] [--directive value ...]\n       nacre-server [options] --import-rdb dump.rdb   (load a Redis RDB file into the pool, then exit)\n       nacre-server [options] --export-rdb dump.rdb   (write the pool as a Redis RDB file, then exit)"
         );
         return ExitCode::SUCCESS;
     }
@@ -31,6 +35,13 @@ fn main() -> ExitCode {
         );
         return ExitCode::SUCCESS;
     }
+    let (transfer, args) = match transfer_flag(args) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let cfg = match Config::from_args(&args) {
         Ok(c) => c,
         Err(e) => {
@@ -66,6 +77,17 @@ fn main() -> ExitCode {
             }
         }
     }
+    if let Some(t) = transfer {
+        let ok = match t {
+            Transfer::Import(file) => nacre_server::transfer::cli::import(&cfg, &file),
+            Transfer::Export(file) => nacre_server::transfer::cli::export(&cfg, &file),
+        };
+        return if ok {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        };
+    }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(cfg.worker_threads())
         .enable_all()
@@ -85,4 +107,37 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `--import-rdb FILE` or `--export-rdb FILE`.
+enum Transfer {
+    Import(PathBuf),
+    Export(PathBuf),
+}
+
+/// Takes `--import-rdb FILE` or `--export-rdb FILE` out of `args`: the one given, if any,
+/// and the other arguments.
+fn transfer_flag(args: Vec<String>) -> Result<(Option<Transfer>, Vec<String>), String> {
+    let mut found = None;
+    let mut rest = Vec::with_capacity(args.len());
+    let mut it = args.into_iter();
+    while let Some(a) = it.next() {
+        let make: fn(PathBuf) -> Transfer = match a.as_str() {
+            "--import-rdb" => Transfer::Import,
+            "--export-rdb" => Transfer::Export,
+            _ => {
+                rest.push(a);
+                continue;
+            }
+        };
+        let file = it
+            .next()
+            .filter(|f| !f.starts_with("--"))
+            .ok_or_else(|| format!("{a} needs a file name"))?;
+        if found.is_some() {
+            return Err("give one of --import-rdb and --export-rdb, once".into());
+        }
+        found = Some(make(PathBuf::from(file)));
+    }
+    Ok((found, rest))
 }

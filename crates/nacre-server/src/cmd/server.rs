@@ -710,9 +710,11 @@ pub fn save(shared: &Shared, _: &mut Client, _: &[Vec<u8>]) -> Outcome {
     }))
 }
 
-/// `BGSAVE [SCHEDULE]`.
+/// `BGSAVE [SCHEDULE]`, and Nacre's `BGSAVE RDB`: a Redis RDB file of a snapshot in `dir`,
+/// named `dbfilename` (see `crate::transfer::export`).
 pub fn bgsave(shared: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
-    if args.len() > 2 || (args.len() == 2 && !is(&args[1], "schedule")) {
+    let rdb = args.len() == 2 && is(&args[1], "rdb");
+    if args.len() > 2 || (args.len() == 2 && !rdb && !is(&args[1], "schedule")) {
         return reply(syntax());
     }
     if shared.saving.swap(true, Ordering::AcqRel) {
@@ -720,9 +722,39 @@ pub fn bgsave(shared: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
     }
     let handle = shared.handle();
     std::thread::spawn(move || {
-        let _ = checkpoint(&handle);
+        let _ = if rdb {
+            export_rdb(&handle)
+        } else {
+            checkpoint(&handle)
+        };
     });
     reply(Reply::Simple("Background saving started".into()))
+}
+
+/// Writes an RDB file of a snapshot of the keyspace to `dir`/`dbfilename` (on the calling
+/// thread; clients go on writing).
+pub fn export_rdb(shared: &Shared) -> Result<(), String> {
+    let path = {
+        let cfg = shared.config.read();
+        let name = crate::params::find("dbfilename")
+            .map_or_else(|| "dump.rdb".to_string(), |p| cfg.params.get(p));
+        cfg.dir.join(name)
+    };
+    let r = crate::transfer::export::export(&shared.store, &path, &mut |_, _| {});
+    shared.saving.store(false, Ordering::Release);
+    match r {
+        Ok(s) => {
+            shared.lastsave.store(now_ms() / 1000, Ordering::Relaxed);
+            shared.last_save_ok.store(true, Ordering::Relaxed);
+            tracing::info!(file = %path.display(), keys = s.keys(), bytes = s.bytes, ms = s.elapsed.as_millis() as u64, "RDB file written");
+            Ok(())
+        }
+        Err(e) => {
+            shared.last_save_ok.store(false, Ordering::Relaxed);
+            tracing::error!(file = %path.display(), error = %e, "writing the RDB file failed");
+            Err(e.to_string())
+        }
+    }
 }
 
 /// `SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]`.

@@ -1,14 +1,18 @@
 //! Pieces of Redis's RDB format that Nacre reads and writes: length-prefixed strings (LZF
 //! compressed or integer encoded ones too, as Redis writes them), the footer of a
 //! `DUMP` / `FUNCTION DUMP` payload (RDB version, CRC-64/Redis), the compact encodings
-//! inside values ([`listpack`]) and whole values ([`value`]).
+//! inside values ([`listpack`]), whole values ([`value`]) and whole RDB files ([`file`], read
+//! as a stream through [`frame`]).
 
+pub mod file;
+pub mod frame;
 pub mod listpack;
 pub mod stream;
 pub mod value;
 
-/// CRC-64 as Redis computes it (Jones polynomial, reflected).
-static CRC64: crc::Crc<u64> = crc::Crc::<u64>::new(&crc::CRC_64_REDIS);
+/// CRC-64 as Redis computes it (Jones polynomial, reflected), sixteen bytes a step.
+static CRC64: crc::Crc<u64, crc::Table<16>> =
+    crc::Crc::<u64, crc::Table<16>>::new(&crc::CRC_64_REDIS);
 
 /// Appends a length in RDB's encoding.
 pub fn put_len(out: &mut Vec<u8>, n: u64) {

@@ -10,22 +10,26 @@ use super::{check_footer, get_len, get_string, put_footer, put_len, put_string};
 /// The RDB version Redis 7.0 writes and reads.
 pub const RDB_VERSION: u16 = 10;
 
-const STRING: u8 = 0;
-const LIST: u8 = 1;
-const SET: u8 = 2;
-const ZSET: u8 = 3;
-const HASH: u8 = 4;
-const ZSET_2: u8 = 5;
-const LIST_ZIPLIST: u8 = 10;
-const SET_INTSET: u8 = 11;
-const ZSET_ZIPLIST: u8 = 12;
-const HASH_ZIPLIST: u8 = 13;
-const LIST_QUICKLIST: u8 = 14;
-const HASH_LISTPACK: u8 = 16;
-const ZSET_LISTPACK: u8 = 17;
-const LIST_QUICKLIST_2: u8 = 18;
-const STREAM_LISTPACKS: u8 = 15;
-const STREAM_LISTPACKS_2: u8 = 19;
+// RDB value types (Redis's `RDB_TYPE_*`).
+pub const STRING: u8 = 0;
+pub const LIST: u8 = 1;
+pub const SET: u8 = 2;
+pub const ZSET: u8 = 3;
+pub const HASH: u8 = 4;
+pub const ZSET_2: u8 = 5;
+pub const MODULE: u8 = 6;
+pub const MODULE_2: u8 = 7;
+pub const HASH_ZIPMAP: u8 = 9;
+pub const LIST_ZIPLIST: u8 = 10;
+pub const SET_INTSET: u8 = 11;
+pub const ZSET_ZIPLIST: u8 = 12;
+pub const HASH_ZIPLIST: u8 = 13;
+pub const LIST_QUICKLIST: u8 = 14;
+pub const STREAM_LISTPACKS: u8 = 15;
+pub const HASH_LISTPACK: u8 = 16;
+pub const ZSET_LISTPACK: u8 = 17;
+pub const LIST_QUICKLIST_2: u8 = 18;
+pub const STREAM_LISTPACKS_2: u8 = 19;
 
 /// Most elements in one listpack node of a list Nacre writes (Redis's default node holds up
 /// to 8 KiB: `list-max-listpack-size -2`).
@@ -62,14 +66,29 @@ pub enum DumpError {
 
 /// The `DUMP` payload of `v`.
 pub fn encode(v: &Value) -> Vec<u8> {
-    let mut out = Vec::new();
+    let mut out = vec![type_of(v)];
+    put_value(v, &mut out);
+    put_footer(&mut out, RDB_VERSION);
+    out
+}
+
+/// The RDB type byte `v` is written with.
+pub fn type_of(v: &Value) -> u8 {
     match v {
-        Value::String(s) => {
-            out.push(STRING);
-            put_string(&mut out, s);
-        }
+        Value::String(_) => STRING,
+        Value::List(_) => LIST_QUICKLIST_2,
+        Value::Set(_) => SET,
+        Value::Hash(_) => HASH,
+        Value::ZSet(_) => ZSET_2,
+        Value::Stream(_) => STREAM_LISTPACKS_2,
+    }
+}
+
+/// Appends `v` in the encoding of [`type_of`] (without the type byte).
+pub fn put_value(v: &Value, out: &mut Vec<u8>) {
+    match v {
+        Value::String(s) => put_string(out, s),
         Value::List(items) => {
-            out.push(LIST_QUICKLIST_2);
             let mut nodes: Vec<&[Vec<u8>]> = Vec::new();
             let mut start = 0;
             let mut bytes = 0;
@@ -84,51 +103,43 @@ pub fn encode(v: &Value) -> Vec<u8> {
             if start < items.len() {
                 nodes.push(&items[start..]);
             }
-            put_len(&mut out, nodes.len() as u64);
+            put_len(out, nodes.len() as u64);
             for n in nodes {
                 // Packed (a listpack), not plain.
-                put_len(&mut out, 2);
-                put_string(&mut out, &lp_encode(n));
+                put_len(out, 2);
+                put_string(out, &lp_encode(n));
             }
         }
         Value::Set(members) => {
-            out.push(SET);
-            put_len(&mut out, members.len() as u64);
+            put_len(out, members.len() as u64);
             for m in members {
-                put_string(&mut out, m);
+                put_string(out, m);
             }
         }
         Value::Hash(fields) => {
-            out.push(HASH);
-            put_len(&mut out, fields.len() as u64);
+            put_len(out, fields.len() as u64);
             for (f, v) in fields {
-                put_string(&mut out, f);
-                put_string(&mut out, v);
+                put_string(out, f);
+                put_string(out, v);
             }
         }
         Value::ZSet(members) => {
-            out.push(ZSET_2);
-            put_len(&mut out, members.len() as u64);
+            put_len(out, members.len() as u64);
             // As Redis: from the highest score down, so a load appends at the head.
             for (m, s) in members.iter().rev() {
-                put_string(&mut out, m);
+                put_string(out, m);
                 out.extend_from_slice(&s.to_le_bytes());
             }
         }
-        Value::Stream(st) => {
-            out.push(STREAM_LISTPACKS_2);
-            super::stream::encode(st, &mut out);
-        }
+        Value::Stream(st) => super::stream::encode(st, out),
     }
-    put_footer(&mut out, RDB_VERSION);
-    out
 }
 
 /// The value a `RESTORE` payload holds.
 pub fn decode(payload: &[u8]) -> Result<Value, DumpError> {
     let body = check_footer(payload, RDB_VERSION).ok_or(DumpError::Footer)?;
     let (&kind, _) = body.split_first().ok_or(DumpError::Format)?;
-    let (v, end) = value(kind, body, 1).ok_or(DumpError::Format)?;
+    let (v, end) = decode_at(kind, body, 1).ok_or(DumpError::Format)?;
     if end != body.len() {
         return Err(DumpError::Format);
     }
@@ -184,7 +195,9 @@ fn scored(flat: Vec<Vec<u8>>) -> Option<Vec<(Vec<u8>, f64)>> {
         .collect()
 }
 
-fn value(kind: u8, b: &[u8], at: usize) -> Option<(Value, usize)> {
+/// The value of RDB type `kind` encoded at `at` in `b`, and where it ends; `None` if it does
+/// not parse (or is a type Nacre does not read: modules, zipmaps).
+pub fn decode_at(kind: u8, b: &[u8], at: usize) -> Option<(Value, usize)> {
     Some(match kind {
         STRING => {
             let (s, at) = get_string(b, at)?;

@@ -21,7 +21,7 @@ use crate::cmd::{err, ok};
 use crate::shared::Shared;
 
 /// The `sys` key of the libraries.
-const RECORD: &[u8] = b"functions";
+pub const RECORD: &[u8] = b"functions";
 /// The RDB opcode of a function library in a payload.
 const OPCODE_FUNCTION2: u8 = 245;
 /// The RDB version a payload is written with (Redis 7.0).
@@ -308,17 +308,7 @@ impl Functions {
             return Ok(0);
         };
         let mut libs = BTreeMap::new();
-        let mut at = 0;
-        while at < rec.len() {
-            let n = rec
-                .get(at..at + 4)
-                .and_then(|b| b.try_into().ok())
-                .map(u32::from_le_bytes)
-                .ok_or("the libraries record is damaged")? as usize;
-            let code = rec
-                .get(at + 4..at + 4 + n)
-                .ok_or("the libraries record is damaged")?;
-            at += 4 + n;
+        for code in record_codes(&rec)? {
             let lib = build(shared, code)?;
             Self::insert(&mut libs, lib, false, false)?;
         }
@@ -327,6 +317,38 @@ impl Functions {
         self.generation.fetch_add(1, Ordering::AcqRel);
         Ok(count)
     }
+
+    /// Adds libraries `codes` (from an RDB file) to the set, each replacing the library of
+    /// its name, as `FUNCTION RESTORE ... REPLACE` does; all or none.
+    pub fn import(&self, shared: &Shared, codes: &[Vec<u8>]) -> Result<usize, String> {
+        let mut st = self.state.lock();
+        let mut libs = st.libs.clone();
+        for code in codes {
+            let lib = build(shared, code)?;
+            Self::insert(&mut libs, lib, true, true)?;
+        }
+        self.commit(shared, &mut st, libs)?;
+        Ok(codes.len())
+    }
+}
+
+/// The code of each library in the `functions` record `rec`.
+pub fn record_codes(rec: &[u8]) -> Result<Vec<&[u8]>, String> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < rec.len() {
+        let n = rec
+            .get(at..at + 4)
+            .and_then(|b| b.try_into().ok())
+            .map(u32::from_le_bytes)
+            .ok_or("the libraries record is damaged")? as usize;
+        let code = rec
+            .get(at + 4..at + 4 + n)
+            .ok_or("the libraries record is damaged")?;
+        at += 4 + n;
+        out.push(code);
+    }
+    Ok(out)
 }
 
 /// `FUNCTION LOAD [REPLACE] code`.
