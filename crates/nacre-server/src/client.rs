@@ -31,6 +31,8 @@ pub struct Client {
     pub authed: bool,
     /// The user it runs as, with the users' generation it was read at (ACL A2).
     pub acl_user: Option<(u64, std::sync::Arc<crate::acl::User>)>,
+    /// `CLIENT CACHING` was given for the next command.
+    pub tracking_caching: bool,
     /// Commands queued by `MULTI`.
     pub multi: Option<Vec<Vec<Vec<u8>>>>,
     /// A queued command was refused: `EXEC` aborts.
@@ -118,6 +120,7 @@ impl Client {
             resp: 2,
             authed,
             acl_user: None,
+            tracking_caching: false,
             multi: None,
             multi_failed: false,
             watched: Vec::new(),

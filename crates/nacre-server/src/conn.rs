@@ -550,6 +550,7 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, info: Arc<ClientInfo>
     client.flush_counters(&shared);
     client.unwatch_all(&shared);
     client.unsubscribe_all(&shared);
+    shared.tracking.disable(info.id);
     if client.info.monitor.load(Ordering::Relaxed) {
         shared.monitors.fetch_sub(1, Ordering::Relaxed);
     }

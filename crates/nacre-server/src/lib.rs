@@ -33,6 +33,7 @@ pub(crate) mod script;
 pub mod server;
 pub mod shared;
 pub mod store;
+pub mod tracking;
 pub mod transfer;
 pub(crate) mod types;
 pub(crate) mod waiters;

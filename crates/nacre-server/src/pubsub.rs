@@ -35,6 +35,8 @@ pub struct Message {
     pub payload: Vec<u8>,
     /// The commit it reports (0: none).
     pub ticket: u64,
+    /// A message of its own to send instead (client-side caching's invalidations).
+    pub push: Option<nacre_resp::Reply>,
 }
 
 impl Message {
@@ -71,7 +73,9 @@ pub struct PubSub {
     inner: RwLock<Inner>,
 }
 
-fn deliver(s: &Subscriber, m: Arc<Message>) -> bool {
+/// Queues `m` for `s` (P2), disconnecting a subscriber past [`LIMIT`] (P3); false if it
+/// could not take it.
+pub fn deliver(s: &Subscriber, m: Arc<Message>) -> bool {
     let size = m.size();
     let queued = s.info.pubsub_bytes.fetch_add(size, Ordering::Relaxed) + size;
     if queued > LIMIT {
@@ -140,6 +144,7 @@ impl PubSub {
                 channel: channel.to_vec(),
                 payload: payload.to_vec(),
                 ticket,
+                push: None,
             });
             for s in subs.values() {
                 n += i64::from(deliver(s, m.clone()));
@@ -152,6 +157,7 @@ impl PubSub {
                     channel: channel.to_vec(),
                     payload: payload.to_vec(),
                     ticket,
+                    push: None,
                 });
                 for s in subs.values() {
                     n += i64::from(deliver(s, m.clone()));

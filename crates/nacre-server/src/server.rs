@@ -119,6 +119,7 @@ pub async fn run(
             .spawn(move || {
                 store::background::run(s, st, &mut |db, key, ticket| {
                     if let Some(sh) = weak.upgrade() {
+                        crate::cmd::tracking::invalidate(&sh, &[key.to_vec()], 0, ticket);
                         let f = sh.notify_flags();
                         if f != 0 && sh.pubsub.anyone() {
                             crate::notify::event(&sh, f, db, key, "expired", ticket);

@@ -47,6 +47,8 @@ pub struct ClientInfo {
     pub id: u64,
     /// The user it is authenticated as.
     pub user: Mutex<Vec<u8>>,
+    /// Its queue of pushed messages, once it has one (pub/sub, client-side caching).
+    pub push_tx: Mutex<Option<tokio::sync::mpsc::UnboundedSender<Arc<crate::pubsub::Message>>>>,
     /// Peer address.
     pub addr: String,
     /// Local address.
@@ -99,6 +101,7 @@ impl ClientInfo {
         ClientInfo {
             id,
             user: Mutex::new(b"default".to_vec()),
+            push_tx: Mutex::new(None),
             addr: "in-process".into(),
             laddr: String::new(),
             name: Mutex::new(String::new()),
@@ -235,6 +238,8 @@ pub struct Shared {
     pub acl: crate::acl::Users,
     /// Error replies by code (`INFO errorstats`).
     pub errorstats: Mutex<BTreeMap<String, u64>>,
+    /// Client-side caching.
+    pub tracking: crate::tracking::Tracking,
     /// Next client id.
     pub next_client: AtomicU64,
     /// Counters.
@@ -316,6 +321,7 @@ impl Shared {
             functions: Default::default(),
             acl: Default::default(),
             errorstats: Mutex::new(BTreeMap::new()),
+            tracking: Default::default(),
         }
         .with_password()
     }
@@ -327,6 +333,15 @@ impl Shared {
             self.acl.set_default_password(p.as_deref());
         }
         self
+    }
+
+    /// The push queue of client `info`, if it has one.
+    pub fn pubsub_queue(&self, info: &Arc<ClientInfo>) -> Option<crate::pubsub::Subscriber> {
+        let tx = info.push_tx.lock().clone()?;
+        Some(crate::pubsub::Subscriber {
+            tx,
+            info: info.clone(),
+        })
     }
 
     /// Counts an error reply by its code (the first word; `ERR` when it has none), as

@@ -180,8 +180,10 @@ fn serve_one(shared: &Shared, db: usize, resp: u8, req: &Request, key: &[u8]) ->
     match out {
         Ok(Some(reply)) => {
             let raised = txn.take_raised(0);
+            let changed = crate::cmd::tracking::changed(shared, &txn);
             let t = txn.commit();
             crate::notify::publish(shared, raised, t.0);
+            crate::cmd::tracking::invalidate(shared, &changed, 0, t.0);
             Some((reply, t))
         }
         // As Redis: a move whose source has an element but whose destination holds another

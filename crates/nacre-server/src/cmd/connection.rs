@@ -257,6 +257,10 @@ pub fn client(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome
             reply(Reply::Bulk(out.into_bytes()))
         }
         "kill" => kill(shared, client, args),
+        "tracking" if n >= 3 => reply(super::tracking::tracking(shared, client, args)),
+        "caching" if n == 3 => reply(super::tracking::caching(shared, client, args)),
+        "getredir" if n == 2 => reply(super::tracking::getredir(shared, client)),
+        "trackinginfo" if n == 2 => reply(super::tracking::trackinginfo(shared, client)),
         "unblock" if n > 4 => reply(syntax()),
         "unblock" => {
             let Ok(id) = int(&args[2]) else {
@@ -430,6 +434,10 @@ pub(crate) static COMMANDS: &[Command] = &[
         sub!("no-evict", 3, [ADMIN NOSCRIPT LOADING STALE], [ADMIN SLOW DANGEROUS CONNECTION], (0, 0, 0)),
         sub!("unblock", -3, [ADMIN NOSCRIPT LOADING STALE], [ADMIN SLOW DANGEROUS CONNECTION], (0, 0, 0)),
         sub!("reply", 3, [NOSCRIPT LOADING STALE], [SLOW CONNECTION], (0, 0, 0)),
+        sub!("tracking", -3, [NOSCRIPT LOADING STALE], [SLOW CONNECTION], (0, 0, 0)),
+        sub!("caching", 3, [NOSCRIPT LOADING STALE], [SLOW CONNECTION], (0, 0, 0)),
+        sub!("getredir", 2, [NOSCRIPT LOADING STALE], [SLOW CONNECTION], (0, 0, 0)),
+        sub!("trackinginfo", 2, [NOSCRIPT LOADING STALE], [SLOW CONNECTION], (0, 0, 0)),
         sub!("help", 2, [LOADING STALE], [SLOW CONNECTION], (0, 0, 0)),
     ]),
 ];

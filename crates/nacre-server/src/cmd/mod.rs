@@ -24,6 +24,7 @@ pub mod sort;
 pub mod stream_groups;
 pub mod streams;
 pub mod strings;
+pub mod tracking;
 pub mod zsetops;
 pub mod zsets;
 
@@ -402,16 +403,24 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
                     Err(e) => Outcome::Reply(e, Ticket(0)),
                 };
             }
+            let changed = if exclusive {
+                Vec::new()
+            } else {
+                tracking::changed(shared, &txn)
+            };
             let ticket = txn.commit();
             crate::notify::publish(shared, raised, ticket.0);
+            tracking::after_read(shared, client, cmd, &keys);
             if flags.contains(Flags::WRITE) {
                 shared.waiters.serve(shared, &keys);
                 if exclusive {
                     // SWAPDB gives whole databases new contents: every parked key may be
                     // ready.
                     shared.waiters.serve_all(shared);
+                    tracking::flushed(shared, ticket.0);
                 }
             }
+            tracking::invalidate(shared, &changed, client.info.id, ticket.0);
             Outcome::Reply(reply, ticket)
         }
     }

@@ -197,7 +197,17 @@ pub fn exec(shared: &Shared, client: &mut Client, _: &[Vec<u8>]) -> Outcome {
         events.push(txn.take_raised(mark));
     }
     let exclusive = txn.is_exclusive();
+    let changed = if exclusive {
+        Vec::new()
+    } else {
+        super::tracking::changed(shared, &txn)
+    };
     let ticket = txn.commit();
+    if exclusive {
+        // FLUSHDB, FLUSHALL or SWAPDB ran: every tracked key may have changed.
+        super::tracking::flushed(shared, ticket.0);
+    }
+    super::tracking::invalidate(shared, &changed, client.info.id, ticket.0);
     for raised in events {
         crate::notify::publish(shared, raised, ticket.0);
     }

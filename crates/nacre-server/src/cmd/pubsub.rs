@@ -28,6 +28,7 @@ fn subscriber(client: &mut Client) -> Subscriber {
         None => {
             let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
             client.inbox = Some((tx.clone(), rx));
+            *client.info.push_tx.lock() = Some(tx.clone());
             tx
         }
     };
@@ -198,6 +199,9 @@ pub fn pubsub(shared: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
 
 /// A message as the subscriber's protocol shows it.
 pub fn message_reply(m: &crate::pubsub::Message) -> Reply {
+    if let Some(r) = &m.push {
+        return r.clone();
+    }
     let mut v = Vec::with_capacity(4);
     match &m.pattern {
         Some(p) => {

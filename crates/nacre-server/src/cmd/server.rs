@@ -311,10 +311,11 @@ pub fn info_text(shared: &Shared, sections: &[String]) -> String {
             .filter(|c| c.watching.load(Ordering::Relaxed) > 0)
             .count();
         out.push_str(&format!(
-            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:{}\r\nwatching_clients:{}\r\n\r\n",
+            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:{}\r\ntracking_clients:{}\r\nwatching_clients:{}\r\n\r\n",
             clients.len(),
             cfg.maxclients,
             shared.waiters.count(),
+            shared.tracking.clients(),
             watching
         ));
     }
@@ -351,7 +352,7 @@ pub fn info_text(shared: &Shared, sections: &[String]) -> String {
     if want("stats") {
         let c = &shared.counters;
         out.push_str(&format!(
-            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\ntotal_error_replies:{}\r\n\r\n",
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\ntotal_error_replies:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\n\r\n",
             c.connections.load(Ordering::Relaxed),
             c.commands.load(Ordering::Relaxed),
             c.net_in.load(Ordering::Relaxed),
@@ -361,6 +362,9 @@ pub fn info_text(shared: &Shared, sections: &[String]) -> String {
             c.hits.load(Ordering::Relaxed),
             c.misses.load(Ordering::Relaxed),
             c.errors.load(Ordering::Relaxed),
+            shared.tracking.keys(),
+            shared.tracking.items(),
+            shared.tracking.prefixes(),
         ));
     }
     if want("replication") {
@@ -610,6 +614,7 @@ pub fn config(shared: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
                 shared.acl.set_default_password(cfg.requirepass.as_deref());
             }
             *shared.config.write() = cfg;
+            super::tracking::enforce_limit(shared);
             reply(ok())
         }
         "resetstat" if args.len() == 2 => {

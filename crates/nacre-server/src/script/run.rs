@@ -44,6 +44,8 @@ struct Ctx<'a, 's> {
     written: Vec<(usize, Vec<u8>)>,
     publishes: Vec<(Vec<u8>, Vec<u8>)>,
     notifying: bool,
+    /// A read-only command ran (client-side caching then tracks the declared keys).
+    read_any: bool,
 }
 
 impl Ctx<'_, '_> {
@@ -210,6 +212,9 @@ impl Host for Ctx<'_, '_> {
         if flags.contains(Flags::WRITE) {
             self.dirty.store(true, Ordering::Release);
         }
+        if flags.contains(Flags::READONLY) {
+            self.read_any = true;
+        }
         crate::cmd::monitor_line(self.shared, self.client.db, "lua", &args);
         match cmd.run {
             Run::Key(_) => self.keyspace(cmd, &args),
@@ -329,14 +334,22 @@ pub fn eval(
         if !done.adds {
             txn.mark_frees_space();
         }
+        let changed = crate::cmd::tracking::changed(shared, &txn);
+        let read_any = done.read_any;
         let ticket = txn.commit();
         release(shared, done, ticket, exclusive);
+        crate::cmd::tracking::invalidate(shared, &changed, client.info.id, ticket.0);
+        // As Redis: a script that read anything tracks the keys it declared.
+        if read_any {
+            crate::cmd::tracking::after_script(shared, client, keys);
+        }
         return Outcome::Reply(reply, ticket);
     }
 }
 
 /// What a finished run leaves to do after its commit.
 pub struct Done {
+    read_any: bool,
     adds: bool,
     events: Vec<crate::notify::Raised>,
     written: Vec<(usize, Vec<u8>)>,
@@ -402,6 +415,7 @@ pub fn run_in(
         written: Vec::new(),
         publishes: Vec::new(),
         notifying: shared.notify_flags() != 0 && shared.pubsub.anyone(),
+        read_any: false,
     };
     if ctx.notifying {
         ctx.txn.record_events();
@@ -414,6 +428,7 @@ pub fn run_in(
     shared.scripts.end(id);
     let abandoned = ctx.abandoned;
     let done = Done {
+        read_any: ctx.read_any,
         adds: ctx.adds,
         events: ctx.events,
         written: ctx.written,
