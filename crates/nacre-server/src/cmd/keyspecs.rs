@@ -81,6 +81,7 @@ static SPECS: &[(&str, &[Spec])] = &[
     ("ltrim", &[(1, &["RW", "delete"])]),
     ("memory|usage", &[(2, &["RO"])]),
     ("mget", &[(1, &["RO", "access"])]),
+    ("migrate", &[(3, &["RW", "access", "delete"]), (-1, &["RW", "access", "delete", "incomplete"])]),
     ("move", &[(1, &["RW", "access", "update"])]),
     ("mset", &[(1, &["OW", "update"])]),
     ("msetnx", &[(1, &["OW", "insert"])]),
@@ -198,7 +199,9 @@ pub fn flags_of(name: &str, args: &[Vec<u8>], pos: usize) -> &'static [&'static 
     let Some((_, specs)) = SPECS.iter().find(|(n, _)| *n == name) else {
         return &[];
     };
-    let after_store = pos >= 1 && args[pos - 1].eq_ignore_ascii_case(b"store");
+    // MIGRATE's keyword spec is `KEYS`, whose keys Redis's `migrateGetKeys` reports with its
+    // first spec's flags.
+    let after_store = name != "migrate" && pos >= 1 && args[pos - 1].eq_ignore_ascii_case(b"store");
     if after_store {
         if let Some((_, f)) = specs.iter().rev().find(|(b, _)| *b < 0) {
             return f;

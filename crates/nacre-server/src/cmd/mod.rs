@@ -15,6 +15,7 @@ pub mod keyspecs;
 pub mod latency;
 pub mod lists;
 pub mod memory;
+pub mod migrate;
 pub mod multi;
 pub mod pubsub;
 pub mod registry;

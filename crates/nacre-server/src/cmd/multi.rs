@@ -165,6 +165,7 @@ pub fn exec(shared: &Shared, client: &mut Client, _: &[Vec<u8>]) -> Outcome {
         };
         let in_txn = match cmd.name {
             "debug" => super::server::debug_in_txn(shared, client, &mut txn, args),
+            "migrate" => Some(super::migrate::in_exec(&mut txn, client.db, args)),
             name if crate::script::is_eval(name) => {
                 let (r, done) = crate::script::in_exec(shared, client, &mut txn, args);
                 scripts.extend(done);

@@ -154,7 +154,7 @@ macro_rules! sub {
 pub(crate) use {cmd, sub, subs_or_none};
 
 /// Every family's command list.
-fn families() -> [&'static [Command]; 21] {
+fn families() -> [&'static [Command]; 22] {
     use super::*;
     [
         connection::COMMANDS,
@@ -164,6 +164,7 @@ fn families() -> [&'static [Command]; 21] {
         server::COMMANDS,
         multi::COMMANDS,
         keys::COMMANDS,
+        migrate::COMMANDS,
         memory::COMMANDS,
         latency::COMMANDS,
         sort::COMMANDS,

@@ -352,7 +352,7 @@ pub fn info_text(shared: &Shared, sections: &[String]) -> String {
     if want("stats") {
         let c = &shared.counters;
         out.push_str(&format!(
-            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\ntotal_error_replies:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\n\r\n",
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\nmigrate_cached_sockets:{}\r\ntotal_error_replies:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\n\r\n",
             c.connections.load(Ordering::Relaxed),
             c.commands.load(Ordering::Relaxed),
             c.net_in.load(Ordering::Relaxed),
@@ -361,6 +361,7 @@ pub fn info_text(shared: &Shared, sections: &[String]) -> String {
             store.expired_keys.load(Ordering::Relaxed),
             c.hits.load(Ordering::Relaxed),
             c.misses.load(Ordering::Relaxed),
+            super::migrate::cached_sockets(),
             c.errors.load(Ordering::Relaxed),
             shared.tracking.keys(),
             shared.tracking.items(),
