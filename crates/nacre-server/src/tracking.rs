@@ -154,10 +154,6 @@ impl Tracking {
             if !c.bcast {
                 continue;
             }
-            if c.prefixes.is_empty() {
-                bcast.push((*id, keys.to_vec()));
-                continue;
-            }
             let mut ps = c.prefixes.clone();
             ps.sort();
             for p in ps {
@@ -213,9 +209,6 @@ impl Tracking {
 
     /// A flush: every tracking client is told to drop everything; the table empties.
     pub fn flush(&self, ticket: u64, live: &dyn Fn(u64) -> bool) {
-        if !self.active() {
-            return;
-        }
         let mut g = self.inner.lock();
         g.keys.clear();
         for c in g.clients.values() {

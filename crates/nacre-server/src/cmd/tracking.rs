@@ -13,7 +13,7 @@ use crate::store::txn::Txn;
 use crate::tracking::Tracked;
 
 /// The queue a client's pushes go to (made on first use).
-fn own_queue(client: &mut Client) -> Subscriber {
+pub fn own_queue(client: &mut Client) -> Subscriber {
     let tx = match &client.inbox {
         Some((tx, _)) => tx.clone(),
         None => {
@@ -139,9 +139,16 @@ pub fn tracking(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Reply
     };
     let mut all = existing;
     if bcast {
-        // An empty prefix list means every key; a list adds to what was given before.
-        all.extend(prefixes);
-        all.retain(|p| !p.is_empty());
+        // No prefix is the empty prefix (every key), as Redis lists it; prefixes add to
+        // those given before.
+        if prefixes.is_empty() && all.is_empty() {
+            all.push(Vec::new());
+        }
+        for p in prefixes {
+            if !all.contains(&p) {
+                all.push(p);
+            }
+        }
     }
     shared.tracking.enable(
         id,
