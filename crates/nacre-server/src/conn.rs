@@ -402,6 +402,16 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, info: Arc<ClientInfo>
                         client.clock.round();
                         execute(&shared, &mut client, args)
                     }
+                    Outcome::Paused(until, args) => {
+                        let left = until.saturating_sub(crate::shared::now_ms());
+                        tokio::select! {
+                            _ = tokio::time::sleep(std::time::Duration::from_millis(left)) => {}
+                            _ = shared.unpaused.notified() => {}
+                            _ = info.kill.notified() => break 'conn,
+                        }
+                        client.clock.round();
+                        execute(&shared, &mut client, args)
+                    }
                     o => break o,
                 };
             };
@@ -469,7 +479,10 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, info: Arc<ClientInfo>
                     shared.shutdown.notify_one();
                     break 'conn;
                 }
-                Outcome::Nothing | Outcome::After(..) | Outcome::AfterCount(..) => {}
+                Outcome::Nothing
+                | Outcome::After(..)
+                | Outcome::AfterCount(..)
+                | Outcome::Paused(..) => {}
             }
             if awaits {
                 client.clock.round();

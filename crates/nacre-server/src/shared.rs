@@ -240,6 +240,10 @@ pub struct Shared {
     pub errorstats: Mutex<BTreeMap<String, u64>>,
     /// Client-side caching.
     pub tracking: crate::tracking::Tracking,
+    /// `CLIENT PAUSE`: until when (ms), and whether every command waits (else writes).
+    pub pause: Mutex<Option<(u64, bool)>>,
+    /// Wakes paused clients (`CLIENT UNPAUSE`).
+    pub unpaused: Notify,
     /// Next client id.
     pub next_client: AtomicU64,
     /// Counters.
@@ -322,6 +326,8 @@ impl Shared {
             acl: Default::default(),
             errorstats: Mutex::new(BTreeMap::new()),
             tracking: Default::default(),
+            pause: Mutex::new(None),
+            unpaused: Notify::new(),
         }
         .with_password()
     }
@@ -333,6 +339,18 @@ impl Shared {
             self.acl.set_default_password(p.as_deref());
         }
         self
+    }
+
+    /// Whether a command with `flags` waits for a `CLIENT PAUSE` now: the pause's end (ms).
+    pub fn paused_for(&self, flags: crate::cmd::Flags) -> Option<u64> {
+        let mut g = self.pause.lock();
+        let (until, all) = (*g)?;
+        if now_ms() >= until {
+            *g = None;
+            return None;
+        }
+        let writes = crate::cmd::Flags::WRITE | crate::cmd::Flags::MAY_REPLICATE;
+        (all || flags.intersects(writes)).then_some(until)
     }
 
     /// The push queue of client `info`, if it has one.

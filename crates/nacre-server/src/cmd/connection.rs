@@ -261,6 +261,32 @@ pub fn client(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome
             reply(Reply::Bulk(out.into_bytes()))
         }
         "kill" => kill(shared, client, args),
+        "pause" if n == 3 || n == 4 => {
+            let all = match args.get(3) {
+                None => true,
+                Some(m) if is(m, "all") => true,
+                Some(m) if is(m, "write") => false,
+                Some(_) => return reply(err("CLIENT PAUSE mode must be WRITE or ALL")),
+            };
+            let ms = match crate::num::parse_i64_strict(&args[2]) {
+                Some(v) if v < 0 => return reply(err("timeout is negative")),
+                Some(v) => v as u64,
+                None => return reply(err("timeout is not an integer or out of range")),
+            };
+            let until = crate::shared::now_ms().saturating_add(ms);
+            let mut p = shared.pause.lock();
+            // As Redis: a pause given during another keeps the later end and the stronger mode.
+            *p = Some(match *p {
+                Some((u, a)) if u > crate::shared::now_ms() => (u.max(until), a || all),
+                _ => (until, all),
+            });
+            reply(ok())
+        }
+        "unpause" if n == 2 => {
+            *shared.pause.lock() = None;
+            shared.unpaused.notify_waiters();
+            reply(ok())
+        }
         "tracking" if n >= 3 => reply(super::tracking::tracking(shared, client, args)),
         "caching" if n == 3 => reply(super::tracking::caching(shared, client, args)),
         "getredir" if n == 2 => reply(super::tracking::getredir(shared, client)),
@@ -438,6 +464,8 @@ pub(crate) static COMMANDS: &[Command] = &[
         sub!("no-evict", 3, [ADMIN NOSCRIPT LOADING STALE], [ADMIN SLOW DANGEROUS CONNECTION], (0, 0, 0)),
         sub!("unblock", -3, [ADMIN NOSCRIPT LOADING STALE], [ADMIN SLOW DANGEROUS CONNECTION], (0, 0, 0)),
         sub!("reply", 3, [NOSCRIPT LOADING STALE], [SLOW CONNECTION], (0, 0, 0)),
+        sub!("pause", -3, [ADMIN NOSCRIPT LOADING STALE], [ADMIN SLOW DANGEROUS CONNECTION], (0, 0, 0)),
+        sub!("unpause", 2, [ADMIN NOSCRIPT LOADING STALE], [ADMIN SLOW DANGEROUS CONNECTION], (0, 0, 0)),
         sub!("tracking", -3, [NOSCRIPT LOADING STALE], [SLOW CONNECTION], (0, 0, 0)),
         sub!("caching", 3, [NOSCRIPT LOADING STALE], [SLOW CONNECTION], (0, 0, 0)),
         sub!("getredir", 2, [NOSCRIPT LOADING STALE], [SLOW CONNECTION], (0, 0, 0)),

@@ -93,6 +93,8 @@ pub enum Outcome {
     /// Wait until key counts are whole (after a crash, while they are counted in the
     /// background), then run the request again.
     AfterCount(Vec<Vec<u8>>),
+    /// Wait for `CLIENT PAUSE` to end (its end, ms), then run the request again.
+    Paused(u64, Vec<Vec<u8>>),
     /// Park until a write gives one of the request's keys something, or its timeout.
     Block(blocking::Request),
     /// Enter monitor mode.
@@ -346,6 +348,20 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
     // too); what removes data always runs (and may use the engine's reserve to commit).
     if flags.contains(Flags::DENYOOM) && shared.store.commits.full() {
         return reject(shared, client, cmd, OOM.into());
+    }
+    // CLIENT PAUSE: commands (writes only, in WRITE mode) wait; queued ones wait for EXEC,
+    // which waits when it would write.
+    if client.multi.is_none() || cmd.name == "exec" {
+        let f = if cmd.name == "exec" {
+            multi::queued_flags(client)
+        } else {
+            flags
+        };
+        if !matches!(cmd.name, "client" | "quit" | "reset") {
+            if let Some(until) = shared.paused_for(f) {
+                return Outcome::Paused(until, args.to_vec());
+            }
+        }
     }
     if client.multi.is_some()
         && !matches!(

@@ -222,6 +222,18 @@ pub fn exec(shared: &Shared, client: &mut Client, _: &[Vec<u8>]) -> Outcome {
     Outcome::Reply(Reply::Array(replies), ticket)
 }
 
+/// The flags of the commands queued in `client`'s transaction, together (what a pause
+/// decides EXEC by).
+pub fn queued_flags(client: &Client) -> Flags {
+    let mut f = Flags::empty();
+    for args in client.multi.iter().flatten() {
+        if let Some(c) = lookup(&super::args::lower(&args[0])) {
+            f |= c.sub(args).map_or(c.flags, |s| s.flags);
+        }
+    }
+    f
+}
+
 /// The transaction commands.
 #[rustfmt::skip]
 pub(crate) static COMMANDS: &[Command] = &[
