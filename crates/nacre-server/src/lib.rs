@@ -28,7 +28,7 @@ pub(crate) mod notify;
 pub(crate) mod num;
 pub(crate) mod params;
 pub(crate) mod pubsub;
-pub(crate) mod rdb;
+pub mod rdb;
 pub(crate) mod script;
 pub mod server;
 pub mod shared;
