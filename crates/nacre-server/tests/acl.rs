@@ -34,7 +34,7 @@ fn session(c: &mut Connection) -> Vec<String> {
         ],
         &["ACL", "GETUSER", "bob"],
         &[
-            "ACL", "SETUSER", "alice", "on", "nopass", "+get", "+set", "%R~r*", "%W~w*", "&news.*",
+            "ACL", "SETUSER", "alice", "on", "nopass", "+@string", "%R~r*", "%W~w*", "&news.*",
         ],
         &["ACL", "GETUSER", "alice"],
         // (Single commands are described in Redis's command table's hash order, which

@@ -44,9 +44,28 @@ fn request<'a>(
     if !matches!(cmd.keys, Keys::None) {
         let name = registry::full_name(cmd.name, sub.map(|s| s.name));
         let found = registry::keys_of(cmd, db, args, shared.store.databases()).unwrap_or_default();
-        let mut at = 0;
-        for (_, k) in found {
-            at = (at + 1..args.len()).find(|&i| args[i] == k).unwrap_or(at);
+        // Where each key is: by the range for commands that have one; otherwise the next
+        // argument equal to it, searched from the end (keys follow the other arguments, as
+        // MIGRATE's KEYS and XREAD's STREAMS do).
+        let positions: Vec<usize> = match cmd.keys {
+            Keys::Range(first, _, step) => (0..found.len())
+                .map(|i| first as usize + i * step.max(1) as usize)
+                .collect(),
+            _ => {
+                let mut out = Vec::with_capacity(found.len());
+                let mut from = args.len();
+                for (_, k) in found.iter().rev() {
+                    from = (1..from).rev().find(|&i| args[i] == *k).unwrap_or(from);
+                    out.push(from);
+                }
+                out.reverse();
+                out
+            }
+        };
+        for at in positions {
+            if at >= args.len() {
+                continue;
+            }
             let mut need = 0;
             for f in super::keyspecs::flags_of(&name, args, at) {
                 match *f {
