@@ -104,6 +104,11 @@ pub async fn run(
         );
     }
     let shared = Shared::new(store.clone(), cfg.clone(), report).into_arc();
+    match crate::cmd::acl::restore(&shared) {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(users = n, "ACL users loaded"),
+        Err(e) => tracing::error!(error = %e, "the ACL users could not be loaded"),
+    }
     match shared.functions.restore(&shared) {
         Ok(0) => {}
         Ok(n) => tracing::info!(libraries = n, "function libraries loaded"),

@@ -180,6 +180,26 @@ impl User {
         out
     }
 
+    /// Rules that rebuild this user from a new one ([`User::new`]) exactly (what the pool
+    /// keeps).
+    pub fn rules(&self) -> Vec<Vec<u8>> {
+        let mut out: Vec<Vec<u8>> = Vec::new();
+        for f in self.flags() {
+            out.push(f.as_bytes().to_vec());
+        }
+        for p in &self.passwords {
+            out.push(format!("#{p}").into_bytes());
+        }
+        out.extend(self.selectors[0].rules());
+        for s in &self.selectors[1..] {
+            let mut w = b"(".to_vec();
+            w.extend(s.rules().join(&b' '));
+            w.push(b')');
+            out.push(w);
+        }
+        out
+    }
+
     /// Whether its root selector allows everything (no check is needed).
     pub fn unrestricted(&self) -> bool {
         let r = &self.selectors[0];
@@ -320,6 +340,63 @@ impl Users {
         self.generation.fetch_add(1, Ordering::AcqRel);
     }
 
+    /// Every user as the pool keeps them: per user, its name and the rules that rebuild it,
+    /// each length-prefixed (u32 LE).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        let put = |out: &mut Vec<u8>, b: &[u8]| {
+            out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+            out.extend_from_slice(b);
+        };
+        for u in self.all() {
+            let rules = u.rules();
+            put(&mut out, &u.name);
+            out.extend_from_slice(&(rules.len() as u32).to_le_bytes());
+            for r in &rules {
+                put(&mut out, r);
+            }
+        }
+        out
+    }
+
+    /// Replaces the users with those of [`Users::encode`]'s record; an error names what is
+    /// malformed (and changes nothing).
+    pub fn load(&self, rec: &[u8]) -> Result<usize, String> {
+        fn take<'a>(b: &mut &'a [u8]) -> Result<&'a [u8], String> {
+            let n = b
+                .get(..4)
+                .map(|x| u32::from_le_bytes([x[0], x[1], x[2], x[3]]) as usize)
+                .ok_or("truncated")?;
+            let v = b.get(4..4 + n).ok_or("truncated")?;
+            *b = &b[4 + n..];
+            Ok(v)
+        }
+        let mut b = rec;
+        let mut users = BTreeMap::new();
+        while !b.is_empty() {
+            let name = take(&mut b)?.to_vec();
+            let count = b
+                .get(..4)
+                .map(|x| u32::from_le_bytes([x[0], x[1], x[2], x[3]]) as usize)
+                .ok_or("truncated")?;
+            b = &b[4..];
+            let mut u = User::new(&name);
+            for _ in 0..count {
+                let r = take(&mut b)?;
+                u.apply(r)
+                    .map_err(|e| format!("user {}: {e}", String::from_utf8_lossy(&name)))?;
+            }
+            users.insert(name, Arc::new(u));
+        }
+        if !users.contains_key(b"default".as_slice()) {
+            users.insert(b"default".to_vec(), Arc::new(User::default_user()));
+        }
+        let n = users.len();
+        *self.users.write() = users;
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        Ok(n)
+    }
+
     /// Deletes a user (never `default`, A1); whether it existed.
     pub fn delete(&self, name: &[u8]) -> bool {
         let gone = name != b"default" && self.users.write().remove(name).is_some();
@@ -428,6 +505,36 @@ mod tests {
             r.check(&req("set", &[(1, WRITE_)], &kk)),
             Err(Denied::Key(1))
         );
+    }
+
+    #[test]
+    fn users_survive_their_record() {
+        let users = Users::default();
+        let mut u = user(&[
+            "on",
+            ">p1",
+            ">p2",
+            "+@all",
+            "-@dangerous",
+            "+flushall",
+            "%R~r*",
+            "%W~w*",
+            "~k\u{e9}",
+            "&ch*",
+            "(+get ~sel* &x)",
+            "skip-sanitize-payload",
+        ]);
+        u.name = b"u".to_vec();
+        users.put(u.clone());
+        users.set_default_password(Some("secret"));
+        let rec = users.encode();
+        let again = Users::default();
+        assert_eq!(again.load(&rec), Ok(2));
+        assert_eq!(*again.get(b"u").unwrap(), u);
+        assert!(again.get(b"default").unwrap().accepts(b"secret"));
+        // A damaged record changes nothing.
+        assert!(again.load(&rec[..rec.len() - 3]).is_err());
+        assert_eq!(*again.get(b"u").unwrap(), u);
     }
 
     const READ_: u8 = selector::READ;

@@ -313,6 +313,37 @@ impl Selector {
             })
     }
 
+    /// Rules that rebuild this selector from an empty one exactly (bytes kept as given).
+    pub fn rules(&self) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        if self.all_keys {
+            out.push(b"~*".to_vec());
+        }
+        for (f, p) in &self.keys {
+            let mut w = match *f {
+                x if x == READ | WRITE => b"~".to_vec(),
+                READ => b"%R~".to_vec(),
+                _ => b"%W~".to_vec(),
+            };
+            w.extend_from_slice(p);
+            out.push(w);
+        }
+        if self.all_channels {
+            out.push(b"&*".to_vec());
+        }
+        for c in &self.channels {
+            let mut w = b"&".to_vec();
+            w.extend_from_slice(c);
+            out.push(w);
+        }
+        out.extend(
+            self.describe_commands()
+                .split(' ')
+                .map(|w| w.as_bytes().to_vec()),
+        );
+        out
+    }
+
     /// The rules as Redis describes them: keys, channels, commands.
     pub fn describe(&self) -> String {
         let mut out = String::new();

@@ -346,6 +346,11 @@ fn acl(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
                     }
                 }
             }
+            if gone > 0 {
+                if let Err(e) = save(shared) {
+                    return reply(e);
+                }
+            }
             Reply::Integer(gone)
         }
         "users" if n == 2 => Reply::Array(
@@ -474,10 +479,10 @@ fn setuser(shared: &Shared, name: &[u8], rules: &[Vec<u8>]) -> Reply {
         Ok(r) => r,
         Err(e) => return e,
     };
-    let mut u = shared
-        .acl
-        .get(name)
-        .map_or_else(|| User::new(name), |u| (*u).clone());
+    let before = shared.acl.get(name);
+    let mut u = before
+        .as_ref()
+        .map_or_else(|| User::new(name), |u| (**u).clone());
     for r in &rules {
         if let Err(why) = u.apply(r) {
             let mut m = b"Error in ACL SETUSER modifier '".to_vec();
@@ -488,7 +493,49 @@ fn setuser(shared: &Shared, name: &[u8], rules: &[Vec<u8>]) -> Reply {
         }
     }
     shared.acl.put(u);
+    if let Err(e) = save(shared) {
+        // Not durable: the change is undone.
+        match before {
+            Some(b) => shared.acl.put((*b).clone()),
+            None => {
+                shared.acl.delete(name);
+            }
+        }
+        return e;
+    }
     ok()
+}
+
+/// Makes the users durable (they live in the pool, as function libraries do).
+pub fn save(shared: &Shared) -> Result<(), Reply> {
+    let store = &shared.store;
+    store
+        .db
+        .put(
+            &store.subs.sys,
+            crate::store::open::ACL,
+            shared.acl.encode(),
+        )
+        .map_err(|e| err(format!("the users could not be written: {e}")))
+}
+
+/// Loads the users the pool holds (at start); the configured `requirepass` then sets the
+/// default user's password, as the configuration file would.
+pub fn restore(shared: &Shared) -> Result<usize, String> {
+    let store = &shared.store;
+    let Some(rec) = store
+        .db
+        .get(&store.subs.sys, crate::store::open::ACL)
+        .map_err(|e| e.to_string())?
+    else {
+        return Ok(0);
+    };
+    let n = shared.acl.load(&rec)?;
+    let pass = shared.config.read().requirepass.clone();
+    if pass.is_some() {
+        shared.acl.set_default_password(pass.as_deref());
+    }
+    Ok(n)
 }
 
 /// Marks `client` authenticated as `name`.

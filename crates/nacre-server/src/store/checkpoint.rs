@@ -160,7 +160,11 @@ fn save_sized(store: &Store, data_dir: &Path, template: &Options, size: u64) -> 
             }
         }
     }
-    for key in [super::open::NAMESPACES, super::commits::VERSION_MARK] {
+    for key in [
+        super::open::NAMESPACES,
+        super::commits::VERSION_MARK,
+        super::open::ACL,
+    ] {
         if let Some(v) = store.db.get_at(&src.sys, key, &snap)? {
             c.put(&subs.sys, key, &v)?;
         }

@@ -16,6 +16,8 @@ use super::{Namespaces, Result, Store, StoreError, Subtables, STRIPES};
 use crate::config::Config;
 
 pub const NAMESPACES: &[u8] = b"namespaces";
+/// The `sys` record holding the ACL users (`crate::acl::Users::encode`).
+pub const ACL: &[u8] = b"acl";
 const CLEAN: &[u8] = b"clean";
 
 /// The pool file inside the data directory.
