@@ -453,8 +453,14 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, info: Arc<ClientInfo>
                         io.q.push(&r, 0, client.resp);
                     }
                 }
-                Outcome::Block(req) => match park(&shared, &mut client, &mut io, qlimit, req).await
-                {
+                Outcome::Block(req) => match {
+                    let args = req.args.clone();
+                    let served = park(&shared, &mut client, &mut io, qlimit, req).await;
+                    if served.is_some() {
+                        shared.slowlog_add(0, &args, &client.info);
+                    }
+                    served
+                } {
                     Some((r, t)) => {
                         if let Some(msg) = r.error_message() {
                             client.count(3);

@@ -209,7 +209,10 @@ pub fn execute(shared: &Shared, client: &mut Client, args: Vec<Vec<u8>>) -> Outc
             shared.latency.add(event, micros / 1000);
         }
     }
-    shared.slowlog_add(micros, &args, &client.info);
+    // As Redis: a command that blocks is logged when it is served, not when it parks.
+    if !matches!(out, Outcome::Block(_)) {
+        shared.slowlog_add(micros, &args, &client.info);
+    }
     if !skip_monitor {
         feed_monitor(shared, client, &args);
     }
