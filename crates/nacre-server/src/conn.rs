@@ -453,27 +453,23 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, info: Arc<ClientInfo>
                         io.q.push(&r, 0, client.resp);
                     }
                 }
-                Outcome::Block(req) => match {
+                Outcome::Block(req) => {
                     let args = req.args.clone();
-                    let served = park(&shared, &mut client, &mut io, qlimit, req).await;
-                    if served.is_some() {
-                        shared.slowlog_add(0, &args, &client.info);
+                    let Some((r, t)) = park(&shared, &mut client, &mut io, qlimit, req).await
+                    else {
+                        break 'conn;
+                    };
+                    shared.slowlog_add(0, &args, &client.info);
+                    if let Some(msg) = r.error_message() {
+                        client.count(3);
+                        shared.error_seen(&msg);
+                        let (name, sub) = *client.info.last_cmd.lock();
+                        client.cmdstats.failed_later(name, sub);
                     }
-                    served
-                } {
-                    Some((r, t)) => {
-                        if let Some(msg) = r.error_message() {
-                            client.count(3);
-                            shared.error_seen(&msg);
-                            let (name, sub) = *client.info.last_cmd.lock();
-                            client.cmdstats.failed_later(name, sub);
-                        }
-                        if !silent {
-                            io.q.push(&r, t.0, client.resp);
-                        }
+                    if !silent {
+                        io.q.push(&r, t.0, client.resp);
                     }
-                    None => break 'conn,
-                },
+                }
                 Outcome::Monitor => {
                     io.q.push(&crate::cmd::ok(), 0, client.resp);
                     if monitor.is_none() {

@@ -7,18 +7,7 @@ mod common;
 use common::{RedisServer, Server};
 use redis::Connection;
 
-/// One command's reply (or error), with the command, as text.
-fn run(c: &mut Connection, args: &[&str]) -> String {
-    let mut cmd = redis::cmd(args[0]);
-    for a in &args[1..] {
-        cmd.arg(*a);
-    }
-    let r: redis::RedisResult<redis::Value> = cmd.query(c);
-    match r {
-        Ok(v) => format!("{args:?} -> {v:?}"),
-        Err(e) => format!("{args:?} -> error {e}"),
-    }
-}
+use common::run_text as run;
 
 fn session(c: &mut Connection) -> Vec<String> {
     let script: &[&[&str]] = &[

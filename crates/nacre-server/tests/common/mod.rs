@@ -285,3 +285,17 @@ pub fn run(con: &mut redis::Connection, args: &[&[u8]]) -> redis::Value {
         )),
     }
 }
+
+/// One command's reply (or error), with the command, as text (differential tests compare
+/// these line by line).
+pub fn run_text(c: &mut redis::Connection, args: &[&str]) -> String {
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    let r: redis::RedisResult<redis::Value> = cmd.query(c);
+    match r {
+        Ok(v) => format!("{args:?} -> {v:?}"),
+        Err(e) => format!("{args:?} -> error {e}"),
+    }
+}
