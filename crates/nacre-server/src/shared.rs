@@ -362,14 +362,10 @@ impl Shared {
         })
     }
 
-    /// Counts an error reply by its code (the first word; `ERR` when it has none), as
-    /// Redis's `INFO errorstats` does, for up to 128 codes.
+    /// Counts an error reply by its code (the first word within 31 bytes; `ERR` when it has
+    /// none), as Redis's `INFO errorstats` does, for up to 128 codes.
     pub fn error_seen(&self, msg: &str) {
-        let head = &msg[..msg.len().min(31)];
-        let code = match head.find(' ') {
-            Some(i) if i > 0 => &msg[..i],
-            _ => "ERR",
-        };
+        let code = error_code(msg);
         let mut m = self.errorstats.lock();
         if let Some(n) = m.get_mut(code) {
             *n += 1;
@@ -430,5 +426,34 @@ impl Shared {
         });
         let max = self.slowlog_max_len.load(Ordering::Relaxed);
         log.truncate(max);
+    }
+}
+
+/// An error reply's code: its first word if one ends within 31 bytes, else `ERR`. Cut on
+/// bytes: a message may echo client bytes, and a space is always a character boundary.
+fn error_code(msg: &str) -> &str {
+    let head = &msg.as_bytes()[..msg.len().min(31)];
+    match head.iter().position(|&b| b == b' ') {
+        Some(i) if i > 0 => &msg[..i],
+        _ => "ERR",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A message echoing multi-byte or invalid client bytes before its first space never
+    /// splits a character.
+    #[test]
+    fn error_codes_of_any_bytes() {
+        use super::error_code;
+        assert_eq!(error_code("NOGROUP no such group"), "NOGROUP");
+        assert_eq!(
+            error_code("ERR unknown command 'EXEC\u{fffd}\u{fffd}'"),
+            "ERR"
+        );
+        assert_eq!(error_code(&"\u{e9}".repeat(40)), "ERR");
+        let e14 = "\u{e9}".repeat(14);
+        assert_eq!(error_code(&format!("{e14} x")), e14);
+        assert_eq!(error_code(""), "ERR");
     }
 }
