@@ -30,7 +30,6 @@ fn stream() -> StreamValue {
             pending: vec![((5, 0), 1234, 1)],
             consumers: vec![(b"alice".to_vec(), 1234, vec![(5, 0)])],
         }],
-        legacy: false,
     }
 }
 

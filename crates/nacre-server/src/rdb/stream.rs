@@ -61,8 +61,36 @@ pub struct StreamValue {
     pub added: u64,
     /// Groups by name.
     pub groups: Vec<GroupValue>,
-    /// Read from type 15 (before Redis 7.0): groups' read counts are to be estimated.
-    pub legacy: bool,
+}
+
+/// A group's read count where it can be known from the stream's counters alone, as Redis
+/// estimates it (`streamEstimateDistanceFromFirstEverEntry`): for a group at `id` in a stream
+/// of `length` entries, `added` ever, from `first` to `last`, highest deleted `max_deleted`.
+pub fn read_estimate(
+    added: u64,
+    length: u64,
+    (last, first, max_deleted): (RawId, RawId, RawId),
+    id: RawId,
+) -> Option<u64> {
+    if added == 0 {
+        return Some(0);
+    }
+    if length == 0 && id <= last {
+        return Some(added);
+    }
+    match id.cmp(&last) {
+        std::cmp::Ordering::Equal => return Some(added),
+        std::cmp::Ordering::Greater => return None,
+        std::cmp::Ordering::Less => {}
+    }
+    if max_deleted == (0, 0) || max_deleted < first {
+        match id.cmp(&first) {
+            std::cmp::Ordering::Less => return Some(added - length),
+            std::cmp::Ordering::Equal => return Some(added - length + 1),
+            std::cmp::Ordering::Greater => {}
+        }
+    }
+    None
 }
 
 const FLAG_DELETED: i64 = 1;
@@ -311,12 +339,13 @@ pub fn decode(b: &[u8], at: usize, v2: bool) -> Option<(StreamValue, usize)> {
         let (name, a) = get_string(b, at)?;
         let (glast, a) = id_at(b, a)?;
         at = a;
+        // Before 7.0 (type 15) groups had no read count: Redis estimates it at load.
         let read = if v2 {
             let (r, a) = len_at(b, at)?;
             at = a;
             i64::try_from(r).ok().and_then(|r| u64::try_from(r).ok())
         } else {
-            None
+            read_estimate(added, length, (last, first, max_deleted), glast)
         };
         let (npel, a) = count_at(b, at)?;
         at = a;
@@ -380,7 +409,6 @@ pub fn decode(b: &[u8], at: usize, v2: bool) -> Option<(StreamValue, usize)> {
             max_deleted,
             added,
             groups,
-            legacy: !v2,
         },
         at,
     ))
@@ -427,7 +455,6 @@ mod tests {
                     (b"carol".to_vec(), 10, vec![]),
                 ],
             }],
-            legacy: false,
         }
     }
 

@@ -802,25 +802,13 @@ pub fn has_tombstones(h: &Header, start: Id) -> bool {
 /// The number of entries added before and up to `id` when it can be known (Redis's
 /// estimate of a read counter), else `None`.
 pub fn entries_before(h: &Header, id: Id) -> Option<u64> {
-    if h.added == 0 {
-        return Some(0);
-    }
-    if h.length == 0 && id <= h.last {
-        return Some(h.added);
-    }
-    match id.cmp(&h.last) {
-        std::cmp::Ordering::Equal => return Some(h.added),
-        std::cmp::Ordering::Greater => return None,
-        std::cmp::Ordering::Less => {}
-    }
-    if h.max_deleted.is_zero() || h.max_deleted < h.first {
-        match id.cmp(&h.first) {
-            std::cmp::Ordering::Less => return Some(h.added - h.length),
-            std::cmp::Ordering::Equal => return Some(h.added - h.length + 1),
-            std::cmp::Ordering::Greater => {}
-        }
-    }
-    None
+    let raw = |i: Id| (i.ms, i.seq);
+    crate::rdb::stream::read_estimate(
+        h.added,
+        h.length,
+        (raw(h.last), raw(h.first), raw(h.max_deleted)),
+        raw(id),
+    )
 }
 
 /// XSETID: moves the last id (and optionally the added count and highest deleted id).

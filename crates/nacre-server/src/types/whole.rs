@@ -153,7 +153,6 @@ fn read_stream(txn: &mut Txn<'_>, db: usize, key: &[u8], h: &Header) -> Result<S
         max_deleted: raw(h.max_deleted),
         added: h.added,
         groups,
-        legacy: false,
     })
 }
 
@@ -194,15 +193,10 @@ fn write_stream(txn: &mut Txn<'_>, db: usize, key: &[u8], st: &StreamValue) -> R
     }
     stream::save(txn, db, key, &h)?;
     for g in &st.groups {
-        let read = if st.legacy {
-            stream::entries_before(&h, id(g.last))
-        } else {
-            g.read
-        };
         let group = Group {
             name: g.name.clone(),
             last: id(g.last),
-            read,
+            read: g.read,
         };
         sg::put_group(txn, db, key, &h, &group)?;
         for (name, seen, ids) in &g.consumers {
