@@ -94,6 +94,11 @@ pub fn get_string(b: &[u8], at: usize) -> Option<(Vec<u8>, usize)> {
 /// LZF decompression (the format Redis compresses RDB strings with) into exactly `len`
 /// bytes; `None` if the input is malformed.
 pub fn lzf_decompress(inp: &[u8], len: usize) -> Option<Vec<u8>> {
+    // No LZF input expands more than 88 times (a 3-byte back reference copies 264 bytes): a
+    // length beyond that is a lie, refused before anything is reserved for it.
+    if len > inp.len().saturating_mul(88) {
+        return None;
+    }
     let mut out: Vec<u8> = Vec::with_capacity(len);
     let mut ip = 0;
     while ip < inp.len() {
@@ -168,6 +173,12 @@ mod tests {
             Some((b"12345".to_vec(), 3))
         );
         assert_eq!(get_string(&[0x05, b'a'], 0), None);
+    }
+
+    #[test]
+    fn lzf_lengths_beyond_any_expansion_are_refused_without_reserving_them() {
+        assert_eq!(lzf_decompress(&[0, b'a'], usize::MAX / 2), None);
+        assert_eq!(lzf_decompress(&[0x32, 0x00], 1 << 40), None);
     }
 
     #[test]
