@@ -23,6 +23,9 @@ pub struct Server {
     child: Option<Child>,
     _tmp: Option<tempfile::TempDir>,
     args: Vec<String>,
+    /// Where the server's standard error goes (every start of it), checked for panics when
+    /// the server is dropped.
+    stderr: tempfile::NamedTempFile,
 }
 
 impl Server {
@@ -37,6 +40,7 @@ impl Server {
             child: None,
             _tmp: Some(tmp),
             args: extra.iter().map(|s| s.to_string()).collect(),
+            stderr: tempfile::NamedTempFile::new().expect("stderr file"),
         };
         s.spawn();
         s
@@ -50,6 +54,7 @@ impl Server {
             child: None,
             _tmp: None,
             args: extra.iter().map(|s| s.to_string()).collect(),
+            stderr: tempfile::NamedTempFile::new().expect("stderr file"),
         };
         s.spawn();
         s
@@ -113,7 +118,12 @@ impl Server {
             .arg("warning")
             .args(&self.args)
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit());
+            .stderr(
+                std::fs::OpenOptions::new()
+                    .append(true)
+                    .open(self.stderr.path())
+                    .expect("stderr file"),
+            );
         self.child = Some(cmd.spawn().expect("start nacre-server"));
         wait_ready(self.port);
     }
@@ -175,8 +185,16 @@ impl Server {
 }
 
 impl Drop for Server {
+    /// Stops the server; a panic anywhere in it (a connection's task survives its own panic,
+    /// so a reply may look fine) fails the test.
     fn drop(&mut self) {
         self.kill();
+        let mut log = String::new();
+        let _ =
+            std::fs::File::open(self.stderr.path()).and_then(|mut f| f.read_to_string(&mut log));
+        if log.contains("panicked at") && !std::thread::panicking() {
+            panic!("nacre-server panicked:\n{log}");
+        }
     }
 }
 
