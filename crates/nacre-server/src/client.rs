@@ -137,6 +137,24 @@ impl Client {
         }
     }
 
+    /// The queue its pushed messages go to (pub/sub, client-side caching), made on first use
+    /// and published in its `ClientInfo` so a redirecting client can reach it.
+    pub fn push_queue(&mut self) -> crate::pubsub::Subscriber {
+        let tx = match &self.inbox {
+            Some((tx, _)) => tx.clone(),
+            None => {
+                let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+                self.inbox = Some((tx.clone(), rx));
+                *self.info.push_tx.lock() = Some(tx.clone());
+                tx
+            }
+        };
+        crate::pubsub::Subscriber {
+            tx,
+            info: self.info.clone(),
+        }
+    }
+
     /// Counts one more of counter `i` (0 commands, 1 hits, 2 misses, 3 errors).
     pub fn count(&self, i: usize) {
         let mut c = self.counts.get();

@@ -135,7 +135,7 @@ pub fn hello(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome 
     client.info.resp.store(ver as usize, Ordering::Relaxed);
     if ver > 2 {
         // A RESP3 client can be sent pushes (invalidations redirected to it) at any time.
-        super::tracking::own_queue(client);
+        client.push_queue();
     }
     let s = |x: &str| Reply::Bulk(x.as_bytes().to_vec());
     reply(Reply::Map(vec![

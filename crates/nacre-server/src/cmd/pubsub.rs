@@ -10,7 +10,6 @@ use super::registry::unknown_subcommand;
 use super::registry::{cmd, sub, Command, Keys::None as NK, Run::Conn};
 use super::Outcome;
 use crate::client::Client;
-use crate::pubsub::Subscriber;
 use crate::shared::Shared;
 use crate::store::txn::Ticket;
 
@@ -20,22 +19,6 @@ fn confirm(kind: &str, name: Option<&[u8]>, count: usize) -> Reply {
         name.map_or(Reply::Nil, |n| Reply::Bulk(n.to_vec())),
         Reply::Integer(count as i64),
     ])
-}
-
-fn subscriber(client: &mut Client) -> Subscriber {
-    let tx = match &client.inbox {
-        Some((tx, _)) => tx.clone(),
-        None => {
-            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-            client.inbox = Some((tx.clone(), rx));
-            *client.info.push_tx.lock() = Some(tx.clone());
-            tx
-        }
-    };
-    Subscriber {
-        tx,
-        info: client.info.clone(),
-    }
 }
 
 fn sync_counts(client: &Client) {
@@ -52,7 +35,7 @@ fn subscribe_generic(
     args: &[Vec<u8>],
     pattern: bool,
 ) -> Outcome {
-    let sub = subscriber(client);
+    let sub = client.push_queue();
     let mut out = Vec::with_capacity(args.len() - 1);
     for name in &args[1..] {
         let set = if pattern {

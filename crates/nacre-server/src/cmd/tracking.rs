@@ -7,27 +7,9 @@ use super::args::is;
 use super::registry::{Command, Flags};
 use super::{err, err_bytes, ok, syntax};
 use crate::client::Client;
-use crate::pubsub::Subscriber;
 use crate::shared::Shared;
 use crate::store::txn::Txn;
 use crate::tracking::Tracked;
-
-/// The queue a client's pushes go to (made on first use).
-pub fn own_queue(client: &mut Client) -> Subscriber {
-    let tx = match &client.inbox {
-        Some((tx, _)) => tx.clone(),
-        None => {
-            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-            client.inbox = Some((tx.clone(), rx));
-            *client.info.push_tx.lock() = Some(tx.clone());
-            tx
-        }
-    };
-    Subscriber {
-        tx,
-        info: client.info.clone(),
-    }
-}
 
 /// `CLIENT TRACKING on|off [REDIRECT id] [PREFIX p]... [BCAST] [OPTIN] [OPTOUT] [NOLOOP]`.
 pub fn tracking(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Reply {
@@ -126,7 +108,7 @@ pub fn tracking(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Reply
             }
         }
     }
-    let own = own_queue(client);
+    let own = client.push_queue();
     let redirect = redirect as u64;
     let sink = if redirect != 0 {
         let target = shared.clients.lock().get(&redirect).cloned();
