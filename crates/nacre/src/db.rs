@@ -442,11 +442,11 @@ impl Db {
     }
 
     /// Seals every subtable's active memtable and waits until the background worker has
-    /// merged them into the Global Index; with disk levels, also spills every Global Index
-    /// and waits until its tables are durable and its zones given back (RocksDB's `Flush`).
-    /// Writes may go on meanwhile; what they add may stay in PM. A spill that failed and
-    /// waits for its retry (a full disk) makes this return [`Error::SpillFailed`].
-    pub fn flush(&self) -> Result<()> {
+    /// merged them into the Global Index, without spilling anything to the disk levels.
+    /// A record deleted in the memtable that wrote it then no longer takes room in the pool
+    /// (the merge drops both), so a caller that deleted much can give that room back now
+    /// instead of when the memtable fills.
+    pub fn merge_memtables(&self) -> Result<()> {
         let inner = &self.inner;
         for sub in inner.all_subtables() {
             inner.seal(sub.id());
@@ -456,7 +456,16 @@ impl Db {
             db.all_subtables()
                 .iter()
                 .all(|s| s.inner.view.load().immutables.is_empty())
-        })?;
+        })
+    }
+
+    /// [`Db::merge_memtables`]; with disk levels, also spills every Global Index
+    /// and waits until its tables are durable and its zones given back (RocksDB's `Flush`).
+    /// Writes may go on meanwhile; what they add may stay in PM. A spill that failed and
+    /// waits for its retry (a full disk) makes this return [`Error::SpillFailed`].
+    pub fn flush(&self) -> Result<()> {
+        self.merge_memtables()?;
+        let inner = &self.inner;
         let Some(disk) = &inner.disk else {
             return Ok(());
         };

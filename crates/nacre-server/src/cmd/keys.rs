@@ -506,6 +506,7 @@ fn flush_db(ctx: &mut Ctx, db: usize) -> Result<(), Reply> {
         batch.put(&store.subs.sys, crate::store::open::NAMESPACES, enc);
     }
     batch.put(&store.subs.gc, encoding::ns_prefix(old), []);
+    store.gc_pending.fetch_add(1, Ordering::Relaxed);
     let n = store.counts[db].load(Ordering::Relaxed);
     ctx.txn.add_count(db, -n);
     Ok(())

@@ -327,7 +327,7 @@ pub fn info_text(shared: &Shared, sections: &[String]) -> String {
         let keys: u64 = (0..store.databases()).map(|d| store.dbsize(d) as u64).sum();
         let per_key = rss.anon.checked_div(keys).unwrap_or(0);
         out.push_str(&format!(
-            "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{}\r\nused_memory_rss_human:{}\r\nmaxmemory:{total}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:noeviction\r\nmem_allocator:mimalloc\r\nnacre_dram_bytes:{}\r\nnacre_dram_human:{}\r\nnacre_dram_bytes_per_key:{per_key}\r\nnacre_mapped_resident_bytes:{}\r\n\r\n",
+            "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{}\r\nused_memory_rss_human:{}\r\nmaxmemory:{total}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:noeviction\r\nmem_allocator:mimalloc\r\nnacre_dram_bytes:{}\r\nnacre_dram_human:{}\r\nnacre_dram_bytes_per_key:{per_key}\r\nnacre_mapped_resident_bytes:{}\r\nlazyfree_pending_objects:{}\r\nlazyfreed_objects:{}\r\n\r\n",
             human(used),
             rss.total,
             human(rss.total),
@@ -335,6 +335,8 @@ pub fn info_text(shared: &Shared, sections: &[String]) -> String {
             rss.anon,
             human(rss.anon),
             rss.total.saturating_sub(rss.anon),
+            store.gc_pending.load(Ordering::Relaxed),
+            store.gc_objects.load(Ordering::Relaxed),
         ));
     }
     if want("persistence") {
@@ -635,6 +637,7 @@ pub fn config(shared: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
                 a.store(0, Ordering::Relaxed);
             }
             shared.store.expired_keys.store(0, Ordering::Relaxed);
+            shared.store.gc_objects.store(0, Ordering::Relaxed);
             reply(ok())
         }
         "rewrite" if args.len() == 2 => {

@@ -24,6 +24,11 @@ use crate::shared::now_ms;
 const EXPIRE_STEP: usize = 256;
 /// Records deleted per cleaner batch.
 const GC_BATCH: usize = 512;
+/// Records the cleaner deletes before it merges the memtables once its queue is empty: a
+/// record deleted in the memtable that holds it takes room until a merge drops both, which
+/// would otherwise wait for the memtable to fill (an UNLINK of a big set would free nothing
+/// for a while).
+const MERGE_AFTER: u64 = 4096;
 
 /// Told of each key the active expire cycle deletes: its database and name, and the ticket
 /// of the delete.
@@ -32,6 +37,7 @@ pub type OnExpired<'a> = &'a mut dyn FnMut(usize, &[u8], u64);
 /// Runs the background loop until `stop` is set.
 pub fn run(store: Arc<Store>, stop: Arc<AtomicBool>, on_expired: OnExpired<'_>) {
     let mut last_gc = Instant::now();
+    let mut merged_at = store.gc_records.load(Ordering::Relaxed);
     while !stop.load(Ordering::Acquire) {
         std::thread::sleep(Duration::from_millis(100));
         let t = Instant::now();
@@ -45,11 +51,25 @@ pub fn run(store: Arc<Store>, stop: Arc<AtomicBool>, on_expired: OnExpired<'_>) 
                 }
             }
         }
-        // A full pool waits for what the cleaner can free: clean at every round then.
-        if store.commits.full() || last_gc.elapsed() >= Duration::from_millis(500) {
+        // A full pool waits for what the cleaner can free, and a queue that is not empty
+        // holds records still taking room: clean at every round then.
+        if store.commits.full()
+            || store.gc_pending.load(Ordering::Relaxed) > 0
+            || last_gc.elapsed() >= Duration::from_millis(500)
+        {
             last_gc = Instant::now();
-            if let Err(e) = gc_pass(&store, &stop, Duration::from_millis(200)) {
-                tracing::warn!(error = %e, "cleaning old versions failed");
+            match gc_pass(&store, &stop, Duration::from_millis(200)) {
+                Ok(true) => {
+                    let deleted = store.gc_records.load(Ordering::Relaxed);
+                    if deleted - merged_at >= MERGE_AFTER {
+                        merged_at = deleted;
+                        if let Err(e) = store.db.merge_memtables() {
+                            tracing::warn!(error = %e, "merging the memtables after cleaning failed");
+                        }
+                    }
+                }
+                Ok(false) => {}
+                Err(e) => tracing::warn!(error = %e, "cleaning old versions failed"),
             }
         }
     }
@@ -120,18 +140,21 @@ pub fn expire_step(store: &Store, on_expired: OnExpired<'_>) -> Result<usize> {
     Ok(n)
 }
 
-/// Deletes records of dropped versions and namespaces for at most `budget`.
-pub fn gc_pass(store: &Store, stop: &AtomicBool, budget: Duration) -> Result<()> {
+/// Deletes records of dropped versions and namespaces for at most `budget`; whether the
+/// queue of dropped ones is empty now. Sets [`Store::gc_pending`] to what is left.
+pub fn gc_pass(store: &Store, stop: &AtomicBool, budget: Duration) -> Result<bool> {
     let t = Instant::now();
     let entries: Vec<Vec<u8>> = store
         .db
         .iter(&store.subs.gc, IterOptions::default())?
-        .take(64)
+        .take(PENDING_COUNTED)
         .map(|r| r.map(|(k, _)| k))
         .collect::<nacre::Result<_>>()?;
+    let mut left = entries.len();
+    store.gc_pending.store(left as u64, Ordering::Relaxed);
     for e in entries {
         if stop.load(Ordering::Acquire) || t.elapsed() > budget {
-            return Ok(());
+            return Ok(false);
         }
         let done = match e.len() {
             8 => drop_prefix(store, &store.subs.sub, &e, t, budget)?,
@@ -140,10 +163,29 @@ pub fn gc_pass(store: &Store, stop: &AtomicBool, budget: Duration) -> Result<()>
         };
         if done {
             store.db.delete(&store.subs.gc, &e)?;
+            if e.len() == 8 {
+                store.gc_objects.fetch_add(1, Ordering::Relaxed);
+            }
+            left -= 1;
+            store.gc_pending.store(left as u64, Ordering::Relaxed);
         }
     }
-    Ok(())
+    if left > 0 {
+        return Ok(false);
+    }
+    // A namespace's keys queue their collections as they go: look again.
+    let more = store
+        .db
+        .iter(&store.subs.gc, IterOptions::default())?
+        .take(PENDING_COUNTED)
+        .count();
+    store.gc_pending.store(more as u64, Ordering::Relaxed);
+    Ok(more == 0)
 }
+
+/// Dropped collections and namespaces counted at most (INFO's `lazyfree_pending_objects`
+/// reads `PENDING_COUNTED` or more as that).
+const PENDING_COUNTED: usize = 4096;
 
 /// Deletes `sub`'s records under `prefix`; true once none is left.
 fn drop_prefix(

@@ -212,6 +212,12 @@ pub struct Store {
     pub expired_keys: AtomicU64,
     /// Keys deleted by the cleaner's passes over old versions (for INFO).
     pub gc_records: AtomicU64,
+    /// Dropped collections and namespaces the cleaner has not finished, as its last look
+    /// found them (INFO's `lazyfree_pending_objects`; at most 4096).
+    pub gc_pending: AtomicU64,
+    /// Dropped collections whose records the cleaner has deleted (INFO's
+    /// `lazyfreed_objects`).
+    pub gc_objects: AtomicU64,
 }
 
 impl Store {

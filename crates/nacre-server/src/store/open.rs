@@ -136,6 +136,8 @@ pub fn open_db(db: Db, databases: usize, recovery: Duration) -> Result<Opened> {
         commits: Commits::new(mark, backend.active.uses_cache_flush()),
         expired_keys: AtomicU64::new(0),
         gc_records: AtomicU64::new(0),
+        gc_pending: AtomicU64::new(0),
+        gc_objects: AtomicU64::new(0),
         db,
         subs,
     };

@@ -1094,6 +1094,7 @@ impl<'s> Txn<'s> {
                 if let Some(o) = k.orig().as_ref().filter(|m| m.kind.is_collection()) {
                     if !owners.iter().any(|(v, _)| *v == o.version) {
                         batch.put(&subs.gc, encoding::sub_prefix(o.version), []);
+                        self.store.gc_pending.fetch_add(1, Ordering::Relaxed);
                     }
                 }
                 let delta = i64::from(k.cur.is_some()) - i64::from(k.orig().is_some());
