@@ -337,6 +337,52 @@ async fn delay(
     }
 }
 
+/// A client idle this long gives its query buffer's free room back.
+const TRIM_IDLE: std::time::Duration = std::time::Duration::from_secs(2);
+/// A query buffer larger than this shrinks once twice its recent peak is below it.
+const TRIM_ABOVE: usize = 32 << 10;
+/// Free room below this is not worth a resize.
+const TRIM_ROOM: usize = 4 << 10;
+/// How often [`trim_cron`] looks at the clients.
+const TRIM_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Resizes a query buffer as Redis's `clientsCronResizeQueryBuffer` does: an idle client's
+/// free room goes; a buffer over [`TRIM_ABOVE`] that is more than twice its recent `peak`
+/// shrinks to what it holds or that peak, whichever is more. The peak starts again from
+/// what the buffer holds.
+fn resize_query_buffer(buf: &mut Vec<u8>, peak: &mut usize, idle: bool) {
+    if buf.capacity() - buf.len() > TRIM_ROOM {
+        if idle {
+            buf.shrink_to_fit();
+        } else if buf.capacity() > TRIM_ABOVE && buf.capacity() / 2 > *peak {
+            buf.shrink_to(buf.len().max(*peak));
+        }
+    }
+    *peak = buf.len();
+}
+
+/// Asks connections to resize their query buffers (see [`resize_query_buffer`]): those idle
+/// for [`TRIM_IDLE`] that still hold room, and those whose buffer is over [`TRIM_ABOVE`].
+/// Runs until the server stops.
+pub async fn trim_cron(shared: Arc<Shared>) {
+    let mut tick = tokio::time::interval(TRIM_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if shared.shutting_down.load(Ordering::Acquire) {
+            return;
+        }
+        let clients: Vec<Arc<ClientInfo>> = shared.clients.lock().values().cloned().collect();
+        for c in clients {
+            let cap = c.qbuf_cap.load(Ordering::Relaxed);
+            let room = cap.saturating_sub(c.qbuf.load(Ordering::Relaxed));
+            if room > TRIM_ROOM && (cap > TRIM_ABOVE || c.last.lock().elapsed() > TRIM_IDLE) {
+                c.trim.notify_one();
+            }
+        }
+    }
+}
+
 /// Serves one connection until it closes, is killed or the server stops.
 pub async fn serve(shared: Arc<Shared>, stream: TcpStream, info: Arc<ClientInfo>) {
     let _ = stream.set_nodelay(true);
@@ -351,6 +397,8 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, info: Arc<ClientInfo>
     let mut watch = OutputWatch::default();
     let mut monitor: Option<tokio::sync::broadcast::Receiver<Arc<Vec<u8>>>> = None;
     let mut closing = false;
+    // The most the query buffer held since the last resize check (Redis's querybuf_peak).
+    let mut peak = 0usize;
     'conn: loop {
         // Run every whole request buffered, while there is room for replies (N2).
         let mut start = 0;
@@ -490,7 +538,10 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, info: Arc<ClientInfo>
                 client.clock.round();
             }
         }
+        peak = peak.max(io.buf.len());
         io.buf.drain(..start);
+        info.qbuf.store(io.buf.len(), Ordering::Relaxed);
+        info.qbuf_cap.store(io.buf.capacity(), Ordering::Relaxed);
         client.flush_counters(&shared);
         // This round's writes reach the engine together (K2: in ticket order). Under a
         // crowd, other connections ready on this thread run their rounds first, so one
@@ -556,9 +607,11 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, info: Arc<ClientInfo>
                 }
             }
             _ = info.kill.notified() => break,
-        }
-        if io.buf.capacity() > 1 << 20 && io.buf.len() < 16 << 10 {
-            io.buf.shrink_to(64 << 10);
+            _ = info.trim.notified() => {
+                let idle = info.last.lock().elapsed() > TRIM_IDLE;
+                resize_query_buffer(&mut io.buf, &mut peak, idle);
+                info.qbuf_cap.store(io.buf.capacity(), Ordering::Relaxed);
+            }
         }
     }
     let _ = io.stream.shutdown().await;

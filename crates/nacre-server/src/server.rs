@@ -165,6 +165,7 @@ pub async fn run(
         let _ = r.send(addrs.clone());
     }
     let tasks: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>> = Arc::new(Mutex::new(Vec::new()));
+    let trimmer = tokio::spawn(crate::conn::trim_cron(shared.clone()));
     let mut accepters = Vec::new();
     for l in listeners {
         let sh = shared.clone();
@@ -184,6 +185,8 @@ pub async fn run(
     for a in &accepters {
         a.abort();
     }
+    trimmer.abort();
+    let _ = trimmer.await;
     for c in shared.clients.lock().values() {
         c.kill();
     }

@@ -63,8 +63,13 @@ pub struct ClientInfo {
     pub last: Mutex<Instant>,
     /// The last command's name.
     pub last_cmd: Mutex<(&'static str, Option<&'static str>)>,
-    /// Bytes in its query buffer when its current request started (`qbuf`).
+    /// Bytes in its query buffer when its current request started, or left after its last
+    /// round (`qbuf`).
     pub qbuf: AtomicUsize,
+    /// Its query buffer's capacity (`qbuf` + `qbuf-free`), as its last round left it.
+    pub qbuf_cap: AtomicUsize,
+    /// Asks the connection to resize its query buffer (see [`crate::conn::trim_cron`]).
+    pub trim: Notify,
     /// Set by `CLIENT KILL`; the connection closes.
     pub killed: AtomicBool,
     /// Wakes the connection when killed.
@@ -110,6 +115,8 @@ impl ClientInfo {
             last: Mutex::new(now),
             last_cmd: Mutex::new(("NULL", None)),
             qbuf: AtomicUsize::new(0),
+            qbuf_cap: AtomicUsize::new(0),
+            trim: Notify::new(),
             killed: AtomicBool::new(false),
             kill: Notify::new(),
             resp: AtomicUsize::new(2),
@@ -156,7 +163,7 @@ impl ClientInfo {
             flags.push('N');
         }
         format!(
-            "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db={} sub={} psub={} ssub=0 multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user={} redir=-1 resp={}",
+            "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db={} sub={} psub={} ssub=0 multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user={} redir=-1 resp={}",
             self.id,
             self.addr,
             self.laddr,
@@ -169,6 +176,9 @@ impl ClientInfo {
             psubs,
             if self.multi.load(Ordering::Relaxed) { 0 } else { -1 },
             self.qbuf.load(Ordering::Relaxed),
+            self.qbuf_cap
+                .load(Ordering::Relaxed)
+                .saturating_sub(self.qbuf.load(Ordering::Relaxed)),
             {
                 let (name, sub) = *self.last_cmd.lock();
                 crate::cmd::registry::full_name(name, sub)

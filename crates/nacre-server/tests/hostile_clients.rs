@@ -411,3 +411,67 @@ fn client_reply_off_skip_and_on() {
     let got = read_replies(&mut rs, 4);
     assert_eq!(got, ["*3", "$7", "$2", "$2"]);
 }
+
+/// `qbuf` + `qbuf-free` of the client named `name` in `CLIENT LIST`.
+fn query_buffer(c: &mut redis::Connection, name: &str) -> usize {
+    let list: String = redis::cmd("CLIENT").arg("LIST").query(c).unwrap();
+    let line = list
+        .lines()
+        .find(|l| l.contains(&format!(" name={name} ")))
+        .unwrap_or_else(|| panic!("no client {name} in {list}"));
+    let field = |f: &str| -> usize {
+        line.split(' ')
+            .find_map(|kv| kv.strip_prefix(f))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {f} in {line}"))
+    };
+    field("qbuf=") + field("qbuf-free=")
+}
+
+#[test]
+fn query_buffers_shrink_after_a_big_request_and_go_when_idle() {
+    let s = Server::start(&[]);
+    let mut admin = s.conn();
+    let mut c = s.conn();
+    let _: () = redis::cmd("CLIENT")
+        .arg("SETNAME")
+        .arg("big")
+        .query(&mut c)
+        .unwrap();
+    let first = query_buffer(&mut admin, "big");
+    assert!((16 << 10..32 << 10).contains(&first), "{first}");
+    // A 400 KB request grows the buffer; once smaller ones follow, it shrinks, not to 0.
+    let _: () = redis::cmd("SET")
+        .arg("x")
+        .arg(vec![b'A'; 400_000])
+        .query(&mut c)
+        .unwrap();
+    let grown = query_buffer(&mut admin, "big");
+    assert!(grown > 400_000, "{grown}");
+    let t = Instant::now();
+    let shrunk = loop {
+        let _: () = redis::cmd("SET")
+            .arg("x")
+            .arg("small")
+            .query(&mut c)
+            .unwrap();
+        let now = query_buffer(&mut admin, "big");
+        if now < grown || t.elapsed() > Duration::from_secs(3) {
+            break now;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert!(shrunk > 0 && shrunk < grown, "{shrunk} of {grown}");
+    // Idle for more than two seconds: its room goes.
+    let t = Instant::now();
+    while query_buffer(&mut admin, "big") != 0 {
+        assert!(
+            t.elapsed() < Duration::from_secs(6),
+            "an idle client kept its query buffer"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // And comes back when it sends again.
+    let v: String = redis::cmd("GET").arg("x").query(&mut c).unwrap();
+    assert_eq!(v, "small");
+}
