@@ -1312,6 +1312,17 @@ fn connection() {
         "AUTH",
         "AUTH a b c",
         "PING",
+        // Not a cluster node: Redis's answers with cluster support disabled.
+        "CLUSTER INFO",
+        "CLUSTER HELP",
+        "CLUSTER KEYSLOT a",
+        "CLUSTER",
+        "CLUSTER INFO extra",
+        "CLUSTER NOSUCH",
+        "READONLY",
+        "READWRITE",
+        "READWRITE extra",
+        "ASKING",
     ]);
     d.finish();
 }

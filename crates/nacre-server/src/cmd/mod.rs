@@ -4,6 +4,7 @@
 pub mod acl;
 pub mod args;
 pub mod blocking;
+pub mod cluster;
 pub mod coll;
 pub mod connection;
 pub mod flags;

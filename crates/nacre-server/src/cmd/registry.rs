@@ -154,10 +154,11 @@ macro_rules! sub {
 pub(crate) use {cmd, sub, subs_or_none};
 
 /// Every family's command list.
-fn families() -> [&'static [Command]; 22] {
+fn families() -> [&'static [Command]; 23] {
     use super::*;
     [
         connection::COMMANDS,
+        cluster::COMMANDS,
         acl::COMMANDS,
         crate::script::COMMANDS,
         pubsub::COMMANDS,
