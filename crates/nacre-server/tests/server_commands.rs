@@ -801,3 +801,81 @@ fn latency_monitor_events_and_histograms() {
         "cumulative: {buckets:?}"
     );
 }
+
+#[test]
+fn object_idletime_and_freq_follow_uses_of_the_key() {
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    let q = |c: &mut redis::Connection, args: &[&str]| -> redis::RedisResult<i64> {
+        let mut cmd = redis::cmd(args[0]);
+        for a in &args[1..] {
+            cmd.arg(*a);
+        }
+        cmd.query(c)
+    };
+    let _: () = redis::cmd("SET")
+        .arg("foo")
+        .arg("bar")
+        .query(&mut c)
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2100));
+    // Commands that do not touch a key, as in Redis.
+    for cmd in [
+        &["TTL", "foo"][..],
+        &["TYPE", "foo"],
+        &["EXISTS", "foo"],
+        &["PTTL", "foo"],
+    ] {
+        let _: redis::Value = redis::cmd(cmd[0]).arg(cmd[1]).query(&mut c).unwrap();
+    }
+    let idle = q(&mut c, &["OBJECT", "IDLETIME", "foo"]).unwrap();
+    assert!(idle >= 2, "{idle}");
+    let _: String = redis::cmd("GET").arg("foo").query(&mut c).unwrap();
+    assert_eq!(q(&mut c, &["OBJECT", "IDLETIME", "foo"]).unwrap(), 0);
+    let e = q(&mut c, &["OBJECT", "FREQ", "foo"]).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("An LFU maxmemory policy is not selected"),
+        "{e}"
+    );
+    // RESTORE ... IDLETIME sets the clock.
+    let dump: Vec<u8> = redis::cmd("DUMP").arg("foo").query(&mut c).unwrap();
+    let _: () = redis::cmd("RESTORE")
+        .arg("old")
+        .arg(0)
+        .arg(&dump)
+        .arg("IDLETIME")
+        .arg(1000)
+        .query(&mut c)
+        .unwrap();
+    let idle = q(&mut c, &["OBJECT", "IDLETIME", "old"]).unwrap();
+    assert!((1000..=1001).contains(&idle), "{idle}");
+    // Under an LFU policy: frequencies grow with uses, and idle times are not tracked.
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory-policy")
+        .arg("allkeys-lfu")
+        .query(&mut c)
+        .unwrap();
+    let before = q(&mut c, &["OBJECT", "FREQ", "foo"]).unwrap();
+    for _ in 0..200 {
+        let _: String = redis::cmd("GET").arg("foo").query(&mut c).unwrap();
+    }
+    let after = q(&mut c, &["OBJECT", "FREQ", "foo"]).unwrap();
+    assert!(after > before, "{before} -> {after}");
+    let e = q(&mut c, &["OBJECT", "IDLETIME", "foo"]).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("An LFU maxmemory policy is selected"),
+        "{e}"
+    );
+    let _: () = redis::cmd("RESTORE")
+        .arg("hot")
+        .arg(0)
+        .arg(&dump)
+        .arg("FREQ")
+        .arg(77)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(q(&mut c, &["OBJECT", "FREQ", "hot"]).unwrap(), 77);
+}

@@ -159,6 +159,9 @@ bitflags::bitflags! {
         const COUNTS = 1 << 2;
         /// May name keys through patterns (SORT BY/GET): holds every database when it does.
         const PATTERNS = 1 << 3;
+        /// Reads its keys without counting as a use of them (`OBJECT IDLETIME`), as Redis's
+        /// lookups with `LOOKUP_NOTOUCH`.
+        const NO_TOUCH = 1 << 4;
     }
 }
 

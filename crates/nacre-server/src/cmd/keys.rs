@@ -12,6 +12,7 @@ use super::registry::{cmd, sub, Command, Keys, Keys::None as NK, Keys::Range as 
 use super::{arity_error, err, ok, syntax, CmdResult, Ctx};
 use crate::glob::glob_match;
 use crate::store::encoding::{self, Hint, Kind, Meta};
+use crate::store::Store;
 use crate::types::whole;
 
 /// `DEL key...` (and `UNLINK`: deleting a collection is O(1) either way, its members are
@@ -321,10 +322,11 @@ pub fn dump(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
 }
 
 /// `RESTORE key ttl serialized-value [REPLACE] [ABSTTL] [IDLETIME seconds] [FREQ frequency]`,
-/// checked in Redis's order. Nacre keeps no access times or frequencies: `IDLETIME` and
-/// `FREQ` are checked and have no further effect.
+/// checked in Redis's order. `IDLETIME` sets the key's access clock under an LRU policy,
+/// `FREQ` its counter under an LFU policy (as Redis, each is ignored under the other).
 pub fn restore(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
-    let (mut replace, mut absttl, mut idle, mut freq) = (false, false, false, false);
+    let (mut replace, mut absttl) = (false, false);
+    let (mut idle, mut freq): (Option<i64>, Option<i64>) = (None, None);
     let mut i = 4;
     while i < args.len() {
         let more = i + 1 < args.len();
@@ -332,17 +334,19 @@ pub fn restore(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
             replace = true;
         } else if is(&args[i], "absttl") {
             absttl = true;
-        } else if is(&args[i], "idletime") && more && !freq {
-            if int(&args[i + 1])? < 0 {
+        } else if is(&args[i], "idletime") && more && freq.is_none() {
+            let n = int(&args[i + 1])?;
+            if n < 0 {
                 return Err(err("Invalid IDLETIME value, must be >= 0"));
             }
-            idle = true;
+            idle = Some(n);
             i += 1;
-        } else if is(&args[i], "freq") && more && !idle {
-            if !(0..=255).contains(&int(&args[i + 1])?) {
+        } else if is(&args[i], "freq") && more && idle.is_none() {
+            let n = int(&args[i + 1])?;
+            if !(0..=255).contains(&n) {
                 return Err(err("Invalid FREQ value, must be >= 0 and <= 255"));
             }
-            freq = true;
+            freq = Some(n);
             i += 1;
         } else {
             return Err(syntax());
@@ -382,6 +386,13 @@ pub fn restore(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
         return Ok(ok());
     }
     whole::write(ctx.txn, db, key, v, at as u64)?;
+    let (clock, hash) = (&ctx.shared.store.access, Store::key_hash(db, key));
+    if let Some(n) = idle {
+        clock.set_idle(hash, n as u64);
+    }
+    if let Some(n) = freq {
+        clock.set_freq(hash, n as u32);
+    }
     ctx.notify(key, "restore");
     Ok(ok())
 }
@@ -459,10 +470,17 @@ pub fn object(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     let Some(m) = ctx.txn.get(ctx.db, &args[2])? else {
         return Ok(Reply::Nil);
     };
+    let (clock, hash) = (&ctx.shared.store.access, Store::key_hash(ctx.db, &args[2]));
     Ok(match sub.as_str() {
         "encoding" => Reply::Bulk(encoding_of(m).as_bytes().to_vec()),
         "refcount" => Reply::Integer(1),
-        "idletime" => Reply::Integer(0),
+        "idletime" if clock.lfu() => {
+            return Err(err(
+                "An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.",
+            ))
+        }
+        "idletime" => Reply::Integer(clock.idle_secs(hash) as i64),
+        _ if clock.lfu() => Reply::Integer(i64::from(clock.freq(hash))),
         _ => {
             return Err(err(
                 "An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.",
@@ -720,16 +738,16 @@ pub(crate) static COMMANDS: &[Command] = &[
     cmd!("swapdb", 3, [WRITE FAST], [KEYSPACE WRITE FAST DANGEROUS], [EXCLUSIVE], NK, "server", "4.0.0", "Swaps two Redis databases.", Key(swapdb)),
     cmd!("del", -2, [WRITE], [KEYSPACE WRITE SLOW], [], KR(1, -1, 1), "generic", "1.0.0", "Deletes one or more keys.", Key(del)),
     cmd!("unlink", -2, [WRITE FAST], [KEYSPACE WRITE FAST], [], KR(1, -1, 1), "generic", "4.0.0", "Asynchronously deletes one or more keys.", Key(del)),
-    cmd!("exists", -2, [READONLY FAST], [KEYSPACE READ FAST], [], KR(1, -1, 1), "generic", "1.0.0", "Determines whether one or more keys exist.", Key(exists)),
-    cmd!("type", 2, [READONLY FAST], [KEYSPACE READ FAST], [], KR(1, 1, 1), "generic", "1.0.0", "Determines the type of value stored at a key.", Key(type_)),
+    cmd!("exists", -2, [READONLY FAST], [KEYSPACE READ FAST], [NO_TOUCH], KR(1, -1, 1), "generic", "1.0.0", "Determines whether one or more keys exist.", Key(exists)),
+    cmd!("type", 2, [READONLY FAST], [KEYSPACE READ FAST], [NO_TOUCH], KR(1, 1, 1), "generic", "1.0.0", "Determines the type of value stored at a key.", Key(type_)),
     cmd!("expire", -3, [WRITE FAST], [KEYSPACE WRITE FAST], [], KR(1, 1, 1), "generic", "1.0.0", "Sets the expiration time of a key in seconds.", Key(expire)),
     cmd!("pexpire", -3, [WRITE FAST], [KEYSPACE WRITE FAST], [], KR(1, 1, 1), "generic", "2.6.0", "Sets the expiration time of a key in milliseconds.", Key(pexpire)),
     cmd!("expireat", -3, [WRITE FAST], [KEYSPACE WRITE FAST], [], KR(1, 1, 1), "generic", "1.2.0", "Sets the expiration time of a key to a Unix timestamp.", Key(expireat)),
     cmd!("pexpireat", -3, [WRITE FAST], [KEYSPACE WRITE FAST], [], KR(1, 1, 1), "generic", "2.6.0", "Sets the expiration time of a key to a Unix milliseconds timestamp.", Key(pexpireat)),
-    cmd!("ttl", 2, [READONLY FAST], [KEYSPACE READ FAST], [], KR(1, 1, 1), "generic", "1.0.0", "Returns the expiration time in seconds of a key.", Key(ttl)),
-    cmd!("pttl", 2, [READONLY FAST], [KEYSPACE READ FAST], [], KR(1, 1, 1), "generic", "2.6.0", "Returns the expiration time in milliseconds of a key.", Key(pttl)),
-    cmd!("expiretime", 2, [READONLY FAST], [KEYSPACE READ FAST], [], KR(1, 1, 1), "generic", "7.0.0", "Returns the expiration time of a key as a Unix timestamp.", Key(expiretime)),
-    cmd!("pexpiretime", 2, [READONLY FAST], [KEYSPACE READ FAST], [], KR(1, 1, 1), "generic", "7.0.0", "Returns the expiration time of a key as a Unix milliseconds timestamp.", Key(pexpiretime)),
+    cmd!("ttl", 2, [READONLY FAST], [KEYSPACE READ FAST], [NO_TOUCH], KR(1, 1, 1), "generic", "1.0.0", "Returns the expiration time in seconds of a key.", Key(ttl)),
+    cmd!("pttl", 2, [READONLY FAST], [KEYSPACE READ FAST], [NO_TOUCH], KR(1, 1, 1), "generic", "2.6.0", "Returns the expiration time in milliseconds of a key.", Key(pttl)),
+    cmd!("expiretime", 2, [READONLY FAST], [KEYSPACE READ FAST], [NO_TOUCH], KR(1, 1, 1), "generic", "7.0.0", "Returns the expiration time of a key as a Unix timestamp.", Key(expiretime)),
+    cmd!("pexpiretime", 2, [READONLY FAST], [KEYSPACE READ FAST], [NO_TOUCH], KR(1, 1, 1), "generic", "7.0.0", "Returns the expiration time of a key as a Unix milliseconds timestamp.", Key(pexpiretime)),
     cmd!("persist", 2, [WRITE FAST], [KEYSPACE WRITE FAST], [], KR(1, 1, 1), "generic", "2.2.0", "Removes the expiration time of a key.", Key(persist)),
     cmd!("rename", 3, [WRITE], [KEYSPACE WRITE SLOW], [], KR(1, 2, 1), "generic", "1.0.0", "Renames a key and overwrites the destination.", Key(rename)),
     cmd!("renamenx", 3, [WRITE FAST], [KEYSPACE WRITE FAST], [], KR(1, 2, 1), "generic", "1.0.0", "Renames a key only when the target key name doesn't exist.", Key(renamenx)),
@@ -741,7 +759,7 @@ pub(crate) static COMMANDS: &[Command] = &[
     cmd!("copy", -3, [WRITE DENYOOM], [KEYSPACE WRITE SLOW], [], Keys::Custom(copy_keys, 1, 2, 1), "generic", "6.2.0", "Copies the value of a key to a new key.", Key(copy)),
     cmd!("move", 3, [WRITE FAST], [KEYSPACE WRITE FAST], [], Keys::Custom(move_keys, 1, 1, 1), "generic", "1.0.0", "Moves a key to another database.", Key(move_)),
     cmd!("touch", -2, [READONLY FAST], [KEYSPACE READ FAST], [], KR(1, -1, 1), "generic", "3.2.1", "Returns the number of existing keys out of those specified after updating the time they were last accessed.", Key(exists)),
-    cmd!("object", -2, [], [SLOW], [], Keys::Custom(object_keys, 0, 0, 0), "generic", "2.2.3", "A container for object introspection commands.", Key(object), &[
+    cmd!("object", -2, [], [SLOW], [NO_TOUCH], Keys::Custom(object_keys, 0, 0, 0), "generic", "2.2.3", "A container for object introspection commands.", Key(object), &[
         sub!("help", 2, [LOADING STALE], [KEYSPACE SLOW], (0, 0, 0)),
         sub!("encoding", 3, [READONLY], [KEYSPACE READ SLOW], (2, 2, 1)),
         sub!("refcount", 3, [READONLY], [KEYSPACE READ SLOW], (2, 2, 1)),

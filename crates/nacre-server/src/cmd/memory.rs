@@ -115,7 +115,7 @@ pub fn memory(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
 /// The memory commands.
 #[rustfmt::skip]
 pub(crate) static COMMANDS: &[Command] = &[
-    cmd!("memory", -2, [], [SLOW], [], Keys::Custom(memory_keys, 0, 0, 0), "server", "4.0.0", "A container for memory diagnostics commands.", Key(memory), &[
+    cmd!("memory", -2, [], [SLOW], [NO_TOUCH], Keys::Custom(memory_keys, 0, 0, 0), "server", "4.0.0", "A container for memory diagnostics commands.", Key(memory), &[
         sub!("usage", -3, [READONLY], [READ SLOW], (2, 2, 1)),
         sub!("stats", 2, [], [SLOW], (0, 0, 0)),
         sub!("doctor", 2, [], [SLOW], (0, 0, 0)),

@@ -458,6 +458,7 @@ pub fn run_key(
     let Run::Key(f) = cmd.run else {
         return err("not a keyspace command");
     };
+    txn.set_touch(!cmd.local.contains(Local::NO_TOUCH));
     let mut ctx = Ctx {
         txn,
         db: client.db,

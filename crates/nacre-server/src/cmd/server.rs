@@ -514,6 +514,21 @@ fn config_get(shared: &Shared, pat: &[u8]) -> Vec<(String, String)> {
     out
 }
 
+/// Points the access clock at `cfg`'s `maxmemory-policy`, `lfu-log-factor` and
+/// `lfu-decay-time`.
+pub fn configure_access_clock(shared: &Shared, cfg: &crate::config::Config) {
+    let num = |name: &str, default: u32| {
+        cfg.get(name)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    shared.store.access.configure(
+        &cfg.get("maxmemory-policy").unwrap_or_default(),
+        num("lfu-log-factor", 10),
+        num("lfu-decay-time", 1),
+    );
+}
+
 /// `CONFIG GET|SET|RESETSTAT|REWRITE|HELP`.
 pub fn config(shared: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
     match lower(&args[1]).as_str() {
@@ -616,6 +631,7 @@ pub fn config(shared: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
             if args[2..].chunks(2).any(|p| lower(&p[0]) == "requirepass") {
                 shared.acl.set_default_password(cfg.requirepass.as_deref());
             }
+            configure_access_clock(shared, &cfg);
             *shared.config.write() = cfg;
             super::tracking::enforce_limit(shared);
             reply(ok())

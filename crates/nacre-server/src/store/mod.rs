@@ -35,6 +35,7 @@
 //!   recorded high-water mark carries a new mark, and batches are queued in ticket order, so
 //!   the mark that survives a crash is above every version that did.
 
+pub mod access;
 pub mod background;
 pub mod checkpoint;
 pub mod commits;
@@ -212,6 +213,8 @@ pub struct Store {
     pub expired_keys: AtomicU64,
     /// Keys deleted by the cleaner's passes over old versions (for INFO).
     pub gc_records: AtomicU64,
+    /// When keys were last used, and how often.
+    pub access: access::AccessClock,
     /// Dropped collections and namespaces the cleaner has not finished, as its last look
     /// found them (INFO's `lazyfree_pending_objects`; at most 4096).
     pub gc_pending: AtomicU64,
@@ -226,9 +229,14 @@ impl Store {
         self.counts.len()
     }
 
+    /// The hash of `key` in database `db`: its stripe and its access clock slot.
+    pub fn key_hash(db: usize, key: &[u8]) -> u64 {
+        encoding::hash63(key) ^ (db as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+    }
+
     /// The stripe of `key` in database `db`.
     pub fn stripe_of(db: usize, key: &[u8]) -> usize {
-        (encoding::hash63(key) ^ (db as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)) as usize % STRIPES
+        Self::key_hash(db, key) as usize % STRIPES
     }
 
     /// Whether key counts are whole.

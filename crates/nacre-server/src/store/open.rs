@@ -137,6 +137,7 @@ pub fn open_db(db: Db, databases: usize, recovery: Duration) -> Result<Opened> {
         expired_keys: AtomicU64::new(0),
         gc_records: AtomicU64::new(0),
         gc_pending: AtomicU64::new(0),
+        access: Default::default(),
         gc_objects: AtomicU64::new(0),
         db,
         subs,

@@ -32,6 +32,8 @@ struct KeyState {
     db: usize,
     key: Vec<u8>,
     mkey: Vec<u8>,
+    /// [`Store::key_hash`].
+    hash: u64,
     stripe: usize,
     loaded: bool,
     /// Written by the command (Redis "modifies" a key even when the value stays the same: a
@@ -54,11 +56,13 @@ struct KeyState {
 impl KeyState {
     /// Key `key` of database `db`, whose namespace is `gen`, not read yet.
     fn new(db: usize, key: &[u8], gen: u32) -> KeyState {
+        let hash = Store::key_hash(db, key);
         KeyState {
             db,
             key: key.to_vec(),
             mkey: encoding::meta_key(gen, key),
-            stripe: Store::stripe_of(db, key),
+            hash,
+            stripe: hash as usize % super::STRIPES,
             loaded: false,
             touched: false,
             orig: None,
@@ -151,6 +155,8 @@ pub struct Txn<'s> {
     fresh: Vec<u64>,
     /// An offline load's txn (see [`Txn::offline`]): its commit leaves no pending entries.
     offline: bool,
+    /// Whether reading or writing a key counts as a use of it (see [`Txn::set_touch`]).
+    touch: bool,
 }
 
 /// A keyspace event a command raised: database, key, event name (as Redis's
@@ -264,6 +270,7 @@ impl<'s> Txn<'s> {
             .map(|s| (s, store.stripes[s].lock()))
             .collect();
         let wait = ns.get().barrier;
+        let touch = !matches!(ns, NsGuard::Fixed(_));
         Txn {
             store,
             ns,
@@ -288,7 +295,14 @@ impl<'s> Txn<'s> {
             snap: None,
             fresh: Vec::new(),
             offline: false,
+            touch,
         }
+    }
+
+    /// Whether the keys it reads or writes count as used (`OBJECT IDLETIME`): not for the
+    /// commands Redis runs without touching keys (`TYPE`, `TTL`, `EXISTS`, `OBJECT`...).
+    pub fn set_touch(&mut self, touch: bool) {
+        self.touch = touch && self.snap.is_none();
     }
 
     /// The store.
@@ -385,6 +399,9 @@ impl<'s> Txn<'s> {
     }
 
     fn load(&mut self, i: usize) -> Result<()> {
+        if self.touch {
+            self.store.access.touch(self.keys[i].hash, self.now);
+        }
         if self.keys[i].loaded {
             return Ok(());
         }
