@@ -175,6 +175,7 @@ fn serve_one(shared: &Shared, db: usize, resp: u8, req: &Request, key: &[u8]) ->
         db,
         shared,
         resp,
+        every_key: true,
     };
     let out = attempt(&mut ctx, req, &[key.to_vec()]);
     match out {

@@ -126,6 +126,27 @@ fn session(c: &mut Connection) -> Vec<String> {
         &["CONFIG", "SET", "maxmemory", "0"],
         &["CONFIG", "GET", "maxmemory"],
         &["FLUSHALL"],
+        // SORT's BY and GET patterns name keys: refused unless the user may read every key.
+        &["AUTH", "default", "x"],
+        &["RPUSH", "sl", "2", "1"],
+        &["SET", "w_1", "9"],
+        &[
+            "ACL", "SETUSER", "sorter", "on", "nopass", "+@all", "~s*", "~w*",
+        ],
+        &[
+            "ACL", "SETUSER", "reader", "on", "nopass", "+@all", "%R~*", "~sl",
+        ],
+        &["AUTH", "sorter", "x"],
+        &["SORT", "sl"],
+        &["SORT", "sl", "BY", "nosort"],
+        &["SORT", "sl", "BY", "w_*"],
+        &["SORT", "sl", "GET", "#"],
+        &["SORT_RO", "sl", "GET", "w_*"],
+        &["SORT", "sl", "LIMIT", "x", "1", "BY", "w_*"],
+        &["SORT", "sl", "BY", "w_*", "LIMIT", "x", "1"],
+        &["AUTH", "reader", "x"],
+        &["SORT", "sl", "BY", "w_*", "GET", "w_*"],
+        &["SORT", "sl", "BY", "w_*", "STORE", "sl"],
         &["AUTH", "default", "x"],
     ];
     script.iter().map(|a| run(c, a)).collect()

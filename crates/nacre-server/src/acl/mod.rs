@@ -262,6 +262,19 @@ impl User {
     }
 }
 
+impl User {
+    /// Whether a selector that allows the command `req` also allows every key with `need`
+    /// (`allkeys`, or a `*` pattern with those permissions): what Redis asks of SORT's `BY`
+    /// and `GET` patterns, which name keys nobody can check in advance.
+    pub fn every_key(&self, req: &Request<'_>, need: u8) -> bool {
+        self.unrestricted()
+            || self.selectors.iter().any(|s| {
+                check_selector(s, req).is_ok()
+                    && (s.all_keys || s.keys.iter().any(|(f, p)| f & need == need && p == b"*"))
+            })
+    }
+}
+
 fn check_selector(s: &Selector, req: &Request<'_>) -> Result<(), Denied> {
     if !s.allows_command(req.id) {
         return Err(Denied::Command);

@@ -91,6 +91,22 @@ fn request<'a>(
     })
 }
 
+/// Whether `client`'s user may read every key with `cmd` (SORT's `BY` and `GET` patterns).
+pub fn reads_every_key(shared: &Shared, client: &Client, cmd: &Command, args: &[Vec<u8>]) -> bool {
+    let user = match &client.acl_user {
+        Some((g, u)) if *g == shared.acl.generation() => Some(u.clone()),
+        _ => shared.acl.get(&client.info.user.lock()),
+    };
+    let Some(user) = user else {
+        return false;
+    };
+    if user.unrestricted() {
+        return true;
+    }
+    request(shared, client.db, cmd, cmd.sub(args), args)
+        .is_some_and(|req| user.every_key(&req, READ))
+}
+
 /// Where a command was refused, for the log: `toplevel`, `multi` or `lua`.
 pub type Context = &'static str;
 

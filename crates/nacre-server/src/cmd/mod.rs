@@ -54,6 +54,9 @@ pub struct Ctx<'a, 's> {
     pub shared: &'a Shared,
     /// The client's protocol version.
     pub resp: u8,
+    /// Whether the client's user may read every key (SORT's `BY` and `GET` patterns): false
+    /// only for commands that may use patterns, run by a user who may not.
+    pub every_key: bool,
 }
 
 impl Ctx<'_, '_> {
@@ -459,11 +462,14 @@ pub fn run_key(
         return err("not a keyspace command");
     };
     txn.set_touch(!cmd.local.contains(Local::NO_TOUCH));
+    let every_key =
+        !cmd.local.contains(Local::PATTERNS) || acl::reads_every_key(shared, client, cmd, args);
     let mut ctx = Ctx {
         txn,
         db: client.db,
         shared,
         resp: client.resp,
+        every_key,
     };
     let r = f(&mut ctx, args).unwrap_or_else(|e| e);
     // Hit and miss counts follow the reply of read commands.

@@ -24,7 +24,9 @@ struct Spec {
     store: Option<Vec<u8>>,
 }
 
-fn parse(args: &[Vec<u8>], readonly: bool) -> Result<Spec, Reply> {
+/// Parses SORT's options as Redis does, left to right; `every_key`: the user may read every
+/// key, without which a `BY` pattern or a `GET` is refused where it stands.
+fn parse(args: &[Vec<u8>], readonly: bool, every_key: bool) -> Result<Spec, Reply> {
     let mut s = Spec {
         by: None,
         dontsort: false,
@@ -54,9 +56,19 @@ fn parse(args: &[Vec<u8>], readonly: bool) -> Result<Spec, Reply> {
             let p = args[j + 1].clone();
             // A pattern without `*` means "do not sort".
             s.dontsort = !p.contains(&b'*');
+            if !s.dontsort && !every_key {
+                return Err(err(
+                    "BY option of SORT denied due to insufficient ACL permissions.",
+                ));
+            }
             s.by = Some(p);
             j += 1;
         } else if is(a, "get") && left >= 1 {
+            if !every_key {
+                return Err(err(
+                    "GET option of SORT denied due to insufficient ACL permissions.",
+                ));
+            }
             s.gets.push(args[j + 1].clone());
             j += 1;
         } else {
@@ -166,7 +178,7 @@ fn elements(ctx: &mut Ctx, key: &[u8], m: &Meta) -> Result<Vec<Vec<u8>>, Reply> 
 }
 
 fn generic(ctx: &mut Ctx, args: &[Vec<u8>], readonly: bool) -> CmdResult {
-    let mut s = parse(args, readonly)?;
+    let mut s = parse(args, readonly, ctx.every_key)?;
     let key = &args[1];
     let meta = ctx.txn.get(ctx.db, key)?.cloned();
     let mut items = match &meta {
