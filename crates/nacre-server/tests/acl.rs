@@ -170,6 +170,56 @@ fn acl_sessions_match_redis() {
     assert!(diff.is_empty(), "{}", diff.join("\n\n"));
 }
 
+/// Permissions changed by another client between MULTI and EXEC are checked again when EXEC
+/// runs each command, as Redis checks them: the raw replies of the transaction's client.
+fn changed_under_exec(port: u16, b: &mut Connection) -> Vec<String> {
+    let wait = std::time::Duration::from_millis(300);
+    let mut a = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    let mut out = vec![run(
+        b,
+        &["ACL", "SETUSER", "tx", "on", "nopass", "+@all", "~*", "&*"],
+    )];
+    let mut send = |a: &mut std::net::TcpStream, text: &str| {
+        let got = common::raw_exchange(a, text.as_bytes(), wait);
+        String::from_utf8_lossy(&got).into_owned()
+    };
+    out.push(send(
+        &mut a,
+        "AUTH tx x\r\nMULTI\r\nSET k1 v\r\nGET k2\r\nSET other v\r\nPUBLISH ch m\r\n",
+    ));
+    out.push(run(
+        b,
+        &[
+            "ACL",
+            "SETUSER",
+            "tx",
+            "resetkeys",
+            "~k*",
+            "-get",
+            "resetchannels",
+        ],
+    ));
+    out.push(send(&mut a, "EXEC\r\n"));
+    out
+}
+
+#[test]
+fn exec_checks_permissions_again() {
+    let Some(redis) = RedisServer::start() else {
+        eprintln!("redis-server is not installed; skipped");
+        return;
+    };
+    let nacre = Server::start(&[]);
+    let theirs = changed_under_exec(redis.port, &mut redis.conn());
+    let ours = changed_under_exec(nacre.port, &mut nacre.conn());
+    assert!(
+        theirs[3].contains("-NOPERM ACLs rules changed"),
+        "{}",
+        theirs[3]
+    );
+    assert_eq!(theirs, ours);
+}
+
 /// Users are durable: after SIGKILL and a restart, the same users with the same rules, and
 /// their passwords still authenticate; a deleted user stays deleted.
 #[test]

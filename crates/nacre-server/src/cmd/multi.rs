@@ -163,6 +163,21 @@ pub fn exec(shared: &Shared, client: &mut Client, _: &[Vec<u8>]) -> Outcome {
             replies.push(err("unknown command"));
             continue;
         };
+        // As Redis: permissions are checked again as each command runs, in case they
+        // changed since it was queued.
+        if let Err(d) = super::acl::permit(shared, client, cmd, cmd.sub(args), args, "multi") {
+            let reason = match d {
+                crate::acl::Denied::Command => "no permission to execute the command or subcommand",
+                crate::acl::Denied::Key(_) => "no permission to touch the specified keys",
+                crate::acl::Denied::Channel(_) => {
+                    "no permission to access one of the channels used as arguments"
+                }
+            };
+            replies.push(Reply::Error(format!(
+                "NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC call. This command is no longer allowed for the following reason: {reason}"
+            )));
+            continue;
+        }
         let in_txn = match cmd.name {
             "debug" => super::server::debug_in_txn(shared, client, &mut txn, args),
             "migrate" => Some(super::migrate::in_exec(&mut txn, client.db, args)),
