@@ -97,6 +97,8 @@ pub struct Config {
     pub io_threads: u64,
     /// Every other Redis parameter (see `crate::params`).
     pub params: crate::params::Values,
+    /// `user <name> <rules...>` lines: the words after `user`, checked when read.
+    pub users: Vec<Vec<Vec<u8>>>,
 }
 
 impl Config {
@@ -272,6 +274,7 @@ impl Default for Config {
             client_output_buffer_limit: OutputLimits::default(),
             io_threads: 0,
             params: Default::default(),
+            users: Vec::new(),
         }
     }
 }
@@ -452,6 +455,16 @@ impl Config {
                 self.bind = args.to_vec();
             }
             "dir" => self.dir = PathBuf::from(one()?),
+            "user" => {
+                let words: Vec<Vec<u8>> = args.iter().map(|a| a.as_bytes().to_vec()).collect();
+                if let Err(why) = crate::acl::file::user_of_words(&words) {
+                    return Err(format!(
+                        "Error in user declaration '{}': {why}",
+                        args.first().map_or("", String::as_str)
+                    ));
+                }
+                self.users.push(words);
+            }
             "requirepass" => {
                 let p = one()?;
                 self.requirepass = (!p.is_empty()).then(|| p.to_string());

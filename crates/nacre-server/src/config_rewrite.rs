@@ -35,8 +35,10 @@ fn line(cfg: &Config, name: &str) -> String {
     format!("{name} {}", quote(&v))
 }
 
-/// Rewrites `cfg.file` with `cfg`'s values.
-pub fn rewrite(cfg: &Config) -> Result<(), String> {
+/// Rewrites `cfg.file` with `cfg`'s values and `users`' lines (`user <name> <rules>`, in
+/// place of the file's first `user` line, the others dropped; appended when it has none).
+/// With an `aclfile` the users live there: pass none, and the file's `user` lines go.
+pub fn rewrite(cfg: &Config, users: &[String]) -> Result<(), String> {
     let Some(path) = &cfg.file else {
         return Err("The server is running without a config file".into());
     };
@@ -54,6 +56,16 @@ pub fn rewrite(cfg: &Config) -> Result<(), String> {
             .copied()
             .chain(crate::params::names())
             .find(|d| *d == first);
+        if first == "user" {
+            if !done.contains(&"user") {
+                for u in users {
+                    out.push_str(u);
+                    out.push('\n');
+                }
+                done.push("user");
+            }
+            continue;
+        }
         match known {
             Some(d) if !l.trim_start().starts_with('#') => {
                 if !done.contains(&d) {
@@ -78,6 +90,12 @@ pub fn rewrite(cfg: &Config) -> Result<(), String> {
         let written = done.contains(&d) || alias.is_some_and(|a| done.contains(&a));
         if !written && cfg.get(d) != defaults.get(d) {
             out.push_str(&line(cfg, d));
+            out.push('\n');
+        }
+    }
+    if !done.contains(&"user") {
+        for u in users {
+            out.push_str(u);
             out.push('\n');
         }
     }

@@ -110,6 +110,26 @@ pub async fn run(
         Ok(n) => tracing::info!(users = n, "ACL users loaded"),
         Err(e) => tracing::error!(error = %e, "the ACL users could not be loaded"),
     }
+    // As Redis: an ACL file or `user` lines, not both; either defines the users at start.
+    match crate::cmd::acl::aclfile(&shared) {
+        Some(_) if !cfg.users.is_empty() => {
+            return Err(ServerError::Other(
+                "Configuring Redis with users defined in redis.conf and at the same setting an ACL file path is invalid. This setup is very likely to lead to configuration errors and security holes, please define either an ACL file or declare users directly in your redis.conf, but not both.".into(),
+            ))
+        }
+        Some(path) => {
+            let n = crate::cmd::acl::load_file(&shared, &path).map_err(|e| {
+                ServerError::Other(format!("Aborting the start because of ACL errors: {e}"))
+            })?;
+            tracing::info!(users = n, file = %path.display(), "ACL users loaded from the ACL file");
+        }
+        None if !cfg.users.is_empty() => {
+            let n = crate::cmd::acl::apply_configured(&shared, &cfg.users)
+                .map_err(ServerError::Other)?;
+            tracing::info!(users = n, "ACL users defined by the configuration file");
+        }
+        None => {}
+    }
     match shared.functions.restore(&shared) {
         Ok(0) => {}
         Ok(n) => tracing::info!(libraries = n, "function libraries loaded"),

@@ -179,7 +179,7 @@ fn changed_under_exec(port: u16, b: &mut Connection) -> Vec<String> {
         b,
         &["ACL", "SETUSER", "tx", "on", "nopass", "+@all", "~*", "&*"],
     )];
-    let mut send = |a: &mut std::net::TcpStream, text: &str| {
+    let send = |a: &mut std::net::TcpStream, text: &str| {
         let got = common::raw_exchange(a, text.as_bytes(), wait);
         String::from_utf8_lossy(&got).into_owned()
     };
@@ -252,4 +252,122 @@ fn users_survive_a_crash() {
     assert!(auth.ends_with("-> ok"), "{auth}");
     assert!(run(&mut c, &["GET", "app:1"]).contains("nil"));
     assert!(run(&mut c, &["KEYS", "*"]).contains("NOPERM"));
+}
+
+/// An ACL file: the users it defines at start, ACL LOAD (and its errors: nothing changes),
+/// ACL SAVE, and `user` lines of the configuration, as redis-server 7.0 handles them.
+fn acl_file_session(c: &mut Connection, file: &std::path::Path) -> Vec<String> {
+    let name = file.display().to_string();
+    // The file's path differs between the servers: name it the same way in both.
+    let mut out = Vec::new();
+    let run = |out: &mut Vec<String>, c: &mut Connection, args: &[&str]| {
+        out.push(run(c, args).replace(&name, "FILE"));
+    };
+    run(&mut out, c, &["ACL", "LIST"]);
+    run(&mut out, c, &["AUTH", "alice", "pw"]);
+    run(&mut out, c, &["SET", "k1", "v"]);
+    run(&mut out, c, &["SET", "x", "v"]);
+    run(&mut out, c, &["AUTH", "default", "x"]);
+    std::fs::write(
+        file,
+        "user alice on >pw2 ~k* +@string\nuser bob on nopass +@hash ~*\n",
+    )
+    .expect("write");
+    run(&mut out, c, &["ACL", "LOAD"]);
+    run(&mut out, c, &["ACL", "LIST"]);
+    run(&mut out, c, &["AUTH", "alice", "pw"]);
+    run(&mut out, c, &["AUTH", "alice", "pw2"]);
+    run(&mut out, c, &["AUTH", "default", "x"]);
+    std::fs::write(
+        file,
+        "user carol on nopass +@all\nbogus line\nuser carol off\nuser dave +nosuch\n",
+    )
+    .expect("write");
+    run(&mut out, c, &["ACL", "LOAD"]);
+    run(&mut out, c, &["ACL", "LIST"]);
+    std::fs::remove_file(file).expect("remove");
+    run(&mut out, c, &["ACL", "LOAD"]);
+    run(
+        &mut out,
+        c,
+        &[
+            "ACL",
+            "SETUSER",
+            "erin",
+            "on",
+            ">e",
+            "~e*",
+            "+@list",
+            "(+get ~g*)",
+        ],
+    );
+    run(&mut out, c, &["ACL", "SAVE"]);
+    let saved = std::fs::read_to_string(file).unwrap_or_default();
+    let mut lines: Vec<&str> = saved.lines().collect();
+    lines.sort_unstable();
+    out.push(lines.join("\n"));
+    run(&mut out, c, &["ACL", "LOAD"]);
+    run(&mut out, c, &["ACL", "LIST"]);
+    out
+}
+
+#[test]
+fn acl_files_match_redis() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (theirs_file, ours_file) = (dir.path().join("redis.acl"), dir.path().join("nacre.acl"));
+    let start = "user alice on >pw ~k* +@string\nuser default on nopass ~* &* +@all\n";
+    std::fs::write(&theirs_file, start).expect("write");
+    std::fs::write(&ours_file, start).expect("write");
+    let Some(redis) = RedisServer::start_with(&["--aclfile", theirs_file.to_str().unwrap()]) else {
+        eprintln!("redis-server is not installed; skipped");
+        return;
+    };
+    let nacre = Server::start(&["--aclfile", ours_file.to_str().unwrap()]);
+    let theirs = acl_file_session(&mut redis.conn(), &theirs_file);
+    let ours = acl_file_session(&mut nacre.conn(), &ours_file);
+    assert!(
+        theirs[10].contains("FILE:2 should start with user keyword"),
+        "{}",
+        theirs[10]
+    );
+    assert!(theirs[17].contains("user erin on"), "{}", theirs[17]);
+    let diff: Vec<String> = theirs
+        .iter()
+        .zip(&ours)
+        .filter(|(a, b)| a != b)
+        .map(|(a, b)| format!("redis: {a}\nnacre: {b}"))
+        .collect();
+    assert!(diff.is_empty(), "{}", diff.join("\n\n"));
+}
+
+#[test]
+fn configured_users_apply_at_start_and_conflict_with_an_acl_file() {
+    let s = Server::start(&["--user", "zed", "on", ">zz", "~z*", "+@string"]);
+    let mut c = s.conn();
+    assert!(run(&mut c, &["ACL", "LIST"]).contains("user zed on #"));
+    assert!(run(&mut c, &["AUTH", "zed", "zz"]).ends_with("-> ok"));
+    assert!(run(&mut c, &["SET", "zk", "1"]).ends_with("-> ok"));
+    assert!(run(&mut c, &["SET", "other", "1"]).contains("NOPERM"));
+    // Both an ACL file and `user` lines: the server refuses to start, as Redis does.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("users.acl");
+    std::fs::write(&file, "user a on\n").expect("write");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_nacre-server"))
+        .args(["--port", "0", "--dir"])
+        .arg(dir.path())
+        .args([
+            "--pmem-size",
+            "64mb",
+            "--pmem-backend",
+            "emulated",
+            "--aclfile",
+        ])
+        .arg(&file)
+        .args(["--user", "b", "on"])
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    let text =
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("but not both"), "{text}");
 }

@@ -315,12 +315,31 @@ fn config_get_set_and_rewrite() {
         .query(&mut c);
     assert!(e.is_err());
     config_set_refused(&mut c, "nosuch", "1", "Unknown option");
+    config_set_refused(&mut c, "user", "bob on", "Unknown option");
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("bob")
+        .arg("on")
+        .arg("nopass")
+        .arg("~b*")
+        .arg("+@read")
+        .query(&mut c)
+        .unwrap();
     let _: () = redis::cmd("CONFIG").arg("REWRITE").query(&mut c).unwrap();
     let text = std::fs::read_to_string(&conf).unwrap();
     assert!(
         text.contains("# a comment") && text.contains("maxclients 50"),
         "{text}"
     );
+    // Users go to the file, as Redis writes them (without an aclfile).
+    assert!(
+        text.contains("user bob on nopass ~b* resetchannels -@all +@read")
+            && text.contains("user default on nopass ~* &* +@all"),
+        "{text}"
+    );
+    // The file with its `user` lines reads back.
+    let reread = nacre_server::config::Config::from_args(&[conf.display().to_string()]).unwrap();
+    assert_eq!(reread.users.len(), 2);
     let _ = child.kill();
     let _ = child.wait();
 }

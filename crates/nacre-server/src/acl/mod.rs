@@ -8,6 +8,7 @@
 //! - A2: a change to a user applies to the next command of every client authenticated as it
 //!   (clients hold a user's name, and the registry's generation tells them to look again).
 
+pub mod file;
 pub mod selector;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -408,6 +409,21 @@ impl Users {
         *self.users.write() = users;
         self.generation.fetch_add(1, Ordering::AcqRel);
         Ok(n)
+    }
+
+    /// Replaces every user with `users` (an ACL file's), adding a default user with
+    /// Redis's defaults when they hold none (A1).
+    pub fn replace_all(&self, users: Vec<User>) -> usize {
+        let mut m: BTreeMap<Vec<u8>, Arc<User>> = users
+            .into_iter()
+            .map(|u| (u.name.clone(), Arc::new(u)))
+            .collect();
+        m.entry(b"default".to_vec())
+            .or_insert_with(|| Arc::new(User::default_user()));
+        let n = m.len();
+        *self.users.write() = m;
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        n
     }
 
     /// Deletes a user (never `default`, A1); whether it existed.

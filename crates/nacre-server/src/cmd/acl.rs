@@ -234,32 +234,12 @@ pub fn dry_run(
 
 /// Joins selector words split over arguments (`(~x` `+get)`) as Redis does.
 fn merge_selectors(args: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, Reply> {
-    let mut out = Vec::new();
-    let mut open: Option<Vec<u8>> = None;
-    let mut start: &[u8] = &[];
-    for a in args {
-        match open.as_mut() {
-            Some(buf) => {
-                buf.push(b' ');
-                buf.extend_from_slice(a);
-                if a.last() == Some(&b')') {
-                    out.push(open.take().unwrap_or_default());
-                }
-            }
-            None if a.first() == Some(&b'(') && a.last() != Some(&b')') => {
-                start = a;
-                open = Some(a.clone());
-            }
-            None => out.push(a.clone()),
-        }
-    }
-    if open.is_some() {
+    crate::acl::file::merge_selectors(args).map_err(|start| {
         let mut m = b"Unmatched parenthesis in acl selector starting at '".to_vec();
-        m.extend_from_slice(start);
+        m.extend_from_slice(&start);
         m.extend_from_slice(b"'.");
-        return Err(err_bytes(&m));
-    }
-    Ok(out)
+        err_bytes(&m)
+    })
 }
 
 fn bulk(s: &str) -> Reply {
@@ -479,7 +459,23 @@ fn acl(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
                 Err(e) => e,
             }
         }
-        "save" | "load" if n == 2 => err("This Redis instance is not configured to use an ACL file. You may want to specify users via the ACL SETUSER command and then issue a CONFIG REWRITE (assuming you have a Redis configuration file set) in order to store users in the Redis configuration."),
+        "save" | "load" if n == 2 => match aclfile(shared) {
+            None => err("This Redis instance is not configured to use an ACL file. You may want to specify users via the ACL SETUSER command and then issue a CONFIG REWRITE (assuming you have a Redis configuration file set) in order to store users in the Redis configuration."),
+            Some(path) if op == "load" => match load_file(shared, &path) {
+                Ok(_) => ok(),
+                Err(e) => err(e),
+            },
+            Some(path) => {
+                let text = crate::acl::file::render(&shared.acl.all());
+                match crate::acl::file::write_atomically(&path, &text) {
+                    Ok(()) => ok(),
+                    Err(e) => {
+                        tracing::error!(file = %path.display(), error = %e, "ACL SAVE failed");
+                        err("There was an error trying to save the ACLs. Please check the server logs for more information")
+                    }
+                }
+            }
+        },
         _ => unknown_subcommand(&args[1], "acl"),
     };
     reply(r)
@@ -533,6 +529,53 @@ pub fn save(shared: &Shared) -> Result<(), Reply> {
             shared.acl.encode(),
         )
         .map_err(|e| err(format!("the users could not be written: {e}")))
+}
+
+/// The configured `aclfile`, if any.
+pub fn aclfile(shared: &Shared) -> Option<std::path::PathBuf> {
+    let p = shared.config.read().get("aclfile").unwrap_or_default();
+    (!p.is_empty()).then(|| std::path::PathBuf::from(p))
+}
+
+/// Replaces every user with those of the ACL file at `path` (`ACL LOAD`, and the start of a
+/// server with an `aclfile`), and makes them durable; with any error in the file nothing
+/// changes and the error says where, as Redis words it.
+pub fn load_file(shared: &Shared, path: &std::path::Path) -> Result<usize, String> {
+    let name = path.display().to_string();
+    let text = std::fs::read(path).map_err(|e| {
+        format!(
+            "Error loading ACLs, opening file '{name}': {}",
+            crate::acl::file::os_error_text(&e)
+        )
+    })?;
+    let users = crate::acl::file::parse(&String::from_utf8_lossy(&text), &name)?;
+    let before: Vec<User> = shared.acl.all().iter().map(|u| (**u).clone()).collect();
+    let n = shared.acl.replace_all(users);
+    if let Err(e) = save(shared) {
+        shared.acl.replace_all(before);
+        return Err(e.error_message().unwrap_or_default().into_owned());
+    }
+    Ok(n)
+}
+
+/// Applies the configuration file's `user` lines (each defines its user anew, as Redis's
+/// `ACLLoadConfiguredUsers`) and makes them durable.
+pub fn apply_configured(shared: &Shared, lines: &[Vec<Vec<u8>>]) -> Result<usize, String> {
+    let mut users = Vec::new();
+    for words in lines {
+        let u = crate::acl::file::user_of_words(words).map_err(|why| {
+            format!(
+                "Error in user declaration '{}': {why}",
+                String::from_utf8_lossy(&words[0])
+            )
+        })?;
+        users.push(u);
+    }
+    for u in &users {
+        shared.acl.put(u.clone());
+    }
+    save(shared).map_err(|e| e.error_message().unwrap_or_default().into_owned())?;
+    Ok(users.len())
 }
 
 /// Loads the users the pool holds (at start); the configured `requirepass` then sets the

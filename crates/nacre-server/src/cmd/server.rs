@@ -658,7 +658,18 @@ pub fn config(shared: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
         }
         "rewrite" if args.len() == 2 => {
             let cfg = shared.config.read().clone();
-            match crate::config_rewrite::rewrite(&cfg) {
+            // As Redis: users go to the config file unless an ACL file holds them.
+            let users: Vec<String> = if super::acl::aclfile(shared).is_some() {
+                Vec::new()
+            } else {
+                shared
+                    .acl
+                    .all()
+                    .iter()
+                    .map(|u| format!("user {} {}", String::from_utf8_lossy(&u.name), u.describe()))
+                    .collect()
+            };
+            match crate::config_rewrite::rewrite(&cfg, &users) {
                 Ok(()) => reply(ok()),
                 Err(e) => reply(err(e)),
             }

@@ -229,6 +229,11 @@ pub struct RedisServer {
 impl RedisServer {
     /// Starts redis-server if the binary exists.
     pub fn start() -> Option<RedisServer> {
+        Self::start_with(&[])
+    }
+
+    /// Starts redis-server, with extra `--directive value` arguments, if the binary exists.
+    pub fn start_with(extra: &[&str]) -> Option<RedisServer> {
         let tmp = tempfile::tempdir().ok()?;
         let port = free_port();
         let child = Command::new("redis-server")
@@ -242,6 +247,7 @@ impl RedisServer {
             ])
             .arg("--dir")
             .arg(tmp.path())
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
