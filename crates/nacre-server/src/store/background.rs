@@ -187,7 +187,9 @@ pub fn gc_pass(store: &Store, stop: &AtomicBool, budget: Duration) -> Result<boo
 /// reads `PENDING_COUNTED` or more as that).
 const PENDING_COUNTED: usize = 4096;
 
-/// Deletes `sub`'s records under `prefix`; true once none is left.
+/// Deletes `sub`'s records under `prefix`; true once none is left. Each batch reads on from
+/// the last key the previous one deleted (nothing is written under a dropped prefix, B2), so
+/// it does not step over the tombstones of the batches before it again.
 fn drop_prefix(
     store: &Store,
     sub: &nacre::Subtable,
@@ -195,6 +197,7 @@ fn drop_prefix(
     t: Instant,
     budget: Duration,
 ) -> Result<bool> {
+    let mut lower: Option<Vec<u8>> = None;
     loop {
         let keys: Vec<Vec<u8>> = store
             .db
@@ -202,6 +205,7 @@ fn drop_prefix(
                 sub,
                 IterOptions {
                     prefix: Some(prefix.to_vec()),
+                    lower: lower.take(),
                     ..Default::default()
                 },
             )?
@@ -223,6 +227,12 @@ fn drop_prefix(
         if t.elapsed() > budget {
             return Ok(false);
         }
+        // The smallest key after the last one deleted.
+        lower = keys.last().map(|k| {
+            let mut next = k.clone();
+            next.push(0);
+            next
+        });
     }
 }
 
