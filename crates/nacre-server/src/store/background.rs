@@ -24,10 +24,12 @@ use crate::shared::now_ms;
 const EXPIRE_STEP: usize = 256;
 /// Records deleted per cleaner batch.
 const GC_BATCH: usize = 512;
-/// Records the cleaner deletes before it merges the memtables once its queue is empty: a
-/// record deleted in the memtable that holds it takes room until a merge drops both, which
-/// would otherwise wait for the memtable to fill (an UNLINK of a big set would free nothing
-/// for a while).
+/// Records the cleaner deletes before it merges the memtables and compacts the pool once its
+/// queue is empty: a record deleted in the memtable that holds it takes room until a merge
+/// drops both, which would otherwise wait for the memtable to fill, and a deleted record
+/// and its tombstone stay in PM (the tombstone in the Global Index too) until their zones
+/// are cleaned, which would otherwise wait for the pool to fill (an UNLINK of a big set
+/// would free nothing for a while).
 const MERGE_AFTER: u64 = 4096;
 
 /// Told of each key the active expire cycle deletes: its database and name, and the ticket
@@ -65,6 +67,8 @@ pub fn run(store: Arc<Store>, stop: Arc<AtomicBool>, on_expired: OnExpired<'_>) 
                         merged_at = deleted;
                         if let Err(e) = store.db.merge_memtables() {
                             tracing::warn!(error = %e, "merging the memtables after cleaning failed");
+                        } else if let Err(e) = store.db.compact_pm() {
+                            tracing::warn!(error = %e, "compacting the pool after cleaning failed");
                         }
                     }
                 }
