@@ -354,7 +354,10 @@ fn power_failures_during_compaction_on_request_long() {
     eprintln!("{cov:?}");
 }
 
+/// Timing decides whether a compaction drops a tombstone early in a phase a crash cuts: in
+/// 600 crashes the mutation was caught in most runs but not all, so it is not in CI yet.
 #[test]
+#[ignore = "probabilistic: cargo test -p nacre --release --test torture_gc -- --ignored under_compaction"]
 fn torture_catches_tombstones_dropped_while_older_copies_remain_under_compaction() {
     match torture_with(
         260,
