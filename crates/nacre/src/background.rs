@@ -1,6 +1,7 @@
 //! The background worker: merges sealed memtables into the Global Index, cleans zones when
-//! free zones run low, gives retired zones back once no reader can point into them, and
-//! tells waiting writers when the pool is really full.
+//! free zones run low or compaction was asked for (space/compact.rs), gives retired zones
+//! back once no reader can point into them, and tells waiting writers when the pool is
+//! really full.
 //!
 //! A panic or error in the worker poisons the database with its cause: writers get that
 //! error instead of waiting for space that will never come.
@@ -21,8 +22,9 @@ use crate::gi::{apply, Version};
 use crate::index::MemIndex;
 use crate::record::{read_record_meta, Kind};
 use crate::space::cleaner::{
-    clean_one, register_zones, retire_blobs, worth_closing, Cleaned, Pass, Retired,
+    clean_one, register_zones, retire_blobs, worth_closing, Cleaned, Pass, Retired, Want,
 };
+use crate::space::compact::{Compaction, Round};
 use crate::space::Space;
 use crate::subtable::Subtable;
 use crate::view::Sealed;
@@ -32,10 +34,11 @@ pub(crate) fn run(db: Arc<Engine>) {
     let mut retired: Vec<Retired> = Vec::new();
     let mut stuck = 0u32;
     let mut pass = Pass::new(&db.space);
+    let mut compaction = Compaction::new();
     while !db.stopping() {
         let step = std::panic::catch_unwind(AssertUnwindSafe(|| {
             let _round = db.pause.lock();
-            step(&db, &mut retired, &mut stuck, &mut pass)
+            step(&db, &mut retired, &mut stuck, &mut pass, &mut compaction)
         }));
         let why = match step {
             Ok(Ok(true)) => continue,
@@ -58,9 +61,16 @@ const HELD_ROUNDS: u32 = 5;
 /// Retired zones waiting for readers beyond which the cleaner pauses.
 const RETIRED_BACKLOG: usize = 4;
 
-/// One round of work; whether anything changed. `stuck` counts the rounds in a row in which
-/// writers waited and nothing could be done; `pass` is the cleaner's (P4).
-fn step(db: &Engine, retired: &mut Vec<Retired>, stuck: &mut u32, pass: &mut Pass) -> Result<bool> {
+/// One round of work; whether anything changed (or a compaction request is being served).
+/// `stuck` counts the rounds in a row in which writers waited and nothing could be done;
+/// `pass` is the cleaner's (P4); `compaction` answers requests to compact (R1).
+fn step(
+    db: &Engine,
+    retired: &mut Vec<Retired>,
+    stuck: &mut u32,
+    pass: &mut Pass,
+    compaction: &mut Compaction,
+) -> Result<bool> {
     db.inject_background_fault();
     let subs = db.all_subtables();
     let free = db.store.zones.free_zones();
@@ -68,11 +78,28 @@ fn step(db: &Engine, retired: &mut Vec<Retired>, stuck: &mut u32, pass: &mut Pas
     let sealed = subs
         .iter()
         .any(|s| !s.inner.view.load().immutables.is_empty());
-    let clean = free < db.space.clean_below || waiting;
+    let compacting = match compaction.begin(&db.space) {
+        Round::Idle => false,
+        Round::Compact { fresh } => {
+            // A request may find the cleaner's pass spent under pressure: what can be
+            // freed is judged again (R2).
+            if fresh {
+                pass.changed();
+            }
+            true
+        }
+    };
+    let pressed = free < db.space.clean_below || waiting;
+    let clean = pressed || compacting;
+    // Compacting without pressure, the cleaner waits while the revisit queues still drop
+    // versions: the zones' live bytes are not settled yet, and a zone picked meanwhile may
+    // move records about to die (tombstones whose ghosts just left PM).
+    let settling = compacting && !pressed;
     let disk = db.disk.as_ref();
     let spill_due = disk.is_some_and(|d| d.queue.busy() || d.queue.with_parked(|p| p.is_some()))
         || disk.is_some() && (crate::spiller::due(db) || db.spill_all.load(Ordering::Acquire));
     if !sealed && !clean && !spill_due && retired.is_empty() && db.blobs.retired_count() == 0 {
+        // Nothing waits for this worker (a compaction request makes `clean` true).
         return Ok(false);
     }
     // Current views get fresh tickets, so that only views readers still hold keep old
@@ -85,10 +112,12 @@ fn step(db: &Engine, retired: &mut Vec<Retired>, stuck: &mut u32, pass: &mut Pas
     }
     // Something waiting writers can use (P4): a merge, versions dropped, zones gained.
     let mut progress = false;
+    let mut revisited = false;
     for sub in &subs {
         progress |= merge_ready(db, sub)?;
-        progress |= revisit(db, sub)?;
+        revisited |= revisit(db, sub)?;
     }
+    progress |= revisited;
     if progress {
         pass.changed();
     }
@@ -110,13 +139,20 @@ fn step(db: &Engine, retired: &mut Vec<Retired>, stuck: &mut u32, pass: &mut Pas
         let (changed, busy) = crate::spiller::step(db, retired, clean)?;
         progress |= changed;
         spilling = busy;
-    } else if clean && !backlog && pass.may_clean() {
+    } else if clean && !backlog && !(settling && revisited) && (pass.may_clean() || settling) {
         tried = true;
-        match clean_one(db, retired, waiting)? {
+        let want = Want {
+            urgent: waiting,
+            gain: pass.may_clean(),
+            even: settling,
+        };
+        match clean_one(db, retired, want)? {
             Cleaned::Zone { set } => {
                 pass.retired_one(set);
                 cleaned = true;
             }
+            // Outside the pass: it gains no zone, and moves each zone once (R2).
+            Cleaned::Even => cleaned = true,
             Cleaned::Nothing => {}
             Cleaned::NoRoom(w) => why = w,
         }
@@ -164,7 +200,17 @@ fn step(db: &Engine, retired: &mut Vec<Retired>, stuck: &mut u32, pass: &mut Pas
     if progress {
         db.space.progressed();
     }
-    Ok(progress || cleaned || freed > 0)
+    if compacting {
+        let queued = subs
+            .iter()
+            .map(|s| s.inner.revisit.lock().len())
+            .max()
+            .unwrap_or(0);
+        let cycle = (queued as u64).div_ceil(REVISIT_BATCH as u64);
+        let changed = progress || cleaned || freed > 0 || pending || acted;
+        compaction.end(&db.space, changed, cycle);
+    }
+    Ok(progress || cleaned || freed > 0 || compacting)
 }
 
 /// Merges the oldest sealed memtable of `sub` once every group that wrote into it has

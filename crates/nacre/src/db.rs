@@ -459,6 +459,24 @@ impl Db {
         })
     }
 
+    /// Reclaims space that deletes and overwrites left dead in the Global Index's zones now,
+    /// although the pool is not short of zones (the background cleaner otherwise runs only
+    /// when free zones run low), and waits until the background worker is done: it moves the
+    /// live records of zones worth moving (the cleaner's thresholds when no writer waits, and
+    /// a nearly empty zone even if moving it gains no zone), gives the zones back, and drops
+    /// the tombstones that waited for the records they deleted to leave PM. Records still in
+    /// memtables are not touched: call [`Db::merge_memtables`] first to include them.
+    /// Versions that snapshots, iterators or transactions can still read stay, and so do
+    /// zones they hold. Crash-safe like the cleaner: a relocation is durable or absent as a
+    /// whole. With disk levels, PM is reclaimed by spilling ([`Db::flush`]) and this only
+    /// drops what the current read points no longer need. Writes may go on meanwhile.
+    pub fn compact_pm(&self) -> Result<()> {
+        let n = self.inner.space.ask_compaction();
+        self.wait_background("compacting the Global Index's zones", |db| {
+            db.space.compacted(n)
+        })
+    }
+
     /// [`Db::merge_memtables`]; with disk levels, also spills every Global Index
     /// and waits until its tables are durable and its zones given back (RocksDB's `Flush`).
     /// Writes may go on meanwhile; what they add may stay in PM. A spill that failed and

@@ -6,7 +6,7 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use nacre::{Db, Error, FullCause, IterOptions, Options, Stats};
+use nacre::{Db, Error, FullCause, IterOptions, Options, Stats, WriteBatch};
 use nacre_pmem::{Backend, SplitMix64};
 
 use common::eventually;
@@ -248,4 +248,70 @@ fn a_held_snapshot_pins_old_versions_and_its_release_frees_them() {
     });
     assert!(pinned > 100, "the snapshot kept old versions: {pinned}");
     assert_eq!(after.oldest_snapshot, None);
+}
+
+/// Puts `n` small records in one batch, deletes them in batches of 512 (as the server's
+/// cleaner drops a big collection), merges the memtables and compacts on request.
+fn big_delete_then_compact(db: &Db, sub: &nacre::Subtable, tag: &str, n: u64) -> Stats {
+    let mut b = WriteBatch::new();
+    for i in 0..n {
+        b.put(sub, format!("{tag}/{i}"), b"");
+    }
+    db.write(b).expect("put");
+    for chunk in (0..n).collect::<Vec<_>>().chunks(512) {
+        let mut b = WriteBatch::new();
+        for i in chunk {
+            b.delete(sub, format!("{tag}/{i}"));
+        }
+        db.write(b).expect("delete");
+    }
+    db.merge_memtables().expect("merge");
+    db.compact_pm().expect("compact");
+    db.stats()
+}
+
+#[test]
+fn a_big_delete_gives_its_space_and_tombstones_back_on_request_without_pressure() {
+    // The server's zones and memtables.
+    let pool = 128 << 20;
+    let mut o = opts(std::path::Path::new("sim"), Backend::Sim, pool);
+    o.zone_size = 4 << 20;
+    o.memtable_size = 64 << 20;
+    let db = Db::open(o).expect("open");
+    let sub = db.subtable("big").expect("subtable");
+    let other = db.subtable("other").expect("subtable");
+    db.put(&other, "kept", b"v").expect("put");
+    for (round, n) in [100_000u64, 7_777, 150_000].into_iter().enumerate() {
+        let s = big_delete_then_compact(&db, &sub, &format!("r{round}"), n);
+        let gi_keys: u64 = s.subtables.iter().map(|t| t.gi_keys).sum();
+        assert!(
+            gi_keys == 1 && s.live_bytes < 1000,
+            "round {round}: only the kept key is left: {s:#?}"
+        );
+        assert!(
+            s.zones_free + 8 > s.zones,
+            "round {round}: zones back: {s:#?}"
+        );
+        assert_eq!(db.get(&other, "kept").expect("get"), Some(b"v".to_vec()));
+    }
+    db.check().expect("check");
+}
+
+#[test]
+fn a_key_put_and_deleted_in_one_nearly_empty_zone_leaves_nothing_after_compaction() {
+    let pool = 8 << 20;
+    let db = Db::open(opts(std::path::Path::new("sim"), Backend::Sim, pool)).expect("open");
+    let sub = db.subtable("meta").expect("subtable");
+    for round in 0..3u64 {
+        db.put(&sub, "k", value(1, round, 100)).expect("put");
+        db.delete(&sub, "k").expect("delete");
+        db.merge_memtables().expect("merge");
+        db.compact_pm().expect("compact");
+        let s = db.stats();
+        assert!(
+            s.live_bytes == 0 && s.subtables.iter().all(|t| t.gi_keys == 0),
+            "round {round}: the tombstone is gone with its put: {s:#?}"
+        );
+    }
+    db.check().expect("check");
 }

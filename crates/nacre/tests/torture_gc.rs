@@ -10,10 +10,15 @@
 //! values stored out of line (blobs), so blob zones are written, given back and reused too. Then a second phase
 //! writes on the recovered database and crashes again, so a state recovery built is also
 //! crashed through. Mutation tests switch off one recovery rule at a time.
+//!
+//! The same torture runs with compaction on request (`Db::compact_pm`): a larger pool that
+//! never runs short of zones, so that the cleaner moves zones only because a third thread
+//! keeps asking for compaction while the writers run.
 
 mod common;
 mod crash_check;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use crash_check::{Expect, State};
@@ -28,11 +33,27 @@ const VALUE: usize = 1000;
 const BLOB_SMALL: usize = 12 << 10;
 const BLOB_LARGE: usize = 70 << 10;
 
+/// What drives the cleaner.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cleaning {
+    /// A small pool that starts nearly full: free zones run low.
+    Pressure,
+    /// A pool that never runs short, and a thread asking for compaction.
+    Requested,
+}
+
 fn opts(mutation: Option<RecoveryMutation>) -> Options {
+    opts_for(mutation, Cleaning::Pressure)
+}
+
+fn opts_for(mutation: Option<RecoveryMutation>, cleaning: Cleaning) -> Options {
     let mut o = Options::new("sim").backend(Backend::Sim);
     o.recovery_mutation = mutation;
     o.commit_mode = nacre::CommitMode::SingleFence;
-    o.pool_size = 2 << 20;
+    o.pool_size = match cleaning {
+        Cleaning::Pressure => 2 << 20,
+        Cleaning::Requested => 8 << 20,
+    };
     o.zone_size = 64 << 10;
     o.memtable_size = 128 << 10;
     o.ring_capacity = 4;
@@ -78,15 +99,20 @@ fn op(p: u64, t: u64, j: u64) -> (u64, Option<Vec<u8>>) {
     (k, Some(v))
 }
 
-fn open_image(image: Vec<u8>, mutation: Option<RecoveryMutation>) -> Result<Db, String> {
+fn open_image(
+    image: Vec<u8>,
+    mutation: Option<RecoveryMutation>,
+    cleaning: Cleaning,
+) -> Result<Db, String> {
     let pool = Pool::open_sim(image, &PoolOptions::with_backend(Backend::Sim))
         .map_err(|e| format!("image: {e}"))?;
-    Db::open_pool(pool, opts(mutation)).map_err(|e| format!("recovery failed: {e}"))
+    Db::open_pool(pool, opts_for(mutation, cleaning)).map_err(|e| format!("recovery failed: {e}"))
 }
 
-/// The base image: a pool aged by a prefix workload so that free zones are low.
-fn base(mutation: Option<RecoveryMutation>) -> (Vec<u8>, State) {
-    let db = Db::open(opts(mutation)).expect("open");
+/// The base image: a pool aged by a prefix workload so that free zones are low (or, with
+/// compaction on request, zones mix live and dead records).
+fn base(mutation: Option<RecoveryMutation>, cleaning: Cleaning) -> (Vec<u8>, State) {
+    let db = Db::open(opts_for(mutation, cleaning)).expect("open");
     let subs = subtables(&db);
     let mut state = State::new();
     for j in 0..700u64 {
@@ -118,6 +144,10 @@ fn base(mutation: Option<RecoveryMutation>) -> (Vec<u8>, State) {
     // The cleaner runs in the background: wait for its first freed zone (on a loaded
     // machine it may not have run yet when the writes end; once it has, it may go on freeing
     // zones, so how many are free depends on timing).
+    if cleaning == Cleaning::Requested {
+        db.merge_memtables().expect("merge");
+        db.compact_pm().expect("compact");
+    }
     let s = common::eventually(&db, "the cleaner freed a zone", |s| {
         s.cleaner_zones_freed > 0
     });
@@ -137,6 +167,7 @@ fn phase(
     state: &State,
     rng: &mut SplitMix64,
     cov: &mut Coverage,
+    cleaning: Cleaning,
 ) -> Result<(Vec<u8>, Expect), String> {
     let subs = subtables(&db);
     let sim = db.sim().expect("sim");
@@ -145,10 +176,28 @@ fn phase(
     sim.stop_at_fence(start + stop);
     let acked: Mutex<Vec<u64>> = Mutex::new(vec![0; THREADS as usize]);
     let failed: Mutex<Option<String>> = Mutex::new(None);
+    let writing = AtomicU64::new(THREADS);
+    let compactions = AtomicU64::new(0);
     std::thread::scope(|s| {
+        if cleaning == Cleaning::Requested {
+            let (db, sim, failed, writing, compactions) =
+                (&db, &sim, &failed, &writing, &compactions);
+            s.spawn(move || {
+                while writing.load(Ordering::Acquire) > 0 && !sim.is_stopped() {
+                    if let Err(e) = db.compact_pm() {
+                        *failed.lock().expect("lock") = Some(format!("phase {p}: compact: {e}"));
+                        return;
+                    }
+                    compactions.fetch_add(1, Ordering::Relaxed);
+                    std::thread::sleep(std::time::Duration::from_micros(200));
+                }
+            });
+        }
         for t in 0..THREADS {
             let (db, sub, acked, sim, failed) = (&db, &subs[t as usize], &acked, &sim, &failed);
+            let writing = &writing;
             s.spawn(move || {
+                let _done = Done(writing);
                 for j in 0..OPS {
                     let (k, v) = op(p, t, j);
                     let mut b = WriteBatch::new();
@@ -177,6 +226,7 @@ fn phase(
     cov.stopped += u64::from(sim.is_stopped());
     cov.cleaned += u64::from(st.cleaner_moved_bytes > 0);
     cov.freed += u64::from(st.cleaner_zones_freed > 0);
+    cov.compactions += compactions.into_inner();
     let image = sim.crash(CrashPolicy::KeepRandom {
         seed: rng.next_u64(),
         keep: rng.next_f64(),
@@ -191,9 +241,20 @@ fn phase(
     Ok((image, expect))
 }
 
+/// Counts a writer thread out when it ends, however it ends.
+struct Done<'a>(&'a AtomicU64);
+
+impl Drop for Done<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// What the phases went through.
 #[derive(Debug, Default)]
 struct Coverage {
+    /// Compactions on request that finished before the writers did.
+    compactions: u64,
     phases: u64,
     /// The power failed mid-phase (else after it).
     stopped: u64,
@@ -213,9 +274,10 @@ fn run_once(
     seed: u64,
     mutation: Option<RecoveryMutation>,
     cov: &mut Coverage,
+    cleaning: Cleaning,
 ) -> Result<(), String> {
     let mut rng = SplitMix64::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) + 11);
-    let db = open_image(base.to_vec(), mutation)?;
+    let db = open_image(base.to_vec(), mutation, cleaning)?;
     let mut state = verify(
         &db,
         &base_state
@@ -226,10 +288,10 @@ fn run_once(
     .map_err(|e| format!("seed {seed}: base: {e}"))?;
     let mut db = Some(db);
     for p in 0..2 {
-        let (image, expect) = phase(db.take().expect("db"), p, &state, &mut rng, cov)
+        let (image, expect) = phase(db.take().expect("db"), p, &state, &mut rng, cov, cleaning)
             .map_err(|e| format!("seed {seed}: {e}"))?;
-        let recovered =
-            open_image(image, mutation).map_err(|e| format!("seed {seed} phase {p}: {e}"))?;
+        let recovered = open_image(image, mutation, cleaning)
+            .map_err(|e| format!("seed {seed} phase {p}: {e}"))?;
         state = verify(&recovered, &expect).map_err(|e| format!("seed {seed} phase {p}: {e}"))?;
         db = Some(recovered);
     }
@@ -237,13 +299,21 @@ fn run_once(
 }
 
 fn torture(crashes: u64, mutation: Option<RecoveryMutation>) -> Result<Coverage, String> {
-    let (base, state) = base(mutation);
+    torture_with(crashes, mutation, Cleaning::Pressure)
+}
+
+fn torture_with(
+    crashes: u64,
+    mutation: Option<RecoveryMutation>,
+    cleaning: Cleaning,
+) -> Result<Coverage, String> {
+    let (base, state) = base(mutation, cleaning);
     let mut cov = Coverage::default();
     let only: Option<u64> = std::env::var("NACRE_TORTURE_SEED")
         .ok()
         .and_then(|s| s.parse().ok());
     for seed in (0..crashes).filter(|s| only.is_none_or(|o| o == *s)) {
-        run_once(&base, &state, seed, mutation, &mut cov)?;
+        run_once(&base, &state, seed, mutation, &mut cov, cleaning)?;
     }
     Ok(cov)
 }
@@ -263,6 +333,40 @@ fn power_failures_during_merges_and_cleaning_lose_nothing_and_leak_no_zone() {
 fn power_failures_during_merges_and_cleaning_long() {
     let cov = torture(5_000, None).unwrap_or_else(|e| panic!("{e}"));
     eprintln!("{cov:?}");
+}
+
+#[test]
+fn power_failures_during_compaction_on_request_lose_nothing_and_leak_no_zone() {
+    let cov = torture_with(260, None, Cleaning::Requested).unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("{cov:?}");
+    // Without the thread asking for compaction, the cleaner moves records in about a sixth
+    // of the phases (blobs make the pool short for a while).
+    assert!(
+        cov.stopped > cov.phases / 2 && cov.cleaned > cov.phases / 4 && cov.compactions > 0,
+        "crashes hit compaction at work: {cov:?}"
+    );
+}
+
+#[test]
+#[ignore = "long run: cargo test -p nacre --release --test torture_gc -- --ignored"]
+fn power_failures_during_compaction_on_request_long() {
+    let cov = torture_with(5_000, None, Cleaning::Requested).unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("{cov:?}");
+}
+
+/// Timing decides whether a compaction drops a tombstone early in a phase a crash cuts: in
+/// 600 crashes the mutation was caught in most runs but not all, so it is not in CI yet.
+#[test]
+#[ignore = "probabilistic: cargo test -p nacre --release --test torture_gc -- --ignored under_compaction"]
+fn torture_catches_tombstones_dropped_while_older_copies_remain_under_compaction() {
+    match torture_with(
+        260,
+        Some(RecoveryMutation::IgnoreGhosts),
+        Cleaning::Requested,
+    ) {
+        Ok(cov) => panic!("torture passed without the ghost rule under compaction: {cov:?}"),
+        Err(e) => eprintln!("without IgnoreGhosts: {e}"),
+    }
 }
 
 /// Torture with `mutation` must fail within `crashes` crash points.
@@ -334,7 +438,7 @@ fn try_reused_zone_after_crash(
     }
     let len = 40 + (24 + 5 + 700usize).next_multiple_of(8);
     after[item..item + len].copy_from_slice(&before[item..item + len]);
-    let db = open_image(after, mutation).expect("recovery");
+    let db = open_image(after, mutation, Cleaning::Pressure).expect("recovery");
     let b = db.subtable("b").expect("b");
     Some(
         db.iter(&b, IterOptions::default())

@@ -24,10 +24,12 @@ use crate::shared::now_ms;
 const EXPIRE_STEP: usize = 256;
 /// Records deleted per cleaner batch.
 const GC_BATCH: usize = 512;
-/// Records the cleaner deletes before it merges the memtables once its queue is empty: a
-/// record deleted in the memtable that holds it takes room until a merge drops both, which
-/// would otherwise wait for the memtable to fill (an UNLINK of a big set would free nothing
-/// for a while).
+/// Records the cleaner deletes before it merges the memtables and compacts the pool once its
+/// queue is empty: a record deleted in the memtable that holds it takes room until a merge
+/// drops both, which would otherwise wait for the memtable to fill, and a deleted record
+/// and its tombstone stay in PM (the tombstone in the Global Index too) until their zones
+/// are cleaned, which would otherwise wait for the pool to fill (an UNLINK of a big set
+/// would free nothing for a while).
 const MERGE_AFTER: u64 = 4096;
 
 /// Told of each key the active expire cycle deletes: its database and name, and the ticket
@@ -65,6 +67,8 @@ pub fn run(store: Arc<Store>, stop: Arc<AtomicBool>, on_expired: OnExpired<'_>) 
                         merged_at = deleted;
                         if let Err(e) = store.db.merge_memtables() {
                             tracing::warn!(error = %e, "merging the memtables after cleaning failed");
+                        } else if let Err(e) = store.db.compact_pm() {
+                            tracing::warn!(error = %e, "compacting the pool after cleaning failed");
                         }
                     }
                 }
@@ -187,7 +191,9 @@ pub fn gc_pass(store: &Store, stop: &AtomicBool, budget: Duration) -> Result<boo
 /// reads `PENDING_COUNTED` or more as that).
 const PENDING_COUNTED: usize = 4096;
 
-/// Deletes `sub`'s records under `prefix`; true once none is left.
+/// Deletes `sub`'s records under `prefix`; true once none is left. Each batch reads on from
+/// the last key the previous one deleted (nothing is written under a dropped prefix, B2), so
+/// it does not step over the tombstones of the batches before it again.
 fn drop_prefix(
     store: &Store,
     sub: &nacre::Subtable,
@@ -195,6 +201,7 @@ fn drop_prefix(
     t: Instant,
     budget: Duration,
 ) -> Result<bool> {
+    let mut lower: Option<Vec<u8>> = None;
     loop {
         let keys: Vec<Vec<u8>> = store
             .db
@@ -202,6 +209,7 @@ fn drop_prefix(
                 sub,
                 IterOptions {
                     prefix: Some(prefix.to_vec()),
+                    lower: lower.take(),
                     ..Default::default()
                 },
             )?
@@ -223,6 +231,12 @@ fn drop_prefix(
         if t.elapsed() > budget {
             return Ok(false);
         }
+        // The smallest key after the last one deleted.
+        lower = keys.last().map(|k| {
+            let mut next = k.clone();
+            next.push(0);
+            next
+        });
     }
 }
 

@@ -47,28 +47,45 @@ fn worth_moving(info: &ZoneInfo, zs: u64, urgent: bool) -> bool {
 /// relocation frees at least one zone more than their copies take; `None` if no number
 /// does. Copies go to the subtable's own relocation memtable: first into the `room` bytes
 /// left in the zone it is filling, then into new zones. The `k` emptiest zones' records,
-/// packed into zones that each may leave one record and two item headers per victim unused,
-/// need `ceil((live + 2k headers - usable room) / (zone - largest record - header))` new
-/// zones; that must be fewer than `k`. Without such a set, cleaning would only rewrite live
-/// data (wear) without giving a writer a zone.
+/// packed into zones that each may leave one record and two item headers per victim holding
+/// live records unused (`n` of them), need
+/// `ceil((live + 2n headers - usable room) / (zone - largest record - header))` new zones;
+/// that must be fewer than `k`. A zone with nothing live gains itself. Without such a set,
+/// cleaning would only rewrite live data (wear) without giving a writer a zone.
 fn gains_a_zone(mut candidates: Vec<(u64, u32)>, room: u64, zs: u64) -> Option<u64> {
     let header = ITEM_HEADER as u64;
     candidates.sort_unstable_by_key(|c| c.0);
-    let (mut live, mut largest) = (0u64, 0u64);
+    let (mut live, mut largest, mut holding) = (0u64, 0u64, 0u64);
     for (k, (l, r)) in candidates.into_iter().enumerate() {
         let k = k as u64 + 1;
         live += l;
-        largest = largest.max(u64::from(r));
+        if l > 0 {
+            holding += 1;
+            largest = largest.max(u64::from(r));
+        }
         let per = zs.saturating_sub(largest + header);
         if per == 0 {
             return None;
         }
         let usable = room.saturating_sub(largest + header);
-        if (live + 2 * k * header).saturating_sub(usable).div_ceil(per) < k {
+        if (live + 2 * holding * header)
+            .saturating_sub(usable)
+            .div_ceil(per)
+            < k
+        {
             return Some(k);
         }
     }
     None
+}
+
+/// Whether moving a lone zone holding `live` bytes is worth it on request (compact.rs, R2)
+/// although it gains no zone: it is nearly empty (at most an eighth live), so its copies
+/// take at most the one zone it frees. Its ghosts leave PM with it, so the tombstones they
+/// hold in the Global Index (GI3) can go; a zone in which a key was put and deleted keeps
+/// both records, and the tombstone, until then.
+fn breaks_even(live: u64, zs: u64) -> bool {
+    live <= zs / 8
 }
 
 /// A zone the cleaner may move: (zone, live bytes, largest record, score, victim).
@@ -132,18 +149,36 @@ fn gaining_set(mut cands: Vec<Candidate>, room: u64, zs: u64) -> Vec<Candidate> 
     cands
 }
 
-/// Picks the zone to move and how many zones the set it belongs to has (the pass that
-/// gains a zone retires at most that many, P4). Relocation packs a subtable's records into
-/// its own relocation memtable, so a zone is gained per subtable: only a zone of a set of
-/// one subtable's emptiest zones that gains one ([`gaining_set`]) may be picked; among
+/// What the cleaner may pick.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Want {
+    /// Writers wait: zones a sixteenth dead are worth moving (else an eighth).
+    pub urgent: bool,
+    /// Zones of sets that gain one (P3), while the pass may go on (P4).
+    pub gain: bool,
+    /// On request (compact.rs, R2): failing those, a subtable's emptiest zone alone, if it
+    /// is nearly empty and no set of the subtable gains a zone ([`breaks_even`]).
+    pub even: bool,
+}
+
+/// A zone picked, with how many zones its set has (`None`: a lone zone that breaks even).
+type Picked = (Victim, Option<u64>);
+
+/// Picks the zone to move ([`Want`]) and how many zones the set it belongs to has (the pass
+/// that gains a zone retires at most that many, P4). Relocation packs a subtable's records
+/// into its own relocation memtable, so a zone is gained per subtable: only a zone of a set
+/// of one subtable's emptiest zones that gains one ([`gaining_set`]) may be picked; among
 /// those, the one with the best benefit/cost, `(1 - u) * age / (1 + u)`, `u` its live
-/// fraction (LFS). A pass that cannot free a zone a writer can use moves nothing.
-fn pick(db: &Engine, urgent: bool) -> Option<(Victim, u64)> {
+/// fraction (LFS). A pass that cannot free a zone a writer can use moves nothing, but for
+/// a compaction on request, which then may move a nearly empty zone that breaks even.
+fn pick(db: &Engine, want: Want) -> Option<Picked> {
     let zs = db.store.zone_size;
     let writing = relocating(db);
     let mut best: Option<(f64, Victim, u64)> = None;
-    for (sub, cands) in candidates(db, urgent, &writing) {
+    let mut even: Option<(f64, Victim)> = None;
+    for (sub, cands) in candidates(db, want.urgent, &writing) {
         let room = writing.get(&sub).map_or(0, |(_, r)| *r);
+        let lone = cands.iter().min_by_key(|c| (c.1, c.0)).cloned();
         let set = gaining_set(cands, room, zs);
         let k = set.len() as u64;
         for (_, _, _, score, victim) in set {
@@ -151,9 +186,19 @@ fn pick(db: &Engine, urgent: bool) -> Option<(Victim, u64)> {
                 best = Some((score, victim, k));
             }
         }
+        if let Some((_, live, _, score, victim)) = lone.filter(|_| k == 0) {
+            if breaks_even(live, zs) && even.as_ref().is_none_or(|(b, _)| score > *b) {
+                even = Some((score, victim));
+            }
+        }
     }
-    tracing::trace!(victim = ?best.as_ref().map(|(_, v, k)| (v.0, *k)), "cleaner pick");
-    best.map(|(_, v, k)| (v, k))
+    let picked = match (best, even) {
+        (Some((_, v, k)), _) if want.gain => Some((v, Some(k))),
+        (None, Some((_, v))) if want.even => Some((v, None)),
+        _ => None,
+    };
+    tracing::trace!(victim = ?picked.as_ref().map(|(v, k)| (v.0, *k)), "cleaner pick");
+    picked
 }
 
 /// Whether the cleaner could gain a zone of subtable `sub` if its relocation memtable were
@@ -286,16 +331,18 @@ impl Pass {
 pub(crate) enum Cleaned {
     /// A zone was retired; it belongs to a set of `set` zones whose relocation gains one.
     Zone { set: u64 },
+    /// A lone nearly empty zone was retired on request; its move gains no zone (R2).
+    Even,
     /// No zone is worth cleaning (or none holds enough dead bytes to gain one).
     Nothing,
     /// Relocation found no room (no free zone, or no memtable object).
     NoRoom(FullCause),
 }
 
-/// Cleans one zone if moving it is part of a set that gains one ([`pick`]). Zones its
-/// relocation takes are counted in `Space::reloc_zones`.
-pub(crate) fn clean_one(db: &Engine, retired: &mut Vec<Retired>, urgent: bool) -> Result<Cleaned> {
-    let Some(((zone, sub_id, mem, slot), set)) = pick(db, urgent) else {
+/// Cleans one zone if moving it is part of a set that gains one, or breaks even on request
+/// ([`pick`], [`Want`]). Zones its relocation takes are counted in `Space::reloc_zones`.
+pub(crate) fn clean_one(db: &Engine, retired: &mut Vec<Retired>, want: Want) -> Result<Cleaned> {
+    let Some(((zone, sub_id, mem, slot), set)) = pick(db, want) else {
         return Ok(Cleaned::Nothing);
     };
     let Some(sub) = db.with_subtable(sub_id, Subtable::clone) else {
@@ -311,7 +358,7 @@ pub(crate) fn clean_one(db: &Engine, retired: &mut Vec<Retired>, urgent: bool) -
     if let Err(e @ Error::Corrupt { .. }) = &scanned {
         set_aside(db, zone, e);
         // Another zone, if one is worth it (each set-aside zone leaves the choice for good).
-        return clean_one(db, retired, urgent);
+        return clean_one(db, retired, want);
     }
     scanned?;
     let hz: Horizon = db.horizon();
@@ -343,6 +390,14 @@ pub(crate) fn clean_one(db: &Engine, retired: &mut Vec<Retired>, urgent: bool) -
             ghosts.push((r.key, r.seq));
         }
     }
+    tracing::debug!(
+        zone,
+        sub = sub_id,
+        live = live.len(),
+        ghosts = ghosts.len(),
+        ?set,
+        "cleaning a zone"
+    );
     let mut chunk: Vec<(Found, Moved)> = Vec::new();
     let mut bytes = 0usize;
     // The current chunk's limit: set when its first record comes (0: no chunk yet).
@@ -351,7 +406,7 @@ pub(crate) fn clean_one(db: &Engine, retired: &mut Vec<Retired>, urgent: bool) -
     if let Some(r) = live.iter().find(|r| r.damaged) {
         let e = Error::corrupt_at("a live record's value fails its checksum", r.at);
         set_aside(db, zone, &e);
-        return clean_one(db, retired, urgent);
+        return clean_one(db, retired, want);
     }
     for r in live {
         let rec = read_record(&store.pool, r.at, r.size as usize)?;
@@ -394,7 +449,7 @@ pub(crate) fn clean_one(db: &Engine, retired: &mut Vec<Retired>, urgent: bool) -
             (v.active.clone(), v.immutables.clone())
         });
     retired.push(Retired { ticket, mem, slot });
-    Ok(Cleaned::Zone { set })
+    Ok(set.map_or(Cleaned::Even, |set| Cleaned::Zone { set }))
 }
 
 /// The most record bytes the next relocation item of `sub` may hold, its first record being
@@ -522,6 +577,20 @@ mod tests {
         assert_eq!(gains_a_zone(vec![(100, 100)], 150, ZS), None);
         // Two of them share one new zone.
         assert_eq!(gains_a_zone(vec![(100, 100); 2], 0, ZS), Some(2));
+    }
+
+    #[test]
+    fn a_zone_with_nothing_live_gains_itself() {
+        assert_eq!(gains_a_zone(vec![(0, 1008)], 0, ZS), Some(1));
+        // First among fuller ones; its largest record bounds no copy.
+        let zones = vec![(ZS - 2000, 1008), (0, (ZS / 2) as u32)];
+        assert_eq!(gains_a_zone(zones, 0, ZS), Some(1));
+    }
+
+    #[test]
+    fn on_request_a_lone_nearly_empty_zone_moves_though_it_only_breaks_even() {
+        assert!(breaks_even(100, ZS) && breaks_even(ZS / 8, ZS));
+        assert!(!breaks_even(ZS / 8 + 1, ZS));
     }
 
     #[test]

@@ -15,7 +15,8 @@
 //!   fills counts. When live data fills the zones, a pass moves nothing, the worker finds no
 //!   progress and waiting writers get `PoolFull` (live data is never rewritten for no gain).
 //!   Each zone records the largest record it held, which bounds what a packed copy leaves
-//!   unused at a zone's end.
+//!   unused at a zone's end. The one exception: a compaction on request may move a lone
+//!   nearly empty zone that only breaks even (R2 in compact.rs).
 //! - P4: the worker tells waiting writers the cleaner made progress only when the zones it
 //!   gave back outnumber those its relocation took since its pass began (a zone freed and
 //!   retaken by a relocation memtable gains a writer nothing). A pass retires at most as
@@ -34,6 +35,7 @@
 //! control state is a mutex and a condition variable shared by writers and the worker.
 
 pub(crate) mod cleaner;
+pub(crate) mod compact;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -213,6 +215,10 @@ pub(crate) struct Space {
     pub reloc_zones: AtomicU64,
     pub user_bytes: AtomicU64,
     pub pm_bytes: AtomicU64,
+    /// Compaction requests made (compact.rs; numbered from 1).
+    pub compact_asked: AtomicU64,
+    /// The newest compaction request answered (R1 in compact.rs).
+    pub compact_done: AtomicU64,
 }
 
 impl Space {
@@ -239,6 +245,8 @@ impl Space {
             reloc_zones: AtomicU64::new(0),
             user_bytes: AtomicU64::new(0),
             pm_bytes: AtomicU64::new(0),
+            compact_asked: AtomicU64::new(0),
+            compact_done: AtomicU64::new(0),
         }
     }
 
@@ -260,6 +268,18 @@ impl Space {
         self.failed.store(true, Ordering::Release);
         self.signal.lock().fail(why);
         self.writers.notify_all();
+    }
+
+    /// Asks the worker to compact (compact.rs) and wakes it; the request's number.
+    pub fn ask_compaction(&self) -> u64 {
+        let n = self.compact_asked.fetch_add(1, Ordering::AcqRel) + 1;
+        self.kick();
+        n
+    }
+
+    /// Whether compaction request `n` was answered.
+    pub fn compacted(&self, n: u64) -> bool {
+        self.compact_done.load(Ordering::Acquire) >= n
     }
 
     /// Wakes the background worker.
