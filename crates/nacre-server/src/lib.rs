@@ -29,6 +29,7 @@ pub(crate) mod num;
 pub(crate) mod params;
 pub(crate) mod pubsub;
 pub mod rdb;
+pub mod repl;
 pub(crate) mod script;
 pub mod server;
 pub mod shared;

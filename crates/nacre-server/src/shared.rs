@@ -232,8 +232,8 @@ pub struct Shared {
     pub cmdstats: crate::cmdstats::Stats,
     /// The latency monitor.
     pub latency: crate::latency::Monitor,
-    /// The replication id `INFO replication` reports (40 hex digits, new at every start).
-    pub replid: String,
+    /// Replication: ids, attached replicas, the link to a master.
+    pub repl: crate::repl::Replication,
     /// The keyspace.
     pub store: Arc<Store>,
     /// Configuration (CONFIG SET changes it).
@@ -313,9 +313,7 @@ impl Shared {
             counters: Counters::default(),
             cmdstats: Default::default(),
             latency,
-            replid: (0..5)
-                .map(|_| format!("{:08x}", random_u64() as u32))
-                .collect(),
+            repl: Default::default(),
             slowlog: Mutex::new(VecDeque::new()),
             slowlog_next: AtomicU64::new(0),
             monitor,

@@ -186,8 +186,93 @@ pub fn locked_keys(db: usize, args: &[Vec<u8>], _: usize) -> Result<Vec<(usize, 
 }
 
 /// Runs the non-blocking form over `keys` (the first with something is served): the reply,
-/// or `None` when every key is empty.
+/// or `None` when every key is empty. Replicas get the non-blocking command that did it, on
+/// the key served (as Redis propagates a served BLPOP as an LPOP).
 pub fn attempt(ctx: &mut Ctx, r: &Request, keys: &[Vec<u8>]) -> Result<Option<Reply>, Reply> {
+    let out = attempt_op(ctx, r, keys)?;
+    if let Some(reply) = &out {
+        propagate_served(ctx, r, keys, reply);
+    }
+    Ok(out)
+}
+
+/// What replicas run for a blocking command served with `reply`.
+fn propagate_served(ctx: &mut Ctx, r: &Request, keys: &[Vec<u8>], reply: &Reply) {
+    let side = |left: bool| -> &'static [u8] {
+        if left {
+            b"LEFT"
+        } else {
+            b"RIGHT"
+        }
+    };
+    let served = |i: usize| match reply {
+        Reply::Array(items) => match items.get(i) {
+            Some(Reply::Bulk(k)) => Some(k.clone()),
+            _ => None,
+        },
+        _ => None,
+    };
+    let counted = || match reply {
+        Reply::Array(items) => match items.get(1) {
+            Some(Reply::Array(els)) => els.len(),
+            _ => 1,
+        },
+        _ => 1,
+    };
+    match &r.op {
+        Op::Pop { left } => {
+            if let Some(k) = served(0) {
+                ctx.propagate(&[if *left { b"LPOP" } else { b"RPOP" }, &k]);
+            }
+        }
+        Op::MPop { left, .. } => {
+            if let Some(k) = served(0) {
+                let n = counted().to_string();
+                ctx.propagate(&[if *left { b"LPOP" } else { b"RPOP" }, &k, n.as_bytes()]);
+            }
+        }
+        Op::Move {
+            dst,
+            from_left,
+            to_left,
+        } => {
+            let src = keys[0].clone();
+            ctx.propagate(&[b"LMOVE", &src, dst, side(*from_left), side(*to_left)]);
+        }
+        Op::ZPop { max } => {
+            if let Some(k) = served(0) {
+                ctx.propagate(&[if *max { b"ZPOPMAX" } else { b"ZPOPMIN" }, &k]);
+            }
+        }
+        Op::ZMPop { max, .. } => {
+            if let Some(k) = served(0) {
+                let n = counted().to_string();
+                ctx.propagate(&[if *max { b"ZPOPMAX" } else { b"ZPOPMIN" }, &k, n.as_bytes()]);
+            }
+        }
+        // A group read reaches replicas as the read of new entries that served it (the
+        // group's state decides which, as on the master).
+        Op::XRead {
+            count,
+            group: Some((g, consumer, noack)),
+            ..
+        } => {
+            let n = count.to_string();
+            let mut a: Vec<&[u8]> = vec![b"XREADGROUP", b"GROUP", g, consumer];
+            if *count > 0 {
+                a.extend([b"COUNT".as_slice(), n.as_bytes()]);
+            }
+            if *noack {
+                a.push(b"NOACK");
+            }
+            a.extend([b"STREAMS".as_slice(), &keys[0], b">"]);
+            ctx.propagate(&a);
+        }
+        Op::XRead { group: None, .. } => {}
+    }
+}
+
+fn attempt_op(ctx: &mut Ctx, r: &Request, keys: &[Vec<u8>]) -> Result<Option<Reply>, Reply> {
     match &r.op {
         Op::Pop { left } => Ok(lists::mpop(ctx, keys, *left, 1)?.map(|(k, mut els)| {
             Reply::Array(vec![

@@ -164,6 +164,8 @@ pub fn hincrbyfloat(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     let s = new.to_human().into_bytes();
     hash::put(ctx.txn, ctx.db, key, &m, &args[2], s.clone(), old.is_none())?;
     ctx.notify(key, "hincrbyfloat");
+    // As Redis: replicas set the field's value.
+    ctx.propagate(&[b"HSET", key, &args[2], &s]);
     Ok(Reply::Bulk(s))
 }
 

@@ -103,12 +103,15 @@ fn expire_generic(
     if at <= now {
         ctx.txn.set(db, &args[1], None)?;
         ctx.notify(&args[1], "del");
+        ctx.propagate(&[b"DEL", &args[1]]);
         return Ok(Reply::Integer(1));
     }
     if let Some(m) = ctx.txn.get_mut(db, &args[1])? {
         m.expire_at = at as u64;
     }
     ctx.notify(&args[1], "expire");
+    // As Redis: replicas get the absolute time.
+    ctx.propagate(&[b"PEXPIREAT", &args[1], at.to_string().as_bytes()]);
     Ok(Reply::Integer(1))
 }
 
@@ -382,10 +385,22 @@ pub fn restore(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
         // Already expired: nothing is created (a replaced key is deleted).
         if exists {
             ctx.notify(key, "del");
+            ctx.propagate(&[b"DEL", key]);
         }
         return Ok(ok());
     }
     whole::write(ctx.txn, db, key, v, at as u64)?;
+    if at != 0 && !absttl {
+        // As Redis: replicas get the absolute expiry time.
+        ctx.propagate(&[
+            b"RESTORE",
+            key,
+            at.to_string().as_bytes(),
+            &args[3],
+            b"REPLACE",
+            b"ABSTTL",
+        ]);
+    }
     let (clock, hash) = (&ctx.shared.store.access, Store::key_hash(db, key));
     if let Some(n) = idle {
         clock.set_idle(hash, n as u64);

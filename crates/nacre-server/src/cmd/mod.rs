@@ -60,6 +60,13 @@ pub struct Ctx<'a, 's> {
 }
 
 impl Ctx<'_, '_> {
+    /// Says what replicas run for this command instead of the command as it came (in the
+    /// client's database): what makes it deterministic (Redis's `rewriteClientCommandVector`).
+    pub fn propagate(&mut self, args: &[&[u8]]) {
+        let args = args.iter().map(|a| a.to_vec()).collect();
+        self.txn.propagate(self.db, args);
+    }
+
     /// Raises keyspace event `name` on `key` of the client's database (as Redis's
     /// `notifyKeyspaceEvent`, where the change happens).
     pub fn notify(&mut self, key: &[u8], name: &'static str) {
@@ -370,6 +377,23 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
             }
         }
     }
+    // A write waits while a full synchronization takes its cut (F1 in store/mod.rs): a
+    // millisecond at a time.
+    let _writing = if (client.multi.is_none() || cmd.name == "exec")
+        && (if cmd.name == "exec" {
+            multi::queued_flags(client)
+        } else {
+            flags
+        })
+        .intersects(Flags::WRITE | Flags::MAY_REPLICATE)
+    {
+        match shared.store.enter_write() {
+            Some(g) => Some(g),
+            None => return Outcome::Paused(crate::shared::now_ms() + 1, args.to_vec()),
+        }
+    } else {
+        None
+    };
     if client.multi.is_some()
         && !matches!(
             cmd.name,
@@ -471,7 +495,17 @@ pub fn run_key(
         resp: client.resp,
         every_key,
     };
+    let (changes, propagated) = (ctx.txn.changes(), ctx.txn.propagated());
     let r = f(&mut ctx, args).unwrap_or_else(|e| e);
+    // Replicas run a write command as it came, unless it said what to run instead (a
+    // relative expiry made absolute, a random pop made a removal...), and only if it changed
+    // something.
+    if cmd.flags.contains(Flags::WRITE)
+        && ctx.txn.propagated() == propagated
+        && ctx.txn.changes() != changes
+    {
+        ctx.txn.propagate(ctx.db, args.to_vec());
+    }
     // Hit and miss counts follow the reply of read commands.
     if cmd.flags.contains(Flags::READONLY) {
         client.count(if matches!(r, Reply::Nil) { 2 } else { 1 });

@@ -371,11 +371,7 @@ pub fn info_text(shared: &Shared, sections: &[String]) -> String {
         ));
     }
     if want("replication") {
-        // A master without replicas: no replication stream, so its offsets are zero.
-        out.push_str(&format!(
-            "# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\nmaster_replid:{}\r\nmaster_replid2:0000000000000000000000000000000000000000\r\nmaster_repl_offset:0\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\nrepl_backlog_size:1048576\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:0\r\n\r\n",
-            shared.replid
-        ));
+        out.push_str(&crate::repl::info(shared));
     }
     if want("cpu") {
         let me = cpu_times("/proc/self/stat");

@@ -116,6 +116,12 @@ pub fn spop(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     let chosen = set::pop(ctx.txn, ctx.db, key, &m, count.unwrap_or(1) as u64)?;
     if !chosen.is_empty() {
         ctx.notify(key, "spop");
+        // As Redis: replicas remove the members drawn (1024 at a time).
+        for part in chosen.chunks(1024) {
+            let mut srem: Vec<&[u8]> = vec![b"SREM", key];
+            srem.extend(part.iter().map(Vec::as_slice));
+            ctx.propagate(&srem);
+        }
     }
     Ok(match count {
         None => chosen.into_iter().next().map_or(Reply::Nil, Reply::Bulk),

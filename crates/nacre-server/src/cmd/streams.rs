@@ -303,6 +303,11 @@ fn xadd(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     stream::save(ctx.txn, ctx.db, key, &h)?;
     ctx.notify(key, "xadd");
     apply_trim(ctx, key, &mut h, &a.trim)?;
+    // As Redis: replicas get the id the entry was given.
+    let text = id.text();
+    let mut replicated: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+    replicated[a.id_pos] = &text;
+    ctx.propagate(&replicated);
     Ok(id_reply(id))
 }
 

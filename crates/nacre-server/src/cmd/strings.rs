@@ -117,6 +117,10 @@ pub fn set(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     if exp_kind.is_some() {
         ctx.notify(key, "expire");
     }
+    // As Redis: a relative expiry reaches replicas as an absolute one.
+    if let (Some(at), true) = (exp, exp_kind.as_deref() != Some("pxat")) {
+        ctx.propagate(&[b"SET", key, &args[2], b"PXAT", at.to_string().as_bytes()]);
+    }
     Ok(if get { reply_old() } else { ok() })
 }
 
@@ -135,6 +139,13 @@ fn setex_generic(ctx: &mut Ctx, args: &[Vec<u8>], unit: i64, name: &str) -> CmdR
     put(ctx, &args[1], args[3].clone(), Some(at))?;
     ctx.notify(&args[1], "set");
     ctx.notify(&args[1], "expire");
+    ctx.propagate(&[
+        b"SET",
+        &args[1],
+        &args[3],
+        b"PXAT",
+        at.to_string().as_bytes(),
+    ]);
     Ok(ok())
 }
 
@@ -226,6 +237,11 @@ pub fn getex(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
             m.expire_at = at;
         }
         ctx.notify(&args[1], if at == 0 { "persist" } else { "expire" });
+        if at == 0 {
+            ctx.propagate(&[b"PERSIST", &args[1]]);
+        } else {
+            ctx.propagate(&[b"PEXPIREAT", &args[1], at.to_string().as_bytes()]);
+        }
     }
     Ok(Reply::Bulk(v))
 }
@@ -282,6 +298,8 @@ pub fn incrbyfloat(ctx: &mut Ctx, args: &[Vec<u8>]) -> CmdResult {
     let s = new.to_human().into_bytes();
     put_hinted(ctx, &args[1], s.clone(), None, Hint::Emb)?;
     ctx.notify(&args[1], "incrbyfloat");
+    // As Redis: replicas set the value (float arithmetic may differ between machines).
+    ctx.propagate(&[b"SET", &args[1], &s, b"KEEPTTL"]);
     Ok(Reply::Bulk(s))
 }
 

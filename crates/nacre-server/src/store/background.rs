@@ -82,6 +82,15 @@ pub fn run(store: Arc<Store>, stop: Arc<AtomicBool>, on_expired: OnExpired<'_>) 
 /// Deletes up to [`EXPIRE_STEP`] keys whose expiry time has passed; how many entries it
 /// looked at.
 pub fn expire_step(store: &Store, on_expired: OnExpired<'_>) -> Result<usize> {
+    // A replica's keys expire when its master says (Redis's rule): reads already see them
+    // gone once their time has passed.
+    if store.replica.load(Ordering::Acquire) {
+        return Ok(0);
+    }
+    // Its deletes are writes: none while a freeze holds (F1).
+    let Some(_writing) = store.enter_write() else {
+        return Ok(0);
+    };
     let now = now_ms();
     let it = store.db.iter(
         &store.subs.expire,
@@ -127,6 +136,8 @@ pub fn expire_step(store: &Store, on_expired: OnExpired<'_>) -> Result<usize> {
         let expired = txn.expired(db, key)?;
         if expired {
             txn.set(db, key, None)?;
+            // As Redis: replicas delete it when told.
+            txn.propagate(db, vec![b"DEL".to_vec(), key.to_vec()]);
             store.expired_keys.fetch_add(1, Ordering::Relaxed);
             let t = txn.commit();
             on_expired(db, key, t.0);

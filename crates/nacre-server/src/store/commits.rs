@@ -231,6 +231,7 @@ impl Commits {
         keys: Vec<(usize, Vec<u8>)>,
         deltas: Vec<(usize, i64)>,
         deps: Vec<u64>,
+        effects: super::repl_log::Effects,
     ) -> u64 {
         let mut q = self.queue.lock();
         if max_version >= q.version_mark {
@@ -241,6 +242,8 @@ impl Commits {
         }
         let ticket = q.next;
         q.next += 1;
+        // R1 (repl_log.rs): staged before any flush can take the batch.
+        store.repl.stage(ticket, effects);
         q.staged.push(Staged {
             ticket,
             batch,
@@ -323,7 +326,7 @@ impl Commits {
                 ..
             } = f;
             self.resolve(store, ticket, frees, &deltas, fut.wait());
-            self.publish(ticket);
+            self.publish(store, ticket);
         }
     }
 
@@ -412,11 +415,11 @@ impl Commits {
                 resolved.extend(keys.into_iter().map(|(st, k)| (st, k, ticket)));
             }
             Self::drop_pending(store, &mut resolved);
-            self.publish(last);
+            self.publish(store, last);
         }
         for f in left {
             self.resolve(store, f.ticket, f.frees, &f.deltas, f.fut.wait());
-            self.publish(f.ticket);
+            self.publish(store, f.ticket);
         }
     }
 
@@ -517,8 +520,10 @@ impl Commits {
         }
     }
 
-    /// Makes everything up to `ticket` durable for waiters.
-    fn publish(&self, ticket: u64) {
+    /// Makes everything up to `ticket` durable for waiters, and its writes part of the
+    /// replication stream (R1 in repl_log.rs).
+    fn publish(&self, store: &Store, ticket: u64) {
+        store.repl.publish(ticket, |t| self.failed(t).is_some());
         self.durable.send_modify(|d| *d = (*d).max(ticket));
     }
 
@@ -561,7 +566,7 @@ impl Commits {
                     None => {
                         if let Some(t) = done.take() {
                             Self::drop_pending(&store, &mut resolved);
-                            commits.publish(t);
+                            commits.publish(&store, t);
                         }
                         (&mut f.fut).await
                     }
@@ -572,7 +577,7 @@ impl Commits {
             }
             if let Some(t) = done {
                 Self::drop_pending(&store, &mut resolved);
-                commits.publish(t);
+                commits.publish(&store, t);
             }
         }
     }

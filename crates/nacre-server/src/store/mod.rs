@@ -41,6 +41,7 @@ pub mod checkpoint;
 pub mod commits;
 pub mod encoding;
 pub mod open;
+pub mod repl_log;
 pub mod txn;
 
 use std::collections::{BTreeMap, HashMap};
@@ -215,6 +216,14 @@ pub struct Store {
     pub gc_records: AtomicU64,
     /// When keys were last used, and how often.
     pub access: access::AccessClock,
+    /// The replication stream and its backlog.
+    pub repl: repl_log::ReplLog,
+    /// Whether this server replicates another (its keys then expire only when told).
+    pub replica: std::sync::atomic::AtomicBool,
+    /// Freezes asked for (see [`Store::freeze`]): writes wait while there is one.
+    pub frozen: std::sync::atomic::AtomicU32,
+    /// Writes running (see [`Store::enter_write`]).
+    pub writers: std::sync::atomic::AtomicUsize,
     /// Dropped collections and namespaces the cleaner has not finished, as its last look
     /// found them (INFO's `lazyfree_pending_objects`; at most 4096).
     pub gc_pending: AtomicU64,
@@ -223,10 +232,65 @@ pub struct Store {
     pub gc_objects: AtomicU64,
 }
 
+/// A write entered (see [`Store::enter_write`]).
+///
+/// F1: a writer counts itself in `writers` before it reads `frozen`, and a freeze sets
+/// `frozen` before it reads `writers` (both sequentially consistent): either the writer sees
+/// the freeze and waits, or the freeze sees the writer and waits for it.
+pub struct WriteGuard<'a>(&'a Store);
+
+impl Drop for WriteGuard<'_> {
+    fn drop(&mut self) {
+        self.0
+            .writers
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// A freeze (see [`Store::freeze`]).
+pub struct FreezeGuard<'a>(&'a Store);
+
+impl Drop for FreezeGuard<'_> {
+    fn drop(&mut self) {
+        self.0
+            .frozen
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 impl Store {
     /// Logical databases.
     pub fn databases(&self) -> usize {
         self.counts.len()
+    }
+
+    /// Enters a write (a command that may change the keyspace, from its dispatch to its
+    /// commit being queued): `None` while a freeze holds, and the caller waits and tries
+    /// again (F1).
+    pub fn enter_write(&self) -> Option<WriteGuard<'_>> {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.writers.fetch_add(1, SeqCst);
+        if self.frozen.load(SeqCst) > 0 {
+            self.writers.fetch_sub(1, SeqCst);
+            return None;
+        }
+        Some(WriteGuard(self))
+    }
+
+    /// Stops writes until the guard is dropped: once it returns, every write entered before
+    /// has been queued and is durable, and no other can start (F1). For a consistent cut of
+    /// the keyspace and the replication stream (a full synchronization's snapshot). Blocks
+    /// the calling thread for as long as the writes running need to finish.
+    pub fn freeze(&self) -> FreezeGuard<'_> {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.frozen.fetch_add(1, SeqCst);
+        let guard = FreezeGuard(self);
+        while self.writers.load(SeqCst) > 0 {
+            std::thread::sleep(std::time::Duration::from_micros(50));
+        }
+        let last = self.commits.last();
+        let _ = self.commits.wait_blocking(self, last);
+        guard
     }
 
     /// The hash of `key` in database `db`: its stripe and its access clock slot.

@@ -157,6 +157,10 @@ pub struct Txn<'s> {
     offline: bool,
     /// Whether reading or writing a key counts as a use of it (see [`Txn::set_touch`]).
     touch: bool,
+    /// What replicas run for this commit (see [`Txn::propagate`]).
+    effects: crate::store::repl_log::Effects,
+    /// Changes made (see [`Txn::changes`]).
+    changes: u64,
 }
 
 /// A keyspace event a command raised: database, key, event name (as Redis's
@@ -296,6 +300,8 @@ impl<'s> Txn<'s> {
             fresh: Vec::new(),
             offline: false,
             touch,
+            effects: Vec::new(),
+            changes: 0,
         }
     }
 
@@ -430,6 +436,7 @@ impl<'s> Txn<'s> {
 
     /// Notes that key `i` (loaded) changes now.
     fn note(&mut self, i: usize) {
+        self.changes += 1;
         let now = self.now;
         let k = &mut self.keys[i];
         if k.changed_at <= self.mark {
@@ -921,7 +928,27 @@ impl<'s> Txn<'s> {
 
     /// Exclusive txns: adds a raw write to the batch.
     pub fn raw_batch(&mut self) -> &mut WriteBatch {
+        self.changes += 1;
         &mut self.extra
+    }
+
+    /// Adds a command to what replicas run for this commit (in database `db`), when a
+    /// replication stream is kept (R3 in repl_log.rs).
+    pub fn propagate(&mut self, db: usize, args: Vec<Vec<u8>>) {
+        if self.store.repl.on() {
+            self.effects.push((db, args));
+        }
+    }
+
+    /// Commands added by [`Txn::propagate`] so far.
+    pub fn propagated(&self) -> usize {
+        self.effects.len()
+    }
+
+    /// Changes made so far (keys changed, raw writes): a command whose run leaves it as it
+    /// was changed nothing.
+    pub fn changes(&self) -> u64 {
+        self.changes
     }
 
     /// Exclusive txns: the namespace table, to change.
@@ -978,7 +1005,15 @@ impl<'s> Txn<'s> {
         }
         let deps = self.open_deps();
         let store = self.store;
-        Ticket(c.submit(store, WriteBatch::new(), 0, Vec::new(), Vec::new(), deps))
+        Ticket(c.submit(
+            store,
+            WriteBatch::new(),
+            0,
+            Vec::new(),
+            Vec::new(),
+            deps,
+            Vec::new(),
+        ))
     }
 
     /// Queues what the command changed and releases its locks; the ticket to wait for. A
@@ -1151,6 +1186,7 @@ impl<'s> Txn<'s> {
             written,
             deltas.clone(),
             deps,
+            std::mem::take(&mut self.effects),
         );
         if let NsGuard::Exclusive(g) = &mut self.ns {
             g.barrier = ticket;

@@ -1,0 +1,287 @@
+//! The replication stream and its backlog: the commands that reproduce every durable write,
+//! in commit order, as Redis's replication protocol carries them (RESP arrays, `SELECT`
+//! before a command of another database than the one before it), and the last
+//! `repl-backlog-size` bytes of it, from which a replica that lost its link continues.
+//!
+//! Invariants:
+//! - R1: only durable writes enter the stream, in ticket order: a commit's commands are staged
+//!   under its ticket when it is queued and appended when its ticket is published durable
+//!   (publication is in ticket order, K6); a failed commit's are dropped. A replica therefore
+//!   never applies a write its master does not have.
+//! - R2: `end` (Redis's `master_repl_offset`) counts every byte ever appended; the backlog
+//!   holds bytes `first..=end` (`first` = `end + 1` when empty), so a replica asking for
+//!   offset `o` can continue exactly when `first <= o <= end + 1`.
+//! - R3: nothing is staged or appended while the log is off (no replica has ever attached):
+//!   a server without replicas pays one relaxed load per commit.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use parking_lot::Mutex;
+use tokio::sync::watch;
+
+/// Commands of one commit: (database, arguments) each.
+pub type Effects = Vec<(usize, Vec<Vec<u8>>)>;
+
+struct Inner {
+    buf: VecDeque<u8>,
+    cap: usize,
+    /// Offset of `buf[0]` (R2).
+    first: u64,
+    /// The database the stream last selected.
+    db: Option<usize>,
+    staged: BTreeMap<u64, Effects>,
+}
+
+/// The stream and its backlog.
+pub struct ReplLog {
+    on: AtomicBool,
+    inner: Mutex<Inner>,
+    /// `master_repl_offset`: senders wait on it for more.
+    end: watch::Sender<u64>,
+}
+
+/// Appends `args` as a RESP array.
+pub fn encode_command(out: &mut Vec<u8>, args: &[impl AsRef<[u8]>]) {
+    out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+    for a in args {
+        let a = a.as_ref();
+        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+impl Default for ReplLog {
+    fn default() -> ReplLog {
+        ReplLog {
+            on: AtomicBool::new(false),
+            inner: Mutex::new(Inner {
+                buf: VecDeque::new(),
+                cap: 1 << 20,
+                first: 1,
+                db: None,
+                staged: BTreeMap::new(),
+            }),
+            end: watch::Sender::new(0),
+        }
+    }
+}
+
+impl ReplLog {
+    /// Whether commits stage their commands (R3).
+    pub fn on(&self) -> bool {
+        self.on.load(Ordering::Relaxed)
+    }
+
+    /// Starts keeping the stream (the first replica attached), with `cap` bytes of backlog.
+    pub fn start(&self, cap: usize) {
+        self.inner.lock().cap = cap.max(16 << 10);
+        self.on.store(true, Ordering::Release);
+    }
+
+    /// Sets the offset the stream continues from (a replica promoted, or one that loaded its
+    /// master's data at that offset): the backlog empties and the next command selects its
+    /// database again.
+    pub fn reset_to(&self, offset: u64) {
+        let mut g = self.inner.lock();
+        g.buf.clear();
+        g.first = offset + 1;
+        g.db = None;
+        g.staged.clear();
+        self.end.send_replace(offset);
+    }
+
+    /// `repl-backlog-size`.
+    pub fn resize(&self, cap: usize) {
+        let mut g = self.inner.lock();
+        g.cap = cap.max(16 << 10);
+        trim(&mut g);
+    }
+
+    /// Stages the commands of the commit with `ticket` (R1).
+    pub fn stage(&self, ticket: u64, effects: Effects) {
+        if effects.is_empty() || !self.on() {
+            return;
+        }
+        self.inner.lock().staged.insert(ticket, effects);
+    }
+
+    /// Appends the staged commands of every commit up to `ticket`, now durable, in ticket
+    /// order; those `failed` says failed are dropped (R1).
+    pub fn publish(&self, ticket: u64, failed: impl Fn(u64) -> bool) {
+        if !self.on() {
+            return;
+        }
+        let mut g = self.inner.lock();
+        if g.staged.is_empty() {
+            return;
+        }
+        let later = g.staged.split_off(&(ticket + 1));
+        let ready = std::mem::replace(&mut g.staged, later);
+        let mut bytes = Vec::new();
+        for (t, effects) in ready {
+            if failed(t) {
+                continue;
+            }
+            // As Redis: a commit of several commands is one MULTI/EXEC block, and a SELECT
+            // goes before whatever first runs in another database (MULTI included).
+            let wrap = effects.len() > 1;
+            let select = |g: &mut Inner, bytes: &mut Vec<u8>, db: usize| {
+                if g.db != Some(db) {
+                    encode_command(bytes, &[b"SELECT".to_vec(), db.to_string().into_bytes()]);
+                    g.db = Some(db);
+                }
+            };
+            if wrap {
+                select(&mut g, &mut bytes, effects[0].0);
+                encode_command(&mut bytes, &[b"MULTI".as_slice()]);
+            }
+            for (db, args) in effects {
+                select(&mut g, &mut bytes, db);
+                encode_command(&mut bytes, &args);
+            }
+            if wrap {
+                encode_command(&mut bytes, &[b"EXEC".as_slice()]);
+            }
+        }
+        append(&mut g, &self.end, &bytes);
+    }
+
+    /// Appends a command that is not a write (`PING`, `REPLCONF GETACK *`) to the stream.
+    pub fn append_command(&self, args: &[&[u8]]) {
+        if !self.on() {
+            return;
+        }
+        let mut bytes = Vec::new();
+        encode_command(&mut bytes, args);
+        append(&mut self.inner.lock(), &self.end, &bytes);
+    }
+
+    /// Appends bytes of a stream received from this server's own master, as they came
+    /// (a replica keeps its master's stream for its own replicas, as Redis does).
+    pub fn append_raw(&self, bytes: &[u8]) {
+        if !self.on() {
+            return;
+        }
+        append(&mut self.inner.lock(), &self.end, bytes);
+    }
+
+    /// `master_repl_offset`.
+    pub fn end(&self) -> u64 {
+        *self.end.borrow()
+    }
+
+    /// A receiver told of every new end.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.end.subscribe()
+    }
+
+    /// (first offset held, bytes held): `repl_backlog_first_byte_offset`, `repl_backlog_histlen`.
+    pub fn held(&self) -> (u64, u64) {
+        let g = self.inner.lock();
+        (g.first, g.buf.len() as u64)
+    }
+
+    /// `repl-backlog-size` in effect.
+    pub fn capacity(&self) -> usize {
+        self.inner.lock().cap
+    }
+
+    /// The stream's bytes from offset `from` up to the end (at most `max`), if the backlog
+    /// still holds `from` (R2); empty when `from` is past the end.
+    pub fn read_from(&self, from: u64, max: usize) -> Option<Vec<u8>> {
+        let g = self.inner.lock();
+        let end = g.first + g.buf.len() as u64;
+        if from < g.first || from > end {
+            return None;
+        }
+        let at = (from - g.first) as usize;
+        let n = (g.buf.len() - at).min(max);
+        let (a, b) = g.buf.as_slices();
+        let mut out = Vec::with_capacity(n);
+        if at < a.len() {
+            let take = (a.len() - at).min(n);
+            out.extend_from_slice(&a[at..at + take]);
+            out.extend_from_slice(&b[..n - take]);
+        } else {
+            let at = at - a.len();
+            out.extend_from_slice(&b[at..at + n]);
+        }
+        Some(out)
+    }
+}
+
+fn append(g: &mut Inner, end: &watch::Sender<u64>, bytes: &[u8]) {
+    if bytes.is_empty() {
+        return;
+    }
+    g.buf.extend(bytes);
+    trim(g);
+    let e = g.first + g.buf.len() as u64 - 1;
+    end.send_replace(e);
+}
+
+fn trim(g: &mut Inner) {
+    if g.buf.len() > g.cap {
+        let drop = g.buf.len() - g.cap;
+        g.buf.drain(..drop);
+        g.first += drop as u64;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cmd(args: &[&str]) -> Vec<Vec<u8>> {
+        args.iter().map(|a| a.as_bytes().to_vec()).collect()
+    }
+
+    #[test]
+    fn durable_commits_enter_in_ticket_order_with_selects_and_failed_ones_do_not() {
+        let log = ReplLog::default();
+        log.stage(1, vec![(0, cmd(&["SET", "a", "1"]))]);
+        assert_eq!(log.end(), 0, "off: nothing is kept");
+        log.start(1 << 20);
+        log.stage(3, vec![(1, cmd(&["SET", "c", "3"]))]);
+        log.stage(
+            2,
+            vec![(0, cmd(&["SET", "b", "2"])), (0, cmd(&["INCR", "n"]))],
+        );
+        log.stage(4, vec![(1, cmd(&["DEL", "c"]))]);
+        log.publish(3, |t| t == 3);
+        let text = String::from_utf8(log.read_from(1, 1 << 20).unwrap()).unwrap();
+        assert_eq!(
+            text,
+            "*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n*1\r\n$5\r\nMULTI\r\n*3\r\n$3\r\nSET\r\n$1\r\nb\r\n$1\r\n2\r\n*2\r\n$4\r\nINCR\r\n$1\r\nn\r\n*1\r\n$4\r\nEXEC\r\n"
+        );
+        assert_eq!(log.end(), text.len() as u64);
+        log.publish(4, |_| false);
+        let more =
+            String::from_utf8(log.read_from(text.len() as u64 + 1, 1 << 20).unwrap()).unwrap();
+        assert!(
+            more.starts_with("*2\r\n$6\r\nSELECT\r\n$1\r\n1\r\n*2\r\n$3\r\nDEL"),
+            "{more}"
+        );
+        assert_eq!(log.read_from(log.end() + 1, 10), Some(Vec::new()));
+        assert_eq!(log.read_from(log.end() + 2, 10), None);
+    }
+
+    #[test]
+    fn the_backlog_keeps_its_last_bytes_only() {
+        let log = ReplLog::default();
+        log.start(0);
+        for i in 0..2000u64 {
+            log.append_command(&[b"PING", i.to_string().as_bytes()]);
+        }
+        let (first, len) = log.held();
+        assert_eq!(len, 16 << 10);
+        assert_eq!(first + len - 1, log.end());
+        assert!(log.read_from(first - 1, 10).is_none());
+        assert_eq!(log.read_from(first, 1 << 20).unwrap().len(), 16 << 10);
+        log.reset_to(500);
+        assert_eq!(log.held(), (501, 0));
+        assert_eq!(log.end(), 500);
+    }
+}
