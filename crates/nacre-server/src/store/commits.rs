@@ -122,6 +122,21 @@ pub struct Commits {
     resolving: Mutex<()>,
 }
 
+/// What comes with a batch to [`Commits::submit`].
+#[derive(Default)]
+pub struct Submission {
+    /// The highest collection version it uses (K5).
+    pub max_version: u64,
+    /// (stripe, meta key) of every key it writes.
+    pub keys: Vec<(usize, Vec<u8>)>,
+    /// Key count changes per database.
+    pub deltas: Vec<(usize, i64)>,
+    /// Commits it read from (K7).
+    pub deps: Vec<u64>,
+    /// What replicas run for it (R1 in repl_log.rs).
+    pub effects: super::repl_log::Effects,
+}
+
 /// A staged commit's ticket, whether it frees space, its keys and its count changes.
 type Meta = (u64, bool, Vec<(usize, Vec<u8>)>, Vec<(usize, i64)>);
 
@@ -223,16 +238,14 @@ impl Commits {
     /// the engine with the next [`Commits::flush`], which whoever waits for a ticket calls
     /// (a connection flushes once per round of pipelined commands, so they share one
     /// hand-off to the committer instead of one each).
-    pub fn submit(
-        &self,
-        store: &Store,
-        mut batch: WriteBatch,
-        max_version: u64,
-        keys: Vec<(usize, Vec<u8>)>,
-        deltas: Vec<(usize, i64)>,
-        deps: Vec<u64>,
-        effects: super::repl_log::Effects,
-    ) -> u64 {
+    pub fn submit(&self, store: &Store, mut batch: WriteBatch, c: Submission) -> u64 {
+        let Submission {
+            max_version,
+            keys,
+            deltas,
+            deps,
+            effects,
+        } = c;
         let mut q = self.queue.lock();
         if max_version >= q.version_mark {
             q.version_mark = max_version + VERSION_STEP;

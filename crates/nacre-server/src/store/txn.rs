@@ -1008,11 +1008,10 @@ impl<'s> Txn<'s> {
         Ticket(c.submit(
             store,
             WriteBatch::new(),
-            0,
-            Vec::new(),
-            Vec::new(),
-            deps,
-            Vec::new(),
+            super::commits::Submission {
+                deps,
+                ..Default::default()
+            },
         ))
     }
 
@@ -1182,11 +1181,13 @@ impl<'s> Txn<'s> {
         let ticket = store.commits.submit(
             store,
             batch,
-            self.max_version,
-            written,
-            deltas.clone(),
-            deps,
-            std::mem::take(&mut self.effects),
+            super::commits::Submission {
+                max_version: self.max_version,
+                keys: written,
+                deltas: deltas.clone(),
+                deps,
+                effects: std::mem::take(&mut self.effects),
+            },
         );
         if let NsGuard::Exclusive(g) = &mut self.ns {
             g.barrier = ticket;
