@@ -33,6 +33,8 @@ pub struct Client {
     pub acl_user: Option<(u64, std::sync::Arc<crate::acl::User>)>,
     /// `CLIENT CACHING` was given for the next command.
     pub tracking_caching: bool,
+    /// `REPLCONF listening-port` (a replica about to `PSYNC`).
+    pub repl_port: u16,
     /// Commands queued by `MULTI`.
     pub multi: Option<Vec<Vec<Vec<u8>>>>,
     /// A queued command was refused: `EXEC` aborts.
@@ -121,6 +123,7 @@ impl Client {
             authed,
             acl_user: None,
             tracking_caching: false,
+            repl_port: 0,
             multi: None,
             multi_failed: false,
             watched: Vec::new(),

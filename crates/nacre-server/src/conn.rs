@@ -337,6 +337,66 @@ async fn delay(
     }
 }
 
+/// Sends every reply queued, each once its commit is durable; false when the client is
+/// gone.
+async fn flush_all(shared: &Shared, io: &mut Io) -> bool {
+    loop {
+        if !send_ready(shared, &io.stream, &mut io.q) {
+            return false;
+        }
+        if io.q.unsent() == 0 {
+            return true;
+        }
+        let waiting = io.q.waiting();
+        tokio::select! {
+            _ = shared.store.commits.wait(&shared.store, waiting.unwrap_or(0)), if waiting.is_some() => {}
+            r = io.stream.writable() => {
+                if r.is_err() {
+                    return false;
+                }
+            }
+        }
+    }
+}
+
+/// `WAIT n timeout`: once every commit queued so far is durable (this client's writes are
+/// then in the replication stream), the replicas that acknowledged the stream's end, asking
+/// them (`REPLCONF GETACK *`) and waiting up to `timeout` for `n` of them.
+async fn wait_replicas(
+    shared: &Shared,
+    info: &ClientInfo,
+    n: i64,
+    timeout: Option<std::time::Duration>,
+) -> Reply {
+    let store = &shared.store;
+    let _ = store.commits.wait(store, store.commits.last()).await;
+    let target = store.repl.end();
+    let count = || shared.repl.acked_at_least(target) as i64;
+    if n <= 0 || count() >= n {
+        return Reply::Integer(count());
+    }
+    let mut acked = shared.repl.acked.subscribe();
+    store.repl.append_command(&[b"REPLCONF", b"GETACK", b"*"]);
+    let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+    loop {
+        tokio::select! {
+            r = acked.changed() => {
+                if r.is_err() || count() >= n {
+                    break;
+                }
+            }
+            _ = async {
+                match deadline {
+                    Some(d) => tokio::time::sleep_until(d).await,
+                    None => std::future::pending().await,
+                }
+            } => break,
+            _ = info.kill.notified() => break,
+        }
+    }
+    Reply::Integer(count())
+}
+
 /// A client idle this long gives its query buffer's free room back.
 const TRIM_IDLE: std::time::Duration = std::time::Duration::from_secs(2);
 /// A query buffer larger than this shrinks once twice its recent peak is below it.
@@ -516,6 +576,34 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, info: Arc<ClientInfo>
                     }
                     if !silent {
                         io.q.push(&r, t.0, client.resp);
+                    }
+                }
+                Outcome::Replicate(sync) => {
+                    // The replies before it go first; then the socket carries the stream.
+                    if !flush_all(&shared, &mut io).await {
+                        break 'conn;
+                    }
+                    let leftover = io.buf[start..].to_vec();
+                    let Io { stream, .. } = io;
+                    crate::repl::master::serve(
+                        shared.clone(),
+                        stream,
+                        info.clone(),
+                        leftover,
+                        *sync,
+                    )
+                    .await;
+                    client.flush_counters(&shared);
+                    client.unwatch_all(&shared);
+                    client.unsubscribe_all(&shared);
+                    shared.tracking.disable(info.id);
+                    shared.clients.lock().remove(&info.id);
+                    return;
+                }
+                Outcome::WaitReplicas(n, timeout) => {
+                    let r = wait_replicas(&shared, &info, n, timeout).await;
+                    if !silent {
+                        io.q.push(&r, 0, client.resp);
                     }
                 }
                 Outcome::Monitor => {

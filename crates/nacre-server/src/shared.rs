@@ -222,6 +222,8 @@ pub struct Counters {
     pub net_in: AtomicU64,
     /// Bytes written to clients.
     pub net_out: AtomicU64,
+    /// Bytes of replication stream sent to replicas (`total_net_repl_output_bytes`).
+    pub net_repl_out: AtomicU64,
     /// Error replies.
     pub errors: AtomicU64,
 }

@@ -20,6 +20,7 @@ pub mod migrate;
 pub mod multi;
 pub mod pubsub;
 pub mod registry;
+pub mod replication;
 pub mod server;
 pub mod sets;
 pub mod sort;
@@ -110,6 +111,12 @@ pub enum Outcome {
     Block(blocking::Request),
     /// Enter monitor mode.
     Monitor,
+    /// Become an attached replica (`PSYNC`, `SYNC`): the connection serves the replication
+    /// stream from now on.
+    Replicate(Box<crate::repl::master::SyncStart>),
+    /// `WAIT`: once the client's writes are in the replication stream, the number of replicas
+    /// that acknowledged them, waiting for this many up to this long (`None`: forever).
+    WaitReplicas(i64, Option<std::time::Duration>),
     /// Shut the server down (reply only on failure).
     Shutdown,
     /// Nothing (an empty request).

@@ -206,6 +206,11 @@ pub fn exec(shared: &Shared, client: &mut Client, _: &[Vec<u8>]) -> Outcome {
                 }
                 // As Redis: a transaction's commands cannot block or take over the client.
                 Outcome::Monitor => err("MONITOR isn't allowed for DENY BLOCKING client"),
+                // As Redis: WAIT in a transaction answers at once, with the replicas that
+                // acknowledged the stream so far.
+                Outcome::WaitReplicas(..) => {
+                    Reply::Integer(shared.repl.acked_at_least(shared.store.repl.end()) as i64)
+                }
                 _ => ok(),
             },
         };

@@ -154,11 +154,12 @@ macro_rules! sub {
 pub(crate) use {cmd, sub, subs_or_none};
 
 /// Every family's command list.
-fn families() -> [&'static [Command]; 23] {
+fn families() -> [&'static [Command]; 24] {
     use super::*;
     [
         connection::COMMANDS,
         cluster::COMMANDS,
+        replication::COMMANDS,
         acl::COMMANDS,
         crate::script::COMMANDS,
         pubsub::COMMANDS,

@@ -354,7 +354,7 @@ pub fn info_text(shared: &Shared, sections: &[String]) -> String {
     if want("stats") {
         let c = &shared.counters;
         out.push_str(&format!(
-            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\nmigrate_cached_sockets:{}\r\ntotal_error_replies:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\n\r\n",
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\nmigrate_cached_sockets:{}\r\ntotal_error_replies:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\nsync_full:{}\r\nsync_partial_ok:{}\r\nsync_partial_err:{}\r\ntotal_net_repl_output_bytes:{}\r\n\r\n",
             c.connections.load(Ordering::Relaxed),
             c.commands.load(Ordering::Relaxed),
             c.net_in.load(Ordering::Relaxed),
@@ -368,6 +368,10 @@ pub fn info_text(shared: &Shared, sections: &[String]) -> String {
             shared.tracking.keys(),
             shared.tracking.items(),
             shared.tracking.prefixes(),
+            shared.repl.full_syncs.load(Ordering::Relaxed),
+            shared.repl.partial_ok.load(Ordering::Relaxed),
+            shared.repl.partial_err.load(Ordering::Relaxed),
+            c.net_repl_out.load(Ordering::Relaxed),
         ));
     }
     if want("replication") {
@@ -977,27 +981,6 @@ pub fn slowlog(shared: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
     }
 }
 
-/// `WAIT numreplicas timeout`: there are no replicas, so it answers 0, at once when no
-/// replica is asked for and after the timeout (never, for 0) otherwise, as Redis does.
-pub fn wait(_: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
-    let n = match int(&args[1]) {
-        Ok(n) => n,
-        Err(e) => return reply(e),
-    };
-    let t = match super::args::parse_i64_strict(&args[2]) {
-        None => return reply(err("timeout is not an integer or out of range")),
-        Some(t) if t < 0 => return reply(err("timeout is negative")),
-        Some(t) => t,
-    };
-    if n <= 0 {
-        return reply(Reply::Integer(0));
-    }
-    Outcome::Delay(
-        (t > 0).then(|| std::time::Duration::from_millis(t as u64)),
-        Reply::Integer(0),
-    )
-}
-
 /// The server commands.
 #[rustfmt::skip]
 pub(crate) static COMMANDS: &[Command] = &[
@@ -1031,5 +1014,4 @@ pub(crate) static COMMANDS: &[Command] = &[
         sub!("reset", 2, [ADMIN LOADING STALE], [ADMIN SLOW DANGEROUS], (0, 0, 0)),
         sub!("help", 2, [LOADING STALE], [SLOW], (0, 0, 0)),
     ]),
-    cmd!("wait", 3, [NOSCRIPT], [SLOW CONNECTION], [], NK, "generic", "3.0.0", "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed.", Conn(wait)),
 ];

@@ -10,6 +10,8 @@
 //!   offset when it loads the master's data, and keeps them as it applies the stream.
 //! - P2: a replica acknowledges only offsets whose writes are durable in its own pool.
 
+pub mod master;
+
 use std::collections::BTreeMap;
 use std::time::Instant;
 

@@ -78,6 +78,30 @@ fn write_file(
         source,
     };
     let snap = store.db.snapshot();
+    let file = File::create(tmp).map_err(io)?;
+    let (f, mut sum) = write_snapshot(store, snap, file, &[], tmp, progress)?;
+    f.sync_all().map_err(io)?;
+    sum.bytes = f.metadata().map_err(io)?.len();
+    sum.elapsed = t0.elapsed();
+    progress(sum.keys(), sum.bytes);
+    Ok(sum)
+}
+
+/// Writes the keyspace as engine snapshot `snap` holds it to `out` as an RDB stream, with
+/// `extra_aux` fields after the standard ones (a replication payload's `repl-id` and
+/// `repl-offset`); `path` names `out` in errors. Returns `out`, flushed.
+pub fn write_snapshot<W: Write>(
+    store: &Store,
+    snap: nacre::Snapshot,
+    out: W,
+    extra_aux: &[(&str, String)],
+    path: &Path,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<(W, Summary), TransferError> {
+    let io = |source| TransferError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
     let ns = match store
         .db
         .get_at(&store.subs.sys, crate::store::open::NAMESPACES, &snap)?
@@ -86,7 +110,7 @@ fn write_file(
         None => store.ns.read().clone(),
     };
     let now = now_ms();
-    let mut w = RdbWriter::new(File::create(tmp).map_err(io)?);
+    let mut w = RdbWriter::new(out);
     let ctime = (now / 1000).to_string();
     let aux: [(&str, &str); 5] = [
         ("redis-ver", crate::REDIS_VERSION),
@@ -96,6 +120,9 @@ fn write_file(
         ("aof-base", "0"),
     ];
     for (k, v) in aux {
+        w.aux(k.as_bytes(), v.as_bytes()).map_err(io)?;
+    }
+    for (k, v) in extra_aux {
         w.aux(k.as_bytes(), v.as_bytes()).map_err(io)?;
     }
     let mut sum = Summary {
@@ -158,11 +185,8 @@ fn write_file(
         }
     }
     drop(snap);
+    sum.bytes = w.written();
     let mut f = w.finish().map_err(io)?;
     f.flush().map_err(io)?;
-    f.sync_all().map_err(io)?;
-    sum.bytes = f.metadata().map_err(io)?.len();
-    sum.elapsed = t0.elapsed();
-    progress(sum.keys(), sum.bytes);
-    Ok(sum)
+    Ok((f, sum))
 }
