@@ -507,7 +507,8 @@ pub fn run_key(
     // Replicas run a write command as it came, unless it said what to run instead (a
     // relative expiry made absolute, a random pop made a removal...), and only if it changed
     // something.
-    if cmd.flags.contains(Flags::WRITE)
+    let flags = cmd.sub(args).map_or(cmd.flags, |s| s.flags);
+    if flags.contains(Flags::WRITE)
         && ctx.txn.propagated() == propagated
         && ctx.txn.changes() != changes
     {
