@@ -319,6 +319,8 @@ fn delete(
         }
         txn.set(db, key, None)?;
         txn.event(db, key, "del");
+        // As Redis: replicas delete the keys that moved.
+        txn.propagate(db, vec![b"DEL".to_vec(), key.clone()]);
     }
     let raised = txn.take_raised(0);
     let changed = super::tracking::changed(shared, &txn);

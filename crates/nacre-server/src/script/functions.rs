@@ -548,6 +548,16 @@ fn syntax(sub: &[u8]) -> Reply {
 
 /// `FUNCTION <subcommand>`.
 pub fn function(shared: &Shared, args: &[Vec<u8>]) -> Reply {
+    let r = function_run(shared, args);
+    // As Redis: a change to the libraries reaches replicas as the command that made it.
+    if matches!(lower(&args[1]).as_str(), "load" | "delete" | "flush" | "restore") && !r.is_error() {
+        let a: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+        shared.store.repl.append_command(&a);
+    }
+    r
+}
+
+fn function_run(shared: &Shared, args: &[Vec<u8>]) -> Reply {
     let sub = lower(&args[1]);
     match sub.as_str() {
         "restore" if args.len() > 4 => syntax(&args[1]),
