@@ -154,7 +154,7 @@ macro_rules! sub {
 pub(crate) use {cmd, sub, subs_or_none};
 
 /// Every family's command list.
-fn families() -> [&'static [Command]; 23] {
+fn families() -> [&'static [Command]; 24] {
     use super::*;
     [
         connection::COMMANDS,
@@ -180,6 +180,7 @@ fn families() -> [&'static [Command]; 23] {
         zsetops::COMMANDS,
         streams::COMMANDS,
         stream_groups::COMMANDS,
+        replicaof::COMMANDS,
     ]
 }
 
