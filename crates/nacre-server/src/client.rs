@@ -64,6 +64,9 @@ pub struct Client {
     pub skip_armed: bool,
     /// The running command's reply is not sent (armed by the command before it).
     pub skip_this: bool,
+    /// This is a replica's link to its master: its commands are the master's stream (no
+    /// ACL, read-only or loading checks).
+    pub master: bool,
 }
 
 /// The time as a connection's commands see it: the wall clock read once per round of
@@ -137,6 +140,7 @@ impl Client {
             reply_off: false,
             skip_armed: false,
             skip_this: false,
+            master: false,
         }
     }
 

@@ -182,6 +182,13 @@ pub async fn run(
             .join(", "),
         t0.elapsed().as_millis()
     );
+    // A replica's recorded position, and `replicaof` of the configuration.
+    {
+        let sh = shared.clone();
+        tokio::task::spawn_blocking(move || crate::repl::replica::resume(&sh))
+            .await
+            .map_err(|e| ServerError::Other(e.to_string()))?;
+    }
     if let Some(r) = ready {
         let _ = r.send(addrs.clone());
     }

@@ -20,6 +20,7 @@ pub mod migrate;
 pub mod multi;
 pub mod pubsub;
 pub mod registry;
+pub mod replicaof;
 pub mod replication;
 pub mod server;
 pub mod sets;
@@ -347,8 +348,18 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
     } else {
         "toplevel"
     };
-    if let Err(d) = acl::permit(shared, client, cmd, sub, args, context) {
-        return reject(shared, client, cmd, acl::denied_reply(d, cmd, sub));
+    // The master's stream runs unchecked, as Redis's master client does.
+    if !client.master {
+        if let Err(d) = acl::permit(shared, client, cmd, sub, args, context) {
+            return reject(shared, client, cmd, acl::denied_reply(d, cmd, sub));
+        }
+        // A replica refuses writes (READONLY), commands while its link is down (MASTERDOWN)
+        // and while it loads its master's data (LOADING), as Redis's processCommand.
+        if shared.store.replica.load(Ordering::Relaxed) {
+            if let Some(e) = crate::repl::replica::refusal(shared, client, cmd, flags) {
+                return reject(shared, client, cmd, e);
+            }
+        }
     }
     if !flags.contains(Flags::ALLOW_BUSY) {
         if let Some(busy) = shared.scripts.busy(shared) {

@@ -154,7 +154,7 @@ macro_rules! sub {
 pub(crate) use {cmd, sub, subs_or_none};
 
 /// Every family's command list.
-fn families() -> [&'static [Command]; 24] {
+fn families() -> [&'static [Command]; 25] {
     use super::*;
     [
         connection::COMMANDS,
@@ -181,6 +181,7 @@ fn families() -> [&'static [Command]; 24] {
         zsetops::COMMANDS,
         streams::COMMANDS,
         stream_groups::COMMANDS,
+        replicaof::COMMANDS,
     ]
 }
 

@@ -71,8 +71,12 @@ pub fn replconf(_: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
     reply(ok())
 }
 
-/// `ROLE` of a master: its offset and its replicas (address, port, acknowledged offset).
+/// `ROLE`: a replica's link to its master, or a master's offset and its replicas (address,
+/// port, acknowledged offset).
 pub fn role(shared: &Shared, _: &mut Client, _: &[Vec<u8>]) -> Outcome {
+    if let Some(r) = crate::repl::replica::role_reply(shared) {
+        return reply(r);
+    }
     let replicas = shared
         .repl
         .attached

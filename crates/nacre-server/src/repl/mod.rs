@@ -11,6 +11,7 @@
 //! - P2: a replica acknowledges only offsets whose writes are durable in its own pool.
 
 pub mod master;
+pub mod replica;
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -68,6 +69,8 @@ pub struct Replication {
     pub partial_ok: std::sync::atomic::AtomicU64,
     /// Partial resynchronizations refused.
     pub partial_err: std::sync::atomic::AtomicU64,
+    /// This server as a replica: its master and the link.
+    pub replica: replica::Link,
 }
 
 impl Default for Replication {
@@ -83,6 +86,7 @@ impl Default for Replication {
             full_syncs: Default::default(),
             partial_ok: Default::default(),
             partial_err: Default::default(),
+            replica: Default::default(),
         }
     }
 }
@@ -112,7 +116,14 @@ pub fn info(shared: &crate::shared::Shared) -> String {
     let log = &shared.store.repl;
     let ids = shared.repl.ids.lock().clone();
     let end = log.end();
-    let mut out = String::from("# Replication\r\nrole:master\r\n");
+    let mut out = String::from("# Replication\r\n");
+    match replica::info_fields(shared) {
+        Some(fields) => {
+            out.push_str("role:slave\r\n");
+            out.push_str(&fields);
+        }
+        None => out.push_str("role:master\r\n"),
+    }
     let attached = shared.repl.attached.lock().clone();
     out.push_str(&format!("connected_slaves:{}\r\n", attached.len()));
     for (i, a) in attached.values().enumerate() {

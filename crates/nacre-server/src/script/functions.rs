@@ -550,7 +550,11 @@ fn syntax(sub: &[u8]) -> Reply {
 pub fn function(shared: &Shared, args: &[Vec<u8>]) -> Reply {
     let r = function_run(shared, args);
     // As Redis: a change to the libraries reaches replicas as the command that made it.
-    if matches!(lower(&args[1]).as_str(), "load" | "delete" | "flush" | "restore") && !r.is_error() {
+    if matches!(
+        lower(&args[1]).as_str(),
+        "load" | "delete" | "flush" | "restore"
+    ) && !r.is_error()
+    {
         let a: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
         shared.store.repl.append_command(&a);
     }

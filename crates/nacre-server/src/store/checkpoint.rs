@@ -164,6 +164,7 @@ fn save_sized(store: &Store, data_dir: &Path, template: &Options, size: u64) -> 
         super::open::NAMESPACES,
         super::commits::VERSION_MARK,
         super::open::ACL,
+        super::repl_mark::RECORD,
     ] {
         if let Some(v) = store.db.get_at(&src.sys, key, &snap)? {
             c.put(&subs.sys, key, &v)?;

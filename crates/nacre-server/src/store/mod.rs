@@ -42,6 +42,7 @@ pub mod commits;
 pub mod encoding;
 pub mod open;
 pub mod repl_log;
+pub mod repl_mark;
 pub mod txn;
 
 use std::collections::{BTreeMap, HashMap};

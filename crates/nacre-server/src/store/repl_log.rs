@@ -13,6 +13,9 @@
 //!   offset `o` can continue exactly when `first <= o <= end + 1`.
 //! - R3: nothing is staged or appended while the log is off (no replica has ever attached):
 //!   a server without replicas pays one relaxed load per commit.
+//! - R4: while this server is a replica (`proxy`), its own commits stage nothing: the stream
+//!   is its master's, appended as it was received once what it carries is durable here
+//!   (`append_raw`), so its offsets stay its master's (P1 in repl/mod.rs).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -36,6 +39,8 @@ struct Inner {
 /// The stream and its backlog.
 pub struct ReplLog {
     on: AtomicBool,
+    /// R4.
+    proxy: AtomicBool,
     inner: Mutex<Inner>,
     /// `master_repl_offset`: senders wait on it for more.
     end: watch::Sender<u64>,
@@ -56,6 +61,7 @@ impl Default for ReplLog {
     fn default() -> ReplLog {
         ReplLog {
             on: AtomicBool::new(false),
+            proxy: AtomicBool::new(false),
             inner: Mutex::new(Inner {
                 buf: VecDeque::new(),
                 cap: 1 << 20,
@@ -72,6 +78,11 @@ impl ReplLog {
     /// Whether commits stage their commands (R3).
     pub fn on(&self) -> bool {
         self.on.load(Ordering::Relaxed)
+    }
+
+    /// Makes the stream its master's (a replica) or this server's own again (R4).
+    pub fn set_proxy(&self, proxy: bool) {
+        self.proxy.store(proxy, Ordering::Release);
     }
 
     /// Starts keeping the stream (the first replica attached), with `cap` bytes of backlog.
@@ -101,7 +112,7 @@ impl ReplLog {
 
     /// Stages the commands of the commit with `ticket` (R1).
     pub fn stage(&self, ticket: u64, effects: Effects) {
-        if effects.is_empty() || !self.on() {
+        if effects.is_empty() || !self.on() || self.proxy.load(Ordering::Acquire) {
             return;
         }
         self.inner.lock().staged.insert(ticket, effects);

@@ -1173,6 +1173,8 @@ impl<'s> Txn<'s> {
         if batch.is_empty() {
             return self.read_ticket();
         }
+        // M1 (repl_mark.rs): a replica's position commits with the writes it covers.
+        super::repl_mark::attach(&mut batch, &subs.sys);
         if self.frees {
             batch.mark_frees_space();
         }

@@ -14,6 +14,7 @@
 pub mod cli;
 pub mod export;
 pub mod import;
+pub mod load;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
