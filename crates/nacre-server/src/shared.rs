@@ -97,7 +97,17 @@ pub struct ClientInfo {
     pub unblock_mode: std::sync::atomic::AtomicU8,
     /// Wakes a parked client for `CLIENT UNBLOCK`.
     pub unblock: Notify,
+    /// What it is to replication: [`ROLE_NORMAL`], [`ROLE_MASTER`] (the link this replica
+    /// applies its master's stream through) or [`ROLE_REPLICA`] (an attached replica).
+    pub role: std::sync::atomic::AtomicU8,
 }
+
+/// A client that is neither of the below.
+pub const ROLE_NORMAL: u8 = 0;
+/// The client a replica applies its master's stream as.
+pub const ROLE_MASTER: u8 = 1;
+/// A replica attached to this server.
+pub const ROLE_REPLICA: u8 = 2;
 
 impl ClientInfo {
     /// A client with no connection (commands run in-process, as in tests).
@@ -130,6 +140,7 @@ impl ClientInfo {
             blocked: AtomicBool::new(false),
             unblock_mode: std::sync::atomic::AtomicU8::new(0),
             unblock: Notify::new(),
+            role: std::sync::atomic::AtomicU8::new(ROLE_NORMAL),
         }
     }
 
@@ -139,10 +150,28 @@ impl ClientInfo {
         self.kill.notify_one();
     }
 
+    /// Redis's client type (`CLIENT KILL TYPE`, `CLIENT LIST TYPE`): `master`, `replica`,
+    /// `pubsub` or `normal`.
+    pub fn kind(&self) -> &'static str {
+        match self.role.load(Ordering::Relaxed) {
+            ROLE_MASTER => "master",
+            ROLE_REPLICA if !self.monitor.load(Ordering::Relaxed) => "replica",
+            _ if self.subs.load(Ordering::Relaxed) + self.psubs.load(Ordering::Relaxed) > 0 => {
+                "pubsub"
+            }
+            _ => "normal",
+        }
+    }
+
     /// The `CLIENT LIST` / `CLIENT INFO` line.
     pub fn line(&self) -> String {
         let now = Instant::now();
         let mut flags = String::new();
+        match self.role.load(Ordering::Relaxed) {
+            ROLE_MASTER => flags.push('M'),
+            ROLE_REPLICA => flags.push('S'),
+            _ => {}
+        }
         if self.monitor.load(Ordering::Relaxed) {
             flags.push('O');
         }

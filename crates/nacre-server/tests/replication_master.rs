@@ -256,6 +256,11 @@ fn a_redis_replica_holds_what_the_nacre_master_holds() {
     assert!(role.starts_with("[master,"), "{role}");
     assert_eq!(info_field(&mut c, "replication", "connected_slaves"), "1");
     assert_eq!(info_field(&mut c, "stats", "sync_full"), "1");
+    let listed = text(&q(&mut c, &["CLIENT", "LIST", "TYPE", "replica"]));
+    assert!(
+        listed.contains("flags=S") && listed.lines().count() == 1,
+        "{listed}"
+    );
 
     // A cut link resumes where it was: a partial resynchronization, no second full one.
     q(&mut r, &["CLIENT", "KILL", "TYPE", "master"]);

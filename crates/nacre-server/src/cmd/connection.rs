@@ -224,16 +224,17 @@ pub fn client(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome
         "info" => wrong("info"),
         "list" => {
             let mut ids: Option<Vec<u64>> = None;
+            let mut kind: Option<&'static str> = None;
             let mut i = 2;
             while i < n {
                 if is(&args[i], "type") && i + 1 < n {
-                    let t = lower(&args[i + 1]);
-                    if !matches!(t.as_str(), "normal" | "master" | "replica" | "pubsub") {
-                        return reply(err(format!("Unknown client type '{t}'")));
-                    }
-                    if t != "normal" {
-                        ids = Some(Vec::new());
-                    }
+                    kind = Some(match lower(&args[i + 1]).as_str() {
+                        "normal" => "normal",
+                        "master" => "master",
+                        "replica" | "slave" => "replica",
+                        "pubsub" => "pubsub",
+                        t => return reply(err(format!("Unknown client type '{t}'"))),
+                    });
                     i += 2;
                 } else if is(&args[i], "id") && i + 1 < n {
                     let mut v = Vec::new();
@@ -252,7 +253,9 @@ pub fn client(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome
             let clients = shared.clients.lock();
             let mut out = String::new();
             for c in clients.values() {
-                if ids.as_ref().is_some_and(|v| !v.contains(&c.id)) {
+                if ids.as_ref().is_some_and(|v| !v.contains(&c.id))
+                    || kind.is_some_and(|k| k != c.kind())
+                {
                     continue;
                 }
                 out.push_str(&c.line());
@@ -394,7 +397,7 @@ fn kill(shared: &Shared, me: &mut Client, args: &[Vec<u8>]) -> Outcome {
     let mut laddr = None;
     let mut skipme = true;
     let mut user = None;
-    let mut kind_ok = true;
+    let mut kind: Option<&str> = None;
     for pair in args[2..].chunks(2) {
         let v = String::from_utf8_lossy(&pair[1]).into_owned();
         match lower(&pair[0]).as_str() {
@@ -412,8 +415,10 @@ fn kill(shared: &Shared, me: &mut Client, args: &[Vec<u8>]) -> Outcome {
             }
             "user" => user = Some(pair[1].clone()),
             "type" => match v.to_ascii_lowercase().as_str() {
-                "normal" => {}
-                "master" | "replica" | "slave" | "pubsub" => kind_ok = false,
+                "normal" => kind = Some("normal"),
+                "master" => kind = Some("master"),
+                "replica" | "slave" => kind = Some("replica"),
+                "pubsub" => kind = Some("pubsub"),
                 _ => return reply(err(format!("Unknown client type '{v}'"))),
             },
             "skipme" => {
@@ -429,7 +434,7 @@ fn kill(shared: &Shared, me: &mut Client, args: &[Vec<u8>]) -> Outcome {
     let mut killed = 0;
     let clients = shared.clients.lock();
     for c in clients.values() {
-        if !kind_ok
+        if kind.is_some_and(|k| k != c.kind())
             || id.is_some_and(|i| i != c.id)
             || addr.as_ref().is_some_and(|a| *a != c.addr)
             || laddr.as_ref().is_some_and(|a| *a != c.laddr)

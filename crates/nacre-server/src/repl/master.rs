@@ -67,6 +67,8 @@ pub async fn serve(
     leftover: Vec<u8>,
     start: SyncStart,
 ) {
+    info.role
+        .store(crate::shared::ROLE_REPLICA, Ordering::Relaxed);
     let log = &shared.store.repl;
     if !log.on() {
         let cap = shared.config.read().params.uint("repl-backlog-size") as usize;

@@ -824,6 +824,7 @@ fn master_client(shared: &Shared, addr: String) -> Client {
     let id = shared.next_client.fetch_add(1, Ordering::Relaxed);
     let mut info = ClientInfo::detached(id);
     info.addr = addr;
+    info.role = std::sync::atomic::AtomicU8::new(crate::shared::ROLE_MASTER);
     let mut c = Client::new(Arc::new(info), true);
     c.master = true;
     c.select(shared.repl.replica.db.load(Ordering::Relaxed) as usize);
@@ -945,6 +946,7 @@ async fn apply_batch(
             publish(shared, &c.buf[done..at - used]);
             done = at - used;
             send_ack(c, store.repl.end()).await?;
+            l.applied.store(base + at as u64, Ordering::Relaxed);
             continue;
         }
         let mark = Mark {
