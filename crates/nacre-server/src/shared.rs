@@ -265,6 +265,8 @@ pub struct Shared {
     pub latency: crate::latency::Monitor,
     /// Replication: ids, attached replicas, the link to a master.
     pub repl: crate::repl::Replication,
+    /// `run_id`: 40 hex digits, new at every start.
+    pub run_id: String,
     /// The keyspace.
     pub store: Arc<Store>,
     /// Configuration (CONFIG SET changes it).
@@ -345,6 +347,7 @@ impl Shared {
             cmdstats: Default::default(),
             latency,
             repl: Default::default(),
+            run_id: crate::repl::new_replid(),
             slowlog: Mutex::new(VecDeque::new()),
             slowlog_next: AtomicU64::new(0),
             monitor,

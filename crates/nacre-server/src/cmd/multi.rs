@@ -153,6 +153,7 @@ pub fn exec(shared: &Shared, client: &mut Client, _: &[Vec<u8>]) -> Outcome {
     }
     let mut events = Vec::new();
     let mut scripts = Vec::new();
+    let mut deferred: Vec<(usize, Box<dyn FnOnce() -> Reply + Send>)> = Vec::new();
     for (args, kerr) in queue.iter().zip(key_errors) {
         let mark = txn.mark();
         if let Some(e) = kerr {
@@ -200,6 +201,12 @@ pub fn exec(shared: &Shared, client: &mut Client, _: &[Vec<u8>]) -> Outcome {
                 Outcome::Reply(r, _) | Outcome::Close(r) => r,
                 Outcome::Many(mut rs) if rs.len() == 1 => rs.remove(0),
                 Outcome::Delay(_, r) => r,
+                // What must run on a blocking thread (REPLICAOF, SAVE) runs once the
+                // transaction has committed, its reply in its place.
+                Outcome::Blocking(f) => {
+                    deferred.push((replies.len(), f));
+                    Reply::Nil
+                }
                 Outcome::Many(rs) => Reply::Array(rs),
                 Outcome::After(..) | Outcome::AfterCount(..) => {
                     err("the server is still counting keys after a restart; try again")
@@ -238,6 +245,19 @@ pub fn exec(shared: &Shared, client: &mut Client, _: &[Vec<u8>]) -> Outcome {
     client.end_multi(shared);
     if writes {
         shared.waiters.serve(shared, &keys);
+    }
+    if !deferred.is_empty() {
+        let store = shared.store.clone();
+        return Outcome::Blocking(Box::new(move || {
+            let mut replies = replies;
+            if let Err(e) = store.commits.wait_blocking(&store, ticket.0) {
+                return Reply::Error(e.reply());
+            }
+            for (i, f) in deferred {
+                replies[i] = f();
+            }
+            Reply::Array(replies)
+        }));
     }
     Outcome::Reply(Reply::Array(replies), ticket)
 }

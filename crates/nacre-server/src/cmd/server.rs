@@ -292,11 +292,12 @@ pub fn info_text(shared: &Shared, sections: &[String]) -> String {
     let uptime = shared.started.elapsed().as_secs();
     if want("server") {
         out.push_str(&format!(
-            "# Server\r\nredis_version:{}\r\nnacre_version:{}\r\nredis_mode:standalone\r\nos:{}\r\narch_bits:64\r\nmultiplexing_api:epoll\r\nprocess_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\nexecutable:{}\r\nconfig_file:{}\r\n\r\n",
+            "# Server\r\nredis_version:{}\r\nnacre_version:{}\r\nredis_mode:standalone\r\nos:{}\r\narch_bits:64\r\nmultiplexing_api:epoll\r\nprocess_id:{}\r\nrun_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\nexecutable:{}\r\nconfig_file:{}\r\n\r\n",
             crate::REDIS_VERSION,
             env!("CARGO_PKG_VERSION"),
             std::env::consts::OS,
             std::process::id(),
+            shared.run_id,
             cfg.port,
             uptime,
             uptime / 86400,
