@@ -38,7 +38,7 @@ pub struct SyncStart {
 /// output buffer hard limit).
 const PENDING_MAX: usize = 256 << 20;
 /// Stream bytes sent at once.
-const CHUNK: usize = 1 << 20;
+const CHUNK: usize = 256 << 10;
 
 /// The answer to `PSYNC replid offset`: a partial resynchronization from `offset` when the
 /// id is this data set's (or its previous one, up to where that was valid) and the backlog
@@ -143,6 +143,7 @@ async fn run(
             match log.read_from(next, CHUNK) {
                 Some(b) if !b.is_empty() => {
                     stream.write_all(&b).await?;
+                    tokio::task::yield_now().await;
                     shared
                         .counters
                         .net_repl_out
@@ -269,7 +270,10 @@ async fn full_sync(
             return Err(std::io::Error::other(e));
         }
     };
-    let r = send_payload(stream, &path).await;
+    let r = send_payload(stream, &path, |pending_now: &mut Vec<u8>| {
+        keep(log, &mut next, pending_now)
+    }, pending)
+    .await;
     let _ = std::fs::remove_file(&path);
     r?;
     keep(log, &mut next, pending)?;
@@ -309,8 +313,14 @@ fn keep(
     }
 }
 
-/// Sends the payload file as `$<len>\r\n<bytes>`.
-async fn send_payload(stream: &mut TcpStream, path: &std::path::Path) -> std::io::Result<()> {
+/// Sends the payload file as `$<len>\r\n<bytes>`, keeping the stream that grows meanwhile
+/// (`keep`, between chunks: M2).
+async fn send_payload(
+    stream: &mut TcpStream,
+    path: &std::path::Path,
+    mut keep: impl FnMut(&mut Vec<u8>) -> std::io::Result<()>,
+    pending: &mut Vec<u8>,
+) -> std::io::Result<()> {
     use std::io::Read;
     // The file was just written: its pages are cached, and each read of a chunk is short.
     let mut f = std::fs::File::open(path)?;
@@ -323,5 +333,9 @@ async fn send_payload(stream: &mut TcpStream, path: &std::path::Path) -> std::io
             return Ok(());
         }
         stream.write_all(&buf[..n]).await?;
+        keep(pending)?;
+        // A socket that always has room would keep this task on its thread for the whole
+        // payload: let the clients served there run between chunks (M3).
+        tokio::task::yield_now().await;
     }
 }
