@@ -270,9 +270,12 @@ async fn full_sync(
             return Err(std::io::Error::other(e));
         }
     };
-    let r = send_payload(stream, &path, |pending_now: &mut Vec<u8>| {
-        keep(log, &mut next, pending_now)
-    }, pending)
+    let r = send_payload(
+        stream,
+        &path,
+        |pending_now: &mut Vec<u8>| keep(log, &mut next, pending_now),
+        pending,
+    )
     .await;
     let _ = std::fs::remove_file(&path);
     r?;

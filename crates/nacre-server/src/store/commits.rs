@@ -133,8 +133,8 @@ pub struct Submission {
     pub deltas: Vec<(usize, i64)>,
     /// Commits it read from (K7).
     pub deps: Vec<u64>,
-    /// What replicas run for it (R1 in repl_log.rs).
-    pub effects: super::repl_log::Effects,
+    /// What replicas run for it, encoded (R1 in repl_log.rs).
+    pub effects: super::repl_log::Encoded,
 }
 
 /// A staged commit's ticket, whether it frees space, its keys and its count changes.

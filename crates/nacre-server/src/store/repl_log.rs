@@ -26,6 +26,9 @@ use tokio::sync::watch;
 /// Commands of one commit: (database, arguments) each.
 pub type Effects = Vec<(usize, Vec<Vec<u8>>)>;
 
+/// A commit's commands encoded for the stream, each with its database.
+pub type Encoded = Vec<(usize, Vec<u8>)>;
+
 struct Inner {
     buf: VecDeque<u8>,
     cap: usize,
@@ -33,7 +36,8 @@ struct Inner {
     first: u64,
     /// The database the stream last selected.
     db: Option<usize>,
-    staged: BTreeMap<u64, Effects>,
+    /// Staged commits: each command encoded, with its database (R1).
+    staged: BTreeMap<u64, Encoded>,
 }
 
 /// The stream and its backlog.
@@ -110,12 +114,40 @@ impl ReplLog {
         trim(&mut g);
     }
 
-    /// Stages the commands of the commit with `ticket` (R1).
-    pub fn stage(&self, ticket: u64, effects: Effects) {
+    /// Encodes a commit's commands for the stream (on the committing thread, before any
+    /// shared lock is taken): each command with its database. As Redis: a commit of several
+    /// commands is one MULTI/EXEC block, and a SELECT goes before whatever first runs in
+    /// another database (MULTI included).
+    pub fn encode(&self, effects: Effects) -> Encoded {
         if effects.is_empty() || !self.on() || self.proxy.load(Ordering::Acquire) {
+            return Vec::new();
+        }
+        let wrap = effects.len() > 1;
+        let mut parts = Vec::with_capacity(effects.len() + 2 * usize::from(wrap));
+        if wrap {
+            let mut b = Vec::new();
+            encode_command(&mut b, &[b"MULTI".as_slice()]);
+            parts.push((effects[0].0, b));
+        }
+        for (db, args) in &effects {
+            let mut b = Vec::new();
+            encode_command(&mut b, args);
+            parts.push((*db, b));
+        }
+        if wrap {
+            let mut b = Vec::new();
+            encode_command(&mut b, &[b"EXEC".as_slice()]);
+            parts.push((effects[effects.len() - 1].0, b));
+        }
+        parts
+    }
+
+    /// Stages the encoded commands of the commit with `ticket` (R1).
+    pub fn stage(&self, ticket: u64, parts: Encoded) {
+        if parts.is_empty() {
             return;
         }
-        self.inner.lock().staged.insert(ticket, effects);
+        self.inner.lock().staged.insert(ticket, parts);
     }
 
     /// Appends the staged commands of every commit up to `ticket`, now durable, in ticket
@@ -128,32 +160,27 @@ impl ReplLog {
         if g.staged.is_empty() {
             return;
         }
-        let later = g.staged.split_off(&(ticket + 1));
-        let ready = std::mem::replace(&mut g.staged, later);
         let mut bytes = Vec::new();
-        for (t, effects) in ready {
+        while let Some(first) = g.staged.first_entry() {
+            if *first.key() > ticket {
+                break;
+            }
+            let (t, parts) = first.remove_entry();
             if failed(t) {
                 continue;
             }
-            // As Redis: a commit of several commands is one MULTI/EXEC block, and a SELECT
-            // goes before whatever first runs in another database (MULTI included).
-            let wrap = effects.len() > 1;
-            let select = |g: &mut Inner, bytes: &mut Vec<u8>, db: usize| {
-                if g.db != Some(db) {
-                    encode_command(bytes, &[b"SELECT".to_vec(), db.to_string().into_bytes()]);
+            let n = parts.len();
+            for (i, (db, b)) in parts.into_iter().enumerate() {
+                // EXEC (the last part of a block) runs where the block is.
+                let exec = n > 1 && i == n - 1;
+                if g.db != Some(db) && !exec {
+                    encode_command(
+                        &mut bytes,
+                        &[b"SELECT".to_vec(), db.to_string().into_bytes()],
+                    );
                     g.db = Some(db);
                 }
-            };
-            if wrap {
-                select(&mut g, &mut bytes, effects[0].0);
-                encode_command(&mut bytes, &[b"MULTI".as_slice()]);
-            }
-            for (db, args) in effects {
-                select(&mut g, &mut bytes, db);
-                encode_command(&mut bytes, &args);
-            }
-            if wrap {
-                encode_command(&mut bytes, &[b"EXEC".as_slice()]);
+                bytes.extend_from_slice(&b);
             }
         }
         append(&mut g, &self.end, &bytes);
@@ -252,15 +279,15 @@ mod tests {
     #[test]
     fn durable_commits_enter_in_ticket_order_with_selects_and_failed_ones_do_not() {
         let log = ReplLog::default();
-        log.stage(1, vec![(0, cmd(&["SET", "a", "1"]))]);
+        log.stage(1, log.encode(vec![(0, cmd(&["SET", "a", "1"]))]));
         assert_eq!(log.end(), 0, "off: nothing is kept");
         log.start(1 << 20);
-        log.stage(3, vec![(1, cmd(&["SET", "c", "3"]))]);
+        log.stage(3, log.encode(vec![(1, cmd(&["SET", "c", "3"]))]));
         log.stage(
             2,
-            vec![(0, cmd(&["SET", "b", "2"])), (0, cmd(&["INCR", "n"]))],
+            log.encode(vec![(0, cmd(&["SET", "b", "2"])), (0, cmd(&["INCR", "n"]))]),
         );
-        log.stage(4, vec![(1, cmd(&["DEL", "c"]))]);
+        log.stage(4, log.encode(vec![(1, cmd(&["DEL", "c"]))]));
         log.publish(3, |t| t == 3);
         let text = String::from_utf8(log.read_from(1, 1 << 20).unwrap()).unwrap();
         assert_eq!(

@@ -1188,7 +1188,7 @@ impl<'s> Txn<'s> {
                 keys: written,
                 deltas: deltas.clone(),
                 deps,
-                effects: std::mem::take(&mut self.effects),
+                effects: store.repl.encode(std::mem::take(&mut self.effects)),
             },
         );
         if let NsGuard::Exclusive(g) = &mut self.ns {
