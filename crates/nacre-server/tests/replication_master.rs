@@ -9,35 +9,8 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::{RedisServer, Server};
+use common::{q, text, RedisServer, Server};
 use redis::{Connection, Value};
-
-fn q(c: &mut Connection, args: &[&str]) -> Value {
-    let b: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-    common::run(c, &b)
-}
-
-fn text(v: &Value) -> String {
-    match v {
-        Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
-        Value::SimpleString(s) => s.clone(),
-        Value::Int(n) => n.to_string(),
-        Value::Array(items) | Value::Set(items) => {
-            let parts: Vec<String> = items.iter().map(text).collect();
-            format!("[{}]", parts.join(","))
-        }
-        Value::Map(pairs) => {
-            let parts: Vec<String> = pairs
-                .iter()
-                .map(|(k, v)| format!("{}={}", text(k), text(v)))
-                .collect();
-            format!("{{{}}}", parts.join(","))
-        }
-        Value::Nil => "nil".into(),
-        Value::Okay => "OK".into(),
-        v => format!("{v:?}"),
-    }
-}
 
 /// Every key of databases 0-2 with its type, value (members sorted where order is not
 /// defined) and absolute expiry time.

@@ -323,3 +323,34 @@ pub fn run_text(c: &mut redis::Connection, args: &[&str]) -> String {
         Err(e) => format!("{args:?} -> error {e}"),
     }
 }
+
+/// Runs a command given as text words (errors come back as `ERR:...` strings, see [`run`]).
+pub fn q(c: &mut redis::Connection, args: &[&str]) -> redis::Value {
+    let b: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+    run(c, &b)
+}
+
+/// A reply as text: bulk and simple strings as they are, arrays and sets as `[a,b]`, maps as
+/// `{k=v}`, nil as `nil`.
+pub fn text(v: &redis::Value) -> String {
+    use redis::Value;
+    match v {
+        Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        Value::SimpleString(s) => s.clone(),
+        Value::Int(n) => n.to_string(),
+        Value::Array(items) | Value::Set(items) => {
+            let parts: Vec<String> = items.iter().map(text).collect();
+            format!("[{}]", parts.join(","))
+        }
+        Value::Map(pairs) => {
+            let parts: Vec<String> = pairs
+                .iter()
+                .map(|(k, v)| format!("{}={}", text(k), text(v)))
+                .collect();
+            format!("{{{}}}", parts.join(","))
+        }
+        Value::Nil => "nil".into(),
+        Value::Okay => "OK".into(),
+        v => format!("{v:?}"),
+    }
+}
