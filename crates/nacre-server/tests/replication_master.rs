@@ -269,3 +269,97 @@ fn replconf_psync_and_wait_answer_as_redis_without_replicas() {
     let role = text(&q(&mut c, &["ROLE"]));
     assert_eq!(role, "[master,0,[]]");
 }
+
+/// Field names of an `INFO` section, in order; a replica's line (`slaveN`) counts once, as
+/// the names of its own fields.
+fn info_fields(c: &mut Connection, section: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for l in text(&q(c, &["INFO", section])).lines() {
+        let Some((k, v)) = l.split_once(':') else {
+            continue;
+        };
+        let name = if k.starts_with("slave") && k[5..].chars().all(|c| c.is_ascii_digit()) {
+            let inner: Vec<&str> = v
+                .split(',')
+                .filter_map(|f| f.split_once('=').map(|p| p.0))
+                .collect();
+            format!("slaveN:{}", inner.join(","))
+        } else {
+            k.to_string()
+        };
+        if !out.contains(&name) {
+            out.push(name);
+        }
+    }
+    out
+}
+
+/// The shape of a reply: its kinds, recursively, with runs of alike elements counted once
+/// (values, and how many replicas a master has, differ between the servers compared).
+fn shape(v: &Value) -> String {
+    match v {
+        Value::Array(items) => {
+            let mut parts: Vec<String> = items.iter().map(shape).collect();
+            parts.dedup();
+            format!("[{}]", parts.join(","))
+        }
+        Value::Int(_) => "int".into(),
+        Value::BulkString(_) => "bulk".into(),
+        v => format!("{v:?}"),
+    }
+}
+
+fn wait_link_up(c: &mut Connection) {
+    let t = Instant::now();
+    while info_field(c, "replication", "master_link_status") != "up" {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "the replica never synchronized"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn role_and_info_replication_have_redis_fields_on_both_sides() {
+    let Some(redis_master) = RedisServer::start() else {
+        eprintln!("redis-server is not installed; skipped");
+        return;
+    };
+    let nacre_master = Server::start(&[]);
+    let (Some(redis_of_redis), Some(redis_of_nacre)) = (
+        RedisServer::start_with(&["--replicaof", "127.0.0.1", &redis_master.port.to_string()]),
+        RedisServer::start_with(&["--replicaof", "127.0.0.1", &nacre_master.port.to_string()]),
+    ) else {
+        panic!("redis-server replicas did not start");
+    };
+    let nacre_of_redis = Server::start(&[]);
+    let mut n = nacre_of_redis.conn();
+    q(
+        &mut n,
+        &["REPLICAOF", "127.0.0.1", &redis_master.port.to_string()],
+    );
+    for c in [
+        &mut redis_of_redis.conn(),
+        &mut redis_of_nacre.conn(),
+        &mut n,
+    ] {
+        wait_link_up(c);
+    }
+    let (mut rm, mut nm) = (redis_master.conn(), nacre_master.conn());
+    // WAIT makes both masters see their replica's acknowledgement.
+    for c in [&mut rm, &mut nm] {
+        assert_ne!(text(&q(c, &["WAIT", "1", "5000"])), "0");
+    }
+    assert_eq!(
+        info_fields(&mut nm, "replication"),
+        info_fields(&mut rm, "replication")
+    );
+    assert_eq!(shape(&q(&mut nm, &["ROLE"])), shape(&q(&mut rm, &["ROLE"])));
+    let mut rr = redis_of_redis.conn();
+    assert_eq!(
+        info_fields(&mut n, "replication"),
+        info_fields(&mut rr, "replication")
+    );
+    assert_eq!(shape(&q(&mut n, &["ROLE"])), shape(&q(&mut rr, &["ROLE"])));
+}
