@@ -65,6 +65,9 @@ impl Ctx<'_, '_> {
     /// Says what replicas run for this command instead of the command as it came (in the
     /// client's database): what makes it deterministic (Redis's `rewriteClientCommandVector`).
     pub fn propagate(&mut self, args: &[&[u8]]) {
+        if !self.txn.propagating() {
+            return;
+        }
         let args = args.iter().map(|a| a.to_vec()).collect();
         self.txn.propagate(self.db, args);
     }
@@ -518,8 +521,11 @@ pub fn run_key(
     // Replicas run a write command as it came, unless it said what to run instead (a
     // relative expiry made absolute, a random pop made a removal...), and only if it changed
     // something.
-    let flags = cmd.sub(args).map_or(cmd.flags, |s| s.flags);
-    if flags.contains(Flags::WRITE)
+    if ctx.txn.propagating()
+        && cmd
+            .sub(args)
+            .map_or(cmd.flags, |s| s.flags)
+            .contains(Flags::WRITE)
         && ctx.txn.propagated() == propagated
         && ctx.txn.changes() != changes
     {

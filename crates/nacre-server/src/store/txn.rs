@@ -935,9 +935,14 @@ impl<'s> Txn<'s> {
     /// Adds a command to what replicas run for this commit (in database `db`), when a
     /// replication stream is kept (R3 in repl_log.rs).
     pub fn propagate(&mut self, db: usize, args: Vec<Vec<u8>>) {
-        if self.store.repl.on() {
+        if self.propagating() {
             self.effects.push((db, args));
         }
+    }
+
+    /// Whether [`Txn::propagate`] keeps anything: callers build their commands only then.
+    pub fn propagating(&self) -> bool {
+        self.store.repl.on()
     }
 
     /// Commands added by [`Txn::propagate`] so far.
