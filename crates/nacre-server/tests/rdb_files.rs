@@ -25,6 +25,10 @@ struct RedisAt {
 
 impl RedisAt {
     fn start(dir: &Path) -> Option<RedisAt> {
+        Self::start_with(dir, &[])
+    }
+
+    fn start_with(dir: &Path, extra: &[&str]) -> Option<RedisAt> {
         std::fs::create_dir_all(dir).ok()?;
         let port = free_port();
         let child = Command::new("redis-server")
@@ -39,6 +43,7 @@ impl RedisAt {
             .arg("--dir")
             .arg(dir)
             .args(["--dbfilename", "dump.rdb"])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -278,12 +283,16 @@ fn same_data(want: &mut Connection, got: &mut Connection, what: &str) {
 }
 
 fn nacre(dir: &Path, args: &[&str]) -> Output {
+    nacre_sized(dir, "256mb", args)
+}
+
+fn nacre_sized(dir: &Path, pool: &str, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_nacre-server"))
         .arg("--dir")
         .arg(dir)
         .args([
             "--pmem-size",
-            "256mb",
+            pool,
             "--pmem-backend",
             "emulated",
             "--loglevel",
@@ -447,4 +456,368 @@ fn damaged_files_are_refused_with_the_offset_and_never_called_complete() {
     let s = Server::start_in(&work.path().join("cut"), &[]);
     let n: i64 = redis::cmd("DBSIZE").query(&mut s.conn()).unwrap();
     assert!(n > 0, "keys before the cut were written");
+}
+
+/// Letters and digits from a seeded generator: values LZF cannot shrink much, so the file
+/// is as big as the data.
+struct Bytes(u64);
+
+impl Bytes {
+    fn text(&mut self, len: usize) -> String {
+        const ABC: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+        (0..len)
+            .map(|_| {
+                self.0 ^= self.0 << 13;
+                self.0 ^= self.0 >> 7;
+                self.0 ^= self.0 << 17;
+                ABC[(self.0 % ABC.len() as u64) as usize] as char
+            })
+            .collect()
+    }
+}
+
+/// Sends `cmds` in pipelines of `batch`, failing on the first error reply.
+fn send_all(c: &mut Connection, cmds: impl Iterator<Item = redis::Cmd>, batch: usize) {
+    let mut p = redis::pipe();
+    let mut n = 0;
+    for cmd in cmds {
+        p.add_command(cmd).ignore();
+        n += 1;
+        if n == batch {
+            p.query::<()>(c).unwrap();
+            p = redis::pipe();
+            n = 0;
+        }
+    }
+    if n > 0 {
+        p.query::<()>(c).unwrap();
+    }
+}
+
+fn cmd(args: &[&str]) -> redis::Cmd {
+    let mut c = redis::cmd(args[0]);
+    for a in &args[1..] {
+        c.arg(*a);
+    }
+    c
+}
+
+/// About 1 GiB in Redis's file: 1,000,400 keys of every type and encoding (strings of
+/// 1200 bytes and integers; small and big hashes, lists, sets, intsets and sorted sets;
+/// streams, some with a group and pending entries), every tenth key with an expiry time.
+fn fill_gibibyte(c: &mut Connection) -> usize {
+    let mut b = Bytes(0x9E37_79B9_7F4A_7C15);
+    let mut keys = 0;
+    let mut g = |n: usize, make: &mut dyn FnMut(usize, &mut Bytes) -> Vec<redis::Cmd>| {
+        let mut all = Vec::new();
+        for i in 0..n {
+            all.extend(make(i, &mut b));
+            if all.len() >= 2000 || i + 1 == n {
+                send_all(c, all.drain(..), 2000);
+            }
+        }
+        keys += n;
+    };
+    let expire = |k: &str, i: usize| -> Vec<redis::Cmd> {
+        if i % 10 == 0 {
+            vec![cmd(&["PEXPIRE", k, &(3_600_000 + i).to_string()])]
+        } else {
+            vec![]
+        }
+    };
+    g(690_000, &mut |i, b| {
+        let k = format!("str:{i}");
+        let v = if i % 50 == 0 {
+            i.to_string()
+        } else {
+            b.text(1200)
+        };
+        let mut v2 = vec![cmd(&["SET", &k, &v])];
+        v2.extend(expire(&k, i));
+        v2
+    });
+    g(100_000, &mut |i, b| {
+        let k = format!("hash:{i}");
+        let mut h = redis::cmd("HSET");
+        h.arg(&k);
+        for f in 0..8 {
+            h.arg(format!("field{f}")).arg(b.text(90));
+        }
+        let mut v = vec![h];
+        v.extend(expire(&k, i));
+        v
+    });
+    g(80_000, &mut |i, b| {
+        let k = format!("list:{i}");
+        let mut l = redis::cmd("RPUSH");
+        l.arg(&k);
+        for _ in 0..10 {
+            l.arg(b.text(100));
+        }
+        l.arg(i as i64 * 7 - 5);
+        let mut v = vec![l];
+        v.extend(expire(&k, i));
+        v
+    });
+    g(60_000, &mut |i, b| {
+        let k = format!("set:{i}");
+        let mut s = redis::cmd("SADD");
+        s.arg(&k);
+        for _ in 0..10 {
+            s.arg(b.text(50));
+        }
+        let mut v = vec![s];
+        v.extend(expire(&k, i));
+        v
+    });
+    g(10_000, &mut |i, _| {
+        let k = format!("intset:{i}");
+        let mut s = redis::cmd("SADD");
+        s.arg(&k);
+        for m in 0..12i64 {
+            s.arg(m * 100_003 - i as i64);
+        }
+        let mut v = vec![s];
+        v.extend(expire(&k, i));
+        v
+    });
+    g(50_000, &mut |i, b| {
+        let k = format!("zset:{i}");
+        let mut z = redis::cmd("ZADD");
+        z.arg(&k);
+        for m in 0..10 {
+            z.arg(format!("{}.25", m * 3 + i % 7)).arg(b.text(50));
+        }
+        let mut v = vec![z];
+        v.extend(expire(&k, i));
+        v
+    });
+    // Big ones: hash tables, skiplists and lists of many nodes.
+    g(400, &mut |i, b| {
+        let k = format!("big:{i}");
+        let mut c = redis::cmd(["HSET", "SADD", "ZADD", "RPUSH"][i % 4]);
+        c.arg(&k);
+        for m in 0..2000 {
+            match i % 4 {
+                0 => c.arg(format!("f{m}")).arg(b.text(30)),
+                2 => c.arg(m as f64 / 3.0).arg(b.text(30)),
+                _ => c.arg(b.text(30)),
+            };
+        }
+        vec![c]
+    });
+    g(10_000, &mut |i, b| {
+        let k = format!("stream:{i}");
+        let mut v: Vec<redis::Cmd> = (0..10)
+            .map(|e| {
+                cmd(&[
+                    "XADD",
+                    &k,
+                    &format!("{}-{e}", 1_700_000_000_000u64 + i as u64),
+                    "event",
+                    &b.text(20),
+                    "n",
+                    &e.to_string(),
+                ])
+            })
+            .collect();
+        if i % 10 == 0 {
+            v.push(cmd(&["XGROUP", "CREATE", &k, "workers", "0"]));
+            v.push(cmd(&[
+                "XREADGROUP",
+                "GROUP",
+                "workers",
+                "alice",
+                "COUNT",
+                "3",
+                "STREAMS",
+                &k,
+                ">",
+            ]));
+            v.push(cmd(&[
+                "XDEL",
+                &k,
+                &format!("{}-9", 1_700_000_000_000u64 + i as u64),
+            ]));
+        }
+        v
+    });
+    keys
+}
+
+/// Every key of `want` (database 0) is in `got` with the same type, contents and expiry
+/// (within a minute), compared in pipelines of 1000 keys.
+fn same_data_pipelined(want: &mut Connection, got: &mut Connection, what: &str) -> usize {
+    let mut keys: Vec<String> = redis::cmd("KEYS").arg("*").query(want).unwrap();
+    keys.sort();
+    let mut theirs: Vec<String> = redis::cmd("KEYS").arg("*").query(got).unwrap();
+    theirs.sort();
+    assert_eq!(theirs.len(), keys.len(), "{what}: key count");
+    assert!(theirs == keys, "{what}: key names differ");
+    let read = |c: &mut Connection, chunk: &[String]| -> Vec<(Value, i64)> {
+        let mut p = redis::pipe();
+        for k in chunk {
+            p.cmd("TYPE").arg(k);
+        }
+        let types: Vec<String> = p.query(c).unwrap();
+        let mut p = redis::pipe();
+        for (k, t) in chunk.iter().zip(&types) {
+            match t.as_str() {
+                "string" => p.cmd("GET").arg(k),
+                "list" => p.cmd("LRANGE").arg(k).arg(0).arg(-1),
+                "set" => p.cmd("SMEMBERS").arg(k),
+                "hash" => p.cmd("HGETALL").arg(k),
+                "zset" => p.cmd("ZRANGE").arg(k).arg(0).arg(-1).arg("WITHSCORES"),
+                "stream" => p.cmd("XRANGE").arg(k).arg("-").arg("+"),
+                other => panic!("{what}: {k} is a {other}"),
+            };
+            p.cmd("PTTL").arg(k);
+        }
+        let vals: Vec<Value> = p.query(c).unwrap();
+        vals.chunks(2)
+            .zip(&types)
+            .map(|(pair, t)| {
+                let mut v = pair[0].clone();
+                if let (Value::Array(items), "set" | "hash") = (&mut v, t.as_str()) {
+                    if t == "hash" {
+                        let mut pairs: Vec<Vec<Value>> =
+                            items.chunks(2).map(|p| p.to_vec()).collect();
+                        pairs.sort_by_key(|p| format!("{p:?}"));
+                        *items = pairs.concat();
+                    } else {
+                        items.sort_by_key(|m| format!("{m:?}"));
+                    }
+                }
+                let Value::Int(pttl) = pair[1] else {
+                    panic!("PTTL {:?}", pair[1])
+                };
+                (v, pttl)
+            })
+            .collect()
+    };
+    let mut streams = Vec::new();
+    for chunk in keys.chunks(1000) {
+        let (a, b) = (read(want, chunk), read(got, chunk));
+        for ((k, (va, ta)), (vb, tb)) in chunk.iter().zip(&a).zip(&b) {
+            assert!(vb == va, "{what}: {k} differs: {vb:?}, want {va:?}");
+            assert_eq!(
+                *tb > 0,
+                *ta > 0,
+                "{what}: {k} expires in {tb} ms, want {ta}"
+            );
+            assert!(
+                (ta - tb).abs() < 60_000,
+                "{what}: {k} expires in {tb} ms, want {ta}"
+            );
+        }
+        streams.extend(chunk.iter().filter(|k| k.starts_with("stream:")).cloned());
+    }
+    // A stream's groups, consumers and pending entries (read one key at a time).
+    for k in streams.iter().step_by(10) {
+        assert_eq!(
+            stream_contents(got, k),
+            stream_contents(want, k),
+            "{what}: {k}"
+        );
+    }
+    keys.len()
+}
+
+/// Seconds from redis-server's log line "DB loaded from disk: X seconds".
+fn redis_load_seconds(log: &Path) -> f64 {
+    let text = std::fs::read_to_string(log).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.contains("DB loaded from disk"))
+        .unwrap_or_else(|| panic!("no load line in {text}"));
+    let secs = line.split("disk: ").nth(1).unwrap();
+    secs.trim_end_matches(" seconds").trim().parse().unwrap()
+}
+
+/// The round trip at scale: about 1 GiB written by redis-server (every type,
+/// expiry times, a million keys) is imported, compared key by key, exported, loaded by
+/// redis-server and compared again; the import and Redis's own load are timed. Run by
+/// hand: `cargo test --release -p nacre-server --test rdb_files -- --ignored --nocapture`.
+/// The pool goes to /dev/shm when there is one.
+#[test]
+#[ignore]
+fn a_gibibyte_moves_from_redis_to_nacre_and_back() {
+    let shm = Path::new("/dev/shm");
+    let work = if shm.is_dir() {
+        tempfile::tempdir_in(shm).unwrap()
+    } else {
+        tempfile::tempdir().unwrap()
+    };
+    let disk = tempfile::tempdir().unwrap();
+    let t = Instant::now();
+    let Some(redis) = RedisAt::start(&disk.path().join("redis")) else {
+        eprintln!("redis-server is not installed; skipped");
+        return;
+    };
+    let mut r = redis.conn();
+    let n = fill_gibibyte(&mut r);
+    q(&mut r, &["SAVE"]);
+    let dump = disk.path().join("redis").join("dump.rdb");
+    let size = std::fs::metadata(&dump).unwrap().len();
+    eprintln!(
+        "redis-server wrote {n} keys, {:.1} MiB, in {:.1} s",
+        size as f64 / 1048576.0,
+        t.elapsed().as_secs_f64()
+    );
+    assert!(size > 1 << 30, "the file has {size} bytes");
+
+    // Redis's own load of its file, timed by its log.
+    let reload = disk.path().join("reload");
+    std::fs::create_dir_all(&reload).unwrap();
+    std::fs::copy(&dump, reload.join("dump.rdb")).unwrap();
+    let log = disk.path().join("reload.log");
+    let loaded = RedisAt::start_with(&reload, &["--logfile", path_str(&log)]).unwrap();
+    let redis_secs = redis_load_seconds(&log);
+    drop(loaded);
+
+    let pool = work.path().join("pool");
+    let t = Instant::now();
+    let out = nacre_sized(&pool, "8gb", &["--import-rdb", path_str(&dump)]);
+    let wall = t.elapsed().as_secs_f64();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "import failed: {said}");
+    let summary = said.lines().find(|l| l.contains("imported ")).unwrap();
+    eprintln!("{summary}");
+    eprintln!("import process {wall:.2} s; redis-server loads the same file in {redis_secs:.2} s");
+
+    let server = Server::start_in(&pool, &[]);
+    let mut nc = server.conn();
+    let t = Instant::now();
+    let compared = same_data_pipelined(&mut r, &mut nc, "imported into Nacre");
+    assert!(compared > 1_000_000, "{compared} keys");
+    eprintln!(
+        "{compared} keys compared with Redis in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    let _: redis::RedisResult<()> = redis::cmd("SHUTDOWN").query(&mut nc);
+    drop(server);
+
+    let back = disk.path().join("back");
+    std::fs::create_dir_all(&back).unwrap();
+    let t = Instant::now();
+    let out = nacre_sized(
+        &pool,
+        "8gb",
+        &["--export-rdb", path_str(&back.join("dump.rdb"))],
+    );
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "export failed: {said}");
+    eprintln!(
+        "{} (process {:.2} s)",
+        said.lines().find(|l| l.contains("exported ")).unwrap(),
+        t.elapsed().as_secs_f64()
+    );
+    let log = disk.path().join("back.log");
+    let loaded = RedisAt::start_with(&back, &["--logfile", path_str(&log)]).unwrap();
+    eprintln!(
+        "redis-server loads the export in {:.2} s",
+        redis_load_seconds(&log)
+    );
+    let compared = same_data_pipelined(&mut r, &mut loaded.conn(), "export loaded by Redis");
+    eprintln!("{compared} keys of the export compared with the original");
 }
