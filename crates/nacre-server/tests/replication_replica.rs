@@ -267,7 +267,8 @@ fn load(c: &mut Connection, tag: &str, n: usize) {
 fn a_replica_of_redis_matches_it_through_full_sync_stream_cut_and_promotion() {
     let Some(m) = redis_master() else { return };
     let mut mc = m.conn();
-    let lib = "#!lua name=mylib\nredis.register_function('myfunc', function(keys, args) return args[1] end)";
+    // Declared no-writes: a read-only replica runs no function that may write.
+    let lib = "#!lua name=mylib\nredis.register_function{function_name='myfunc', callback=function(keys, args) return args[1] end, flags={'no-writes'}}";
     let _: Value = redis::cmd("FUNCTION")
         .arg("LOAD")
         .arg(lib)
@@ -334,6 +335,23 @@ fn a_replica_of_redis_matches_it_through_full_sync_stream_cut_and_promotion() {
         String::from_utf8_lossy(&raw),
         "-READONLY You can't write against a read only replica.\r\n+OK\r\n-READONLY You can't write against a read only replica.\r\n-EXECABORT Transaction discarded because of previous errors.\r\n"
     );
+    // Scripts: a write inside one is refused as Redis refuses it; a script with flags
+    // that may write does not run; reads run.
+    let e = run_text(&mut rc, &["EVAL", "return redis.call('set','x','1')", "0"]);
+    assert!(
+        e.contains("You can't write against a read only replica. script:"),
+        "{e}"
+    );
+    let e = run_text(&mut rc, &["EVAL", "#!lua\nreturn 1", "0"]);
+    assert!(
+        e.contains("Can not run script with write flag on readonly replica"),
+        "{e}"
+    );
+    let v = run_text(
+        &mut rc,
+        &["EVAL", "return redis.call('get','pre:s:1')", "0"],
+    );
+    assert!(v.contains("v1-tail"), "{v}");
     assert!(run_text(&mut rc, &["GET", "pre:s:1"]).contains("v1-tail"));
     // A cut link resumes with a partial resynchronization.
     let full_before = info_field(&mut mc, "stats", "sync_full").unwrap();
@@ -430,6 +448,71 @@ fn a_disk_based_sync_works_and_a_restarted_replica_resumes_with_a_partial_sync()
         full_before,
         "the restarted replica resumed with a partial sync"
     );
+}
+
+#[test]
+fn a_replica_killed_while_loading_never_serves_the_partial_data_set() {
+    let Some(m) = RedisServer::start_with(&[
+        "--enable-debug-command",
+        "yes",
+        "--repl-diskless-sync-delay",
+        "0",
+    ]) else {
+        eprintln!("SKIPPED: redis-server is not installed");
+        return;
+    };
+    let mut mc = m.conn();
+    let _: () = redis::cmd("DEBUG")
+        .arg("POPULATE")
+        .arg(300_000)
+        .arg("key")
+        .arg(64)
+        .query(&mut mc)
+        .unwrap();
+    let mut r = Server::start(&[]);
+    let mut rc = r.conn();
+    let _: () = rc.set("mine", "kept").unwrap();
+    let _: String = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(m.port)
+        .query(&mut rc)
+        .unwrap();
+    // INFO answers while loading; once the load is under way, the process dies.
+    wait_for("the load to start", Duration::from_secs(60), || {
+        info_field(&mut rc, "persistence", "loading").as_deref() == Some("1")
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    let loading = info_field(&mut rc, "persistence", "loading");
+    r.kill();
+    assert_eq!(
+        loading.as_deref(),
+        Some("1"),
+        "the load ended before the kill: the test proves nothing (make the data set bigger)"
+    );
+    // Started again as a master (REPLICAOF was not written to a configuration): it serves
+    // either nothing or its whole old data set, never a part of the master's.
+    r.restart();
+    let mut rc = r.conn();
+    let n: i64 = redis::cmd("DBSIZE").query(&mut rc).unwrap();
+    let mine: Option<String> = rc.get("mine").unwrap();
+    assert!(
+        n == 0 || (n == 1 && mine.as_deref() == Some("kept")),
+        "a restarted replica serves {n} keys of a load cut short"
+    );
+    assert_eq!(
+        info_field(&mut rc, "persistence", "loading").as_deref(),
+        Some("0")
+    );
+    // And it is writable, and starts a synchronization afresh when asked.
+    let _: () = rc.set("after", "1").unwrap();
+    let _: String = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(m.port)
+        .query(&mut rc)
+        .unwrap();
+    wait_caught_up(&mut mc, &mut rc);
+    let n: i64 = redis::cmd("DBSIZE").query(&mut rc).unwrap();
+    assert_eq!(n, 300_000);
 }
 
 /// A fake master: answers the handshake, then does `then` with the socket.

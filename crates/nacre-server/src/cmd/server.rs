@@ -342,7 +342,8 @@ pub fn info_text(shared: &Shared, sections: &[String]) -> String {
     }
     if want("persistence") {
         out.push_str(&format!(
-            "# Persistence\r\nloading:0\r\nasync_loading:0\r\nrdb_changes_since_last_save:0\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\nnacre_durability:every acknowledged write\r\nnacre_last_start_clean:{}\r\nnacre_last_start_created:{}\r\nnacre_last_recovery_ms:{}\r\nnacre_last_key_count_ms:{}\r\n\r\n",
+            "# Persistence\r\nloading:{}\r\nasync_loading:0\r\nrdb_changes_since_last_save:0\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\nnacre_durability:every acknowledged write\r\nnacre_last_start_clean:{}\r\nnacre_last_start_created:{}\r\nnacre_last_recovery_ms:{}\r\nnacre_last_key_count_ms:{}\r\n\r\n",
+            u8::from(shared.repl.replica.loading()),
             u8::from(shared.saving.load(Ordering::Relaxed)),
             shared.lastsave.load(Ordering::Relaxed),
             if shared.last_save_ok.load(Ordering::Relaxed) { "ok" } else { "err" },
@@ -633,6 +634,7 @@ pub fn config(shared: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
                 shared.acl.set_default_password(cfg.requirepass.as_deref());
             }
             configure_access_clock(shared, &cfg);
+            shared.repl.configure(&cfg);
             *shared.config.write() = cfg;
             super::tracking::enforce_limit(shared);
             reply(ok())

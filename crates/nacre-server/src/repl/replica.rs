@@ -14,6 +14,8 @@
 //! - L4: a full synchronization validates the whole payload before it touches the data set;
 //!   from the flush (which deletes the mark, M3) until the load ends, and after a failed
 //!   load until a good one, clients get `-LOADING`: a partial data set is never served.
+//!   Across a crash the loading record (M4 in store/repl_mark.rs) keeps that promise: a
+//!   server that starts with it empties the data set before it serves.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
@@ -138,6 +140,11 @@ impl Link {
         self.partial_syncs.load(Ordering::Relaxed)
     }
 
+    /// Whether a full synchronization's payload is loading (`INFO persistence`'s `loading`).
+    pub fn loading(&self) -> bool {
+        self.loading.load(Ordering::Acquire)
+    }
+
     fn set_state(&self, s: State) {
         self.state.store(s as u8, Ordering::Release);
     }
@@ -171,20 +178,7 @@ pub(crate) fn refusal(
     if shared.repl.replica.master.lock().is_none() {
         return None;
     }
-    // EXEC answers for what it queued.
-    let queued: Vec<Flags> = if cmd.name == "exec" {
-        client
-            .multi
-            .iter()
-            .flatten()
-            .filter_map(|a| {
-                let c = crate::cmd::lookup(&crate::cmd::args::lower(&a[0]))?;
-                Some(c.sub(a).map_or(c.flags, |s| s.flags))
-            })
-            .collect()
-    } else {
-        Vec::new()
-    };
+    let queued = crate::cmd::queued_flags(client, cmd);
     let denies = |f: Flags| !flags.contains(f) || queued.iter().any(|q| !q.contains(f));
     let write = flags.contains(Flags::WRITE) || queued.iter().any(|q| q.contains(Flags::WRITE));
     if write && param(shared, "replica-read-only") == "yes" {
@@ -312,6 +306,23 @@ pub(crate) fn replicaof(shared: &Arc<Shared>, target: Option<(String, u16)>) -> 
 /// record (M3): its own writes would make it false.
 pub fn resume(shared: &Arc<Shared>) {
     let store = &shared.store;
+    match repl_mark::interrupted_load(store) {
+        Ok(Some(replid)) => {
+            tracing::warn!(
+                master_replid = %replid,
+                "a full synchronization's load was cut short: emptying the partial data set"
+            );
+            if let Err(e) = drop_partial(shared) {
+                tracing::error!(error = %e, "the partial data set could not be emptied");
+                std::process::exit(1);
+            }
+        }
+        Ok(None) => {}
+        Err(e) => {
+            tracing::error!(error = %e, "the replication loading record could not be read");
+            std::process::exit(1);
+        }
+    }
     match repl_mark::read(store) {
         Ok(Some(m)) => {
             tracing::info!(
@@ -340,10 +351,48 @@ pub fn resume(shared: &Arc<Shared>) {
     }
 }
 
-/// Deletes the durable mark (M3) and waits for it.
+/// Empties a data set a crash left half loaded (M4): functions first, then the keys in the
+/// batch that deletes the loading record, so a crash in between empties it again at the
+/// next start.
+fn drop_partial(shared: &Shared) -> Result<(), LinkError> {
+    let mut client = master_client(shared, "start".into());
+    for (args, armed) in [
+        (&["FUNCTION", "FLUSH"][..], None),
+        (&["FLUSHALL"][..], Some(Armed::Forget)),
+    ] {
+        let args: Vec<Vec<u8>> = args.iter().map(|a| a.as_bytes().to_vec()).collect();
+        let out = match armed {
+            Some(a) => repl_mark::with_armed(a, || crate::cmd::execute(shared, &mut client, args)),
+            None => crate::cmd::execute(shared, &mut client, args),
+        };
+        let Outcome::Reply(r, t) = out else {
+            return Err(LinkError::Commit("the flush did not run".into()));
+        };
+        if let Some(e) = r.error_message() {
+            return Err(LinkError::Commit(e.into_owned()));
+        }
+        shared
+            .store
+            .commits
+            .wait_blocking(&shared.store, t.0)
+            .map_err(|e| LinkError::Commit(e.to_string()))?;
+    }
+    // FLUSHALL of a data set with no key commits nothing: the record goes on its own.
+    if repl_mark::interrupted_load(&shared.store)
+        .map_err(|e| LinkError::Commit(e.to_string()))?
+        .is_some()
+    {
+        forget_mark(shared)?;
+    }
+    Ok(())
+}
+
+/// Deletes the durable mark (M3) and the loading record (M4), and waits for it.
 fn forget_mark(shared: &Shared) -> Result<(), LinkError> {
     let store = &shared.store;
-    if matches!(repl_mark::read(store), Ok(None)) {
+    if matches!(repl_mark::read(store), Ok(None))
+        && matches!(repl_mark::interrupted_load(store), Ok(None))
+    {
         return Ok(());
     }
     let ticket = write_mark(shared, Armed::Forget);
@@ -363,15 +412,7 @@ fn write_mark(shared: &Shared, armed: Armed) -> u64 {
         }
     };
     let mut txn = crate::store::Txn::exclusive(store, &[], now_ms());
-    match armed {
-        Armed::Put(m) => {
-            txn.raw_batch()
-                .put(&store.subs.sys, repl_mark::RECORD, m.encode());
-        }
-        Armed::Forget => {
-            txn.raw_batch().delete(&store.subs.sys, repl_mark::RECORD);
-        }
-    }
+    armed.add_to(txn.raw_batch(), &store.subs.sys);
     txn.commit().0
 }
 
@@ -774,10 +815,18 @@ fn replace_data(
     let l = &shared.repl.replica;
     l.loading.store(true, Ordering::Release);
     let mut client = master_client(shared, "sync".into());
-    // The flush deletes the mark in its commit (M3); functions go too (FLUSHALL keeps them).
+    // The loading record is durable before the data set changes (M4), whether or not the
+    // flush below has anything to delete; the flush deletes the mark in its commit (M3).
+    // Functions go too (FLUSHALL keeps them).
+    let t = write_mark(shared, Armed::Loading(mark.replid.clone()));
+    shared
+        .store
+        .commits
+        .wait_blocking(&shared.store, t)
+        .map_err(|e| LinkError::Commit(e.to_string()))?;
     for args in [&["FLUSHALL"][..], &["FUNCTION", "FLUSH"][..]] {
         let args: Vec<Vec<u8>> = args.iter().map(|a| a.as_bytes().to_vec()).collect();
-        let out = repl_mark::with_armed(Armed::Forget, || {
+        let out = repl_mark::with_armed(Armed::Loading(mark.replid.clone()), || {
             crate::cmd::execute(shared, &mut client, args)
         });
         match out {
@@ -795,7 +844,7 @@ fn replace_data(
         }
     }
     let loaded = crate::transfer::load::load(shared, path)?;
-    let t = write_mark(shared, Armed::Put(mark));
+    let t = write_mark(shared, Armed::Loaded(mark));
     shared
         .store
         .commits

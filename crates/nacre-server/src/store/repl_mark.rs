@@ -13,6 +13,11 @@
 //!   commit without yielding, on the caller's thread.
 //! - M3: when the data set stops being the stream's (a full synchronization starts, the
 //!   replica is promoted), the record is deleted in the batch that starts the change.
+//! - M4: a full synchronization's load is bracketed by the [`LOADING`] record: it is written
+//!   in the batch that empties the data set (with M3's deletion) and deleted in the batch
+//!   that writes the new mark after the last key. A server that opens with it finds a
+//!   partial data set and empties it before it serves anyone, deleting the record in that
+//!   emptying batch; so a load cut short by a crash is never served as a data set.
 
 use std::cell::RefCell;
 
@@ -22,6 +27,10 @@ use super::{Result, Store, StoreError};
 
 /// The `sys` record.
 pub const RECORD: &[u8] = b"repl-mark";
+
+/// The `sys` record present while a full synchronization loads (M4); its value is the
+/// master's replication id the load was for, as text.
+pub const LOADING: &[u8] = b"repl-loading";
 
 /// A position in a master's stream.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -64,8 +73,35 @@ impl Mark {
 pub enum Armed {
     /// Writes this mark.
     Put(Mark),
-    /// Deletes the record (M3).
+    /// Deletes the record (M3) and the loading record (M4).
     Forget,
+    /// Deletes the record (M3) and writes the loading record (M4) with this replication id.
+    Loading(String),
+    /// Writes this mark and deletes the loading record: a load is complete (M4).
+    Loaded(Mark),
+}
+
+impl Armed {
+    /// Adds what this does with the records to `batch`.
+    pub(crate) fn add_to(&self, batch: &mut WriteBatch, sys: &Subtable) {
+        match self {
+            Armed::Put(m) => {
+                batch.put(sys, RECORD, m.encode());
+            }
+            Armed::Forget => {
+                batch.delete(sys, RECORD);
+                batch.delete(sys, LOADING);
+            }
+            Armed::Loading(replid) => {
+                batch.delete(sys, RECORD);
+                batch.put(sys, LOADING, replid.as_bytes());
+            }
+            Armed::Loaded(m) => {
+                batch.put(sys, RECORD, m.encode());
+                batch.delete(sys, LOADING);
+            }
+        }
+    }
 }
 
 thread_local! {
@@ -88,14 +124,10 @@ pub fn with_armed<R>(armed: Armed, f: impl FnOnce() -> R) -> R {
 /// Adds the armed mark, if any, to `batch`, which is about to be queued and writes
 /// something (M1).
 pub(crate) fn attach(batch: &mut WriteBatch, sys: &Subtable) {
-    ARMED.with(|a| match &*a.borrow() {
-        Some(Armed::Put(m)) => {
-            batch.put(sys, RECORD, m.encode());
+    ARMED.with(|a| {
+        if let Some(armed) = &*a.borrow() {
+            armed.add_to(batch, sys);
         }
-        Some(Armed::Forget) => {
-            batch.delete(sys, RECORD);
-        }
-        None => {}
     });
 }
 
@@ -105,6 +137,15 @@ pub fn read(store: &Store) -> Result<Option<Mark>> {
         Some(b) => Mark::decode(&b).map(Some),
         None => Ok(None),
     }
+}
+
+/// The replication id of a full synchronization whose load a crash cut short (M4), if the
+/// data set is such a partial one.
+pub fn interrupted_load(store: &Store) -> Result<Option<String>> {
+    Ok(store
+        .db
+        .get(&store.subs.sys, LOADING)?
+        .map(|b| String::from_utf8_lossy(&b).into_owned()))
 }
 
 #[cfg(test)]
