@@ -105,6 +105,7 @@ pub async fn run(
     }
     let shared = Shared::new(store.clone(), cfg.clone(), report).into_arc();
     crate::cmd::server::configure_access_clock(&shared, &cfg);
+    shared.repl.configure(&cfg);
     match crate::cmd::acl::restore(&shared) {
         Ok(0) => {}
         Ok(n) => tracing::info!(users = n, "ACL users loaded"),

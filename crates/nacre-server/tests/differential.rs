@@ -1502,3 +1502,60 @@ fn encoding_and_reporting_parameters() {
     ]);
     d.finish();
 }
+
+#[test]
+fn min_replicas_refuse_writes_without_good_replicas() {
+    let Some(mut d) = Diff::start("min-replicas") else {
+        return;
+    };
+    let other = d.connect();
+    d.script(&[
+        "SET k v",
+        "CONFIG SET min-replicas-to-write 1",
+        "SET k v2",
+        "GET k",
+        "INCR n",
+        "DEL k",
+        "EXISTS k",
+        "MULTI",
+        "GET k",
+        "SET k v3",
+        "EXEC",
+        "MULTI",
+        "GET k",
+        "EXEC",
+        "PING",
+    ]);
+    // Scripts: a plain one fails at its first write; one with flags is refused before it
+    // runs unless it declares no-writes.
+    d.check(&[b"EVAL", b"return redis.call('get','k')", b"0"]);
+    d.check(&[b"EVAL", b"return redis.call('set','k','v4')", b"0"]);
+    d.check(&[b"EVAL", b"#!lua\nreturn 1", b"0"]);
+    d.check(&[
+        b"EVAL",
+        b"#!lua flags=no-writes\nreturn redis.call('get','k')",
+        b"0",
+    ]);
+    d.check(&[b"EVAL_RO", b"return redis.call('get','k')", b"0"]);
+    // A transaction queued while writes were allowed is refused at EXEC once they are not.
+    d.script(&[
+        "CONFIG SET min-replicas-to-write 0",
+        "MULTI",
+        "SET k v5",
+        "GET k",
+    ]);
+    d.script_on(other, &["CONFIG SET min-replicas-to-write 2"]);
+    d.script(&[
+        "EXEC",
+        "GET k",
+        // Either setting at 0 turns the check off.
+        "CONFIG SET min-replicas-max-lag 0",
+        "SET k v6",
+        "CONFIG SET min-replicas-max-lag 10",
+        "SET k v7",
+        "CONFIG SET min-replicas-to-write 0",
+        "SET k v8",
+        "GET k",
+    ]);
+    d.finish();
+}

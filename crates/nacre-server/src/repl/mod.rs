@@ -9,11 +9,16 @@
 //!   the stream `replid` up to `master_repl_offset`; a replica takes its master's id and
 //!   offset when it loads the master's data, and keeps them as it applies the stream.
 //! - P2: a replica acknowledges only offsets whose writes are durable in its own pool.
+//! - P3: with `min-replicas-to-write` N and `min-replicas-max-lag` S both set, a master runs
+//!   no write command (nor a script that may write) while fewer than N online replicas have
+//!   acknowledged within the last S seconds (`NOREPLICAS`, as Redis's
+//!   `checkGoodReplicasStatus`).
 
 pub mod master;
 pub mod replica;
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use parking_lot::Mutex;
@@ -71,6 +76,9 @@ pub struct Replication {
     pub partial_err: std::sync::atomic::AtomicU64,
     /// This server as a replica: its master and the link.
     pub replica: replica::Link,
+    /// `min-replicas-to-write` and `min-replicas-max-lag` (P3).
+    min_to_write: AtomicU64,
+    min_max_lag: AtomicU64,
 }
 
 impl Default for Replication {
@@ -87,11 +95,49 @@ impl Default for Replication {
             partial_ok: Default::default(),
             partial_err: Default::default(),
             replica: Default::default(),
+            min_to_write: AtomicU64::new(0),
+            min_max_lag: AtomicU64::new(10),
         }
     }
 }
 
+/// Redis's refusal of a write without enough good replicas (P3).
+pub const NOREPLICAS: &str = "NOREPLICAS Not enough good replicas to write.";
+
 impl Replication {
+    /// Takes `min-replicas-to-write` and `min-replicas-max-lag` from `cfg` (at start and
+    /// after CONFIG SET).
+    pub fn configure(&self, cfg: &crate::config::Config) {
+        let num = |name: &str| cfg.get(name).and_then(|v| v.parse().ok()).unwrap_or(0);
+        self.min_to_write
+            .store(num("min-replicas-to-write"), Ordering::Relaxed);
+        self.min_max_lag
+            .store(num("min-replicas-max-lag"), Ordering::Relaxed);
+    }
+
+    /// Whether both settings are on, so writes need good replicas (P3).
+    fn min_replicas(&self) -> Option<(u64, u64)> {
+        let n = self.min_to_write.load(Ordering::Relaxed);
+        let lag = self.min_max_lag.load(Ordering::Relaxed);
+        (n > 0 && lag > 0).then_some((n, lag))
+    }
+
+    /// Online replicas that acknowledged within `max_lag` seconds.
+    fn good_replicas(&self, max_lag: u64) -> u64 {
+        self.attached
+            .lock()
+            .values()
+            .filter(|a| a.state == "online" && a.ack_at.elapsed().as_secs() <= max_lag)
+            .count() as u64
+    }
+
+    /// Whether this master may run a write now (P3); a master only: the caller knows this
+    /// server has no master.
+    pub fn enough_good_replicas(&self) -> bool {
+        self.min_replicas()
+            .is_none_or(|(n, lag)| self.good_replicas(lag) >= n)
+    }
+
     /// Replicas whose acknowledged offset reaches `offset`.
     pub fn acked_at_least(&self, offset: u64) -> usize {
         self.attached
@@ -126,6 +172,12 @@ pub fn info(shared: &crate::shared::Shared) -> String {
     }
     let attached = shared.repl.attached.lock().clone();
     out.push_str(&format!("connected_slaves:{}\r\n", attached.len()));
+    if let Some((_, lag)) = shared.repl.min_replicas() {
+        out.push_str(&format!(
+            "min_slaves_good_slaves:{}\r\n",
+            shared.repl.good_replicas(lag)
+        ));
+    }
     for (i, a) in attached.values().enumerate() {
         out.push_str(&format!(
             "slave{i}:ip={},port={},state={},offset={},lag={}\r\n",

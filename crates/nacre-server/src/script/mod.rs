@@ -435,7 +435,7 @@ pub fn in_exec(
         Err(e) => return (e, None),
     };
     let target = what.target();
-    if let Some(r) = run::refuse(shared, target.flags(), ro) {
+    if let Some(r) = run::refuse(shared, target.flags(), ro, client.master) {
         return (r, None);
     }
     let exclusive = txn.is_exclusive();

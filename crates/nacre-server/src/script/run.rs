@@ -198,6 +198,19 @@ impl Host for Ctx<'_, '_> {
         if flags.contains(Flags::WRITE) && self.read_only {
             return Err("Write commands are not allowed from read-only scripts.".into());
         }
+        // As Redis's scriptVerifyWriteCommandAllow: a replica's own clients write nothing,
+        // and a master without enough good replicas lets a script's first write fail.
+        if flags.contains(Flags::WRITE) && !self.client.master {
+            if self.shared.store.replica.load(Ordering::Relaxed) {
+                if read_only_replica(self.shared) {
+                    return Err("-READONLY You can't write against a read only replica.".into());
+                }
+            } else if !self.dirty.load(Ordering::Acquire)
+                && !self.shared.repl.enough_good_replicas()
+            {
+                return Err(format!("-{}", crate::repl::NOREPLICAS));
+            }
+        }
         if flags.contains(Flags::DENYOOM) {
             let refuse = if self.compat {
                 self.shared.store.commits.full() && !self.dirty.load(Ordering::Acquire)
@@ -282,15 +295,27 @@ impl Target<'_> {
     }
 }
 
-/// Checks made before a script runs (`scriptPrepareForRun`): a refusal's reply.
-pub fn refuse(shared: &Shared, flags: ScriptFlags, ro: bool) -> Option<Reply> {
+/// Checks made before a script runs (`scriptPrepareForRun`): a refusal's reply. `obey`:
+/// the caller is this replica's master.
+pub fn refuse(shared: &Shared, flags: ScriptFlags, ro: bool, obey: bool) -> Option<Reply> {
     if flags.contains(ScriptFlags::COMPAT) {
         return None;
     }
-    if !flags.contains(ScriptFlags::NO_WRITES) && ro {
-        return Some(err(
-            "Can not execute a script with write flag using *_ro command.",
-        ));
+    if !flags.contains(ScriptFlags::NO_WRITES) {
+        let replica = shared.store.replica.load(Ordering::Relaxed);
+        if replica && !obey && read_only_replica(shared) {
+            return Some(Reply::Error(
+                "READONLY Can not run script with write flag on readonly replica".into(),
+            ));
+        }
+        if ro {
+            return Some(err(
+                "Can not execute a script with write flag using *_ro command.",
+            ));
+        }
+        if !replica && !shared.repl.enough_good_replicas() {
+            return Some(Reply::Error(crate::repl::NOREPLICAS.into()));
+        }
     }
     if !flags.intersects(ScriptFlags::NO_WRITES | ScriptFlags::ALLOW_OOM)
         && shared.store.commits.full()
@@ -298,6 +323,11 @@ pub fn refuse(shared: &Shared, flags: ScriptFlags, ro: bool) -> Option<Reply> {
         return Some(Reply::Error("OOM allow-oom flag is not set on the script, can not run it when used memory > 'maxmemory'".into()));
     }
     None
+}
+
+/// Whether `replica-read-only` is on.
+fn read_only_replica(shared: &Shared) -> bool {
+    shared.config.read().get("replica-read-only").as_deref() != Some("no")
 }
 
 /// Runs `s` for `client`: in a transaction of its own, or in `outer` (EXEC's), where it is
@@ -311,7 +341,7 @@ pub fn eval(
     argv: &[Vec<u8>],
     ro: bool,
 ) -> Outcome {
-    if let Some(r) = refuse(shared, t.flags(), ro) {
+    if let Some(r) = refuse(shared, t.flags(), ro, client.master) {
         return Outcome::Reply(r, Ticket(0));
     }
     let declared: Vec<(usize, &[u8])> = keys.iter().map(|k| (client.db, k.as_slice())).collect();
