@@ -235,6 +235,21 @@ fn a_redis_replica_holds_what_the_nacre_master_holds() {
         "{listed}"
     );
 
+    // min-replicas-to-write: one good replica lets writes through, two are not there.
+    q(&mut c, &["CONFIG", "SET", "min-replicas-to-write", "1"]);
+    assert_eq!(
+        info_field(&mut c, "replication", "min_slaves_good_slaves"),
+        "1"
+    );
+    assert_eq!(text(&q(&mut c, &["SET", "guarded", "1"])), "OK");
+    q(&mut c, &["CONFIG", "SET", "min-replicas-to-write", "2"]);
+    let refused = common::run_text(&mut c, &["SET", "guarded", "2"]);
+    assert!(
+        refused.contains("Not enough good replicas to write."),
+        "{refused}"
+    );
+    q(&mut c, &["CONFIG", "SET", "min-replicas-to-write", "0"]);
+
     // A cut link resumes where it was: a partial resynchronization, no second full one.
     q(&mut r, &["CLIENT", "KILL", "TYPE", "master"]);
     q(&mut c, &["SET", "after-cut", "1"]);
