@@ -395,6 +395,13 @@ impl Shared {
         (all || flags.intersects(writes)).then_some(until)
     }
 
+    /// Whether a command with `flags` waits for a failover (F1 in repl/failover.rs): when to
+    /// look again (ms), a little later, until the failover ends.
+    pub fn failover_paused(&self, flags: crate::cmd::Flags) -> Option<u64> {
+        let writes = crate::cmd::Flags::WRITE | crate::cmd::Flags::MAY_REPLICATE;
+        (self.repl.failover.pauses_writes() && flags.intersects(writes)).then(|| now_ms() + 50)
+    }
+
     /// The push queue of client `info`, if it has one.
     pub fn pubsub_queue(&self, info: &Arc<ClientInfo>) -> Option<crate::pubsub::Subscriber> {
         let tx = info.push_tx.lock().clone()?;

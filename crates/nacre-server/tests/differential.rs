@@ -1559,3 +1559,27 @@ fn min_replicas_refuse_writes_without_good_replicas() {
     ]);
     d.finish();
 }
+
+#[test]
+fn failover_errors_without_replicas() {
+    let Some(mut d) = Diff::start("failover") else {
+        return;
+    };
+    d.script(&[
+        "FAILOVER",
+        "FAILOVER ABORT",
+        "FAILOVER TO 127.0.0.1 1",
+        "FAILOVER TO 127.0.0.1 notaport",
+        "FAILOVER TIMEOUT 0",
+        "FAILOVER TIMEOUT -5",
+        "FAILOVER TIMEOUT abc",
+        "FAILOVER FORCE TIMEOUT 100",
+        "FAILOVER TO 127.0.0.1 1 FORCE",
+        "FAILOVER FORCE FORCE",
+        "FAILOVER TIMEOUT 10 TIMEOUT 20",
+        "FAILOVER BOGUS",
+        "FAILOVER TO 127.0.0.1",
+        "FAILOVER ABORT NOW",
+    ]);
+    d.finish();
+}

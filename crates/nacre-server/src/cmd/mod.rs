@@ -315,23 +315,6 @@ pub fn exec_abort(error: &str) -> Reply {
     Reply::Error(format!("EXECABORT Transaction discarded because of: {why}"))
 }
 
-/// The flags of the commands an `EXEC` would run (empty for any other command): EXEC is
-/// refused for what it queued.
-pub(crate) fn queued_flags(client: &Client, cmd: &Command) -> Vec<Flags> {
-    if cmd.name != "exec" {
-        return Vec::new();
-    }
-    client
-        .multi
-        .iter()
-        .flatten()
-        .filter_map(|a| {
-            let c = lookup(&args::lower(&a[0]))?;
-            Some(c.sub(a).map_or(c.flags, |s| s.flags))
-        })
-        .collect()
-}
-
 fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
     let Some(cmd) = lookup_bytes(&args[0]) else {
         if client.multi.is_some() {
@@ -381,10 +364,7 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
             }
         } else if (flags.contains(Flags::WRITE) || cmd.name == "exec")
             && !shared.repl.enough_good_replicas()
-            && (flags.contains(Flags::WRITE)
-                || queued_flags(client, cmd)
-                    .iter()
-                    .any(|f| f.contains(Flags::WRITE)))
+            && (flags.contains(Flags::WRITE) || multi::queued_flags(client).contains(Flags::WRITE))
         {
             // A master without enough good replicas runs no write (P3 in repl/mod.rs).
             return reject(shared, client, cmd, crate::repl::NOREPLICAS.into());
@@ -419,7 +399,7 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
             flags
         };
         if !matches!(cmd.name, "client" | "quit" | "reset") {
-            if let Some(until) = shared.paused_for(f) {
+            if let Some(until) = shared.paused_for(f).or_else(|| shared.failover_paused(f)) {
                 return Outcome::Paused(until, args.to_vec());
             }
         }

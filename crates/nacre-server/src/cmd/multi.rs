@@ -274,6 +274,23 @@ pub fn queued_flags(client: &Client) -> Flags {
     f
 }
 
+/// The flags of each command an `EXEC` would run (none for any other command): EXEC is
+/// refused for what it queued.
+pub(crate) fn queued_flags_each(client: &Client, cmd: &Command) -> Vec<Flags> {
+    if cmd.name != "exec" {
+        return Vec::new();
+    }
+    client
+        .multi
+        .iter()
+        .flatten()
+        .filter_map(|a| {
+            let c = lookup(&super::args::lower(&a[0]))?;
+            Some(c.sub(a).map_or(c.flags, |s| s.flags))
+        })
+        .collect()
+}
+
 /// The transaction commands.
 #[rustfmt::skip]
 pub(crate) static COMMANDS: &[Command] = &[

@@ -10,6 +10,9 @@ use crate::store::txn::Ticket;
 /// `REPLICAOF host port | NO ONE`, as Redis's `replicaofCommand` answers it. It waits for
 /// the link before it to stop, off the runtime's workers.
 fn replicaof(shared: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
+    if shared.repl.failover.phase() != crate::repl::failover::Phase::None {
+        return Outcome::Reply(err("REPLICAOF not allowed while failing over."), Ticket(0));
+    }
     let target = if args[1].eq_ignore_ascii_case(b"no") && args[2].eq_ignore_ascii_case(b"one") {
         None
     } else {

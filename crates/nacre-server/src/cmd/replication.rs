@@ -18,10 +18,42 @@ fn reply(r: Reply) -> Outcome {
 /// `PSYNC replid offset`: the connection becomes an attached replica, continuing the stream
 /// from `offset` when it can, else with a full synchronization.
 pub fn psync(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
+    // `PSYNC replid offset FAILOVER`: a master hands its role to this replica, whose
+    // replication id is its own (repl/failover.rs); this server promotes itself first.
+    let failover = args.len() > 3 && args[3].eq_ignore_ascii_case(b"failover");
+    if failover {
+        tracing::warn!(
+            "Failover request received for replid {}.",
+            String::from_utf8_lossy(&args[1])
+        );
+        if !shared
+            .store
+            .replica
+            .load(std::sync::atomic::Ordering::Acquire)
+        {
+            return reply(err("PSYNC FAILOVER can't be sent to a master."));
+        }
+        if args[1] != shared.repl.ids.lock().replid.as_bytes() {
+            return reply(err("PSYNC FAILOVER replid must match my replid."));
+        }
+    }
+    if shared.repl.failover.phase() != crate::repl::failover::Phase::None {
+        return reply(Reply::Error(
+            "NOMASTERLINK Can't SYNC while failing over".into(),
+        ));
+    }
     let offset = match super::args::parse_i64_strict(&args[2]) {
         Some(o) => o,
         None => return reply(err("value is not an integer or out of range")),
     };
+    if failover {
+        return Outcome::Replicate(Box::new(SyncStart {
+            from: None,
+            old_sync: false,
+            port: client.repl_port,
+            promote_first: Some((args[1].clone(), offset)),
+        }));
+    }
     let from = decide(shared, &args[1], offset);
     if from.is_none() && args[1] != b"?" {
         shared
@@ -33,6 +65,7 @@ pub fn psync(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome 
         from,
         old_sync: false,
         port: client.repl_port,
+        promote_first: None,
     }))
 }
 
@@ -42,6 +75,7 @@ pub fn sync(_: &Shared, client: &mut Client, _: &[Vec<u8>]) -> Outcome {
         from: None,
         old_sync: true,
         port: client.repl_port,
+        promote_first: None,
     }))
 }
 
@@ -116,6 +150,17 @@ pub fn wait(_: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
     )
 }
 
+/// `FAILOVER [TO host port [FORCE]] [ABORT] [TIMEOUT ms]` (`repl::failover`).
+pub fn failover(shared: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
+    let shared = shared.handle();
+    if crate::repl::failover::is_abort(args) {
+        return Outcome::Blocking(Box::new(move || {
+            crate::repl::failover::abort_command(&shared)
+        }));
+    }
+    reply(crate::repl::failover::command(&shared, args))
+}
+
 /// The replication commands of a master.
 #[rustfmt::skip]
 pub(crate) static COMMANDS: &[Command] = &[
@@ -123,5 +168,6 @@ pub(crate) static COMMANDS: &[Command] = &[
     cmd!("sync", 1, [ADMIN NOSCRIPT NO_ASYNC_LOADING NO_MULTI], [ADMIN SLOW DANGEROUS], [], NK, "server", "1.0.0", "Internal command used for replication", Conn(sync)),
     cmd!("replconf", -1, [ADMIN NOSCRIPT LOADING STALE ALLOW_BUSY], [ADMIN SLOW DANGEROUS], [], NK, "server", "3.0.0", "An internal command for configuring the replication stream", Conn(replconf)),
     cmd!("role", 1, [NOSCRIPT LOADING STALE FAST], [ADMIN FAST DANGEROUS], [], NK, "server", "2.8.12", "Returns the replication role.", Conn(role)),
+    cmd!("failover", -1, [ADMIN NOSCRIPT STALE], [ADMIN SLOW DANGEROUS], [], NK, "server", "6.2.0", "Start a coordinated failover between this server and one of its replicas.", Conn(failover)),
     cmd!("wait", 3, [NOSCRIPT], [SLOW CONNECTION], [], NK, "generic", "3.0.0", "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed.", Conn(wait)),
 ];

@@ -32,6 +32,9 @@ pub struct SyncStart {
     pub old_sync: bool,
     /// The port it listens on (`REPLCONF listening-port`).
     pub port: u16,
+    /// `PSYNC replid offset FAILOVER`: this replica promotes itself, then answers
+    /// `PSYNC replid offset` as a master.
+    pub promote_first: Option<(Vec<u8>, i64)>,
 }
 
 /// Most bytes of stream kept for a replica while its payload is written (Redis's replica
@@ -65,8 +68,17 @@ pub async fn serve(
     mut stream: TcpStream,
     info: Arc<ClientInfo>,
     leftover: Vec<u8>,
-    start: SyncStart,
+    mut start: SyncStart,
 ) {
+    if let Some((replid, offset)) = start.promote_first.take() {
+        let sh = shared.clone();
+        let _ = tokio::task::spawn_blocking(move || super::replica::replicaof(&sh, None)).await;
+        tracing::info!(
+            "MASTER MODE enabled (failover request from '{}')",
+            info.addr
+        );
+        start.from = decide(&shared, &replid, offset);
+    }
     info.role
         .store(crate::shared::ROLE_REPLICA, Ordering::Relaxed);
     let log = &shared.store.repl;

@@ -14,6 +14,7 @@
 //!   acknowledged within the last S seconds (`NOREPLICAS`, as Redis's
 //!   `checkGoodReplicasStatus`).
 
+pub mod failover;
 pub mod master;
 pub mod replica;
 
@@ -76,6 +77,8 @@ pub struct Replication {
     pub partial_err: std::sync::atomic::AtomicU64,
     /// This server as a replica: its master and the link.
     pub replica: replica::Link,
+    /// A `FAILOVER` in progress, if any.
+    pub failover: failover::Failover,
     /// `min-replicas-to-write` and `min-replicas-max-lag` (P3).
     min_to_write: AtomicU64,
     min_max_lag: AtomicU64,
@@ -95,6 +98,7 @@ impl Default for Replication {
             partial_ok: Default::default(),
             partial_err: Default::default(),
             replica: Default::default(),
+            failover: Default::default(),
             min_to_write: AtomicU64::new(0),
             min_max_lag: AtomicU64::new(10),
         }
@@ -191,7 +195,8 @@ pub fn info(shared: &crate::shared::Shared) -> String {
     let (first, histlen) = log.held();
     let active = log.on();
     out.push_str(&format!(
-        "master_failover_state:no-failover\r\nmaster_replid:{}\r\nmaster_replid2:{}\r\nmaster_repl_offset:{end}\r\nsecond_repl_offset:{}\r\nrepl_backlog_active:{}\r\nrepl_backlog_size:{}\r\nrepl_backlog_first_byte_offset:{}\r\nrepl_backlog_histlen:{histlen}\r\n\r\n",
+        "master_failover_state:{}\r\nmaster_replid:{}\r\nmaster_replid2:{}\r\nmaster_repl_offset:{end}\r\nsecond_repl_offset:{}\r\nrepl_backlog_active:{}\r\nrepl_backlog_size:{}\r\nrepl_backlog_first_byte_offset:{}\r\nrepl_backlog_histlen:{histlen}\r\n\r\n",
+        shared.repl.failover.phase().name(),
         ids.replid,
         ids.replid2,
         ids.second_offset,

@@ -178,7 +178,7 @@ pub(crate) fn refusal(
     if shared.repl.replica.master.lock().is_none() {
         return None;
     }
-    let queued = crate::cmd::queued_flags(client, cmd);
+    let queued = crate::cmd::multi::queued_flags_each(client, cmd);
     let denies = |f: Flags| !flags.contains(f) || queued.iter().any(|q| !q.contains(f));
     let write = flags.contains(Flags::WRITE) || queued.iter().any(|q| q.contains(Flags::WRITE));
     if write && param(shared, "replica-read-only") == "yes" {
@@ -427,6 +427,22 @@ fn stop_link(shared: &Shared) {
     }
 }
 
+/// A failover's step 2 (repl/failover.rs): this master becomes a replica of the target,
+/// whose link will ask with `PSYNC ... FAILOVER`; its own replicas are disconnected so they
+/// ask again and follow the stream's new id, as Redis's replicationSetMaster does. Blocks.
+pub(crate) fn become_replica_for_failover(shared: &Arc<Shared>, host: String, port: u16) {
+    stop_link(shared);
+    start_link(shared, host.clone(), port);
+    let ids: Vec<u64> = shared.repl.attached.lock().keys().copied().collect();
+    let clients = shared.clients.lock();
+    for id in ids {
+        if let Some(c) = clients.get(&id) {
+            c.kill();
+        }
+    }
+    tracing::info!("connecting to the failover target {host}:{port}");
+}
+
 /// Makes this server a replica of `host:port` and starts its link.
 fn start_link(shared: &Arc<Shared>, host: String, port: u16) {
     let l = &shared.repl.replica;
@@ -635,10 +651,18 @@ async fn session(
         (ids.replid.clone(), shared.store.repl.end() + 1)
     };
     let from_arg = from.to_string();
-    let r = c
-        .ask(&[b"PSYNC", replid.as_bytes(), from_arg.as_bytes()], stop)
-        .await?;
+    // A master handing over (repl/failover.rs) asks the target to take its role.
+    let failing_over = shared.repl.failover.phase() == super::failover::Phase::InProgress;
+    let mut psync: Vec<&[u8]> = vec![b"PSYNC", replid.as_bytes(), from_arg.as_bytes()];
+    if failing_over {
+        psync.push(b"FAILOVER");
+    }
+    let r = c.ask(&psync, stop).await?;
     let words: Vec<&str> = r.split_whitespace().collect();
+    if failing_over {
+        let accepted = matches!(words.first(), Some(&"+FULLRESYNC") | Some(&"+CONTINUE"));
+        super::failover::target_answered(shared, accepted);
+    }
     match words.as_slice() {
         ["+FULLRESYNC", id, offset] => {
             let offset: u64 = offset
