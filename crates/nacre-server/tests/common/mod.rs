@@ -170,6 +170,11 @@ impl Server {
         None
     }
 
+    /// The extra arguments later starts use.
+    pub fn set_args(&mut self, extra: &[&str]) {
+        self.args = extra.iter().map(|s| s.to_string()).collect();
+    }
+
     /// Starts the process again on the same directory and port.
     pub fn restart(&mut self) {
         self.kill();
