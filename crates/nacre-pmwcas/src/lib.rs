@@ -49,6 +49,6 @@ pub use error::{PmwcasError, Result};
 pub use layout::{region_len, Policy, State, DESC_SIZE, MAX_ENTRIES};
 pub use nodes::{NodePool, NodePoolSpec};
 pub use options::{PmwcasOptions, RecoveryMutation, NAME_MAX};
-pub use pmwcas::Pmwcas;
+pub use pmwcas::{EpochGuard, Pmwcas};
 pub use recovery::RecoveryStats;
 pub use word::{is_plain, DIRTY, FLAGS, MAX_VALUE, MWCAS, RDCSS};

@@ -110,6 +110,12 @@ impl NodePool {
             .collect()
     }
 
+    /// Whether `off` is the start of an object of this pool (a cheap range check, for
+    /// validating pointers read from media).
+    pub fn is_object(&self, off: PmOffset) -> bool {
+        self.objs.id_at(off).is_some()
+    }
+
     /// Objects currently free.
     pub fn free_count(&self) -> u64 {
         self.objs.free_count()

@@ -29,6 +29,19 @@ use crate::protocol::{Protocol, ProtocolHooks};
 use crate::recovery::{recover, RecoveryStats};
 use crate::table::DescTable;
 
+/// An epoch guard of one PMwCAS instance (see [`Pmwcas::pin`]). It belongs to the thread that
+/// took it.
+pub struct EpochGuard {
+    _guard: crate::epoch::Guard,
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+impl std::fmt::Debug for EpochGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EpochGuard")
+    }
+}
+
 static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(1);
 
 /// A persistent multi-word compare-and-swap instance over one pool.
@@ -188,6 +201,18 @@ impl Pmwcas {
     pub fn read(&self, addr: PmOffset) -> Result<u64> {
         let _g = self.engine.epochs.pin()?;
         self.engine.protocol.read(addr)
+    }
+
+    /// Keeps the calling thread inside the instance's epoch until the guard drops: no object a
+    /// memory policy frees while the guard is held is released (and so reused) before it
+    /// drops, and no descriptor is reclaimed under it. A data structure holds one across each
+    /// traversal of the nodes it reads (seed 002 §6.3, epoch-protected garbage collection).
+    /// Guards nest. Hold one only briefly: descriptors retired while it is held wait for it.
+    pub fn pin(&self) -> Result<EpochGuard> {
+        Ok(EpochGuard {
+            _guard: self.engine.epochs.pin()?,
+            _not_send: std::marker::PhantomData,
+        })
     }
 
     /// The node pool at `index` in [`PmwcasOptions::node_pools`].
