@@ -138,6 +138,10 @@ async fn run(
     };
     set_state(shared, info.id, "online");
     stream.write_all(&pending).await?;
+    shared
+        .counters
+        .net_repl_out
+        .fetch_add(pending.len() as u64, Ordering::Relaxed);
     drop(pending);
     let mut inbuf = leftover;
     let mut parser = RequestParser::default();
@@ -282,6 +286,7 @@ async fn full_sync(
             return Err(std::io::Error::other(e));
         }
     };
+    let size = std::fs::metadata(&path).map_or(0, |m| m.len());
     let r = send_payload(
         stream,
         &path,
@@ -291,6 +296,10 @@ async fn full_sync(
     .await;
     let _ = std::fs::remove_file(&path);
     r?;
+    shared
+        .counters
+        .net_repl_out
+        .fetch_add(size, Ordering::Relaxed);
     keep(log, &mut next, pending)?;
     tracing::info!(
         keys = sum.keys(),
