@@ -195,6 +195,7 @@ pub async fn run(
     }
     let tasks: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>> = Arc::new(Mutex::new(Vec::new()));
     let trimmer = tokio::spawn(crate::conn::trim_cron(shared.clone()));
+    let backlog = tokio::spawn(crate::repl::backlog_cron(shared.clone()));
     let mut accepters = Vec::new();
     for l in listeners {
         let sh = shared.clone();
@@ -216,6 +217,8 @@ pub async fn run(
     }
     trimmer.abort();
     let _ = trimmer.await;
+    backlog.abort();
+    let _ = backlog.await;
     for c in shared.clients.lock().values() {
         c.kill();
     }

@@ -378,3 +378,60 @@ fn role_and_info_replication_have_redis_fields_on_both_sides() {
     );
     assert_eq!(shape(&q(&mut n, &["ROLE"])), shape(&q(&mut rr, &["ROLE"])));
 }
+
+#[test]
+fn the_backlog_is_freed_after_repl_backlog_ttl_without_replicas() {
+    let master = Server::start(&[]);
+    let mut c = master.conn();
+    let Some(replica) =
+        RedisServer::start_with(&["--replicaof", "127.0.0.1", &master.port.to_string()])
+    else {
+        eprintln!("redis-server is not installed; skipped");
+        return;
+    };
+    let mut r = replica.conn();
+    let t = Instant::now();
+    while info_field(&mut r, "replication", "master_link_status") != "up" {
+        assert!(t.elapsed() < Duration::from_secs(20), "no sync");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    q(&mut c, &["SET", "k", "v"]);
+    assert_eq!(
+        info_field(&mut c, "replication", "repl_backlog_active"),
+        "1"
+    );
+    let id = info_field(&mut c, "replication", "master_replid");
+    q(&mut c, &["CONFIG", "SET", "repl-backlog-ttl", "1"]);
+    drop(r);
+    drop(replica);
+    let t = Instant::now();
+    while info_field(&mut c, "replication", "repl_backlog_active") != "0" {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "the backlog was kept past its ttl"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        t.elapsed() >= Duration::from_millis(500),
+        "freed before the ttl"
+    );
+    assert_ne!(info_field(&mut c, "replication", "master_replid"), id);
+    // Writes go on; a new replica gets a full synchronization and the data.
+    q(&mut c, &["SET", "k2", "v2"]);
+    let again =
+        RedisServer::start_with(&["--replicaof", "127.0.0.1", &master.port.to_string()]).unwrap();
+    let mut r = again.conn();
+    let t = Instant::now();
+    while text(&q(&mut r, &["GET", "k2"])) != "v2" {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "no sync after the ttl"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        info_field(&mut c, "replication", "repl_backlog_active"),
+        "1"
+    );
+}

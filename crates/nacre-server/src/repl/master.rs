@@ -90,6 +90,7 @@ pub async fn serve(
         .addr
         .rsplit_once(':')
         .map_or(info.addr.clone(), |(h, _)| h.to_string());
+    *shared.repl.alone_since.lock() = None;
     shared.repl.attached.lock().insert(
         info.id,
         Attached {

@@ -77,6 +77,8 @@ pub struct Replication {
     pub partial_err: std::sync::atomic::AtomicU64,
     /// This server as a replica: its master and the link.
     pub replica: replica::Link,
+    /// Since when no replica is attached (`repl-backlog-ttl`); `None` while one is.
+    pub alone_since: Mutex<Option<Instant>>,
     /// A `FAILOVER` in progress, if any.
     pub failover: failover::Failover,
     /// `min-replicas-to-write` and `min-replicas-max-lag` (P3).
@@ -98,6 +100,7 @@ impl Default for Replication {
             partial_ok: Default::default(),
             partial_err: Default::default(),
             replica: Default::default(),
+            alone_since: Mutex::new(None),
             failover: Default::default(),
             min_to_write: AtomicU64::new(0),
             min_max_lag: AtomicU64::new(10),
@@ -158,6 +161,43 @@ impl Replication {
             a.ack_at = Instant::now();
         }
         self.acked.send_modify(|n| *n += 1);
+    }
+}
+
+/// Once a second: a master with no replica for `repl-backlog-ttl` seconds frees its backlog
+/// and takes a new replication id (a replica that comes back gets a full synchronization,
+/// as from Redis: without a backlog the offset no longer describes the data set, P1).
+/// Replicas keep theirs (they may be promoted).
+pub async fn backlog_cron(shared: std::sync::Arc<crate::shared::Shared>) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if shared.shutting_down.load(Ordering::Acquire) {
+            return;
+        }
+        let log = &shared.store.repl;
+        let replica = shared.store.replica.load(Ordering::Acquire);
+        let ttl = shared.config.read().params.uint("repl-backlog-ttl");
+        let since = {
+            let mut alone = shared.repl.alone_since.lock();
+            if !shared.repl.attached.lock().is_empty() {
+                *alone = None;
+                continue;
+            }
+            *alone.get_or_insert_with(Instant::now)
+        };
+        if replica || ttl == 0 || !log.on() || since.elapsed().as_secs() < ttl {
+            continue;
+        }
+        log.stop();
+        {
+            let mut ids = shared.repl.ids.lock();
+            ids.replid = new_replid();
+            ids.replid2 = NO_REPLID.to_string();
+            ids.second_offset = -1;
+        }
+        tracing::info!("Replication backlog freed after {ttl} seconds without connected replicas.");
     }
 }
 

@@ -95,6 +95,19 @@ impl ReplLog {
         self.on.store(true, Ordering::Release);
     }
 
+    /// Stops keeping the stream and frees the backlog (`repl-backlog-ttl` passed with no
+    /// replica): the offset stays where it is and no longer moves (R3); commits staged
+    /// meanwhile are dropped, as their tickets find the log off.
+    pub fn stop(&self) {
+        self.on.store(false, Ordering::Release);
+        let mut g = self.inner.lock();
+        let end = *self.end.borrow();
+        g.buf = VecDeque::new();
+        g.first = end + 1;
+        g.db = None;
+        g.staged.clear();
+    }
+
     /// Sets the offset the stream continues from (a replica promoted, or one that loaded its
     /// master's data at that offset): the backlog empties and the next command selects its
     /// database again.
