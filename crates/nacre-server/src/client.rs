@@ -35,6 +35,8 @@ pub struct Client {
     pub tracking_caching: bool,
     /// `REPLCONF listening-port` (a replica about to `PSYNC`).
     pub repl_port: u16,
+    /// The address it announces (`REPLCONF ip-address`), if any.
+    pub repl_ip: Option<String>,
     /// Commands queued by `MULTI`.
     pub multi: Option<Vec<Vec<Vec<u8>>>>,
     /// A queued command was refused: `EXEC` aborts.
@@ -127,6 +129,7 @@ impl Client {
             acl_user: None,
             tracking_caching: false,
             repl_port: 0,
+            repl_ip: None,
             multi: None,
             multi_failed: false,
             watched: Vec::new(),

@@ -435,3 +435,44 @@ fn the_backlog_is_freed_after_repl_backlog_ttl_without_replicas() {
         "1"
     );
 }
+
+#[test]
+fn replicas_are_listed_at_the_address_they_announce() {
+    let master = Server::start(&[]);
+    let mut c = master.conn();
+    let target = format!("127.0.0.1 {}", master.port);
+    let nacre = Server::start(&[
+        "--replicaof",
+        &target,
+        "--replica-announce-ip",
+        "10.1.2.3",
+        "--replica-announce-port",
+        "7777",
+    ]);
+    let Some(_redis) = RedisServer::start_with(&[
+        "--replicaof",
+        "127.0.0.1",
+        &master.port.to_string(),
+        "--replica-announce-ip",
+        "10.9.8.7",
+        "--replica-announce-port",
+        "6666",
+    ]) else {
+        eprintln!("redis-server is not installed; skipped");
+        return;
+    };
+    let t = Instant::now();
+    loop {
+        let info = text(&q(&mut c, &["INFO", "replication"]));
+        if info.contains("ip=10.1.2.3,port=7777,state=online")
+            && info.contains("ip=10.9.8.7,port=6666,state=online")
+        {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(20), "{info}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let role = text(&q(&mut c, &["ROLE"]));
+    assert!(role.contains("10.1.2.3") && role.contains("7777"), "{role}");
+    drop(nacre);
+}

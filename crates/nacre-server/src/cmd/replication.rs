@@ -51,6 +51,7 @@ pub fn psync(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome 
             from: None,
             old_sync: false,
             port: client.repl_port,
+            ip: client.repl_ip.clone(),
             promote_first: Some((args[1].clone(), offset)),
         }));
     }
@@ -65,6 +66,7 @@ pub fn psync(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome 
         from,
         old_sync: false,
         port: client.repl_port,
+        ip: client.repl_ip.clone(),
         promote_first: None,
     }))
 }
@@ -75,6 +77,7 @@ pub fn sync(_: &Shared, client: &mut Client, _: &[Vec<u8>]) -> Outcome {
         from: None,
         old_sync: true,
         port: client.repl_port,
+        ip: client.repl_ip.clone(),
         promote_first: None,
     }))
 }
@@ -93,7 +96,8 @@ pub fn replconf(_: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
                 Ok(_) => return reply(err("value is out of range")),
                 Err(e) => return reply(e),
             },
-            "ip-address" | "capa" | "rdb-only" | "rdb-filter-only" => {}
+            "ip-address" => client.repl_ip = Some(String::from_utf8_lossy(&pair[1]).into_owned()),
+            "capa" | "rdb-only" | "rdb-filter-only" => {}
             "ack" | "getack" => return Outcome::Nothing,
             _ => {
                 let mut m = b"Unrecognized REPLCONF option: ".to_vec();

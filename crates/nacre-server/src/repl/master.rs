@@ -32,6 +32,8 @@ pub struct SyncStart {
     pub old_sync: bool,
     /// The port it listens on (`REPLCONF listening-port`).
     pub port: u16,
+    /// The address it announced (`REPLCONF ip-address`), else its connection's.
+    pub ip: Option<String>,
     /// `PSYNC replid offset FAILOVER`: this replica promotes itself, then answers
     /// `PSYNC replid offset` as a master.
     pub promote_first: Option<(Vec<u8>, i64)>,
@@ -86,10 +88,11 @@ pub async fn serve(
         let cap = shared.config.read().params.uint("repl-backlog-size") as usize;
         log.start(cap);
     }
-    let ip = info
-        .addr
-        .rsplit_once(':')
-        .map_or(info.addr.clone(), |(h, _)| h.to_string());
+    let ip = start.ip.clone().unwrap_or_else(|| {
+        info.addr
+            .rsplit_once(':')
+            .map_or(info.addr.clone(), |(h, _)| h.to_string())
+    });
     *shared.repl.alone_since.lock() = None;
     shared.repl.attached.lock().insert(
         info.id,

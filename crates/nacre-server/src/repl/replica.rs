@@ -632,12 +632,28 @@ async fn session(
             });
         }
     }
-    let port_arg = shared.config.read().port.to_string();
+    // As Redis: `replica-announce-port` (when set) instead of the port it listens on, and
+    // `replica-announce-ip` when set.
+    let announced = param_int(shared, "replica-announce-port");
+    let port_arg = if announced > 0 {
+        announced.to_string()
+    } else {
+        shared.config.read().port.to_string()
+    };
     let r = c
         .ask(&[b"REPLCONF", b"listening-port", port_arg.as_bytes()], stop)
         .await?;
     if r.starts_with('-') {
         tracing::warn!(reply = %r, "the master refused REPLCONF listening-port (going on)");
+    }
+    let ip = param(shared, "replica-announce-ip");
+    if !ip.is_empty() {
+        let r = c
+            .ask(&[b"REPLCONF", b"ip-address", ip.as_bytes()], stop)
+            .await?;
+        if r.starts_with('-') {
+            tracing::warn!(reply = %r, "the master refused REPLCONF ip-address (going on)");
+        }
     }
     let r = c
         .ask(&[b"REPLCONF", b"capa", b"eof", b"capa", b"psync2"], stop)
