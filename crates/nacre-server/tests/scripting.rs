@@ -146,3 +146,23 @@ fn other_clients_never_see_half_a_script() {
         .expect("mget");
     assert_eq!((a, b), (1200, 1200));
 }
+
+#[test]
+fn a_call_of_thousands_of_arguments_runs_on_a_fresh_interpreter_and_after_errors() {
+    let s = Server::start(&[]);
+    let mut c = s.conn();
+    // As Redis's own test: 7,999 values unpacked into one redis.call (Lua 5.1 allows a
+    // function 8,000 stack slots), first on an interpreter that has run nothing yet, then
+    // after calls that failed.
+    let push =
+        "local a = {} for i=1,7999 do a[i] = 1 end return redis.call('lpush', 'l', unpack(a))";
+    let n: i64 = redis::cmd("EVAL").arg(push).arg(0).query(&mut c).unwrap();
+    assert_eq!(n, 7999);
+    let failing = format!("for i=1,20 do redis.pcall('nosuch') end {push}");
+    let n: i64 = redis::cmd("EVAL")
+        .arg(&failing)
+        .arg(0)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(n, 2 * 7999);
+}

@@ -328,7 +328,7 @@ pub fn info_text(shared: &Shared, sections: &[String]) -> String {
         let keys: u64 = (0..store.databases()).map(|d| store.dbsize(d) as u64).sum();
         let per_key = rss.anon.checked_div(keys).unwrap_or(0);
         out.push_str(&format!(
-            "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{}\r\nused_memory_rss_human:{}\r\nmaxmemory:{total}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:noeviction\r\nmem_allocator:mimalloc\r\nnacre_dram_bytes:{}\r\nnacre_dram_human:{}\r\nnacre_dram_bytes_per_key:{per_key}\r\nnacre_mapped_resident_bytes:{}\r\nlazyfree_pending_objects:{}\r\nlazyfreed_objects:{}\r\n\r\n",
+            "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{}\r\nused_memory_rss_human:{}\r\nmaxmemory:{total}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:noeviction\r\nmem_not_counted_for_evict:0\r\nmem_allocator:mimalloc\r\nnacre_dram_bytes:{}\r\nnacre_dram_human:{}\r\nnacre_dram_bytes_per_key:{per_key}\r\nnacre_mapped_resident_bytes:{}\r\nlazyfree_pending_objects:{}\r\nlazyfreed_objects:{}\r\n\r\n",
             human(used),
             rss.total,
             human(rss.total),

@@ -47,6 +47,10 @@ pub struct Vm {
     load_deadline: Rc<Cell<Option<std::time::Instant>>>,
     runner: Function,
     handler: Function,
+    /// A function of ours that does nothing, called before each run: a call of ours
+    /// returning leaves the interpreter a spare error slot, so a `redis.call` of thousands
+    /// of arguments (up to Lua's 8,000 stack slots) needs no stack slot of its own on entry.
+    prime: Function,
     /// Compiled scripts by SHA-1, valid while `generation` is the cache's.
     funcs: HashMap<String, Function>,
     generation: u64,
@@ -165,7 +169,9 @@ impl Vm {
         })?;
         redis.raw_set("call", outside.clone())?;
         redis.raw_set("pcall", outside)?;
+        let prime = lua.create_function(|_, ()| Ok(()))?;
         Ok(Vm {
+            prime,
             lua,
             hidden,
             redis,
@@ -437,6 +443,7 @@ impl Vm {
             self.redis.raw_set("call", call)?;
             self.redis.raw_set("pcall", pcall)?;
             self.redis.raw_set("acl_check_cmd", acl)?;
+            self.prime.call::<()>(())?;
             let r: mlua::Result<(bool, Value)> = match args {
                 Some((k, a)) => self.runner.call((f, self.handler.clone(), k, a)),
                 None => self.runner.call((f, self.handler.clone())),
