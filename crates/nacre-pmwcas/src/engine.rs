@@ -73,6 +73,15 @@ impl Engine {
         })
     }
 
+    /// Takes a free descriptor without waiting (one reclamation pass if none is free).
+    pub fn try_take(&self) -> Result<Option<u32>> {
+        if let Some(i) = self.free.pop() {
+            return Ok(Some(i));
+        }
+        self.collect()?;
+        Ok(self.free.pop())
+    }
+
     /// Gives back a descriptor that was taken but never executed (its status is still free).
     pub fn give_back(&self, i: u32) {
         self.free.push(i);

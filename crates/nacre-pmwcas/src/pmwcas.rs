@@ -195,6 +195,17 @@ impl Pmwcas {
         Ok(Descriptor::new(&self.engine, i))
     }
 
+    /// Takes a free descriptor if one is free now or after one reclamation pass, without
+    /// waiting. For callers inside an epoch guard ([`Pmwcas::pin`]): waiting there could wait
+    /// on the caller's own guard, so such a caller gives its attempt up on `None`, drops the
+    /// guard and retries.
+    pub fn try_descriptor(&self) -> Result<Option<Descriptor<'_>>> {
+        Ok(self
+            .engine
+            .try_take()?
+            .map(|i| Descriptor::new(&self.engine, i)))
+    }
+
     /// Reads the word at `addr`: its value once no operation is in flight on it (helping any
     /// that is) and once it is durable (flushing it if dirty). `addr` must be 8-aligned and
     /// inside the pool.

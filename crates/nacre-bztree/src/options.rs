@@ -1,0 +1,101 @@
+//! `BzTreeOptions`: the shape of a tree, validated before anything is created.
+
+use nacre_pmwcas::RecoveryMutation;
+
+use crate::error::{BzError, Result};
+use crate::layout::{record_space, KEY_LEN_LIMIT, NODE_HEADER, NODE_SIZE_MAX, NODE_SIZE_MIN};
+
+/// Longest tree name (its regions are `bzt.<name>`, `bzn.<name>`, PMwCAS instance `bz.<name>`).
+pub const TREE_NAME_MAX: usize = 14;
+
+/// How a tree is shaped. Defaults: name `"index"`, 1 KiB nodes, keys up to 64 bytes, 4096
+/// nodes, 1024 descriptors, 64 threads.
+#[derive(Clone, Debug)]
+pub struct BzTreeOptions {
+    /// Tree name; several trees may share a pool under different names.
+    pub name: String,
+    /// Bytes per node: a multiple of 256 in 256..=32768 (fixed at creation).
+    pub node_size: u32,
+    /// Longest key (fixed at creation): inner nodes must hold at least eight of them.
+    pub max_key_len: usize,
+    /// Nodes in the node pool (fixed at creation).
+    pub nodes: u64,
+    /// PMwCAS descriptors (fixed at creation).
+    pub descriptors: u32,
+    /// Most threads using the tree at once.
+    pub max_threads: usize,
+    /// Finished PMwCAS operations that accumulate before reclamation runs.
+    pub reclaim_batch: usize,
+    #[doc(hidden)]
+    pub mutation: Option<BzMutation>,
+    #[doc(hidden)]
+    pub pmwcas_mutation: Option<RecoveryMutation>,
+}
+
+impl Default for BzTreeOptions {
+    fn default() -> Self {
+        BzTreeOptions {
+            name: "index".into(),
+            node_size: 1024,
+            max_key_len: 64,
+            nodes: 4096,
+            descriptors: 1024,
+            max_threads: 64,
+            reclaim_batch: 16,
+            mutation: None,
+            pmwcas_mutation: None,
+        }
+    }
+}
+
+/// A durability or recovery rule switched off, so a test can show that the power-failure
+/// torture catches its absence. Never set outside such tests.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BzMutation {
+    /// Open does not advance the index epoch (rule T1).
+    SkipEpochBump,
+    /// Record bytes are not flushed before the record is made visible (B3).
+    SkipRecordFlush,
+    /// New nodes are not persisted before they are installed (B4).
+    SkipNodeFlush,
+}
+
+impl BzTreeOptions {
+    /// Checks every field against its range.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(BzError::InvalidOptions(m));
+        if self.name.is_empty() || self.name.len() > TREE_NAME_MAX || self.name.contains('\0') {
+            return bad(format!(
+                "name {:?}: 1 to {TREE_NAME_MAX} bytes, no NUL",
+                self.name
+            ));
+        }
+        if !(NODE_SIZE_MIN..=NODE_SIZE_MAX).contains(&self.node_size) || self.node_size % 256 != 0 {
+            return bad(format!(
+                "node_size {}: a multiple of 256 in {NODE_SIZE_MIN}..={NODE_SIZE_MAX}",
+                self.node_size
+            ));
+        }
+        if self.max_key_len > KEY_LEN_LIMIT {
+            return bad(format!(
+                "max_key_len {} > {KEY_LEN_LIMIT}",
+                self.max_key_len
+            ));
+        }
+        let usable = u64::from(self.node_size) - NODE_HEADER;
+        if 8 * record_space(self.max_key_len) > usable {
+            return bad(format!(
+                "max_key_len {}: a {}-byte node must hold eight records of the longest key",
+                self.max_key_len, self.node_size
+            ));
+        }
+        if self.nodes < 8 {
+            return bad(format!("nodes {} < 8", self.nodes));
+        }
+        if self.descriptors < 16 {
+            return bad(format!("descriptors {} < 16", self.descriptors));
+        }
+        Ok(())
+    }
+}

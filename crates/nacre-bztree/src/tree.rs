@@ -1,0 +1,414 @@
+//! `BzTree`: opening (and creating) a tree, traversal, and the public operations, each a
+//! retry loop of attempts made inside one epoch guard.
+//!
+//! Invariants:
+//! - T1 (recovery): open runs PMwCAS recovery, then advances the index epoch durably, before
+//!   any operation; so a metadata slot reserved by an insert that a crash cut off carries an
+//!   epoch older than the current one, and no insert ever waits for it or completes it.
+//! - T2: a record reserved but never made visible never becomes visible: only the thread that
+//!   reserved it (in the current incarnation) may complete it, with a PMwCAS whose expected
+//!   value names its epoch; consolidation, split and merge copy visible records only, so such
+//!   space is reclaimed at the node's next rebuild.
+//! - T3: the root word always holds a committed node (after the first open completes); open
+//!   reads it and nothing else: no traversal, no rebuild.
+//! - B2: a frozen node is never modified: every PMwCAS that changes a node's words also
+//!   expects its unfrozen status word (leaf operations, child swaps), and a node becomes
+//!   unreachable only after it is frozen (the install of its replacement freezes it or
+//!   happens after its preparation froze it).
+//!
+//! Thread safety: `BzTree` is `Send + Sync`. Every operation pins the PMwCAS epoch for one
+//! attempt (traversal plus at most a few PMwCAS operations), so nodes it reads stay allocated.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use nacre_halloc::Halloc;
+use nacre_pmem::{PmOffset, Pool};
+use nacre_pmwcas::{
+    EpochGuard, NodePool, NodePoolSpec, Pmwcas, PmwcasOptions, Policy, RecoveryStats,
+};
+
+use crate::error::{corrupt, BzError, Result};
+use crate::layout::{
+    decode_epoch, epoch_word, header_crc, shape_word, Kind, Meta, EPOCH_AT, HEADER_CRC_AT, ROOT_AT,
+    SHAPE_AT, TREE_HEADER_LEN, TREE_MAGIC,
+};
+use crate::node::NodeView;
+use crate::options::{BzMutation, BzTreeOptions};
+
+/// Deepest tree a traversal accepts before reporting corruption (a cycle).
+const MAX_DEPTH: usize = 48;
+
+/// One node on a root-to-leaf path: the node, the word that points to it (the root word or
+/// a child word of its parent) and its slot in the parent.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Step {
+    pub node: NodeView,
+    pub holder: PmOffset,
+    pub index: u32,
+}
+
+/// The outcome of one attempt of an operation.
+pub(crate) enum Attempt<T> {
+    Done(T),
+    Retry,
+}
+
+/// What open found and did.
+#[derive(Clone, Copy, Debug)]
+pub struct OpenStats {
+    /// PMwCAS recovery (descriptors scanned, operations rolled forward and back, ...).
+    pub pmwcas: RecoveryStats,
+    /// The index epoch of this incarnation.
+    pub epoch: u32,
+    /// Whether the tree was created by this open.
+    pub created: bool,
+    /// Wall time of the whole open.
+    pub elapsed: Duration,
+}
+
+/// Structure modifications performed since open.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SmoStats {
+    /// Nodes replaced by a consolidated copy.
+    pub consolidations: u64,
+    /// Nodes split in two.
+    pub splits: u64,
+    /// Pairs of nodes merged.
+    pub merges: u64,
+    /// Times the root was replaced by its only child.
+    pub root_collapses: u64,
+}
+
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub consolidations: AtomicU64,
+    pub splits: AtomicU64,
+    pub merges: AtomicU64,
+    pub root_collapses: AtomicU64,
+}
+
+/// A latch-free B+-tree in persistent memory (seed 002 §6.2-§6.5): byte-string keys to u64
+/// values below 2^61, every change a PMwCAS.
+pub struct BzTree {
+    pub(crate) pool: Arc<Pool>,
+    pub(crate) pm: Pmwcas,
+    pub(crate) header: PmOffset,
+    pub(crate) root_word: PmOffset,
+    pub(crate) node_size: u32,
+    pub(crate) max_key: usize,
+    pub(crate) epoch: u32,
+    pub(crate) mutation: Option<BzMutation>,
+    pub(crate) counters: Counters,
+}
+
+impl std::fmt::Debug for BzTree {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BzTree")
+            .field("header", &self.header)
+            .field("node_size", &self.node_size)
+            .field("epoch", &self.epoch)
+            .finish()
+    }
+}
+
+fn header_corrupt(off: PmOffset, detail: String) -> BzError {
+    corrupt("tree header", off.get(), detail)
+}
+
+impl BzTree {
+    /// Opens the tree `opts.name` on `halloc`'s pool, creating it on first use. Recovery is
+    /// PMwCAS recovery plus one epoch bump: its cost does not depend on the tree's size.
+    pub fn open(halloc: &Halloc, opts: &BzTreeOptions) -> Result<(BzTree, OpenStats)> {
+        let start = Instant::now();
+        opts.validate()?;
+        let pool = halloc.pmem().clone();
+        let pm_opts = PmwcasOptions {
+            name: format!("bz.{}", opts.name),
+            descriptors: opts.descriptors,
+            max_threads: opts.max_threads,
+            reclaim_batch: opts.reclaim_batch,
+            node_pools: vec![NodePoolSpec {
+                name: format!("bzn.{}", opts.name),
+                object_size: u64::from(opts.node_size),
+                count: opts.nodes,
+            }],
+            recovery_mutation: opts.pmwcas_mutation,
+            ..PmwcasOptions::default()
+        };
+        let (pm, rstats) = Pmwcas::open_or_create(halloc, &pm_opts)?;
+        let name = format!("bzt.{}", opts.name);
+        let header = match pool.region(&name) {
+            Some(r) => r.offset,
+            None => pool.reserve_region(&name, TREE_HEADER_LEN, 64, 0)?.offset,
+        };
+        let shape = shape_word(opts.node_size, opts.max_key_len);
+        let magic = pool.load_u64(header);
+        if magic != TREE_MAGIC {
+            let s = pool.load_u64(header.add(SHAPE_AT));
+            let c = pool.load_u64(header.add(HEADER_CRC_AT));
+            let blank = s == 0 && c == 0;
+            let torn = s == shape && c == header_crc(TREE_MAGIC, shape);
+            if magic != 0 || !(blank || torn) {
+                return Err(header_corrupt(header, format!("bad magic {magic:#x}")));
+            }
+            pool.store_u64(header.add(SHAPE_AT), shape);
+            pool.store_u64(header.add(HEADER_CRC_AT), header_crc(TREE_MAGIC, shape));
+            pool.store_u64(header.add(EPOCH_AT), epoch_word(0));
+            pool.fence()?;
+            pool.persist_u64(header, TREE_MAGIC)?;
+            tracing::info!(tree = %opts.name, "bztree formatted");
+        } else {
+            let s = pool.load_u64(header.add(SHAPE_AT));
+            let c = pool.load_u64(header.add(HEADER_CRC_AT));
+            if c != header_crc(TREE_MAGIC, s) {
+                return Err(header_corrupt(header, format!("checksum {c:#x} mismatch")));
+            }
+            if s != shape {
+                return Err(BzError::InvalidOptions(format!(
+                    "tree {} has shape {s:#x}, options ask for {shape:#x}",
+                    opts.name
+                )));
+            }
+        }
+        let ew = pool.load_u64(header.add(EPOCH_AT));
+        let old = decode_epoch(ew)
+            .ok_or_else(|| header_corrupt(header, format!("epoch word {ew:#x}")))?;
+        let epoch = if opts.mutation == Some(BzMutation::SkipEpochBump) {
+            old
+        } else {
+            let e = old.wrapping_add(1);
+            pool.persist_u64(header.add(EPOCH_AT), epoch_word(e))?;
+            e
+        };
+        let tree = BzTree {
+            pool,
+            pm,
+            header,
+            root_word: header.add(ROOT_AT),
+            node_size: opts.node_size,
+            max_key: opts.max_key_len,
+            epoch,
+            mutation: opts.mutation,
+            counters: Counters::default(),
+        };
+        let mut created = false;
+        let root = tree.word(tree.root_word)?;
+        if root == 0 {
+            let leaf = tree.new_node(Kind::Leaf, &[])?;
+            let mut d = tree.pm.descriptor()?;
+            if let Err(e) = d.add_with_policy(
+                tree.root_word,
+                0,
+                leaf.get(),
+                Policy::FreeNewOnFailure,
+                Some(tree.nodes()),
+            ) {
+                let _ = tree.nodes().abort(leaf);
+                return Err(e.into());
+            }
+            created = d.execute()?;
+        } else {
+            tree.node(root)?;
+        }
+        let stats = OpenStats {
+            pmwcas: rstats,
+            epoch,
+            created,
+            elapsed: start.elapsed(),
+        };
+        tracing::debug!(?stats, "bztree opened");
+        Ok((tree, stats))
+    }
+
+    pub(crate) fn nodes(&self) -> &NodePool {
+        // The tree's PMwCAS instance is always opened with exactly one node pool.
+        self.pm
+            .node_pool(0)
+            .unwrap_or_else(|| unreachable!("tree opened without its node pool"))
+    }
+
+    /// The tree's node pool (for accounting and checks).
+    pub fn node_pool(&self) -> &NodePool {
+        self.nodes()
+    }
+
+    /// The PMwCAS instance underneath.
+    pub fn pmwcas(&self) -> &Pmwcas {
+        &self.pm
+    }
+
+    /// The index epoch of this incarnation.
+    pub fn epoch(&self) -> u32 {
+        self.epoch
+    }
+
+    /// Longest key accepted.
+    pub fn max_key_len(&self) -> usize {
+        self.max_key
+    }
+
+    /// Structure modifications performed since open.
+    pub fn smo_stats(&self) -> SmoStats {
+        let c = &self.counters;
+        SmoStats {
+            consolidations: c.consolidations.load(Ordering::Relaxed),
+            splits: c.splits.load(Ordering::Relaxed),
+            merges: c.merges.load(Ordering::Relaxed),
+            root_collapses: c.root_collapses.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Reclaims finished descriptors and closes. Dropping without `close` is safe.
+    pub fn close(self) -> Result<()> {
+        Ok(self.pm.close()?)
+    }
+
+    fn check_key(&self, key: &[u8]) -> Result<()> {
+        if key.len() > self.max_key {
+            return Err(BzError::KeyTooLong {
+                len: key.len(),
+                max: self.max_key,
+            });
+        }
+        Ok(())
+    }
+
+    fn check_value(value: u64) -> Result<()> {
+        if !nacre_pmwcas::is_plain(value) {
+            return Err(BzError::ValueTooLarge { value });
+        }
+        Ok(())
+    }
+
+    /// The path from the root to the leaf whose key range holds `key`, and (with `upper`)
+    /// the leaf's exclusive upper bound (`None` for the rightmost leaf).
+    pub(crate) fn traverse(
+        &self,
+        g: &EpochGuard,
+        key: &[u8],
+        want_upper: bool,
+    ) -> Result<(Vec<Step>, Option<Vec<u8>>)> {
+        let mut path: Vec<Step> = Vec::with_capacity(8);
+        let mut holder = self.root_word;
+        let mut index = 0;
+        let mut upper = None;
+        let mut off = self.word(holder)?;
+        loop {
+            let n = self.node(off)?;
+            path.push(Step {
+                node: n,
+                holder,
+                index,
+            });
+            if n.is_leaf() {
+                return Ok((path, upper));
+            }
+            if path.len() > MAX_DEPTH || n.info.sorted == 0 {
+                return Err(corrupt(
+                    "inner node",
+                    n.off,
+                    format!("{} children at depth {}", n.info.sorted, path.len()),
+                ));
+            }
+            let i = match self.search_sorted(g, &n, key)? {
+                Ok((slot, _, _)) => slot,
+                Err(p) => p.saturating_sub(1),
+            };
+            if want_upper && i + 1 < n.info.sorted {
+                let (_, m) = self.meta(&n, i + 1)?;
+                upper = Some(self.key(g, &n, m)?.to_vec());
+            }
+            let (_, m) = self.meta(&n, i)?;
+            let Meta::Record {
+                visible: true,
+                offset,
+                ..
+            } = m
+            else {
+                return Err(corrupt(
+                    "inner node",
+                    n.off,
+                    format!("slot {i} holds {m:?}"),
+                ));
+            };
+            holder = PmOffset(n.off + u64::from(offset));
+            index = i;
+            off = self.word(holder)?;
+        }
+    }
+
+    /// Runs attempts of a write on the leaf for `key` until one is done.
+    fn write<T>(
+        &self,
+        key: &[u8],
+        mut attempt: impl FnMut(&EpochGuard, &[Step]) -> Result<Attempt<T>>,
+    ) -> Result<T> {
+        self.check_key(key)?;
+        loop {
+            let g = self.pm.pin()?;
+            let (path, _) = self.traverse(&g, key, false)?;
+            if let Attempt::Done(t) = attempt(&g, &path)? {
+                return Ok(t);
+            }
+            drop(g);
+            // A retry may be waiting on other threads (a freeze, a descriptor): let them run.
+            std::thread::yield_now();
+        }
+    }
+
+    /// The value stored under `key`.
+    pub fn get(&self, key: &[u8]) -> Result<Option<u64>> {
+        self.check_key(key)?;
+        let g = self.pm.pin()?;
+        let (path, _) = self.traverse(&g, key, false)?;
+        let leaf = path[path.len() - 1].node;
+        let count = self.leaf_status(&leaf)?.count;
+        match self.find(&g, &leaf, count, key)? {
+            Some(h) => Ok(Some(self.word(h.value_addr)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Inserts `key` → `value` if `key` is absent; returns whether it inserted.
+    pub fn insert(&self, key: &[u8], value: u64) -> Result<bool> {
+        Self::check_value(value)?;
+        let mut since = None;
+        let r = self.write(key, |g, path| {
+            self.leaf_insert(g, path, key, value, &mut since)
+        })?;
+        Ok(r.is_none())
+    }
+
+    /// Replaces the value of `key` if present; returns the value replaced.
+    pub fn update(&self, key: &[u8], value: u64) -> Result<Option<u64>> {
+        Self::check_value(value)?;
+        self.write(key, |g, path| self.leaf_update(g, path, key, value))
+    }
+
+    /// Inserts or replaces; returns the value replaced, if any.
+    pub fn upsert(&self, key: &[u8], value: u64) -> Result<Option<u64>> {
+        Self::check_value(value)?;
+        let mut since = None;
+        self.write(key, |g, path| {
+            if let Attempt::Done(Some(old)) = self.leaf_update(g, path, key, value)? {
+                return Ok(Attempt::Done(Some(old)));
+            }
+            match self.leaf_insert(g, path, key, value, &mut since)? {
+                Attempt::Done(None) => Ok(Attempt::Done(None)),
+                // Present after all (a concurrent insert won): update it next attempt.
+                _ => Ok(Attempt::Retry),
+            }
+        })
+    }
+
+    /// Deletes `key`; returns its value if it was present.
+    pub fn delete(&self, key: &[u8]) -> Result<Option<u64>> {
+        let (old, underfull) = self.write(key, |g, path| self.leaf_delete(g, path, key))?;
+        if underfull {
+            self.rebalance(key)?;
+        }
+        Ok(old)
+    }
+}
