@@ -476,3 +476,57 @@ fn replicas_are_listed_at_the_address_they_announce() {
     assert!(role.contains("10.1.2.3") && role.contains("7777"), "{role}");
     drop(nacre);
 }
+
+#[test]
+fn a_replica_that_stops_reading_keeps_its_place_past_the_backlog() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let master = Server::start(&[]);
+    let mut c = master.conn();
+    q(&mut c, &["SET", "before", "1"]);
+    q(&mut c, &["CONFIG", "SET", "repl-backlog-size", "16384"]);
+    let s = std::net::TcpStream::connect(("127.0.0.1", master.port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut w = s.try_clone().unwrap();
+    let mut rd = BufReader::new(s);
+    w.write_all(b"REPLCONF listening-port 1\r\nPSYNC ? -1\r\n")
+        .unwrap();
+    let mut line = String::new();
+    rd.read_line(&mut line).unwrap();
+    assert_eq!(line, "+OK\r\n");
+    line.clear();
+    rd.read_line(&mut line).unwrap();
+    assert!(line.starts_with("+FULLRESYNC"), "{line}");
+    // Keepalive newlines, then the payload.
+    loop {
+        line.clear();
+        rd.read_line(&mut line).unwrap();
+        if line.starts_with('$') {
+            break;
+        }
+    }
+    let len: usize = line.trim()[1..].parse().unwrap();
+    let mut payload = vec![0u8; len];
+    rd.read_exact(&mut payload).unwrap();
+    // The replica reads nothing while 2 MB of writes go by: 128 times the backlog.
+    let value = "v".repeat(1000);
+    for i in 0..2000 {
+        q(&mut c, &["SET", &format!("k{i}"), &value]);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    // Then it reads: every write is there, in order, and the link stays up.
+    let mut seen = 0;
+    let mut buf = Vec::new();
+    while seen < 2000 {
+        let mut chunk = [0u8; 65536];
+        let n = rd.read(&mut chunk).expect("the master closed the link");
+        assert!(n > 0, "the master closed the link after {seen} writes");
+        buf.extend_from_slice(&chunk[..n]);
+        seen = buf
+            .windows(b"\r\nSET\r\n".len())
+            .filter(|w| *w == b"\r\nSET\r\n")
+            .count();
+    }
+    let text = String::from_utf8_lossy(&buf);
+    assert!(text.contains("\r\nk0\r\n") && text.contains("\r\nk1999\r\n"));
+    assert_eq!(info_field(&mut c, "replication", "connected_slaves"), "1");
+}

@@ -39,9 +39,9 @@ pub struct SyncStart {
     pub promote_first: Option<(Vec<u8>, i64)>,
 }
 
-/// Most bytes of stream kept for a replica while its payload is written (Redis's replica
+/// Most bytes of stream kept for a replica that has yet to read them (Redis's replica
 /// output buffer hard limit).
-const PENDING_MAX: usize = 256 << 20;
+const PENDING_MAX: usize = crate::store::repl_log::PIN_MAX;
 /// Stream bytes sent at once.
 const CHUNK: usize = 256 << 10;
 
@@ -105,6 +105,7 @@ pub async fn serve(
         },
     );
     let r = run(&shared, &mut stream, &info, leftover, start).await;
+    shared.store.repl.unpin(info.id);
     if let Err(e) = r {
         tracing::info!(replica = %info.addr, reason = %e, "replica link closed");
     }
@@ -136,17 +137,17 @@ async fn run(
                 .write_all(format!("+CONTINUE {replid}\r\n").as_bytes())
                 .await?;
             shared.repl.partial_ok.fetch_add(1, Ordering::Relaxed);
+            log.pin(info.id, from);
             from
         }
-        None => full_sync(shared, stream, &mut rx, &mut pending, start.old_sync).await?,
+        None => full_sync(shared, info.id, stream, &mut rx, &mut pending, start.old_sync).await?,
     };
     set_state(shared, info.id, "online");
-    stream.write_all(&pending).await?;
-    shared
-        .counters
-        .net_repl_out
-        .fetch_add(pending.len() as u64, Ordering::Relaxed);
-    drop(pending);
+    // What the replica has yet to get: the stream kept during the payload, then whatever the
+    // stream adds, kept here as Redis keeps a replica's output buffer (M2, up to
+    // PENDING_MAX): a replica that stops reading for a while (loading its payload) keeps its
+    // place when the shared backlog moves on.
+    let mut at = 0;
     let mut inbuf = leftover;
     let mut parser = RequestParser::default();
     let period = shared
@@ -157,27 +158,29 @@ async fn run(
         .max(1);
     let mut ping = tokio::time::interval(Duration::from_secs(period));
     ping.tick().await;
+    let (mut rd, mut wr) = stream.split();
     loop {
-        // Everything the stream holds past `next` (M2: a lost place ends the link).
-        loop {
-            match log.read_from(next, CHUNK) {
-                Some(b) if !b.is_empty() => {
-                    stream.write_all(&b).await?;
-                    tokio::task::yield_now().await;
-                    shared
-                        .counters
-                        .net_repl_out
-                        .fetch_add(b.len() as u64, Ordering::Relaxed);
-                    next += b.len() as u64;
-                }
-                Some(_) => break,
-                None => return Err(std::io::Error::other("the replica fell behind the backlog")),
-            }
-        }
+        keep(log, info.id, &mut next, &mut pending)?;
         read_acks(shared, info.id, &mut parser, &mut inbuf);
+        if at > 0 && (at == pending.len() || (at > CHUNK * 16 && at * 2 > pending.len())) {
+            pending.drain(..at);
+            at = 0;
+        }
+        let end = pending.len().min(at + CHUNK);
         tokio::select! {
+            r = wr.write(&pending[at..end]), if at < end => {
+                let n = r?;
+                if n == 0 {
+                    return Err(std::io::ErrorKind::WriteZero.into());
+                }
+                shared
+                    .counters
+                    .net_repl_out
+                    .fetch_add(n as u64, Ordering::Relaxed);
+                at += n;
+            }
             _ = rx.changed() => {}
-            r = stream.read_buf(&mut inbuf) => {
+            r = rd.read_buf(&mut inbuf) => {
                 if r? == 0 {
                     return Ok(());
                 }
@@ -219,6 +222,7 @@ fn read_acks(shared: &Shared, id: u64, parser: &mut RequestParser, inbuf: &mut V
 /// the offset the stream continues from.
 async fn full_sync(
     shared: &Arc<Shared>,
+    id: u64,
     stream: &mut TcpStream,
     rx: &mut tokio::sync::watch::Receiver<u64>,
     pending: &mut Vec<u8>,
@@ -231,6 +235,8 @@ async fn full_sync(
         let freeze = sh.store.freeze();
         let snap = sh.store.db.snapshot();
         let offset = sh.store.repl.end();
+        // The stream past the cut stays until this replica has it (R5).
+        sh.store.repl.pin(id, offset + 1);
         drop(freeze);
         (snap, offset, t.elapsed())
     })
@@ -275,7 +281,7 @@ async fn full_sync(
     let written = loop {
         tokio::select! {
             r = &mut writer => break r,
-            _ = rx.changed() => keep(log, &mut next, pending)?,
+            _ = rx.changed() => keep(log, id, &mut next, pending)?,
             _ = keepalive.tick() => stream.write_all(b"\n").await?,
         }
     };
@@ -294,7 +300,7 @@ async fn full_sync(
     let r = send_payload(
         stream,
         &path,
-        |pending_now: &mut Vec<u8>| keep(log, &mut next, pending_now),
+        |pending_now: &mut Vec<u8>| keep(log, id, &mut next, pending_now),
         pending,
     )
     .await;
@@ -304,7 +310,7 @@ async fn full_sync(
         .counters
         .net_repl_out
         .fetch_add(size, Ordering::Relaxed);
-    keep(log, &mut next, pending)?;
+    keep(log, id, &mut next, pending)?;
     tracing::info!(
         keys = sum.keys(),
         bytes = sum.bytes,
@@ -314,27 +320,32 @@ async fn full_sync(
     Ok(next)
 }
 
-/// Moves the stream past `next` into `pending` (M2).
+/// Moves the stream past `next` into `pending` (M2), and pins the backlog there for replica
+/// `id` (R5 in store/repl_log.rs).
 fn keep(
     log: &crate::store::repl_log::ReplLog,
+    id: u64,
     next: &mut u64,
     pending: &mut Vec<u8>,
 ) -> std::io::Result<()> {
     loop {
         match log.read_from(*next, CHUNK) {
-            Some(b) if b.is_empty() => return Ok(()),
+            Some(b) if b.is_empty() => {
+                log.pin(id, *next);
+                return Ok(());
+            }
             Some(b) => {
                 *next += b.len() as u64;
                 pending.extend_from_slice(&b);
                 if pending.len() > PENDING_MAX {
                     return Err(std::io::Error::other(
-                        "the stream outgrew the replica's buffer during its synchronization",
+                        "the replica has more than 256 MiB of stream it did not read",
                     ));
                 }
             }
             None => {
                 return Err(std::io::Error::other(
-                    "the backlog lost the replica's place during its synchronization",
+                    "the backlog lost the replica's place in the stream",
                 ))
             }
         }

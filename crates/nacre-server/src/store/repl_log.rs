@@ -13,6 +13,10 @@
 //!   offset `o` can continue exactly when `first <= o <= end + 1`.
 //! - R3: nothing is staged or appended while the log is off (no replica has ever attached):
 //!   a server without replicas pays one relaxed load per commit.
+//! - R5: the backlog keeps `repl-backlog-size` bytes, and more while an attached replica has
+//!   yet to read them (its pin), up to [`PIN_MAX`] past that size: a replica that stops
+//!   reading for a while (loading its payload) keeps its place, as a Redis replica's output
+//!   buffer keeps what it has not read; one further behind loses it and is disconnected.
 //! - R4: while this server is a replica (`proxy`), its own commits stage nothing: the stream
 //!   is its master's, appended as it was received once what it carries is durable here
 //!   (`append_raw`), so its offsets stay its master's (P1 in repl/mod.rs).
@@ -38,6 +42,8 @@ struct Inner {
     db: Option<usize>,
     /// Staged commits: each command encoded, with its database (R1).
     staged: BTreeMap<u64, Encoded>,
+    /// Attached replicas' next offsets (R5).
+    pins: BTreeMap<u64, u64>,
 }
 
 /// The stream and its backlog.
@@ -72,6 +78,7 @@ impl Default for ReplLog {
                 first: 1,
                 db: None,
                 staged: BTreeMap::new(),
+                pins: BTreeMap::new(),
             }),
             end: watch::Sender::new(0),
         }
@@ -218,6 +225,18 @@ impl ReplLog {
         append(&mut self.inner.lock(), &self.end, bytes);
     }
 
+    /// Replica `id` has yet to read from `next` on: the backlog keeps it (R5).
+    pub fn pin(&self, id: u64, next: u64) {
+        self.inner.lock().pins.insert(id, next);
+    }
+
+    /// Replica `id` is gone.
+    pub fn unpin(&self, id: u64) {
+        let mut g = self.inner.lock();
+        g.pins.remove(&id);
+        trim(&mut g);
+    }
+
     /// `master_repl_offset`.
     pub fn end(&self) -> u64 {
         *self.end.borrow()
@@ -273,9 +292,20 @@ fn append(g: &mut Inner, end: &watch::Sender<u64>, bytes: &[u8]) {
     end.send_replace(e);
 }
 
+/// Bytes a pinned replica may hold past `repl-backlog-size` (Redis's replica output buffer
+/// hard limit, `client-output-buffer-limit replica 256mb`).
+pub const PIN_MAX: usize = 256 << 20;
+
 fn trim(g: &mut Inner) {
-    if g.buf.len() > g.cap {
-        let drop = g.buf.len() - g.cap;
+    // The oldest byte a replica still needs (R5), within PIN_MAX past the size.
+    let needed = g
+        .pins
+        .values()
+        .min()
+        .map_or(0, |&p| (g.first + g.buf.len() as u64).saturating_sub(p) as usize);
+    let keep = g.cap.max(needed.min(g.cap + PIN_MAX));
+    if g.buf.len() > keep {
+        let drop = g.buf.len() - keep;
         g.buf.drain(..drop);
         g.first += drop as u64;
     }
