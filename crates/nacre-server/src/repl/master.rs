@@ -140,7 +140,17 @@ async fn run(
             log.pin(info.id, from);
             from
         }
-        None => full_sync(shared, info.id, stream, &mut rx, &mut pending, start.old_sync).await?,
+        None => {
+            full_sync(
+                shared,
+                info.id,
+                stream,
+                &mut rx,
+                &mut pending,
+                start.old_sync,
+            )
+            .await?
+        }
     };
     set_state(shared, info.id, "online");
     // What the replica has yet to get: the stream kept during the payload, then whatever the

@@ -298,11 +298,9 @@ pub const PIN_MAX: usize = 256 << 20;
 
 fn trim(g: &mut Inner) {
     // The oldest byte a replica still needs (R5), within PIN_MAX past the size.
-    let needed = g
-        .pins
-        .values()
-        .min()
-        .map_or(0, |&p| (g.first + g.buf.len() as u64).saturating_sub(p) as usize);
+    let needed = g.pins.values().min().map_or(0, |&p| {
+        (g.first + g.buf.len() as u64).saturating_sub(p) as usize
+    });
     let keep = g.cap.max(needed.min(g.cap + PIN_MAX));
     if g.buf.len() > keep {
         let drop = g.buf.len() - keep;
