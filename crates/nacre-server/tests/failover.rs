@@ -8,24 +8,8 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{q, run_text, text, RedisServer, Server};
+use common::{info_field, q, run_text, text, wait_for, RedisServer, Server};
 use redis::Connection;
-
-fn info_field(c: &mut Connection, section: &str, field: &str) -> String {
-    let all = text(&q(c, &["INFO", section]));
-    all.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .map(|v| v.trim().to_string())
-        .unwrap_or_default()
-}
-
-fn wait_for(what: &str, within: Duration, mut f: impl FnMut() -> bool) {
-    let t = Instant::now();
-    while !f() {
-        assert!(t.elapsed() < within, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 fn link_up(c: &mut Connection) -> bool {
     info_field(c, "replication", "master_link_status") == "up"

@@ -13,27 +13,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{q, text, RedisServer, Server};
+use common::{info_field, q, text, wait_for, RedisServer, Server};
 use redis::Connection;
-
-fn info_field(c: &mut Connection, section: &str, field: &str) -> String {
-    let all = text(&q(c, &["INFO", section]));
-    all.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .map(|v| v.trim().to_string())
-        .unwrap_or_default()
-}
 
 fn num(c: &mut Connection, section: &str, field: &str) -> u64 {
     info_field(c, section, field).parse().unwrap_or(0)
-}
-
-fn wait_for(what: &str, within: Duration, mut f: impl FnMut() -> bool) {
-    let t = Instant::now();
-    while !f() {
-        assert!(t.elapsed() < within, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// A TCP proxy to `target` that can cut every connection and refuse new ones.

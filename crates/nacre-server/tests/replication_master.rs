@@ -9,7 +9,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::{q, text, RedisServer, Server};
+use common::{info_field, q, text, RedisServer, Server};
 use redis::{Connection, Value};
 
 /// Every key of databases 0-2 with its type, value (members sorted where order is not
@@ -64,15 +64,6 @@ fn data_set(c: &mut Connection) -> BTreeMap<String, String> {
     }
     q(c, &["SELECT", "0"]);
     out
-}
-
-fn info_field(c: &mut Connection, section: &str, field: &str) -> String {
-    let t = text(&q(c, &["INFO", section]));
-    t.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .unwrap_or("")
-        .trim()
-        .to_string()
 }
 
 fn load(c: &mut Connection, round: usize) {

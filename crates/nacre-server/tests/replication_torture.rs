@@ -15,18 +15,10 @@ use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{q, text, Server};
+use common::{info_field, q, Server};
 use redis::Connection;
 
 const WRITERS: usize = 3;
-
-fn info_field(c: &mut Connection, section: &str, field: &str) -> String {
-    let all = text(&q(c, &["INFO", section]));
-    all.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .map(|v| v.trim().to_string())
-        .unwrap_or_default()
-}
 
 fn conn(port: u16) -> Option<Connection> {
     let c = redis::Client::open(format!("redis://127.0.0.1:{port}/")).ok()?;

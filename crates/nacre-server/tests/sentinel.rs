@@ -9,7 +9,7 @@ mod common;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{q, text, Server};
+use common::{q, text, wait_for, Server};
 use redis::Connection;
 
 fn connect(port: u16) -> Option<Connection> {
@@ -51,14 +51,6 @@ fn sentinel(dir: &std::path::Path, master_port: u16, i: usize) -> Option<Sentine
         .ok()?;
     common::wait_ready(port);
     Some(Sentinel { port, child })
-}
-
-fn wait_for(what: &str, within: Duration, mut f: impl FnMut() -> bool) {
-    let t = Instant::now();
-    while !f() {
-        assert!(t.elapsed() < within, "{what} did not happen in {within:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 #[test]

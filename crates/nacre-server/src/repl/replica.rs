@@ -356,27 +356,8 @@ pub fn resume(shared: &Arc<Shared>) {
 /// next start.
 fn drop_partial(shared: &Shared) -> Result<(), LinkError> {
     let mut client = master_client(shared, "start".into());
-    for (args, armed) in [
-        (&["FUNCTION", "FLUSH"][..], None),
-        (&["FLUSHALL"][..], Some(Armed::Forget)),
-    ] {
-        let args: Vec<Vec<u8>> = args.iter().map(|a| a.as_bytes().to_vec()).collect();
-        let out = match armed {
-            Some(a) => repl_mark::with_armed(a, || crate::cmd::execute(shared, &mut client, args)),
-            None => crate::cmd::execute(shared, &mut client, args),
-        };
-        let Outcome::Reply(r, t) = out else {
-            return Err(LinkError::Commit("the flush did not run".into()));
-        };
-        if let Some(e) = r.error_message() {
-            return Err(LinkError::Commit(e.into_owned()));
-        }
-        shared
-            .store
-            .commits
-            .wait_blocking(&shared.store, t.0)
-            .map_err(|e| LinkError::Commit(e.to_string()))?;
-    }
+    run_durably(shared, &mut client, &["FUNCTION", "FLUSH"], None)?;
+    run_durably(shared, &mut client, &["FLUSHALL"], Some(Armed::Forget))?;
     // FLUSHALL of a data set with no key commits nothing: the record goes on its own.
     if repl_mark::interrupted_load(&shared.store)
         .map_err(|e| LinkError::Commit(e.to_string()))?
@@ -387,6 +368,37 @@ fn drop_partial(shared: &Shared) -> Result<(), LinkError> {
     Ok(())
 }
 
+/// Runs `args` as `client` (with `armed` on its commit, if any) and waits until it is
+/// durable. Blocks.
+fn run_durably(
+    shared: &Shared,
+    client: &mut Client,
+    args: &[&str],
+    armed: Option<Armed>,
+) -> Result<(), LinkError> {
+    let args: Vec<Vec<u8>> = args.iter().map(|a| a.as_bytes().to_vec()).collect();
+    let out = match armed {
+        Some(a) => repl_mark::with_armed(a, || crate::cmd::execute(shared, client, args)),
+        None => crate::cmd::execute(shared, client, args),
+    };
+    let Outcome::Reply(r, t) = out else {
+        return Err(LinkError::Commit("the command did not run".into()));
+    };
+    if let Some(e) = r.error_message() {
+        return Err(LinkError::Commit(e.into_owned()));
+    }
+    wait_durable(shared, t.0)
+}
+
+/// Waits until commit `ticket` is durable. Blocks.
+fn wait_durable(shared: &Shared, ticket: u64) -> Result<(), LinkError> {
+    shared
+        .store
+        .commits
+        .wait_blocking(&shared.store, ticket)
+        .map_err(|e| LinkError::Commit(e.to_string()))
+}
+
 /// Deletes the durable mark (M3) and the loading record (M4), and waits for it.
 fn forget_mark(shared: &Shared) -> Result<(), LinkError> {
     let store = &shared.store;
@@ -395,11 +407,7 @@ fn forget_mark(shared: &Shared) -> Result<(), LinkError> {
     {
         return Ok(());
     }
-    let ticket = write_mark(shared, Armed::Forget);
-    store
-        .commits
-        .wait_blocking(store, ticket)
-        .map_err(|e| LinkError::Commit(e.to_string()))
+    wait_durable(shared, write_mark(shared, Armed::Forget))
 }
 
 /// Queues a commit that writes or deletes the mark alone; its ticket.
@@ -858,38 +866,16 @@ fn replace_data(
     // The loading record is durable before the data set changes (M4), whether or not the
     // flush below has anything to delete; the flush deletes the mark in its commit (M3).
     // Functions go too (FLUSHALL keeps them).
-    let t = write_mark(shared, Armed::Loading(mark.replid.clone()));
-    shared
-        .store
-        .commits
-        .wait_blocking(&shared.store, t)
-        .map_err(|e| LinkError::Commit(e.to_string()))?;
+    wait_durable(
+        shared,
+        write_mark(shared, Armed::Loading(mark.replid.clone())),
+    )?;
     for args in [&["FLUSHALL"][..], &["FUNCTION", "FLUSH"][..]] {
-        let args: Vec<Vec<u8>> = args.iter().map(|a| a.as_bytes().to_vec()).collect();
-        let out = repl_mark::with_armed(Armed::Loading(mark.replid.clone()), || {
-            crate::cmd::execute(shared, &mut client, args)
-        });
-        match out {
-            Outcome::Reply(r, t) => {
-                if let Some(e) = r.error_message() {
-                    return Err(LinkError::Commit(e.into_owned()));
-                }
-                shared
-                    .store
-                    .commits
-                    .wait_blocking(&shared.store, t.0)
-                    .map_err(|e| LinkError::Commit(e.to_string()))?;
-            }
-            _ => return Err(LinkError::Commit("the flush did not run".into())),
-        }
+        let armed = Armed::Loading(mark.replid.clone());
+        run_durably(shared, &mut client, args, Some(armed))?;
     }
     let loaded = crate::transfer::load::load(shared, path)?;
-    let t = write_mark(shared, Armed::Loaded(mark));
-    shared
-        .store
-        .commits
-        .wait_blocking(&shared.store, t)
-        .map_err(|e| LinkError::Commit(e.to_string()))?;
+    wait_durable(shared, write_mark(shared, Armed::Loaded(mark)))?;
     Ok(loaded)
 }
 

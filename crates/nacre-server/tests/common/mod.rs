@@ -359,3 +359,21 @@ pub fn text(v: &redis::Value) -> String {
         v => format!("{v:?}"),
     }
 }
+
+/// Field `field` of `INFO section` ("" when absent).
+pub fn info_field(c: &mut redis::Connection, section: &str, field: &str) -> String {
+    let all = text(&q(c, &["INFO", section]));
+    all.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .map(|v| v.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// Waits until `f` holds, failing the test after `within`.
+pub fn wait_for(what: &str, within: Duration, mut f: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !f() {
+        assert!(t.elapsed() < within, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
