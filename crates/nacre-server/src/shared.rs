@@ -383,23 +383,20 @@ impl Shared {
         self
     }
 
-    /// Whether a command with `flags` waits for a `CLIENT PAUSE` now: the pause's end (ms).
+    /// Whether a command with `flags` waits for a `CLIENT PAUSE` or a failover's pause (F1 in
+    /// repl/failover.rs) now: when to look again (ms; a failover's pause has no set end).
     pub fn paused_for(&self, flags: crate::cmd::Flags) -> Option<u64> {
+        let writes = crate::cmd::Flags::WRITE | crate::cmd::Flags::MAY_REPLICATE;
+        if self.repl.failover.pauses_writes() && flags.intersects(writes) {
+            return Some(now_ms() + 50);
+        }
         let mut g = self.pause.lock();
         let (until, all) = (*g)?;
         if now_ms() >= until {
             *g = None;
             return None;
         }
-        let writes = crate::cmd::Flags::WRITE | crate::cmd::Flags::MAY_REPLICATE;
         (all || flags.intersects(writes)).then_some(until)
-    }
-
-    /// Whether a command with `flags` waits for a failover (F1 in repl/failover.rs): when to
-    /// look again (ms), a little later, until the failover ends.
-    pub fn failover_paused(&self, flags: crate::cmd::Flags) -> Option<u64> {
-        let writes = crate::cmd::Flags::WRITE | crate::cmd::Flags::MAY_REPLICATE;
-        (self.repl.failover.pauses_writes() && flags.intersects(writes)).then(|| now_ms() + 50)
     }
 
     /// The push queue of client `info`, if it has one.

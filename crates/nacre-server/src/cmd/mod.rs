@@ -362,9 +362,9 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
             if let Some(e) = crate::repl::replica::refusal(shared, client, cmd, flags) {
                 return reject(shared, client, cmd, e);
             }
-        } else if (flags.contains(Flags::WRITE) || cmd.name == "exec")
-            && !shared.repl.enough_good_replicas()
-            && (flags.contains(Flags::WRITE) || multi::queued_flags(client).contains(Flags::WRITE))
+        } else if !shared.repl.enough_good_replicas()
+            && (flags.contains(Flags::WRITE)
+                || (cmd.name == "exec" && multi::queued_flags(client).contains(Flags::WRITE)))
         {
             // A master without enough good replicas runs no write (P3 in repl/mod.rs).
             return reject(shared, client, cmd, crate::repl::NOREPLICAS.into());
@@ -399,7 +399,7 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
             flags
         };
         if !matches!(cmd.name, "client" | "quit" | "reset") {
-            if let Some(until) = shared.paused_for(f).or_else(|| shared.failover_paused(f)) {
+            if let Some(until) = shared.paused_for(f) {
                 return Outcome::Paused(until, args.to_vec());
             }
         }

@@ -6,9 +6,10 @@
 //! - M1: the payload and the stream meet exactly: the cut is taken while writes are frozen
 //!   (`Store::freeze`), so the snapshot holds every write whose commands are in the stream up
 //!   to the offset announced in `+FULLRESYNC`, and none after it.
-//! - M2: what the stream adds while the payload is written is kept for the replica (up to
-//!   its output limit) and sent after it; a replica whose place in the stream is lost is
-//!   disconnected (it then asks again), never sent a stream with a hole.
+//! - M2: from the cut on, the backlog keeps whatever the replica has yet to read (its pin,
+//!   R5 in store/repl_log.rs, up to its output limit): the stream written during the payload
+//!   and while the replica loads it is sent after it; a replica whose place in the stream is
+//!   lost is disconnected (it then asks again), never sent a stream with a hole.
 //! - M3: no write stalls for the payload: the freeze lasts as long as the writes already
 //!   running take to commit; the payload is written from the snapshot while writes go on.
 
@@ -39,9 +40,6 @@ pub struct SyncStart {
     pub promote_first: Option<(Vec<u8>, i64)>,
 }
 
-/// Most bytes of stream kept for a replica that has yet to read them (Redis's replica
-/// output buffer hard limit).
-const PENDING_MAX: usize = crate::store::repl_log::PIN_MAX;
 /// Stream bytes sent at once.
 const CHUNK: usize = 256 << 10;
 
@@ -129,7 +127,6 @@ async fn run(
 ) -> std::io::Result<()> {
     let log = &shared.store.repl;
     let mut rx = log.subscribe();
-    let mut pending: Vec<u8> = Vec::new();
     let mut next = match start.from {
         Some(from) => {
             let replid = shared.repl.ids.lock().replid.clone();
@@ -140,23 +137,13 @@ async fn run(
             log.pin(info.id, from);
             from
         }
-        None => {
-            full_sync(
-                shared,
-                info.id,
-                stream,
-                &mut rx,
-                &mut pending,
-                start.old_sync,
-            )
-            .await?
-        }
+        None => full_sync(shared, info.id, stream, start.old_sync).await?,
     };
     set_state(shared, info.id, "online");
-    // What the replica has yet to get: the stream kept during the payload, then whatever the
-    // stream adds, kept here as Redis keeps a replica's output buffer (M2, up to
-    // PENDING_MAX): a replica that stops reading for a while (loading its payload) keeps its
-    // place when the shared backlog moves on.
+    // The stream goes from the backlog, which keeps what this replica has yet to read (its
+    // pin, R5 in store/repl_log.rs): one that stops reading for a while (loading its
+    // payload) keeps its place when the backlog's size is passed (M2).
+    let mut chunk: Vec<u8> = Vec::new();
     let mut at = 0;
     let mut inbuf = leftover;
     let mut parser = RequestParser::default();
@@ -170,15 +157,18 @@ async fn run(
     ping.tick().await;
     let (mut rd, mut wr) = stream.split();
     loop {
-        keep(log, info.id, &mut next, &mut pending)?;
-        read_acks(shared, info.id, &mut parser, &mut inbuf);
-        if at > 0 && (at == pending.len() || (at > CHUNK * 16 && at * 2 > pending.len())) {
-            pending.drain(..at);
+        if at == chunk.len() {
+            // Everything before `next` is written: the backlog may let it go.
+            log.pin(info.id, next);
+            chunk = log
+                .read_from(next, CHUNK)
+                .ok_or_else(|| std::io::Error::other("the backlog lost the replica's place"))?;
+            next += chunk.len() as u64;
             at = 0;
         }
-        let end = pending.len().min(at + CHUNK);
+        read_acks(shared, info.id, &mut parser, &mut inbuf);
         tokio::select! {
-            r = wr.write(&pending[at..end]), if at < end => {
+            r = wr.write(&chunk[at..]), if at < chunk.len() => {
                 let n = r?;
                 if n == 0 {
                     return Err(std::io::ErrorKind::WriteZero.into());
@@ -234,8 +224,6 @@ async fn full_sync(
     shared: &Arc<Shared>,
     id: u64,
     stream: &mut TcpStream,
-    rx: &mut tokio::sync::watch::Receiver<u64>,
-    pending: &mut Vec<u8>,
     old_sync: bool,
 ) -> std::io::Result<u64> {
     let t0 = Instant::now();
@@ -284,14 +272,11 @@ async fn full_sync(
             .map(|(_, sum)| sum)
             .map_err(std::io::Error::other)
     });
-    let log = &shared.store.repl;
-    let mut next = offset + 1;
     let mut keepalive = tokio::time::interval(Duration::from_secs(1));
     keepalive.tick().await;
     let written = loop {
         tokio::select! {
             r = &mut writer => break r,
-            _ = rx.changed() => keep(log, id, &mut next, pending)?,
             _ = keepalive.tick() => stream.write_all(b"\n").await?,
         }
     };
@@ -307,69 +292,25 @@ async fn full_sync(
         }
     };
     let size = std::fs::metadata(&path).map_or(0, |m| m.len());
-    let r = send_payload(
-        stream,
-        &path,
-        |pending_now: &mut Vec<u8>| keep(log, id, &mut next, pending_now),
-        pending,
-    )
-    .await;
+    let r = send_payload(stream, &path).await;
     let _ = std::fs::remove_file(&path);
     r?;
     shared
         .counters
         .net_repl_out
         .fetch_add(size, Ordering::Relaxed);
-    keep(log, id, &mut next, pending)?;
     tracing::info!(
         keys = sum.keys(),
         bytes = sum.bytes,
         ms = t0.elapsed().as_millis() as u64,
         "full synchronization sent"
     );
-    Ok(next)
+    Ok(offset + 1)
 }
 
-/// Moves the stream past `next` into `pending` (M2), and pins the backlog there for replica
-/// `id` (R5 in store/repl_log.rs).
-fn keep(
-    log: &crate::store::repl_log::ReplLog,
-    id: u64,
-    next: &mut u64,
-    pending: &mut Vec<u8>,
-) -> std::io::Result<()> {
-    loop {
-        match log.read_from(*next, CHUNK) {
-            Some(b) if b.is_empty() => {
-                log.pin(id, *next);
-                return Ok(());
-            }
-            Some(b) => {
-                *next += b.len() as u64;
-                pending.extend_from_slice(&b);
-                if pending.len() > PENDING_MAX {
-                    return Err(std::io::Error::other(
-                        "the replica has more than 256 MiB of stream it did not read",
-                    ));
-                }
-            }
-            None => {
-                return Err(std::io::Error::other(
-                    "the backlog lost the replica's place in the stream",
-                ))
-            }
-        }
-    }
-}
-
-/// Sends the payload file as `$<len>\r\n<bytes>`, keeping the stream that grows meanwhile
-/// (`keep`, between chunks: M2).
-async fn send_payload(
-    stream: &mut TcpStream,
-    path: &std::path::Path,
-    mut keep: impl FnMut(&mut Vec<u8>) -> std::io::Result<()>,
-    pending: &mut Vec<u8>,
-) -> std::io::Result<()> {
+/// Sends the payload file as `$<len>\r\n<bytes>` (the stream past the cut waits in the
+/// backlog, pinned: M2).
+async fn send_payload(stream: &mut TcpStream, path: &std::path::Path) -> std::io::Result<()> {
     use std::io::Read;
     // The file was just written: its pages are cached, and each read of a chunk is short.
     let mut f = std::fs::File::open(path)?;
@@ -382,7 +323,6 @@ async fn send_payload(
             return Ok(());
         }
         stream.write_all(&buf[..n]).await?;
-        keep(pending)?;
         // A socket that always has room would keep this task on its thread for the whole
         // payload: let the clients served there run between chunks (M3).
         tokio::task::yield_now().await;

@@ -166,6 +166,14 @@ fn param_int(shared: &Shared, name: &str) -> i64 {
     shared.config.read().params.int(name)
 }
 
+/// A read-only replica's refusal of a write.
+pub(crate) const READONLY: &str = "READONLY You can't write against a read only replica.";
+
+/// Whether `replica-read-only` is on.
+pub(crate) fn read_only(shared: &Shared) -> bool {
+    param(shared, "replica-read-only") == "yes"
+}
+
 /// The error a replica answers `cmd` with instead of running it (client not the master),
 /// as Redis's processCommand: `READONLY`, `MASTERDOWN`, `LOADING`; `None`: it runs.
 pub(crate) fn refusal(
@@ -181,8 +189,8 @@ pub(crate) fn refusal(
     let queued = crate::cmd::multi::queued_flags_each(client, cmd);
     let denies = |f: Flags| !flags.contains(f) || queued.iter().any(|q| !q.contains(f));
     let write = flags.contains(Flags::WRITE) || queued.iter().any(|q| q.contains(Flags::WRITE));
-    if write && param(shared, "replica-read-only") == "yes" {
-        return Some("READONLY You can't write against a read only replica.".into());
+    if write && read_only(shared) {
+        return Some(READONLY.into());
     }
     if !link.up() && denies(Flags::STALE) && param(shared, "replica-serve-stale-data") == "no" {
         return Some(

@@ -202,8 +202,8 @@ impl Host for Ctx<'_, '_> {
         // and a master without enough good replicas lets a script's first write fail.
         if flags.contains(Flags::WRITE) && !self.client.master {
             if self.shared.store.replica.load(Ordering::Relaxed) {
-                if read_only_replica(self.shared) {
-                    return Err("-READONLY You can't write against a read only replica.".into());
+                if crate::repl::replica::read_only(self.shared) {
+                    return Err(format!("-{}", crate::repl::replica::READONLY));
                 }
             } else if !self.dirty.load(Ordering::Acquire)
                 && !self.shared.repl.enough_good_replicas()
@@ -303,7 +303,7 @@ pub fn refuse(shared: &Shared, flags: ScriptFlags, ro: bool, obey: bool) -> Opti
     }
     if !flags.contains(ScriptFlags::NO_WRITES) {
         let replica = shared.store.replica.load(Ordering::Relaxed);
-        if replica && !obey && read_only_replica(shared) {
+        if replica && !obey && crate::repl::replica::read_only(shared) {
             return Some(Reply::Error(
                 "READONLY Can not run script with write flag on readonly replica".into(),
             ));
@@ -323,11 +323,6 @@ pub fn refuse(shared: &Shared, flags: ScriptFlags, ro: bool, obey: bool) -> Opti
         return Some(Reply::Error("OOM allow-oom flag is not set on the script, can not run it when used memory > 'maxmemory'".into()));
     }
     None
-}
-
-/// Whether `replica-read-only` is on.
-fn read_only_replica(shared: &Shared) -> bool {
-    shared.config.read().get("replica-read-only").as_deref() != Some("no")
 }
 
 /// Runs `s` for `client`: in a transaction of its own, or in `outer` (EXEC's), where it is

@@ -13,8 +13,8 @@
 //!   commit without yielding, on the caller's thread.
 //! - M3: when the data set stops being the stream's (a full synchronization starts, the
 //!   replica is promoted), the record is deleted in the batch that starts the change.
-//! - M4: a full synchronization's load is bracketed by the [`LOADING`] record: it is written
-//!   in the batch that empties the data set (with M3's deletion) and deleted in the batch
+//! - M4: a full synchronization's load is bracketed by the [`LOADING`] record: it is durable
+//!   before the batch that empties the data set (with M3's deletion) and deleted in the batch
 //!   that writes the new mark after the last key. A server that opens with it finds a
 //!   partial data set and empties it before it serves anyone, deleting the record in that
 //!   emptying batch; so a load cut short by a crash is never served as a data set.
