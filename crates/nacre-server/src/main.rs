@@ -88,11 +88,14 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         };
     }
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(cfg.worker_threads())
-        .enable_all()
-        .build()
-    {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.worker_threads(cfg.worker_threads()).enable_all();
+    // Tasks woken together run in the order they were woken: requests that arrive in one
+    // instant run in arrival order, as on Redis's event loop (the LIFO slot would run the
+    // last one first, so a client blocked second could be served before the first).
+    #[cfg(tokio_unstable)]
+    builder.disable_lifo_slot();
+    let rt = match builder.build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("cannot start the runtime: {e}");
