@@ -88,6 +88,7 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         };
     }
+    watch_signals();
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     builder.worker_threads(cfg.worker_threads()).enable_all();
     // Tasks woken together run in the order they were woken: requests that arrive in one
@@ -102,13 +103,68 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match rt.block_on(nacre_server::server::run(cfg, None)) {
+    let r = rt.block_on(nacre_server::server::run(cfg, None));
+    // A worker still running a task that never yields (a script that never ends) would hold
+    // the runtime's drop forever: everything durable is written, so stop waiting for it.
+    rt.shutdown_timeout(std::time::Duration::from_secs(1));
+    match r {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e}");
             eprintln!("nacre-server: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// How long a shutdown asked for by a signal may take before the process ends anyway.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Makes SIGTERM and SIGINT end the process even when the runtime cannot: a thread of its own
+/// sees them beside the runtime's handler, which starts the clean shutdown. If the process
+/// is still there [`SHUTDOWN_GRACE`] later (a runtime thread stuck in a task that never
+/// yields, or a shutdown that hangs), or SIGINT comes again (as Redis: "you insist"), it
+/// exits at once. That is safe: every acknowledged write is already durable, and the next
+/// start recovers as after a crash.
+fn watch_signals() {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = match signal_hook::iterator::Signals::new([SIGTERM, SIGINT]) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot watch signals: a stuck shutdown will not be ended");
+            return;
+        }
+    };
+    let spawned = std::thread::Builder::new()
+        .name("nacre-signals".into())
+        .spawn(move || {
+            let mut first = true;
+            for sig in signals.forever() {
+                if !first {
+                    if sig == SIGINT {
+                        tracing::warn!("SIGINT while shutting down: exiting now");
+                        std::process::exit(1);
+                    }
+                    continue;
+                }
+                first = false;
+                let spawned = std::thread::Builder::new()
+                    .name("nacre-stop-watch".into())
+                    .spawn(|| {
+                        std::thread::sleep(SHUTDOWN_GRACE);
+                        tracing::error!(
+                            "the shutdown did not finish within {} s: exiting now",
+                            SHUTDOWN_GRACE.as_secs()
+                        );
+                        std::process::exit(1);
+                    });
+                if let Err(e) = spawned {
+                    tracing::warn!(error = %e, "cannot time the shutdown");
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "cannot watch signals: a stuck shutdown will not be ended");
     }
 }
 

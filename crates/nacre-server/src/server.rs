@@ -222,15 +222,30 @@ pub async fn run(
     for c in shared.clients.lock().values() {
         c.kill();
     }
+    // One deadline for all of them: a client stuck in a script that never ends (or any
+    // task that never yields) must not hold the shutdown, however many there are.
     let handles: Vec<_> = tasks.lock().drain(..).collect();
+    let deadline = tokio::time::Instant::now() + CLIENTS_FINISH;
+    let mut unfinished = 0usize;
     for h in handles {
-        let _ = tokio::time::timeout(Duration::from_secs(5), h).await;
+        if tokio::time::timeout_at(deadline, h).await.is_err() {
+            unfinished += 1;
+        }
+    }
+    let quiet = unfinished == 0;
+    if !quiet {
+        tracing::warn!(
+            unfinished,
+            "clients still running after {} s (a script that never ends?): closing without them; \
+             their unanswered commands are not committed, and the next start counts keys again",
+            CLIENTS_FINISH.as_secs()
+        );
     }
     stop.store(true, Ordering::Release);
     let _ = tokio::task::spawn_blocking(move || bg.join()).await;
     // Close on a blocking thread while the completer still runs on this runtime.
     let sh = shared.clone();
-    let closed = tokio::task::spawn_blocking(move || sh.store.close_ref()).await;
+    let closed = tokio::task::spawn_blocking(move || sh.store.close_ref(quiet)).await;
     completer.abort();
     let _ = completer.await;
     for a in accepters {
@@ -243,14 +258,20 @@ pub async fn run(
         Err(e) => return Err(ServerError::Other(e.to_string())),
     }
     match Arc::try_unwrap(store) {
-        Ok(s) => s.close_engine()?,
-        Err(_) => {
-            tracing::warn!("the keyspace is still referenced; the engine closes when it is dropped")
+        Ok(s) if quiet => {
+            s.close_engine()?;
+            tracing::info!("closed cleanly; the next start skips counting keys");
         }
+        _ => tracing::warn!(
+            "a client still holds the keyspace: the process ends without closing the engine; \
+             the next start recovers as after a crash (every acknowledged write is durable)"
+        ),
     }
-    tracing::info!("closed cleanly; the next start skips counting keys");
     Ok(())
 }
+
+/// How long a shutdown waits for clients to finish what they are running.
+const CLIENTS_FINISH: Duration = Duration::from_secs(5);
 
 async fn wait_for_shutdown(shared: &Shared) {
     let sig = async {

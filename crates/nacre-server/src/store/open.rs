@@ -230,10 +230,11 @@ fn decode_clean(b: &[u8], ns: &Namespaces) -> Result<Option<(Vec<i64>, u64)>> {
 
 impl Store {
     /// Writes the `clean` record once every queued commit is done; nothing may write after
-    /// it (the counts it holds would go stale).
-    pub fn close_ref(&self) -> Result<()> {
+    /// it (the counts it holds would go stale). `quiet`: every client has finished, so
+    /// nothing can; else the counts are not recorded and the next start counts again.
+    pub fn close_ref(&self, quiet: bool) -> Result<()> {
         // Counts still being counted are not recorded: the next start counts again.
-        let counted = self.is_counted();
+        let counted = quiet && self.is_counted();
         self.commits.close(self);
         let last = self.commits.last();
         let _ = self.commits.wait_blocking(self, last);

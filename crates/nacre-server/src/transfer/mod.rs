@@ -156,7 +156,7 @@ impl OfflinePool {
             completer,
             ..
         } = self;
-        store.close_ref()?;
+        store.close_ref(true)?;
         completer.abort();
         let _ = rt.block_on(completer);
         drop(rt);

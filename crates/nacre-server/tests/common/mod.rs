@@ -156,6 +156,17 @@ impl Server {
         }
     }
 
+    /// Sends the process `signal` (a name `kill` takes: `TERM`, `INT`).
+    pub fn signal(&self, signal: &str) {
+        let pid = self.child.as_ref().expect("running").id();
+        let ok = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(pid.to_string())
+            .status()
+            .expect("run kill");
+        assert!(ok.success(), "kill -{signal} {pid}");
+    }
+
     /// Waits for the process to exit (after SHUTDOWN); its exit status.
     pub fn wait_exit(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
         let t = Instant::now();
