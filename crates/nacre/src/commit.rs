@@ -1035,6 +1035,26 @@ impl CommitPath {
         n: u64,
         keep: u64,
     ) -> Result<nacre_pmem::PmOffset, GroupError> {
+        let (h, g, planned) = self.grant_group(sh, group, parts, n, keep);
+        self.finish_group(sh, group, h, &g, planned.is_ok());
+        planned?;
+        g.wait(self.patience)?;
+        let plan = lock(&g.plan);
+        Ok(plan
+            .items
+            .first()
+            .map_or(nacre_pmem::PmOffset::NULL, |it| it.res.at))
+    }
+
+    /// Stages 1 and 2 of a group: its handle, its group state and whether it was granted.
+    fn grant_group(
+        &self,
+        sh: &Shared,
+        group: &[Arc<Waiter>],
+        parts: Vec<Part>,
+        n: u64,
+        keep: u64,
+    ) -> (u64, Arc<Group>, Result<(), GroupError>) {
         let g = Arc::new(Group {
             plan: Mutex::new(Plan::default()),
             done: OneShot::new(),
@@ -1047,13 +1067,19 @@ impl CommitPath {
             })
             .unwrap_or_else(|why| Err(GroupError::Poisoned(why)))
         });
-        match &planned {
-            Ok(()) => {
-                // A failure here is caught by stage 4, which sees the poison.
-                let _ = self.guard(sh, "stage 3", || self.stage3(sh, group, &lock(&g.plan)));
-            }
+        (h, g, planned)
+    }
+
+    /// Stages 3 and 4 of a group [`CommitPath::grant_group`] handed `h` (`granted`: its stage
+    /// 2 succeeded; else stage 4 only passes the handle on). Stage 4 may run on another
+    /// thread: [`Group::wait`] gives the outcome.
+    fn finish_group(&self, sh: &Shared, group: &[Arc<Waiter>], h: u64, g: &Group, granted: bool) {
+        if granted {
+            // A failure here is caught by stage 4, which sees the poison.
+            let _ = self.guard(sh, "stage 3", || self.stage3(sh, group, &lock(&g.plan)));
+        } else {
             // Nothing reserved or numbered: stage 4 only has to pass the handle on.
-            Err(_) => g.finish(Ok(())),
+            g.finish(Ok(()));
         }
         let handoff = || {
             if let Err(e) = sh.store.pool.fence() {
@@ -1067,12 +1093,71 @@ impl CommitPath {
                 }
             }
         });
-        planned?;
-        g.wait(self.patience)?;
-        let plan = lock(&g.plan);
-        Ok(plan
-            .items
-            .first()
-            .map_or(nacre_pmem::PmOffset::NULL, |it| it.res.at))
     }
+
+    /// Stages 1 and 2 of `batch` alone, for a caller that must not wait (a server's runtime
+    /// thread): its place in the commit order, as a [`NowGroup`] whose records
+    /// [`CommitPath::finish_now`] writes and commits, on any thread. The batch comes back
+    /// untouched, as `Err(Err(batch))`, where it would have to wait for the background
+    /// worker or for room; `Err(Ok(error))` if it failed.
+    pub(crate) fn grant_now(
+        &self,
+        sh: &Shared,
+        batch: WriteBatch,
+        bytes: Vec<(u32, usize)>,
+    ) -> std::result::Result<NowGroup, std::result::Result<Error, WriteBatch>> {
+        let frees = batch.frees_space();
+        if sh.space.would_throttle(sh.store.zones.free_zones(), !frees) {
+            return Err(Err(batch));
+        }
+        let w = Arc::new(Waiter {
+            batch,
+            bytes,
+            check: None,
+            conflict: std::sync::OnceLock::new(),
+            wake: OneShot::new(),
+        });
+        let group = vec![w];
+        let (parts, n) = layout(&group);
+        // Deletes may dig into the cleaner's reserve: they are how a full pool frees space.
+        let keep = if frees {
+            sh.space.keep / 2
+        } else {
+            sh.space.keep
+        };
+        let (h, g, planned) = self.grant_group(sh, &group, parts, n, keep);
+        match planned {
+            Ok(()) => Ok(NowGroup { h, g, group }),
+            Err(e) => {
+                self.finish_group(sh, &group, h, &g, false);
+                match e {
+                    GroupError::NoSpace { .. } => {
+                        // Nothing of the batch was written: it goes back whole.
+                        let w = group.into_iter().next();
+                        Err(Err(w.map_or_else(WriteBatch::new, |w| {
+                            Arc::try_unwrap(w).map_or_else(|w| w.batch.clone(), |w| w.batch)
+                        })))
+                    }
+                    e => Err(Ok(Error::from(e))),
+                }
+            }
+        }
+    }
+
+    /// Stages 3 and 4 of a group [`CommitPath::grant_now`] granted; returns once it is
+    /// committed (C3) or failed. Groups granted before it commit before it, whichever
+    /// thread finishes them.
+    pub(crate) fn finish_now(&self, sh: &Shared, now: NowGroup) -> Result<()> {
+        let NowGroup { h, g, group } = now;
+        self.finish_group(sh, &group, h, &g, true);
+        g.wait(self.patience).map_err(Error::from)
+    }
+}
+
+/// A batch granted its place in the commit order by [`CommitPath::grant_now`]: its handle
+/// in the ring, its group state, and its writer.
+pub(crate) struct NowGroup {
+    h: u64,
+    g: Arc<Group>,
+    group: Vec<Arc<Waiter>>,
 }

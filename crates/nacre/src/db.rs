@@ -422,6 +422,20 @@ impl Db {
         self.inner.write_now(&self.inner, batches)
     }
 
+    /// [`Db::write_now`] in two steps, so that several threads commit at once: this call
+    /// gives runs of `batches` their places in the commit order on the calling thread (in
+    /// order, while none has to wait); [`NowGrants::finish`] then writes and commits their
+    /// records, on any thread, concurrently with other callers' grants (each commits after
+    /// those granted before it). A batch may depend on one granted before it. Returns a
+    /// future per batch, how many of the first ones the grants complete (the rest are queued
+    /// for the committer thread, in order), and the grants.
+    pub fn write_now_begin(
+        &self,
+        batches: Vec<WriteBatch>,
+    ) -> (Vec<WriteFuture>, usize, crate::NowGrants) {
+        self.inner.write_now_begin(&self.inner, batches)
+    }
+
     /// Sets `key` to `value` in `subtable`, durably.
     pub fn put(
         &self,

@@ -69,6 +69,7 @@ pub use subtable::Subtable;
 pub use txn::{Transaction, TxnIterator, TxnOptions};
 pub use verify::{Problem, VerifyReport};
 pub use view::Snapshot;
+pub use write::NowGrants;
 
 /// PM bytes one put of a `klen`-byte key and a `vlen`-byte value stored inline takes at most:
 /// its record and an item header of its own (for sizing pools).

@@ -65,6 +65,8 @@ pub(crate) struct Done {
     cv: Condvar,
     /// `PENDING`, `OK` or `FAILED` (O1).
     state: AtomicU8,
+    /// Granted its place in the commit order by `Db::write_now_begin`.
+    granted: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Default)]
@@ -100,6 +102,16 @@ impl Done {
     /// Makes `followers` finish with this slot's outcome (O2).
     pub(crate) fn lead(&self, followers: Vec<Arc<Done>>) {
         lock(&self.slot).followers = followers;
+    }
+
+    /// The batch was granted its place in the commit order (A5 in write.rs).
+    pub(crate) fn grant(&self) {
+        self.granted.store(true, Ordering::Release);
+    }
+
+    /// Whether the batch was granted its place in the commit order.
+    pub(crate) fn granted(&self) -> bool {
+        self.granted.load(Ordering::Acquire)
     }
 
     /// `Some(true)` once the batch failed, `Some(false)` once it committed.

@@ -17,10 +17,13 @@
 //!   queued for the committer, with everything handed over after it; so is everything
 //!   handed over while the committer holds the lock.
 //! - A5 (dependencies, `WriteBatch::after`): a batch is committed only once every batch it
-//!   depends on is finished, or sits in the same run (which commits as one: they share its
-//!   outcome); if one failed, the batch fails with `DependencyFailed` without being
-//!   committed, so no batch computed from a failed one survives. Batches are taken in queue
-//!   order, so a dependency queued before is always finished or in the run.
+//!   depends on is finished, sits in the same run (which commits as one: they share its
+//!   outcome), or was granted its place in the ring before it by `Db::write_now_begin` (the
+//!   ring commits in grant order, and a granted group fails only by poisoning the database,
+//!   which fails every later group too); if one failed, the batch fails with
+//!   `DependencyFailed` without being committed, so no batch computed from a failed one
+//!   survives. Batches are taken in queue order, so a dependency queued before is always
+//!   finished, granted or in the run.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -138,6 +141,8 @@ impl Engine {
                 After::Token(t) => match t.failed() {
                     Some(true) => return DepState::Failed(Error::DependencyFailed),
                     Some(false) => {}
+                    // Granted a place before this batch: it commits first (A5).
+                    None if t.0.granted() => {}
                     None if run.iter().rev().any(|(_, d)| Arc::ptr_eq(d, &t.0)) => {}
                     None => return DepState::Waiting(t.clone()),
                 },
@@ -242,6 +247,115 @@ impl Engine {
         }
         drop(order);
         futs
+    }
+
+    /// `Db::write_now_begin`: [`Engine::write_now`] that only grants runs their places in
+    /// the commit order on the calling thread (A4 and A5 as there: in order, under the order
+    /// lock, while none has to wait); their records are written and committed by
+    /// [`NowGrants::finish`], outside the order lock, so that several callers write theirs
+    /// at once. Returns the futures, in order, and how many of the first ones the grants
+    /// (or failures found here) complete: the rest are queued for the committer.
+    pub(crate) fn write_now_begin(
+        &self,
+        me: &Arc<Engine>,
+        batches: Vec<WriteBatch>,
+    ) -> (Vec<WriteFuture>, usize, NowGrants) {
+        let mut q: VecDeque<(WriteBatch, Arc<Done>)> = linked(batches).into();
+        let futs: Vec<WriteFuture> = q
+            .iter()
+            .map(|(_, done)| WriteFuture { done: done.clone() })
+            .collect();
+        let mut grants = NowGrants {
+            engine: me.clone(),
+            runs: Vec::new(),
+        };
+        let order = match self.writes.order.try_lock() {
+            Ok(g) => Some(g),
+            Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        };
+        if order.is_some()
+            && lock(&self.writes.queue).is_empty()
+            && !self.writes.stopped.load(Ordering::Acquire)
+        {
+            while !q.is_empty() {
+                let (run, bytes) = self.take_run(&mut q, false);
+                if run.is_empty() && bytes.is_some() {
+                    // The front batch depends on one that is not granted (A5).
+                    break;
+                }
+                let Some(bytes) = bytes else {
+                    // Values stored out of line are written by the committer.
+                    for item in run.into_iter().rev() {
+                        q.push_front(item);
+                    }
+                    break;
+                };
+                if let Some(back) = self.grant_run_now(run, bytes, &mut grants) {
+                    q.push_front(back);
+                    break;
+                }
+            }
+        }
+        let here = futs.len() - q.len();
+        if !q.is_empty() {
+            self.enqueue(me, q.into());
+        }
+        drop(order);
+        (futs, here, grants)
+    }
+
+    /// Grants a run its place on the calling thread (see [`Engine::write_now_begin`]) unless
+    /// that has to wait: then the run comes back as one batch whose outcome completes every
+    /// batch of the run.
+    fn grant_run_now(
+        &self,
+        run: Vec<(WriteBatch, Arc<Done>)>,
+        bytes: Vec<(u32, usize)>,
+        grants: &mut NowGrants,
+    ) -> Option<(WriteBatch, Arc<Done>)> {
+        if run.is_empty() {
+            return None;
+        }
+        let (merged, dones) = merge_run(run);
+        if merged.is_empty() {
+            for d in dones {
+                d.finish(Ok(()));
+            }
+            return None;
+        }
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.commit.grant_now(&self.sh, merged, bytes)
+        }))
+        .unwrap_or_else(|p| {
+            Err(Ok(Error::Poisoned(format!(
+                "the commit panicked: {}",
+                crate::error::panic_message(&*p)
+            ))))
+        });
+        match r {
+            Ok(g) => {
+                // A5: a later batch that depends on these may be granted after them, since
+                // the ring commits in grant order; if their commit fails, the database is
+                // poisoned and no later group commits either.
+                for d in &dones {
+                    d.grant();
+                }
+                grants.runs.push((g, dones));
+                None
+            }
+            Err(Ok(e)) => {
+                for d in dones {
+                    d.finish(Err(share(&e)));
+                }
+                None
+            }
+            Err(Err(merged)) => {
+                let lead = Arc::new(Done::default());
+                lead.lead(dones);
+                Some((merged, lead))
+            }
+        }
     }
 
     /// Commits a run on the calling thread unless that has to wait: then the run comes back
@@ -456,6 +570,52 @@ impl Engine {
         for d in dones {
             d.finish(r.as_ref().map(|_| ()).map_err(share));
         }
+    }
+}
+
+/// Runs granted their places in the commit order by `Db::write_now_begin`, whose records
+/// are still to be written: [`NowGrants::finish`] writes and commits them (and so does
+/// dropping them: the ring waits for every granted group, so none may be left).
+pub struct NowGrants {
+    engine: Arc<Engine>,
+    runs: Vec<(crate::commit::NowGroup, Vec<Arc<Done>>)>,
+}
+
+impl NowGrants {
+    /// Writes and commits the granted runs, in order, on this thread; every future of their
+    /// batches is complete on return. Callers may finish theirs at the same time: each
+    /// group commits after the groups granted before it.
+    pub fn finish(mut self) {
+        self.finish_runs();
+    }
+
+    /// Whether nothing was granted.
+    pub fn is_empty(&self) -> bool {
+        self.runs.is_empty()
+    }
+
+    fn finish_runs(&mut self) {
+        let e = &self.engine;
+        for (g, dones) in self.runs.drain(..) {
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                e.commit.finish_now(&e.sh, g)
+            }))
+            .unwrap_or_else(|p| {
+                Err(Error::Poisoned(format!(
+                    "the commit panicked: {}",
+                    crate::error::panic_message(&*p)
+                )))
+            });
+            for d in dones {
+                d.finish(r.as_ref().map(|_| ()).map_err(share));
+            }
+        }
+    }
+}
+
+impl Drop for NowGrants {
+    fn drop(&mut self) {
+        self.finish_runs();
     }
 }
 

@@ -477,3 +477,86 @@ fn batches_that_depend_on_each_other_still_share_group_commits() {
     assert!(db.stats().commit_groups - before < 10);
     assert_eq!(db.get(&t, "counter").unwrap().unwrap(), b"199");
 }
+
+/// `Db::write_now_begin`: threads take turns giving their batches places in the commit order
+/// (under a lock of their own, as a server's flush does), then write them at the same time.
+/// Each batch depends on the one granted before it (often another thread's, still being
+/// written): every batch commits, in grant order (a reader never sees the counter go back),
+/// and the last one wins, also after the database is reopened.
+#[test]
+fn write_now_begin_grants_in_order_and_threads_write_at_once() {
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let db = Arc::new(open(dir.path()));
+    let t = db.subtable("t").unwrap();
+    let order = Arc::new(std::sync::Mutex::new((0u64, None::<nacre::WriteToken>)));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let (db, t, stop) = (db.clone(), t.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut last = 0u64;
+            let mut reads = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Acquire) {
+                if let Some(v) = db.get(&t, "counter").unwrap() {
+                    let n: u64 = String::from_utf8(v).unwrap().parse().unwrap();
+                    assert!(n >= last, "the counter went back from {last} to {n}");
+                    last = n;
+                }
+                reads += 1;
+            }
+            reads
+        })
+    };
+    let writers: Vec<_> = (0..4u64)
+        .map(|th| {
+            let (db, t, order) = (db.clone(), t.clone(), order.clone());
+            std::thread::spawn(move || {
+                let mut granted_here = 0;
+                for _ in 0..300 {
+                    let (futs, here, grants) = {
+                        let mut o = order.lock().unwrap();
+                        let mut batches = Vec::new();
+                        for _ in 0..3 {
+                            o.0 += 1;
+                            let mut b = WriteBatch::new();
+                            b.put(&t, "counter", o.0.to_string());
+                            b.put(&t, format!("k{}", o.0), th.to_le_bytes());
+                            if let Some(tok) = &o.1 {
+                                b.after(tok);
+                            }
+                            batches.push(b);
+                        }
+                        let (futs, here, grants) = db.write_now_begin(batches);
+                        o.1 = futs.last().map(|f| f.token());
+                        (futs, here, grants)
+                    };
+                    granted_here += here;
+                    grants.finish();
+                    for (i, mut f) in futs.into_iter().enumerate() {
+                        if i < here {
+                            assert!(matches!(ready(&mut f), Some(Ok(()))), "granted: done");
+                        } else {
+                            f.wait().unwrap();
+                        }
+                    }
+                }
+                granted_here
+            })
+        })
+        .collect();
+    let granted: usize = writers.into_iter().map(|h| h.join().unwrap()).sum();
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    assert!(reader.join().unwrap() > 0);
+    assert!(
+        granted > 3600 / 2,
+        "most batches were granted on their threads: {granted}"
+    );
+    assert_eq!(db.get(&t, "counter").unwrap().unwrap(), b"3600");
+    for i in 1..=3600u64 {
+        assert!(db.get(&t, format!("k{i}")).unwrap().is_some(), "k{i}");
+    }
+    drop(t);
+    Arc::try_unwrap(db).ok().unwrap().close().unwrap();
+    let db = open(dir.path());
+    let t = db.subtable("t").unwrap();
+    assert_eq!(db.get(&t, "counter").unwrap().unwrap(), b"3600");
+}

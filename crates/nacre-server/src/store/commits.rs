@@ -117,9 +117,22 @@ pub struct Commits {
     inline: bool,
     /// How close together rounds of requests come (see [`Commits::crowded`]).
     crowd: Crowd,
-    /// Held by a flush that commits and resolves on its own thread, so that commits are
-    /// resolved and published in ticket order (K6).
+    /// Held by a flush while it takes the staged batches and gives them their places in
+    /// the engine's commit order (K2, K6); their records are written outside it.
     resolving: Mutex<()>,
+    /// The next ticket to resolve: every ticket below it is resolved, its pending entries
+    /// dropped (K6). Whoever resolves a ticket waits for its turn.
+    turn: std::sync::atomic::AtomicU64,
+}
+
+/// Batches a flush gave their places in the engine's commit order (see
+/// [`Commits::drain`]): what it resolves once their records are written.
+struct Drained {
+    /// The first ones, which the grants complete, with their futures.
+    mine: Vec<(Meta, WriteFuture)>,
+    grants: nacre::NowGrants,
+    /// Those the completer could not take (it is gone), after `mine`.
+    left: Vec<InFlight>,
 }
 
 /// What comes with a batch to [`Commits::submit`].
@@ -229,6 +242,7 @@ impl Commits {
             inline,
             crowd: Crowd::default(),
             resolving: Mutex::new(()),
+            turn: std::sync::atomic::AtomicU64::new(1),
         }
     }
 
@@ -330,6 +344,13 @@ impl Commits {
             to_completer(&mut q, m, fut, &mut left);
         }
         drop(q);
+        self.settle_left(store, left);
+    }
+
+    /// Resolves, in turn, commits the completer could not take (it is gone). Their pending
+    /// entries stay (the caller may hold their stripes: a command queueing its batch after
+    /// shutdown); they are durable, so readers of them wait for nothing.
+    fn settle_left(&self, store: &Store, left: Vec<InFlight>) {
         for f in left {
             let InFlight {
                 ticket,
@@ -338,9 +359,36 @@ impl Commits {
                 deltas,
                 ..
             } = f;
-            self.resolve(store, ticket, frees, &deltas, fut.wait());
-            self.publish(store, ticket);
+            self.settle(
+                store,
+                vec![((ticket, frees, Vec::new(), deltas), fut.wait())],
+            );
         }
+    }
+
+    /// Waits (on this thread) until `ticket` is next to resolve.
+    fn wait_turn(&self, ticket: u64) {
+        crate::store::spin_until(|| self.turn.load(std::sync::atomic::Ordering::Acquire) >= ticket);
+    }
+
+    /// Resolves consecutive commits whose outcomes are known, once it is their turn: records
+    /// failures, drops their pending entries, then publishes them (K6).
+    fn settle(&self, store: &Store, done: Vec<(Meta, nacre::Result<()>)>) {
+        let Some(first) = done.first().map(|d| d.0 .0) else {
+            return;
+        };
+        self.wait_turn(first);
+        let mut last = first;
+        let mut resolved = Vec::new();
+        for ((ticket, frees, keys, deltas), r) in done {
+            self.resolve(store, ticket, frees, &deltas, r);
+            resolved.extend(keys.into_iter().map(|(st, k)| (st, k, ticket)));
+            last = ticket;
+        }
+        Self::drop_pending(store, &mut resolved);
+        self.turn
+            .store(last + 1, std::sync::atomic::Ordering::Release);
+        self.publish(store, last);
     }
 
     /// Whether batches wait to be handed to the engine.
@@ -372,68 +420,79 @@ impl Commits {
     /// engine can without waiting; what it cannot goes to the committer thread and the
     /// completer, in order. The caller holds no stripe lock.
     fn commit_here(&self, store: &Store) {
-        // One flush at a time commits; the others do not wait for it: it commits what they
-        // staged too, and looks again once it lets go (what was staged before a flush found
-        // it busy is seen by that look).
+        // One flush at a time takes the staged batches and gives them their places in the
+        // commit order; the others do not wait for it: it takes what they staged too, and
+        // looks again once it lets go (what was staged before a flush found it busy is seen
+        // by that look). The records are written after it lets go, so the next flush gives
+        // its batches their places meanwhile and several write theirs at once.
         loop {
             let Some(resolving) = self.resolving.try_lock() else {
                 return;
             };
-            self.drain(store);
+            let drained = self.drain(store);
             drop(resolving);
+            if let Some(d) = drained {
+                self.finish_drained(store, d);
+            }
             if !self.any_staged.load(std::sync::atomic::Ordering::Acquire) {
                 return;
             }
         }
     }
 
-    /// The body of [`Commits::commit_here`], under `resolving`: the queue's lock is held only
-    /// to take the staged batches and to pass some to the completer, so commands keep
-    /// staging batches while these commit.
-    fn drain(&self, store: &Store) {
+    /// The body of [`Commits::commit_here`] under `resolving`: takes the staged batches and
+    /// has the engine give them their places in its commit order (`Db::write_now_begin`);
+    /// the queue's lock is held only to take them and to pass some to the completer, so
+    /// commands keep staging batches meanwhile. What the engine granted comes back, to be
+    /// written and resolved outside the lock.
+    fn drain(&self, store: &Store) -> Option<Drained> {
         let mut q = self.queue.lock();
         if q.tx.is_none() || *self.durable.borrow() < q.async_last {
             // Commits handed to the committer are unresolved: later ones follow them.
-            return self.hand_over(store, q);
+            self.hand_over(store, q);
+            return None;
         }
         let (meta, batches) = self.take_staged(&mut q);
         drop(q);
         if batches.is_empty() {
-            return;
+            return None;
         }
-        let futs = store.db.write_now(batches);
-        let mut done = Vec::with_capacity(meta.len());
+        let (futs, here, grants) = store.db.write_now_begin(batches);
+        let mut mine = Vec::with_capacity(here);
         let mut left = Vec::new();
         let mut q = self.queue.lock();
-        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-        let mut queued = false;
-        for (m, mut fut) in meta.into_iter().zip(futs) {
+        for (i, (m, fut)) in meta.into_iter().zip(futs).enumerate() {
             q.handed.push_back((m.0, fut.token()));
-            if !queued {
-                if let std::task::Poll::Ready(r) = std::pin::Pin::new(&mut fut).poll(&mut cx) {
-                    done.push((m, r));
-                    continue;
-                }
+            if i < here {
+                mine.push((m, fut));
+            } else {
                 // The engine queued this one for its committer: it and every later one are
                 // resolved by the completer, in order.
-                queued = true;
+                to_completer(&mut q, m, fut, &mut left);
             }
-            to_completer(&mut q, m, fut, &mut left);
         }
         drop(q);
-        if let Some(last) = done.last().map(|d| d.0 .0) {
-            let mut resolved = Vec::new();
-            for ((ticket, frees, keys, deltas), r) in done {
-                self.resolve(store, ticket, frees, &deltas, r);
-                resolved.extend(keys.into_iter().map(|(st, k)| (st, k, ticket)));
-            }
-            Self::drop_pending(store, &mut resolved);
-            self.publish(store, last);
-        }
-        for f in left {
-            self.resolve(store, f.ticket, f.frees, &f.deltas, f.fut.wait());
-            self.publish(store, f.ticket);
-        }
+        Some(Drained { mine, grants, left })
+    }
+
+    /// Writes and commits what [`Commits::drain`] was granted, then resolves it in turn.
+    fn finish_drained(&self, store: &Store, d: Drained) {
+        let Drained { mine, grants, left } = d;
+        grants.finish();
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        let done = mine
+            .into_iter()
+            .map(|(m, mut fut)| {
+                let r = match std::pin::Pin::new(&mut fut).poll(&mut cx) {
+                    std::task::Poll::Ready(r) => r,
+                    // Not reached: the grants complete every one of these.
+                    std::task::Poll::Pending => fut.wait(),
+                };
+                (m, r)
+            })
+            .collect();
+        self.settle(store, done);
+        self.settle_left(store, left);
     }
 
     /// Whether `ticket` is resolved (durable or failed).
@@ -571,6 +630,14 @@ impl Commits {
         let mut batch = Vec::with_capacity(256);
         let mut resolved: Vec<(usize, Vec<u8>, u64)> = Vec::new();
         let commits = &store.commits;
+        let turn = |t: u64| commits.turn.load(std::sync::atomic::Ordering::Acquire) >= t;
+        let settle = |t: u64, resolved: &mut Vec<(usize, Vec<u8>, u64)>| {
+            Self::drop_pending(&store, resolved);
+            commits
+                .turn
+                .store(t + 1, std::sync::atomic::Ordering::Release);
+            commits.publish(&store, t);
+        };
         while rx.recv_many(&mut batch, 256).await > 0 {
             let mut done = None;
             for mut f in batch.drain(..) {
@@ -578,19 +645,27 @@ impl Commits {
                     Some(r) => r,
                     None => {
                         if let Some(t) = done.take() {
-                            Self::drop_pending(&store, &mut resolved);
-                            commits.publish(&store, t);
+                            settle(t, &mut resolved);
                         }
                         (&mut f.fut).await
                     }
                 };
+                if done.is_none_or(|d| d + 1 != f.ticket) {
+                    // K6: a flush that committed the tickets before this one on its own
+                    // thread resolves them first (it is writing them now: microseconds).
+                    if let Some(t) = done.take() {
+                        settle(t, &mut resolved);
+                    }
+                    while !turn(f.ticket) {
+                        tokio::task::yield_now().await;
+                    }
+                }
                 commits.resolve(&store, f.ticket, f.frees, &f.deltas, r);
                 resolved.extend(f.keys.into_iter().map(|(st, k)| (st, k, f.ticket)));
                 done = Some(f.ticket);
             }
             if let Some(t) = done {
-                Self::drop_pending(&store, &mut resolved);
-                commits.publish(&store, t);
+                settle(t, &mut resolved);
             }
         }
     }

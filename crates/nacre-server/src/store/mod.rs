@@ -17,11 +17,15 @@
 //!   are handed out in queue order, and batches commit in queue order, so "durable up to t"
 //!   is one number.
 //! - K6 (resolve in order): on backends whose fence costs nanoseconds, a flush commits the
-//!   staged batches on its own thread (`Db::write_now`) and resolves them there: it drops
-//!   their pending entries, then publishes them durable, all under one lock, and only once
-//!   every commit handed to the engine's committer thread before is resolved; a batch the
-//!   engine cannot commit without waiting goes to the committer, and every later one with
-//!   it, and the completer resolves them in order.
+//!   staged batches on its own thread, and only once every commit handed to the engine's
+//!   committer thread before is resolved: under one lock it takes them and has the engine
+//!   give them their places in its commit order (`Db::write_now_begin`); after it lets go
+//!   it writes their records (so several flushes write at once, and the engine commits
+//!   them in the order of their places) and resolves them when it is their turn: tickets
+//!   are resolved one after another (`Commits::turn`), each commit's failure recorded and
+//!   its pending entries dropped before it is published durable. A batch the engine cannot
+//!   commit without waiting goes to the committer, and every later one with it, and the
+//!   completer resolves them in order, in turn.
 //! - K7 (a failure spreads only to what read it): a command's batch depends on the commits
 //!   whose pending entries it read (`WriteBatch::after`, which fails it if one of them
 //!   failed, and commits it only after they did or with them); a read-only reply that read
@@ -34,6 +38,20 @@
 //! - K5 (versions are never reused): a batch that uses a collection version at or above the
 //!   recorded high-water mark carries a new mark, and batches are queued in ticket order, so
 //!   the mark that survives a crash is above every version that did.
+
+/// Waits on this thread for `cond`, which another thread makes true within microseconds:
+/// a short spin, then yields (so that thread runs where cores are short).
+pub(crate) fn spin_until(mut cond: impl FnMut() -> bool) {
+    let mut spins = 0u32;
+    while !cond() {
+        if spins < 128 {
+            std::hint::spin_loop();
+            spins += 1;
+        } else {
+            std::thread::yield_now();
+        }
+    }
+}
 
 pub mod access;
 pub mod background;
