@@ -47,20 +47,29 @@ struct Staged {
     deltas: Vec<(usize, i64)>,
 }
 
+/// What every command touches when it queues its batch: held for a few stores only (each
+/// command takes it, and many threads queue at once).
 struct Queue {
     next: u64,
-    /// The last ticket handed to the engine's committer thread: commits are resolved on the
-    /// flushing thread only once it is (K6).
-    async_last: u64,
     /// Versions below this are covered by a queued mark (K5).
     version_mark: u64,
-    tx: Option<mpsc::UnboundedSender<InFlight>>,
+    /// No completer takes commits any more (shutdown): commands commit in place.
+    closed: bool,
     /// Batches in ticket order, handed to the engine together by the next
     /// [`Commits::flush`] (K2 holds: the engine gets them in this order).
     staged: Vec<Staged>,
+}
+
+/// What flushes keep about the batches they handed to the engine (locked after the queue
+/// when both are held).
+struct Handed {
+    /// The last ticket handed to the engine's committer thread: commits are resolved on the
+    /// flushing thread only once it is (K6).
+    async_last: u64,
+    tx: Option<mpsc::UnboundedSender<InFlight>>,
     /// The engine's token of every commit handed over and not known resolved when the
     /// last batches were taken: what a staged batch that read from it names (K7).
-    handed: VecDeque<(u64, WriteToken)>,
+    tokens: VecDeque<(u64, WriteToken)>,
 }
 
 /// Rounds closer together than this (microseconds) count as a crowd.
@@ -103,6 +112,7 @@ impl Crowd {
 /// Queued commits.
 pub struct Commits {
     queue: Mutex<Queue>,
+    handed: Mutex<Handed>,
     rx: Mutex<Option<mpsc::UnboundedReceiver<InFlight>>>,
     durable: watch::Sender<u64>,
     failures: Mutex<HashMap<u64, CommitError>>,
@@ -156,7 +166,7 @@ type Meta = (u64, bool, Vec<(usize, Vec<u8>)>, Vec<(usize, i64)>);
 /// Hands a commit to the completer, which resolves commits in ticket order (K6 counts it as
 /// handed to the committer); to `left` when the completer is gone (shutdown), where the
 /// caller waits for it.
-fn to_completer(q: &mut Queue, meta: Meta, fut: WriteFuture, left: &mut Vec<InFlight>) {
+fn to_completer(q: &mut Handed, meta: Meta, fut: WriteFuture, left: &mut Vec<InFlight>) {
     let (ticket, frees, keys, deltas) = meta;
     let f = InFlight {
         ticket,
@@ -227,11 +237,14 @@ impl Commits {
         Commits {
             queue: Mutex::new(Queue {
                 next: 1,
-                async_last: 0,
                 version_mark,
-                tx: Some(tx),
+                closed: false,
                 staged: Vec::new(),
-                handed: VecDeque::new(),
+            }),
+            handed: Mutex::new(Handed {
+                async_last: 0,
+                tx: Some(tx),
+                tokens: VecDeque::new(),
             }),
             rx: Mutex::new(Some(rx)),
             durable: watch::Sender::new(0),
@@ -278,7 +291,7 @@ impl Commits {
             keys,
             deltas,
         });
-        if q.tx.is_none() {
+        if q.closed {
             // No completer (shutdown, in-process use): commit in the caller, with anything
             // staged before it.
             self.hand_over(store, q);
@@ -289,18 +302,24 @@ impl Commits {
         ticket
     }
 
-    /// Takes the staged batches, in ticket order, apart from what resolving them needs; each
-    /// depends on the commits it read from (K7): by position among them, else by the token
-    /// of one handed over before.
-    fn take_staged(&self, q: &mut Queue) -> (Vec<Meta>, Vec<WriteBatch>) {
+    /// Takes the staged batches out of the queue `q` (a few stores: commands keep queueing
+    /// while the caller works on them).
+    fn take_queue(&self, q: &mut Queue) -> Vec<Staged> {
+        self.any_staged
+            .store(false, std::sync::atomic::Ordering::Release);
+        std::mem::take(&mut q.staged)
+    }
+
+    /// `staged` (taken in ticket order) apart from what resolving them needs; each depends
+    /// on the commits it read from (K7): by position among them, else by the token of one
+    /// handed over before.
+    fn take_staged(&self, staged: Vec<Staged>, h: &mut Handed) -> (Vec<Meta>, Vec<WriteBatch>) {
         // A batch that read a commit's pending entry was staged before that commit was
         // published (it held the entry's stripe, which the commit's resolution takes to
         // drop the entry), so once this take is done, no batch will name a commit resolved
-        // now: their tokens go after it.
+        // now: their tokens go after it. `durable` is read under `handed`'s lock, after
+        // any trim of the tokens: a token trimmed is durable by then.
         let durable = *self.durable.borrow();
-        let staged = std::mem::take(&mut q.staged);
-        self.any_staged
-            .store(false, std::sync::atomic::Ordering::Release);
         let first = staged.first().map_or(0, |s| s.ticket);
         let taken = staged
             .into_iter()
@@ -308,7 +327,7 @@ impl Commits {
                 for &d in &s.deps {
                     if d >= first {
                         s.batch.after_batch((d - first) as usize);
-                    } else if let Some((_, t)) = q.handed.iter().rev().find(|(h, _)| *h == d) {
+                    } else if let Some((_, t)) = h.tokens.iter().rev().find(|(t, _)| *t == d) {
                         s.batch.after(t);
                     } else if d > durable || self.failed(d).is_some() {
                         // Not reached (see above): fail the batch rather than commit what
@@ -324,8 +343,8 @@ impl Commits {
                 ((s.ticket, s.batch.frees_space(), s.keys, s.deltas), s.batch)
             })
             .unzip();
-        while q.handed.front().is_some_and(|(t, _)| *t <= durable) {
-            q.handed.pop_front();
+        while h.tokens.front().is_some_and(|(t, _)| *t <= durable) {
+            h.tokens.pop_front();
         }
         taken
     }
@@ -333,16 +352,19 @@ impl Commits {
     /// Hands every staged batch to the engine in ticket order, under the queue lock `q`,
     /// then releases it and waits for what the completer cannot take (it is gone).
     fn hand_over(&self, store: &Store, mut q: MutexGuard<'_, Queue>) {
-        let (meta, batches) = self.take_staged(&mut q);
+        let staged = self.take_queue(&mut q);
+        let mut h = self.handed.lock();
+        let (meta, batches) = self.take_staged(staged, &mut h);
         if batches.is_empty() {
             return;
         }
         let futs = store.db.write_async_many(batches);
         let mut left = Vec::new();
         for (m, fut) in meta.into_iter().zip(futs) {
-            q.handed.push_back((m.0, fut.token()));
-            to_completer(&mut q, m, fut, &mut left);
+            h.tokens.push_back((m.0, fut.token()));
+            to_completer(&mut h, m, fut, &mut left);
         }
+        drop(h);
         drop(q);
         self.settle_left(store, left);
     }
@@ -447,31 +469,33 @@ impl Commits {
     /// written and resolved outside the lock.
     fn drain(&self, store: &Store) -> Option<Drained> {
         let mut q = self.queue.lock();
-        if q.tx.is_none() || *self.durable.borrow() < q.async_last {
+        let mut h = self.handed.lock();
+        if q.closed || h.tx.is_none() || *self.durable.borrow() < h.async_last {
             // Commits handed to the committer are unresolved: later ones follow them.
+            drop(h);
             self.hand_over(store, q);
             return None;
         }
-        let (meta, batches) = self.take_staged(&mut q);
+        let staged = self.take_queue(&mut q);
         drop(q);
+        let (meta, batches) = self.take_staged(staged, &mut h);
         if batches.is_empty() {
             return None;
         }
         let (futs, here, grants) = store.db.write_now_begin(batches);
         let mut mine = Vec::with_capacity(here);
         let mut left = Vec::new();
-        let mut q = self.queue.lock();
         for (i, (m, fut)) in meta.into_iter().zip(futs).enumerate() {
-            q.handed.push_back((m.0, fut.token()));
+            h.tokens.push_back((m.0, fut.token()));
             if i < here {
                 mine.push((m, fut));
             } else {
                 // The engine queued this one for its committer: it and every later one are
                 // resolved by the completer, in order.
-                to_completer(&mut q, m, fut, &mut left);
+                to_completer(&mut h, m, fut, &mut left);
             }
         }
-        drop(q);
+        drop(h);
         Some(Drained { mine, grants, left })
     }
 
@@ -673,6 +697,7 @@ impl Commits {
     /// Stops queueing through the completer; later commits complete in the caller.
     pub fn close(&self, store: &Store) {
         self.flush(store);
-        self.queue.lock().tx = None;
+        self.queue.lock().closed = true;
+        self.handed.lock().tx = None;
     }
 }
