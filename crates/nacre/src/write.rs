@@ -15,7 +15,9 @@
 //!   that lock too. So batches commit in the order they were handed over, whichever thread
 //!   commits them. A run that would have to wait (for room, for the background worker) is
 //!   queued for the committer, with everything handed over after it; so is everything
-//!   handed over while the committer holds the lock.
+//!   handed over while the committer holds the lock. `Db::write_now_begin` only grants the
+//!   runs their places under that lock, and finishes its own granted runs there once they
+//!   fill half the ring (a grant waits for room that they would hold).
 //! - A5 (dependencies, `WriteBatch::after`): a batch is committed only once every batch it
 //!   depends on is finished, sits in the same run (which commits as one: they share its
 //!   outcome), or was granted its place in the ring before it by `Db::write_now_begin` (the
@@ -294,6 +296,12 @@ impl Engine {
                 if let Some(back) = self.grant_run_now(run, bytes, &mut grants) {
                     q.push_front(back);
                     break;
+                }
+                // A grant waits for room in the ring, which this call's own unfinished
+                // groups may hold: past half the ring, they are finished here (under the
+                // order lock, as `write_now` does) before more are granted.
+                if grants.runs.len() >= (self.opts.ring_capacity / 2).max(1) {
+                    grants.finish_runs();
                 }
             }
         }

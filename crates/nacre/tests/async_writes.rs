@@ -560,3 +560,51 @@ fn write_now_begin_grants_in_order_and_threads_write_at_once() {
     let t = db.subtable("t").unwrap();
     assert_eq!(db.get(&t, "counter").unwrap().unwrap(), b"3600");
 }
+
+/// One `Db::write_now_begin` call with more runs than the Reorder Ring has slots (batches
+/// that free space and batches that add data never merge): its own unfinished groups must
+/// not hold the ring it waits for room in. It used to hang there.
+#[test]
+fn write_now_begin_with_more_runs_than_ring_slots_completes() {
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let mut o = Options::new(dir.path().join("db.pool")).backend(Backend::Emulated);
+    o.pool_size = 32 << 20;
+    o.zone_size = 256 << 10;
+    o.memtable_size = 1 << 20;
+    o.ring_capacity = 4;
+    let db = Arc::new(Db::open(o).unwrap());
+    let t = db.subtable("t").unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let worker = {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            let batches: Vec<WriteBatch> = (0..40u32)
+                .map(|i| {
+                    let mut b = WriteBatch::new();
+                    if i % 2 == 0 {
+                        b.put(&t, format!("k{i}"), "v");
+                    } else {
+                        b.delete(&t, format!("k{}", i - 1));
+                        b.mark_frees_space();
+                    }
+                    b
+                })
+                .collect();
+            let (futs, here, grants) = db.write_now_begin(batches);
+            grants.finish();
+            for f in futs {
+                f.wait().unwrap();
+            }
+            tx.send(here).unwrap();
+        })
+    };
+    let here = rx
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("write_now_begin hung on its own groups");
+    worker.join().unwrap();
+    assert_eq!(here, 40, "every run was granted on the calling thread");
+    let t = db.subtable("t").unwrap();
+    for i in (0..40).step_by(2) {
+        assert_eq!(db.get(&t, format!("k{i}")).unwrap(), None);
+    }
+}

@@ -131,8 +131,14 @@ pub struct Commits {
     /// the engine's commit order (K2, K6); their records are written outside it.
     resolving: Mutex<()>,
     /// The next ticket to resolve: every ticket below it is resolved, its pending entries
-    /// dropped (K6). Whoever resolves a ticket waits for its turn.
+    /// dropped (K6).
     turn: std::sync::atomic::AtomicU64,
+    /// Runs of consecutive commits a flush wrote, by first ticket, waiting for their turn:
+    /// the flush leaves them here rather than wait, and whoever resolves the run before
+    /// them resolves them too.
+    ready: Mutex<std::collections::BTreeMap<u64, Outcomes>>,
+    /// Held by the thread resolving `ready`'s runs.
+    resolver: Mutex<()>,
 }
 
 /// Batches a flush gave their places in the engine's commit order (see
@@ -162,6 +168,9 @@ pub struct Submission {
 
 /// A staged commit's ticket, whether it frees space, its keys and its count changes.
 type Meta = (u64, bool, Vec<(usize, Vec<u8>)>, Vec<(usize, i64)>);
+
+/// Consecutive commits with their outcomes, to resolve together.
+type Outcomes = Vec<(Meta, nacre::Result<()>)>;
 
 /// Hands a commit to the completer, which resolves commits in ticket order (K6 counts it as
 /// handed to the committer); to `left` when the completer is gone (shutdown), where the
@@ -256,6 +265,8 @@ impl Commits {
             crowd: Crowd::default(),
             resolving: Mutex::new(()),
             turn: std::sync::atomic::AtomicU64::new(1),
+            ready: Mutex::new(std::collections::BTreeMap::new()),
+            resolver: Mutex::new(()),
         }
     }
 
@@ -393,13 +404,66 @@ impl Commits {
         crate::store::spin_until(|| self.turn.load(std::sync::atomic::Ordering::Acquire) >= ticket);
     }
 
-    /// Resolves consecutive commits whose outcomes are known, once it is their turn: records
-    /// failures, drops their pending entries, then publishes them (K6).
-    fn settle(&self, store: &Store, done: Vec<(Meta, nacre::Result<()>)>) {
+    /// Resolves consecutive commits whose outcomes are known, once it is their turn (waiting
+    /// for it here): see [`Commits::resolve_run`].
+    fn settle(&self, store: &Store, done: Outcomes) {
         let Some(first) = done.first().map(|d| d.0 .0) else {
             return;
         };
         self.wait_turn(first);
+        self.resolve_run(store, done);
+        // Runs flushes left for their turn may follow these.
+        self.resolve_ready(store);
+    }
+
+    /// Leaves consecutive commits whose outcomes are known to be resolved in their turn,
+    /// by this thread if it is their turn and no other thread is resolving, else by the
+    /// thread that resolves the commits before them (this one does not wait).
+    fn offer(&self, store: &Store, done: Outcomes) {
+        let Some(first) = done.first().map(|d| d.0 .0) else {
+            return;
+        };
+        self.ready.lock().insert(first, done);
+        self.resolve_ready(store);
+    }
+
+    /// Resolves the runs in `ready` whose turn it is, unless another thread is resolving
+    /// (it looks again after it lets go, so a run left meanwhile is not forgotten).
+    fn resolve_ready(&self, store: &Store) {
+        let next = |commits: &Commits| {
+            let mut r = commits.ready.lock();
+            let turn = commits.turn.load(std::sync::atomic::Ordering::Acquire);
+            match r.first_entry() {
+                Some(e) if *e.key() == turn => Some(e.remove()),
+                _ => None,
+            }
+        };
+        loop {
+            let Some(resolver) = self.resolver.try_lock() else {
+                return;
+            };
+            while let Some(run) = next(self) {
+                self.resolve_run(store, run);
+            }
+            drop(resolver);
+            let turn = self.turn.load(std::sync::atomic::Ordering::Acquire);
+            if self
+                .ready
+                .lock()
+                .first_key_value()
+                .is_none_or(|(k, _)| *k != turn)
+            {
+                return;
+            }
+        }
+    }
+
+    /// Resolves consecutive commits whose turn it is: records failures, drops their
+    /// pending entries, then publishes them (K6).
+    fn resolve_run(&self, store: &Store, done: Outcomes) {
+        let Some(first) = done.first().map(|d| d.0 .0) else {
+            return;
+        };
         let mut last = first;
         let mut resolved = Vec::new();
         for ((ticket, frees, keys, deltas), r) in done {
@@ -515,7 +579,7 @@ impl Commits {
                 (m, r)
             })
             .collect();
-        self.settle(store, done);
+        self.offer(store, done);
         self.settle_left(store, left);
     }
 
@@ -661,6 +725,8 @@ impl Commits {
                 .turn
                 .store(t + 1, std::sync::atomic::Ordering::Release);
             commits.publish(&store, t);
+            // Runs flushes left for their turn may follow these.
+            commits.resolve_ready(&store);
         };
         while rx.recv_many(&mut batch, 256).await > 0 {
             let mut done = None;

@@ -21,9 +21,11 @@
 //!   committer thread before is resolved: under one lock it takes them and has the engine
 //!   give them their places in its commit order (`Db::write_now_begin`); after it lets go
 //!   it writes their records (so several flushes write at once, and the engine commits
-//!   them in the order of their places) and resolves them when it is their turn: tickets
-//!   are resolved one after another (`Commits::turn`), each commit's failure recorded and
-//!   its pending entries dropped before it is published durable. A batch the engine cannot
+//!   them in the order of their places) and leaves them to be resolved in their turn:
+//!   tickets are resolved one after another (`Commits::turn`), by one thread at a time
+//!   (the one whose run is next, or the one resolving the run before it, which takes the
+//!   later runs left meanwhile), each commit's failure recorded and its pending entries
+//!   dropped before it is published durable. A batch the engine cannot
 //!   commit without waiting goes to the committer, and every later one with it, and the
 //!   completer resolves them in order, in turn.
 //! - K7 (a failure spreads only to what read it): a command's batch depends on the commits
