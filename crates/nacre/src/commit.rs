@@ -373,39 +373,6 @@ impl CommitPath {
         }
     }
 
-    /// [`CommitPath::write_batch`] for a caller that must not wait (a server's runtime
-    /// thread): the batch comes back untouched, as `Err(Err(batch))`, where the write would
-    /// have to wait for the background worker or for room; else its outcome, as `Ok` or
-    /// `Err(Ok(error))`.
-    pub(crate) fn write_batch_now(
-        &self,
-        sh: &Shared,
-        batch: WriteBatch,
-        bytes: Vec<(u32, usize)>,
-    ) -> std::result::Result<(), std::result::Result<Error, WriteBatch>> {
-        let frees = batch.frees_space();
-        if sh.space.would_throttle(sh.store.zones.free_zones(), !frees) {
-            return Err(Err(batch));
-        }
-        let w = Arc::new(Waiter {
-            batch,
-            bytes,
-            check: None,
-            conflict: std::sync::OnceLock::new(),
-            wake: OneShot::new(),
-        });
-        match self.queue(sh, &w) {
-            Ok(()) => Ok(()),
-            Err(GroupError::NoSpace { .. }) => {
-                // Nothing of the batch was written: it goes back whole.
-                Err(Err(
-                    Arc::try_unwrap(w).map_or_else(|w| w.batch.clone(), |w| w.batch)
-                ))
-            }
-            Err(e) => Err(Ok(Error::from(e))),
-        }
-    }
-
     /// Queues `w` in this thread's bucket and returns its group's result.
     fn queue(&self, sh: &Shared, w: &Arc<Waiter>) -> Result<(), GroupError> {
         let bucket = &self.buckets[BUCKET.with(|b| *b) % self.buckets.len()];

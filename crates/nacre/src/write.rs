@@ -10,14 +10,15 @@
 //!   crash, as for any group commit, and every future of the run gets its outcome.
 //! - A3: every queued batch's future completes: with the commit's outcome, or, once the
 //!   database closes, with an error saying so.
-//! - A4 (`Db::write_now`): a caller commits on its own thread only while it holds the order
-//!   lock and the committer's queue is empty; the committer takes and commits each run under
-//!   that lock too. So batches commit in the order they were handed over, whichever thread
-//!   commits them. A run that would have to wait (for room, for the background worker) is
-//!   queued for the committer, with everything handed over after it; so is everything
-//!   handed over while the committer holds the lock. `Db::write_now_begin` only grants the
-//!   runs their places under that lock, and finishes its own granted runs there once they
-//!   fill half the ring (a grant waits for room that they would hold).
+//! - A4 (`Db::write_now`, `Db::write_now_begin`): a caller gives runs their places in the
+//!   ring on its own thread only while it holds the order lock and the committer's queue is
+//!   empty; the committer takes and commits each run under that lock too. The ring commits
+//!   in grant order, so batches commit in the order they were handed over, whichever thread
+//!   writes them (a caller writes its granted runs after letting the lock go, and finishes
+//!   them under it once they fill half the ring: a grant waits for room that they would
+//!   hold). A run that would have to wait (for room, for the background worker) is queued
+//!   for the committer, with everything handed over after it; so is everything handed over
+//!   while the committer holds the lock.
 //! - A5 (dependencies, `WriteBatch::after`): a batch is committed only once every batch it
 //!   depends on is finished, sits in the same run (which commits as one: they share its
 //!   outcome), or was granted its place in the ring before it by `Db::write_now_begin` (the
@@ -205,55 +206,17 @@ impl Engine {
         futs
     }
 
-    /// `Db::write_now`: commits `batches` in order on the calling thread, merged into runs
-    /// as the committer merges them (A2), for as long as none has to wait; the rest go to
-    /// the committer's queue in order (A4).
+    /// `Db::write_now`: [`Engine::write_now_begin`] and the grants finished at once, on the
+    /// calling thread.
     pub(crate) fn write_now(&self, me: &Arc<Engine>, batches: Vec<WriteBatch>) -> Vec<WriteFuture> {
-        let mut q: VecDeque<(WriteBatch, Arc<Done>)> = linked(batches).into();
-        let futs = q
-            .iter()
-            .map(|(_, done)| WriteFuture { done: done.clone() })
-            .collect();
-        // The committer holds the order lock while it commits (it may wait for room there):
-        // then this caller, which must not wait, queues its batches behind.
-        let order = match self.writes.order.try_lock() {
-            Ok(g) => Some(g),
-            Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
-            Err(std::sync::TryLockError::WouldBlock) => None,
-        };
-        if order.is_some()
-            && lock(&self.writes.queue).is_empty()
-            && !self.writes.stopped.load(Ordering::Acquire)
-        {
-            while !q.is_empty() {
-                let (run, bytes) = self.take_run(&mut q, false);
-                if run.is_empty() && bytes.is_some() {
-                    // The front batch depends on one that is not finished (A5).
-                    break;
-                }
-                let Some(bytes) = bytes else {
-                    // Values stored out of line are written by the committer.
-                    for item in run.into_iter().rev() {
-                        q.push_front(item);
-                    }
-                    break;
-                };
-                if let Some(back) = self.commit_run_now(run, bytes) {
-                    q.push_front(back);
-                    break;
-                }
-            }
-        }
-        if !q.is_empty() {
-            self.enqueue(me, q.into());
-        }
-        drop(order);
+        let (futs, _, grants) = self.write_now_begin(me, batches);
+        grants.finish();
         futs
     }
 
-    /// `Db::write_now_begin`: [`Engine::write_now`] that only grants runs their places in
-    /// the commit order on the calling thread (A4 and A5 as there: in order, under the order
-    /// lock, while none has to wait); their records are written and committed by
+    /// `Db::write_now_begin`: gives runs of `batches`, merged as the committer merges them
+    /// (A2), their places in the commit order on the calling thread (in order, under the
+    /// order lock, while none has to wait: A4, A5); their records are written and committed by
     /// [`NowGrants::finish`], outside the order lock, so that several callers write theirs
     /// at once. Returns the futures, in order, and how many of the first ones the grants
     /// (or failures found here) complete: the rest are queued for the committer.
@@ -364,47 +327,6 @@ impl Engine {
                 Some((merged, lead))
             }
         }
-    }
-
-    /// Commits a run on the calling thread unless that has to wait: then the run comes back
-    /// as one batch whose outcome completes every batch of the run.
-    fn commit_run_now(
-        &self,
-        run: Vec<(WriteBatch, Arc<Done>)>,
-        bytes: Vec<(u32, usize)>,
-    ) -> Option<(WriteBatch, Arc<Done>)> {
-        if run.is_empty() {
-            return None;
-        }
-        let (merged, dones) = merge_run(run);
-        if merged.is_empty() {
-            for d in dones {
-                d.finish(Ok(()));
-            }
-            return None;
-        }
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            self.commit.write_batch_now(&self.sh, merged, bytes)
-        }))
-        .unwrap_or_else(|p| {
-            Err(Ok(Error::Poisoned(format!(
-                "the commit panicked: {}",
-                crate::error::panic_message(&*p)
-            ))))
-        });
-        let r = match r {
-            Ok(()) => Ok(()),
-            Err(Ok(e)) => Err(e),
-            Err(Err(merged)) => {
-                let lead = Arc::new(Done::default());
-                lead.lead(dones);
-                return Some((merged, lead));
-            }
-        };
-        for d in dones {
-            d.finish(r.as_ref().map(|_| ()).map_err(share));
-        }
-        None
     }
 
     /// Queues `items` in order (A1), starting the committer thread on first use.
