@@ -298,12 +298,7 @@ impl Engine {
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             self.commit.grant_now(&self.sh, merged, bytes)
         }))
-        .unwrap_or_else(|p| {
-            Err(Ok(Error::Poisoned(format!(
-                "the commit panicked: {}",
-                crate::error::panic_message(&*p)
-            ))))
-        });
+        .unwrap_or_else(|p| Err(Ok(commit_panicked(&*p))));
         match r {
             Ok(g) => {
                 // A5: a later batch that depends on these may be granted after them, since
@@ -490,13 +485,8 @@ impl Engine {
             Some(bytes) => self.commit.write_batch(&self.sh, merged, bytes, None),
             None => self.write_checked(merged, None),
         };
-        let r =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(commit)).unwrap_or_else(|p| {
-                Err(Error::Poisoned(format!(
-                    "the commit panicked: {}",
-                    crate::error::panic_message(&*p)
-                )))
-            });
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(commit))
+            .unwrap_or_else(|p| Err(commit_panicked(&*p)));
         for d in dones {
             d.finish(r.as_ref().map(|_| ()).map_err(share));
         }
@@ -519,23 +509,13 @@ impl NowGrants {
         self.finish_runs();
     }
 
-    /// Whether nothing was granted.
-    pub fn is_empty(&self) -> bool {
-        self.runs.is_empty()
-    }
-
     fn finish_runs(&mut self) {
         let e = &self.engine;
         for (g, dones) in self.runs.drain(..) {
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 e.commit.finish_now(&e.sh, g)
             }))
-            .unwrap_or_else(|p| {
-                Err(Error::Poisoned(format!(
-                    "the commit panicked: {}",
-                    crate::error::panic_message(&*p)
-                )))
-            });
+            .unwrap_or_else(|p| Err(commit_panicked(&*p)));
             for d in dones {
                 d.finish(r.as_ref().map(|_| ()).map_err(share));
             }
@@ -547,6 +527,14 @@ impl Drop for NowGrants {
     fn drop(&mut self) {
         self.finish_runs();
     }
+}
+
+/// The error every batch of a run gets when committing it panicked (A3).
+fn commit_panicked(payload: &(dyn std::any::Any + Send)) -> Error {
+    Error::Poisoned(format!(
+        "the commit panicked: {}",
+        crate::error::panic_message(payload)
+    ))
 }
 
 /// Where a batch's dependencies stand (A5).

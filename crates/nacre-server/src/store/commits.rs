@@ -399,18 +399,13 @@ impl Commits {
         }
     }
 
-    /// Waits (on this thread) until `ticket` is next to resolve.
-    fn wait_turn(&self, ticket: u64) {
-        crate::store::spin_until(|| self.turn.load(std::sync::atomic::Ordering::Acquire) >= ticket);
-    }
-
     /// Resolves consecutive commits whose outcomes are known, once it is their turn (waiting
     /// for it here): see [`Commits::resolve_run`].
     fn settle(&self, store: &Store, done: Outcomes) {
         let Some(first) = done.first().map(|d| d.0 .0) else {
             return;
         };
-        self.wait_turn(first);
+        crate::store::spin_until(|| self.turn.load(std::sync::atomic::Ordering::Acquire) >= first);
         self.resolve_run(store, done);
         // Runs flushes left for their turn may follow these.
         self.resolve_ready(store);
@@ -534,7 +529,7 @@ impl Commits {
     fn drain(&self, store: &Store) -> Option<Drained> {
         let mut q = self.queue.lock();
         let mut h = self.handed.lock();
-        if q.closed || h.tx.is_none() || *self.durable.borrow() < h.async_last {
+        if q.closed || *self.durable.borrow() < h.async_last {
             // Commits handed to the committer are unresolved: later ones follow them.
             drop(h);
             self.hand_over(store, q);
@@ -716,47 +711,36 @@ impl Commits {
         // Commits of one group complete together: resolve every one already done before
         // waking waiters once, rather than once per commit.
         let mut batch = Vec::with_capacity(256);
-        let mut resolved: Vec<(usize, Vec<u8>, u64)> = Vec::new();
         let commits = &store.commits;
         let turn = |t: u64| commits.turn.load(std::sync::atomic::Ordering::Acquire) >= t;
-        let settle = |t: u64, resolved: &mut Vec<(usize, Vec<u8>, u64)>| {
-            Self::drop_pending(&store, resolved);
-            commits
-                .turn
-                .store(t + 1, std::sync::atomic::Ordering::Release);
-            commits.publish(&store, t);
-            // Runs flushes left for their turn may follow these.
-            commits.resolve_ready(&store);
+        let settle = |done: &mut Outcomes| {
+            if !done.is_empty() {
+                commits.resolve_run(&store, std::mem::take(done));
+                // Runs flushes left for their turn may follow these.
+                commits.resolve_ready(&store);
+            }
         };
+        let mut done: Outcomes = Vec::new();
         while rx.recv_many(&mut batch, 256).await > 0 {
-            let mut done = None;
             for mut f in batch.drain(..) {
                 let r = match poll_once(&mut f.fut).await {
                     Some(r) => r,
                     None => {
-                        if let Some(t) = done.take() {
-                            settle(t, &mut resolved);
-                        }
+                        settle(&mut done);
                         (&mut f.fut).await
                     }
                 };
-                if done.is_none_or(|d| d + 1 != f.ticket) {
+                if done.last().is_none_or(|(m, _)| m.0 + 1 != f.ticket) {
                     // K6: a flush that committed the tickets before this one on its own
                     // thread resolves them first (it is writing them now: microseconds).
-                    if let Some(t) = done.take() {
-                        settle(t, &mut resolved);
-                    }
+                    settle(&mut done);
                     while !turn(f.ticket) {
                         tokio::task::yield_now().await;
                     }
                 }
-                commits.resolve(&store, f.ticket, f.frees, &f.deltas, r);
-                resolved.extend(f.keys.into_iter().map(|(st, k)| (st, k, f.ticket)));
-                done = Some(f.ticket);
+                done.push(((f.ticket, f.frees, f.keys, f.deltas), r));
             }
-            if let Some(t) = done {
-                settle(t, &mut resolved);
-            }
+            settle(&mut done);
         }
     }
 
