@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{free_port, wait_ready, Server};
+use common::{answering_pid, free_port, wait_ready, Server};
 use redis::{Connection, Value};
 
 /// Databases the data set uses.
@@ -28,7 +28,19 @@ impl RedisAt {
         Self::start_with(dir, &[])
     }
 
+    /// It must be our process that answers on the port (another test's server may have
+    /// taken it first).
     fn start_with(dir: &Path, extra: &[&str]) -> Option<RedisAt> {
+        for _ in 0..10 {
+            let r = Self::start_once(dir, extra)?;
+            if answering_pid(r.port, Vec::new()) == Some(r.child.id()) {
+                return Some(r);
+            }
+        }
+        panic!("could not start redis-server on a port of its own");
+    }
+
+    fn start_once(dir: &Path, extra: &[&str]) -> Option<RedisAt> {
         std::fs::create_dir_all(dir).ok()?;
         let port = free_port();
         let child = Command::new("redis-server")

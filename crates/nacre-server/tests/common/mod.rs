@@ -9,9 +9,19 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A free TCP port on 127.0.0.1.
+/// Never the same port twice in one test process: the kernel may hand a released port out
+/// again before the server meant for it has bound it.
 pub fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().expect("addr").port()
+    static HANDED: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut handed = HANDED.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = l.local_addr().expect("addr").port();
+        if !handed.contains(&port) {
+            handed.push(port);
+            return port;
+        }
+    }
 }
 
 /// A running server process.
@@ -75,8 +85,6 @@ impl Server {
     }
 
     fn answering_pid(&self) -> Option<u32> {
-        let mut s = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
-        s.set_read_timeout(Some(Duration::from_secs(5))).ok();
         let mut pre = Vec::new();
         for (k, v) in self
             .args
@@ -87,21 +95,7 @@ impl Server {
                 pre.extend_from_slice(format!("AUTH {v}\r\n").as_bytes());
             }
         }
-        pre.extend_from_slice(b"INFO server\r\n");
-        s.write_all(&pre).ok()?;
-        let t = Instant::now();
-        let mut text = String::new();
-        let mut buf = [0u8; 4096];
-        while t.elapsed() < Duration::from_secs(5) && !text.contains("tcp_port") {
-            let n = s.read(&mut buf).ok()?;
-            if n == 0 {
-                break;
-            }
-            text.push_str(&String::from_utf8_lossy(&buf[..n]));
-        }
-        text.lines()
-            .find_map(|l| l.strip_prefix("process_id:"))
-            .and_then(|p| p.trim().parse().ok())
+        answering_pid(self.port, pre)
     }
 
     fn spawn_once(&mut self) {
@@ -214,6 +208,28 @@ impl Drop for Server {
     }
 }
 
+/// The process id that the server answering on `port` reports in `INFO server`, after
+/// sending `pre` (an AUTH, say).
+pub fn answering_pid(port: u16, mut pre: Vec<u8>) -> Option<u32> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok();
+    pre.extend_from_slice(b"INFO server\r\n");
+    s.write_all(&pre).ok()?;
+    let t = Instant::now();
+    let mut text = String::new();
+    let mut buf = [0u8; 4096];
+    while t.elapsed() < Duration::from_secs(5) && !text.contains("tcp_port") {
+        let n = s.read(&mut buf).ok()?;
+        if n == 0 {
+            break;
+        }
+        text.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    text.lines()
+        .find_map(|l| l.strip_prefix("process_id:"))
+        .and_then(|p| p.trim().parse().ok())
+}
+
 /// Waits until a server answers PING on `port`.
 pub fn wait_ready(port: u16) {
     let t = Instant::now();
@@ -249,7 +265,18 @@ impl RedisServer {
     }
 
     /// Starts redis-server, with extra `--directive value` arguments, if the binary exists.
+    /// Like nacre's servers, it must be our process that answers on the port.
     pub fn start_with(extra: &[&str]) -> Option<RedisServer> {
+        for _ in 0..10 {
+            let r = RedisServer::start_once(extra)?;
+            if answering_pid(r.port, Vec::new()) == Some(r.child.id()) {
+                return Some(r);
+            }
+        }
+        panic!("could not start redis-server on a port of its own");
+    }
+
+    fn start_once(extra: &[&str]) -> Option<RedisServer> {
         let tmp = tempfile::tempdir().ok()?;
         let port = free_port();
         let child = Command::new("redis-server")
