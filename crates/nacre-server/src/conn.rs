@@ -411,14 +411,22 @@ const TRIM_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 /// shrinks to what it holds or that peak, whichever is more. The peak starts again from
 /// what the buffer holds.
 fn resize_query_buffer(buf: &mut Vec<u8>, peak: &mut usize, idle: bool) {
-    if buf.capacity() - buf.len() > TRIM_ROOM {
-        if idle {
-            buf.shrink_to_fit();
-        } else if buf.capacity() > TRIM_ABOVE && buf.capacity() / 2 > *peak {
-            buf.shrink_to(buf.len().max(*peak));
-        }
+    if idle && worth_trimming_idle(buf.len(), buf.capacity()) {
+        buf.shrink_to_fit();
+    } else if buf.capacity() - buf.len() > TRIM_ROOM
+        && buf.capacity() > TRIM_ABOVE
+        && buf.capacity() / 2 > *peak
+    {
+        buf.shrink_to(buf.len().max(*peak));
     }
     *peak = buf.len();
+}
+
+/// Whether an idle client's buffer of `cap` bytes holding `len` gives room back: when the
+/// room is worth a resize, or when it holds nothing at all (a buffer shrunk to a small peak
+/// would otherwise keep that room for as long as the client stays idle).
+fn worth_trimming_idle(len: usize, cap: usize) -> bool {
+    cap - len > TRIM_ROOM || (len == 0 && cap > 0)
 }
 
 /// Asks connections to resize their query buffers (see [`resize_query_buffer`]): those idle
@@ -436,7 +444,10 @@ pub async fn trim_cron(shared: Arc<Shared>) {
         for c in clients {
             let cap = c.qbuf_cap.load(Ordering::Relaxed);
             let room = cap.saturating_sub(c.qbuf.load(Ordering::Relaxed));
-            if room > TRIM_ROOM && (cap > TRIM_ABOVE || c.last.lock().elapsed() > TRIM_IDLE) {
+            let len = cap - room;
+            if (room > TRIM_ROOM && cap > TRIM_ABOVE)
+                || (worth_trimming_idle(len, cap) && c.last.lock().elapsed() > TRIM_IDLE)
+            {
                 c.trim.notify_one();
             }
         }
@@ -711,4 +722,38 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, info: Arc<ClientInfo>
         shared.monitors.fetch_sub(1, Ordering::Relaxed);
     }
     shared.clients.lock().remove(&info.id);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_idle_buffer_shrunk_to_a_small_peak_still_goes() {
+        // A busy client's big buffer shrinks to its recent peak ...
+        let mut buf = Vec::with_capacity(400_000);
+        buf.extend_from_slice(b"*1\r\n$4\r\nPING\r\n");
+        let mut peak = 30;
+        buf.clear();
+        resize_query_buffer(&mut buf, &mut peak, false);
+        assert!(
+            buf.capacity() >= 30 && buf.capacity() < TRIM_ROOM,
+            "{}",
+            buf.capacity()
+        );
+        // ... and once it is idle, the little room left goes too.
+        resize_query_buffer(&mut buf, &mut peak, true);
+        assert_eq!(buf.capacity(), 0);
+    }
+
+    #[test]
+    fn an_idle_buffer_keeps_what_it_holds() {
+        let mut buf = Vec::with_capacity(64);
+        buf.extend_from_slice(b"*1\r\n$4\r\nPI");
+        let mut peak = 0;
+        resize_query_buffer(&mut buf, &mut peak, true);
+        assert_eq!(buf, b"*1\r\n$4\r\nPI");
+        assert!(buf.capacity() >= buf.len());
+        assert_eq!(peak, buf.len());
+    }
 }
