@@ -260,6 +260,19 @@ impl BzTree {
         key: &[u8],
         value: u64,
     ) -> Result<Attempt<Option<u64>>> {
+        self.leaf_update_if(g, path, key, None, value)
+    }
+
+    /// One update attempt that, with `expected`, changes nothing unless the value is that
+    /// (returning the value found, absent or not).
+    pub(crate) fn leaf_update_if(
+        &self,
+        g: &EpochGuard,
+        path: &[Step],
+        key: &[u8],
+        expected: Option<u64>,
+        value: u64,
+    ) -> Result<Attempt<Option<u64>>> {
         let leaf = Self::leaf_of(path);
         let s = self.leaf_status(&leaf)?;
         if s.frozen {
@@ -270,6 +283,9 @@ impl BzTree {
             return Ok(Attempt::Done(None));
         };
         let old = self.word(h.value_addr)?;
+        if expected.is_some_and(|e| e != old) {
+            return Ok(Attempt::Done(Some(old)));
+        }
         let Some(mut d) = self.pm.try_descriptor()? else {
             return Ok(Attempt::Retry);
         };

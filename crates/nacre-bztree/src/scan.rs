@@ -41,4 +41,33 @@ impl BzTree {
         }
         Ok(out)
     }
+
+    /// The first entry whose key is at least `key`.
+    pub fn seek(&self, key: &[u8]) -> Result<Option<(Vec<u8>, u64)>> {
+        Ok(self.scan(key, None, 1)?.pop())
+    }
+
+    /// The last entry whose key is below `key`: the leaf whose range reaches just below
+    /// `key`, then (when its entries below `key` are all deleted) the leaves before it, each
+    /// found by descending to just below the previous one's lower bound.
+    pub fn seek_before(&self, key: &[u8]) -> Result<Option<(Vec<u8>, u64)>> {
+        let mut cur = key.to_vec();
+        loop {
+            let g = self.pm.pin()?;
+            let (path, _, lower) = self.descend(&g, &cur, false, true)?;
+            let leaf = path[path.len() - 1].node;
+            if let Some(e) = self
+                .entries(&g, &leaf)?
+                .into_iter()
+                .take_while(|(k, _)| *k < cur)
+                .last()
+            {
+                return Ok(Some(e));
+            }
+            match lower {
+                Some(l) if l < cur => cur = l,
+                _ => return Ok(None),
+            }
+        }
+    }
 }

@@ -290,6 +290,22 @@ impl BzTree {
         key: &[u8],
         want_upper: bool,
     ) -> Result<(Vec<Step>, Option<Vec<u8>>)> {
+        let (path, upper, _) = self.descend(g, key, want_upper, false)?;
+        Ok((path, upper))
+    }
+
+    /// The path to the leaf whose key range holds `key` or, with `before`, the leaf whose
+    /// range holds the keys just below `key` (the range ends at or above it and starts
+    /// below it); with the leaf's exclusive upper bound (when `want_upper`) and its inclusive
+    /// lower bound (`None` for the leftmost leaf).
+    pub(crate) fn descend(
+        &self,
+        g: &EpochGuard,
+        key: &[u8],
+        want_upper: bool,
+        before: bool,
+    ) -> Result<(Vec<Step>, Option<Vec<u8>>, Option<Vec<u8>>)> {
+        let mut lower = None;
         let mut path: Vec<Step> = Vec::with_capacity(8);
         let mut holder = self.root_word;
         let mut index = 0;
@@ -303,7 +319,7 @@ impl BzTree {
                 index,
             });
             if n.is_leaf() {
-                return Ok((path, upper));
+                return Ok((path, upper, lower));
             }
             if path.len() > MAX_DEPTH || n.info.sorted == 0 {
                 return Err(corrupt(
@@ -313,6 +329,7 @@ impl BzTree {
                 ));
             }
             let i = match self.search_sorted(g, &n, key)? {
+                Ok((slot, _, _)) if before => slot.saturating_sub(1),
                 Ok((slot, _, _)) => slot,
                 Err(p) => p.saturating_sub(1),
             };
@@ -321,6 +338,11 @@ impl BzTree {
                 upper = Some(self.key(g, &n, m)?.to_vec());
             }
             let (_, m) = self.meta(&n, i)?;
+            if i > 0 {
+                // Separators grow with depth: the deepest one left of the path bounds the
+                // leaf from below.
+                lower = Some(self.key(g, &n, m)?.to_vec());
+            }
             let Meta::Record {
                 visible: true,
                 offset,
@@ -400,6 +422,24 @@ impl BzTree {
                 // Present after all (a concurrent insert won): update it next attempt.
                 _ => Ok(Attempt::Retry),
             }
+        })
+    }
+
+    /// Replaces the value of `key` with `value` only if it is `expected`, in one PMwCAS:
+    /// `Ok(())` when it did, else `Err` with what `key` holds (`None`: absent).
+    pub fn update_if(
+        &self,
+        key: &[u8],
+        expected: u64,
+        value: u64,
+    ) -> Result<std::result::Result<(), Option<u64>>> {
+        Self::check_value(value)?;
+        self.write(key, |g, path| {
+            self.leaf_update_if(g, path, key, Some(expected), value)
+        })
+        .map(|r| match r {
+            Some(old) if old == expected => Ok(()),
+            other => Err(other),
         })
     }
 

@@ -19,6 +19,10 @@ enum Op {
     Delete(u64),
     Get(u64),
     Scan(u64, u64, usize),
+    /// Update if the value is the model's (`true`) or one it is not (`false`).
+    UpdateIf(u64, bool, u64),
+    Seek(u64),
+    SeekBefore(u64),
 }
 
 fn apply(t: &BzTree, m: &mut BTreeMap<Vec<u8>, u64>, op: &Op) {
@@ -56,6 +60,29 @@ fn apply(t: &BzTree, m: &mut BTreeMap<Vec<u8>, u64>, op: &Op) {
                 .collect();
             assert_eq!(t.scan(&a, Some(&b), limit).expect("scan"), want, "{op:?}");
         }
+        Op::UpdateIf(k, right, v) => {
+            let cur = m.get(&key(k)).copied();
+            let expected = match (cur, right) {
+                (Some(c), true) => c,
+                (Some(c), false) => c ^ 1,
+                (None, _) => v ^ 1,
+            };
+            let got = t.update_if(&key(k), expected, v).expect("update_if");
+            if cur == Some(expected) {
+                assert_eq!(got, Ok(()), "{op:?}");
+                m.insert(key(k), v);
+            } else {
+                assert_eq!(got, Err(cur), "{op:?}");
+            }
+        }
+        Op::Seek(k) => {
+            let want = m.range(key(k)..).next().map(|(k, v)| (k.clone(), *v));
+            assert_eq!(t.seek(&key(k)).expect("seek"), want, "{op:?}");
+        }
+        Op::SeekBefore(k) => {
+            let want = m.range(..key(k)).next_back().map(|(k, v)| (k.clone(), *v));
+            assert_eq!(t.seek_before(&key(k)).expect("seek_before"), want, "{op:?}");
+        }
     }
 }
 
@@ -67,7 +94,12 @@ fn random_op(rng: &mut SplitMix64, keys: u64, delete_bias: u64) -> Op {
         5 => Op::Update(k, v),
         6..=7 => Op::Upsert(k, v),
         x if x < 8 + delete_bias => Op::Delete(k),
-        14 => Op::Scan(k, rng.next_u64() % keys, (rng.next_u64() % 50) as usize),
+        14 => match rng.next_u64() % 4 {
+            0 => Op::Scan(k, rng.next_u64() % keys, (rng.next_u64() % 50) as usize),
+            1 => Op::UpdateIf(k, rng.next_u64() % 2 == 0, v),
+            2 => Op::Seek(k),
+            _ => Op::SeekBefore(k),
+        },
         _ => Op::Get(k),
     }
 }
@@ -170,7 +202,11 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         2 => (k.clone(), any::<u32>()).prop_map(|(k, v)| Op::Upsert(k, u64::from(v))),
         3 => k.clone().prop_map(Op::Delete),
         1 => k.clone().prop_map(Op::Get),
-        1 => (k.clone(), k, 0usize..40).prop_map(|(a, b, l)| Op::Scan(a, b, l)),
+        1 => (k.clone(), k.clone(), 0usize..40).prop_map(|(a, b, l)| Op::Scan(a, b, l)),
+        1 => (k.clone(), any::<bool>(), any::<u32>())
+            .prop_map(|(k, r, v)| Op::UpdateIf(k, r, u64::from(v))),
+        1 => k.clone().prop_map(Op::Seek),
+        1 => k.prop_map(Op::SeekBefore),
     ]
 }
 
@@ -187,4 +223,38 @@ proptest! {
         prop_assert_eq!(contents(&t), m);
         check_memory(&t).map_err(TestCaseError::fail)?;
     }
+}
+
+#[test]
+fn seeks_cross_deleted_ranges_both_ways() {
+    let pool = new_pool(8 << 20);
+    let (t, _) = open(&pool, &options()).expect("open");
+    for i in 0..3000 {
+        assert!(t.insert(&key(i), i).expect("insert"));
+    }
+    // A hole of many leaves' worth of keys, deleted from both ends.
+    for i in 0..500 {
+        for k in [1000 + i, 1999 - i] {
+            assert_eq!(t.delete(&key(k)).expect("delete"), Some(k));
+        }
+    }
+    for probe in [1000, 1500, 1999, 2000] {
+        assert_eq!(
+            t.seek_before(&key(probe)).expect("seek_before"),
+            Some((key(999), 999)),
+            "{probe}"
+        );
+    }
+    assert_eq!(t.seek(&key(1000)).expect("seek"), Some((key(2000), 2000)));
+    // Walking backwards one entry at a time visits every key once, in order.
+    let mut seen = Vec::new();
+    let mut at = key(u64::MAX >> 4);
+    while let Some((k, v)) = t.seek_before(&at).expect("seek_before") {
+        seen.push(v);
+        at = k;
+    }
+    let want: Vec<u64> = (0..1000).chain(2000..3000).rev().collect();
+    assert_eq!(seen, want);
+    assert_eq!(t.seek_before(&key(0)).expect("first"), None);
+    assert_eq!(t.seek(&key(3000)).expect("past the end"), None);
 }
