@@ -54,8 +54,8 @@ impl BzTree {
         let mut cur = key.to_vec();
         loop {
             let g = self.pm.pin()?;
-            let (path, _, lower) = self.descend(&g, &cur, false, true)?;
-            let leaf = path[path.len() - 1].node;
+            let d = self.descend(&g, &cur, false, true)?;
+            let leaf = d.path[d.path.len() - 1].node;
             if let Some(e) = self
                 .entries(&g, &leaf)?
                 .into_iter()
@@ -64,7 +64,7 @@ impl BzTree {
             {
                 return Ok(Some(e));
             }
-            match lower {
+            match d.lower {
                 Some(l) if l < cur => cur = l,
                 _ => return Ok(None),
             }

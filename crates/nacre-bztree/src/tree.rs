@@ -49,6 +49,15 @@ pub(crate) struct Step {
     pub index: u32,
 }
 
+/// Where a descent ended: the path from the root to a leaf, and the leaf's bounds.
+pub(crate) struct Descent {
+    pub path: Vec<Step>,
+    /// Exclusive upper bound (when asked for; `None` for the rightmost leaf).
+    pub upper: Option<Vec<u8>>,
+    /// Inclusive lower bound (`None` for the leftmost leaf).
+    pub lower: Option<Vec<u8>>,
+}
+
 /// The outcome of one attempt of an operation.
 pub(crate) enum Attempt<T> {
     Done(T),
@@ -290,8 +299,8 @@ impl BzTree {
         key: &[u8],
         want_upper: bool,
     ) -> Result<(Vec<Step>, Option<Vec<u8>>)> {
-        let (path, upper, _) = self.descend(g, key, want_upper, false)?;
-        Ok((path, upper))
+        let d = self.descend(g, key, want_upper, false)?;
+        Ok((d.path, d.upper))
     }
 
     /// The path to the leaf whose key range holds `key` or, with `before`, the leaf whose
@@ -304,7 +313,7 @@ impl BzTree {
         key: &[u8],
         want_upper: bool,
         before: bool,
-    ) -> Result<(Vec<Step>, Option<Vec<u8>>, Option<Vec<u8>>)> {
+    ) -> Result<Descent> {
         let mut lower = None;
         let mut path: Vec<Step> = Vec::with_capacity(8);
         let mut holder = self.root_word;
@@ -319,7 +328,7 @@ impl BzTree {
                 index,
             });
             if n.is_leaf() {
-                return Ok((path, upper, lower));
+                return Ok(Descent { path, upper, lower });
             }
             if path.len() > MAX_DEPTH || n.info.sorted == 0 {
                 return Err(corrupt(
