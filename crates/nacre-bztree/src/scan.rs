@@ -6,7 +6,10 @@
 //! Consistency: each leaf's records are read inside one guard, as a natural race with
 //! concurrent writers to that leaf (seed 002); keys come out in strictly increasing order.
 
+use nacre_pmem::PmOffset;
+
 use crate::error::Result;
+use crate::layout::Meta;
 use crate::tree::BzTree;
 
 impl BzTree {
@@ -42,9 +45,56 @@ impl BzTree {
         Ok(out)
     }
 
-    /// The first entry whose key is at least `key`.
+    /// The first entry whose key is at least `key`: in the leaf for `key`, a binary search
+    /// of its sorted records and a look at its unsorted tail (nothing copied but the entry
+    /// found); then, if none there, the leaves after it as a scan finds them.
     pub fn seek(&self, key: &[u8]) -> Result<Option<(Vec<u8>, u64)>> {
-        Ok(self.scan(key, None, 1)?.pop())
+        let mut cur = key.to_vec();
+        loop {
+            let g = self.pm.pin()?;
+            let d = self.descend(&g, &cur, true, false)?;
+            let leaf = d.path[d.path.len() - 1].node;
+            let count = self.leaf_status(&leaf)?.count;
+            let mut best: Option<(&[u8], u32)> = None;
+            let first = match self.search_sorted(&g, &leaf, key)? {
+                Ok((slot, _, _)) | Err(slot) => slot,
+            };
+            for slot in first..leaf.info.sorted {
+                if let (
+                    _,
+                    m @ Meta::Record {
+                        visible: true,
+                        offset,
+                        ..
+                    },
+                ) = self.meta(&leaf, slot)?
+                {
+                    consider(key, self.key(&g, &leaf, m)?, offset, &mut best);
+                    break;
+                }
+            }
+            for slot in leaf.info.sorted..count {
+                if let (
+                    _,
+                    m @ Meta::Record {
+                        visible: true,
+                        offset,
+                        ..
+                    },
+                ) = self.meta(&leaf, slot)?
+                {
+                    consider(key, self.key(&g, &leaf, m)?, offset, &mut best);
+                }
+            }
+            if let Some((k, offset)) = best {
+                let v = self.word(PmOffset(leaf.off + u64::from(offset)))?;
+                return Ok(Some((k.to_vec(), v)));
+            }
+            match d.upper {
+                Some(u) => cur = u,
+                None => return Ok(None),
+            }
+        }
     }
 
     /// The last entry whose key is below `key`: the leaf whose range reaches just below
@@ -69,5 +119,13 @@ impl BzTree {
                 _ => return Ok(None),
             }
         }
+    }
+}
+
+/// Keeps `k` (a record at `offset`) in `best` if it is at least `key` and below what `best`
+/// holds.
+fn consider<'a>(key: &[u8], k: &'a [u8], offset: u32, best: &mut Option<(&'a [u8], u32)>) {
+    if k >= key && best.is_none_or(|(b, _)| k < b) {
+        *best = Some((k, offset));
     }
 }
