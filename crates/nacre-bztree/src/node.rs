@@ -29,6 +29,13 @@ use crate::layout::{
 use crate::options::BzMutation;
 use crate::tree::BzTree;
 
+/// A record's key as stored, with what its checksum covers.
+pub(crate) struct RawKey<'g> {
+    pub key: &'g [u8],
+    pub offset: u32,
+    pub crc: u32,
+}
+
 /// A node whose info word was validated.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct NodeView {
@@ -131,7 +138,21 @@ impl BzTree {
     }
 
     /// The key of the record `m` describes, checked against its checksum.
-    pub(crate) fn key<'g>(&self, _g: &'g EpochGuard, n: &NodeView, m: Meta) -> Result<&'g [u8]> {
+    pub(crate) fn key<'g>(&self, g: &'g EpochGuard, n: &NodeView, m: Meta) -> Result<&'g [u8]> {
+        let k = self.raw_key(g, n, m)?;
+        self.verify_key(n, &k)?;
+        Ok(k.key)
+    }
+
+    /// The key of the record `m` describes, not yet checked against its checksum: for
+    /// comparisons whose outcome is checked afterwards ([`BzTree::verify_key`] on the keys
+    /// that decide it), never for a key that is returned or acted on unchecked.
+    pub(crate) fn raw_key<'g>(
+        &self,
+        _g: &'g EpochGuard,
+        n: &NodeView,
+        m: Meta,
+    ) -> Result<RawKey<'g>> {
         let Meta::Record {
             offset, key_len, ..
         } = m
@@ -146,14 +167,23 @@ impl BzTree {
         let crc = unsafe { std::ptr::read_unaligned(p.add(8) as *const u32) };
         // SAFETY: as above; the key follows the 12 fixed bytes within the record.
         let key = unsafe { std::slice::from_raw_parts(p.add(12), key_len as usize) };
-        if record_crc(offset, key) != u32::from_le(crc) {
+        Ok(RawKey {
+            key,
+            offset,
+            crc: u32::from_le(crc),
+        })
+    }
+
+    /// Checks a key read by [`BzTree::raw_key`] against its record's checksum.
+    pub(crate) fn verify_key(&self, n: &NodeView, k: &RawKey<'_>) -> Result<()> {
+        if record_crc(k.offset, k.key) != k.crc {
             return Err(corrupt(
                 "record",
                 n.off,
-                format!("checksum mismatch at offset {offset}"),
+                format!("checksum mismatch at offset {}", k.offset),
             ));
         }
-        Ok(key)
+        Ok(())
     }
 
     /// Records of a node that are in use: the sorted count for inner nodes, the status's
@@ -168,7 +198,51 @@ impl BzTree {
 
     /// Binary search of the sorted prefix for `key`: `Ok(Ok(slot))` on a record (visible or
     /// deleted) with that key, `Ok(Err(slot))` with the insertion point otherwise.
+    ///
+    /// The probes compare keys unchecked; the outcome is then proven by checked keys alone:
+    /// an exact match by the matched key's checksum, an insertion point `p` by the checked
+    /// keys at `p - 1` and `p` bracketing `key`. Checked sorted keys bracket a key at one
+    /// place only, so a damaged key that misled a probe either is caught there or did not
+    /// change the answer. When the proof fails, the search runs again checking every key.
     pub(crate) fn search_sorted(
+        &self,
+        g: &EpochGuard,
+        n: &NodeView,
+        key: &[u8],
+    ) -> Result<std::result::Result<(u32, u64, Meta), u32>> {
+        let (mut lo, mut hi) = (0u32, n.info.sorted);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let (w, m) = self.meta(n, mid)?;
+            let k = self.raw_key(g, n, m)?;
+            match k.key.cmp(key) {
+                Ordering::Less => lo = mid + 1,
+                Ordering::Greater => hi = mid,
+                Ordering::Equal => {
+                    if self.verify_key(n, &k).is_ok() {
+                        return Ok(Ok((mid, w, m)));
+                    }
+                    return self.search_sorted_checked(g, n, key);
+                }
+            }
+        }
+        let below = |slot: u32| -> Result<bool> {
+            let k = self.raw_key(g, n, self.meta(n, slot)?.1)?;
+            Ok(self.verify_key(n, &k).is_ok() && k.key < key)
+        };
+        let above = |slot: u32| -> Result<bool> {
+            let k = self.raw_key(g, n, self.meta(n, slot)?.1)?;
+            Ok(self.verify_key(n, &k).is_ok() && k.key > key)
+        };
+        if (lo == 0 || below(lo - 1)?) && (lo == n.info.sorted || above(lo)?) {
+            return Ok(Err(lo));
+        }
+        self.search_sorted_checked(g, n, key)
+    }
+
+    /// [`BzTree::search_sorted`] checking every key it compares: a damaged one is
+    /// [`crate::BzError::Corrupt`].
+    fn search_sorted_checked(
         &self,
         g: &EpochGuard,
         n: &NodeView,

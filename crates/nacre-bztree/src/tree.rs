@@ -54,7 +54,7 @@ pub(crate) struct Descent {
     pub path: Vec<Step>,
     /// Exclusive upper bound (when asked for; `None` for the rightmost leaf).
     pub upper: Option<Vec<u8>>,
-    /// Inclusive lower bound (`None` for the leftmost leaf).
+    /// Inclusive lower bound, for descents before a key (`None` for the leftmost leaf).
     pub lower: Option<Vec<u8>>,
 }
 
@@ -306,7 +306,7 @@ impl BzTree {
     /// The path to the leaf whose key range holds `key` or, with `before`, the leaf whose
     /// range holds the keys just below `key` (the range ends at or above it and starts
     /// below it); with the leaf's exclusive upper bound (when `want_upper`) and its inclusive
-    /// lower bound (`None` for the leftmost leaf).
+    /// lower bound when `before` (`None` for the leftmost leaf).
     pub(crate) fn descend(
         &self,
         g: &EpochGuard,
@@ -328,6 +328,12 @@ impl BzTree {
                 index,
             });
             if n.is_leaf() {
+                // Bounds are read once, at the end (only the deepest of each counts).
+                let bound = |at: Option<(NodeView, Meta)>| -> Result<Option<Vec<u8>>> {
+                    at.map(|(n, m)| self.key(g, &n, m).map(<[u8]>::to_vec))
+                        .transpose()
+                };
+                let (upper, lower) = (bound(upper)?, bound(lower)?);
                 return Ok(Descent { path, upper, lower });
             }
             if path.len() > MAX_DEPTH || n.info.sorted == 0 {
@@ -343,14 +349,13 @@ impl BzTree {
                 Err(p) => p.saturating_sub(1),
             };
             if want_upper && i + 1 < n.info.sorted {
-                let (_, m) = self.meta(&n, i + 1)?;
-                upper = Some(self.key(g, &n, m)?.to_vec());
+                upper = Some((n, self.meta(&n, i + 1)?.1));
             }
             let (_, m) = self.meta(&n, i)?;
-            if i > 0 {
+            if before && i > 0 {
                 // Separators grow with depth: the deepest one left of the path bounds the
                 // leaf from below.
-                lower = Some(self.key(g, &n, m)?.to_vec());
+                lower = Some((n, m));
             }
             let Meta::Record {
                 visible: true,

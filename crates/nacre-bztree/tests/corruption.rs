@@ -100,6 +100,36 @@ fn flipped_node_header_and_metadata_bytes_are_detected_or_harmless() {
     );
 }
 
+/// Searches compare keys unchecked and then check the keys that decide the answer
+/// (`search_sorted`): a flipped byte in any record's key or key checksum must still be
+/// caught or harmless. (Value words carry no checksum of their own: the tree returns what
+/// they hold, and its users check what a value points at.)
+#[test]
+fn flipped_key_bytes_are_detected_or_harmless() {
+    let (img, m, nodes, _) = image();
+    let node_size = options().node_size as usize;
+    let (mut detected, mut harmless) = (0, 0);
+    for (n, &node) in nodes.iter().enumerate() {
+        let node = node as usize;
+        let bytes = &img[node..node + node_size];
+        // Every record's key ("k" and 8 digits) and the 4 checksum bytes before it.
+        let keys: Vec<usize> = (4..bytes.len().saturating_sub(9))
+            .filter(|&i| bytes[i] == b'k' && bytes[i + 1..i + 9].iter().all(u8::is_ascii_digit))
+            .collect();
+        for (j, &at) in keys.iter().enumerate().step_by(2) {
+            let byte = at - 4 + (j + n) % 13;
+            let xor = [0x01, 0x20, 0x80][(j + n) % 3];
+            match probe(&img, (node + byte) as u64, xor, &m) {
+                Ok(true) => detected += 1,
+                Ok(false) => harmless += 1,
+                Err(e) => panic!("node {node:#x} byte {byte} xor {xor:#x}: {e}"),
+            }
+        }
+    }
+    eprintln!("{detected} key and checksum flips detected as Corrupt, {harmless} harmless");
+    assert!(detected > 100, "{detected} detected, {harmless} harmless");
+}
+
 #[test]
 fn a_flipped_tree_header_byte_fails_the_open_with_corrupt() {
     let (img, _, _, header) = image();
