@@ -10,8 +10,10 @@
 //!   ascending, sequence descending), also for a key that is a prefix of another, so the
 //!   first entry at or after (key, s) is the newest version of key visible at s.
 //! - P2 (value): the record's pool offset over 8 in bits 24..61, the tombstone flag in bit
-//!   23, the blob flag in bit 22, the ghost count in bits 0..22. Offsets are multiples of 8
-//!   (items are), below 2^40.
+//!   23, the blob flag in bit 22, the ghost count in bits 8..22, and in bits 0..8 a CRC-8
+//!   of bits 8..61. Offsets are multiples of 8 (items are), below 2^40. The BzTree does not
+//!   check value words, so the CRC does: a value that fails it is corruption, never an
+//!   offset, a flag or a count (a flipped count could drop a tombstone early).
 //! - P3 (ghosts): only the key's newest entry's ghost count means anything (older entries'
 //!   counts are stale and ignored). A merge writes the count into the new newest entry when
 //!   it inserts it, so no PMwCAS spans two entries. A count that reached [`GHOST_MAX`]
@@ -37,13 +39,15 @@ use nacre_pmem::PmOffset;
 use crate::error::{Error, Result};
 use crate::index::IKey;
 
+/// Bits of the value's CRC-8 (P2).
+const CRC_BITS: u32 = 8;
 /// Bits of the ghost count (P2).
-const GHOST_BITS: u32 = 22;
+const GHOST_BITS: u32 = 14;
 /// A ghost count that stays where it is (P3).
 pub(crate) const GHOST_MAX: u64 = (1 << GHOST_BITS) - 1;
-const BLOB_BIT: u64 = 1 << GHOST_BITS;
-const TOMB_BIT: u64 = 1 << (GHOST_BITS + 1);
-const OFFSET_SHIFT: u32 = GHOST_BITS + 2;
+const BLOB_BIT: u64 = 1 << (CRC_BITS + GHOST_BITS);
+const TOMB_BIT: u64 = BLOB_BIT << 1;
+const OFFSET_SHIFT: u32 = CRC_BITS + GHOST_BITS + 2;
 /// Offsets at or past this do not fit an entry (1 TiB).
 pub(crate) const OFFSET_LIMIT: u64 = 1 << (61 - OFFSET_SHIFT + 3);
 /// Bytes a tree key adds to the escaped user key: terminator and sequence.
@@ -127,6 +131,23 @@ fn decode_key(k: &[u8], out: &mut IKey) -> Result<()> {
     Ok(())
 }
 
+/// CRC-8 (generator x^8+x^2+x+1) of the 53 bits above a value's check byte, most
+/// significant byte first.
+fn crc8(bits: u64) -> u64 {
+    let mut crc: u8 = 0;
+    for i in (0..7).rev() {
+        crc ^= (bits >> (8 * i)) as u8;
+        for _ in 0..8 {
+            crc = if crc & 0x80 != 0 {
+                (crc << 1) ^ 0x07
+            } else {
+                crc << 1
+            };
+        }
+    }
+    u64::from(crc)
+}
+
 /// An entry's value (P2).
 fn encode_value(v: &PmVersion, ghosts: u64) -> Result<u64> {
     let at = v.at.get();
@@ -136,17 +157,24 @@ fn encode_value(v: &PmVersion, ghosts: u64) -> Result<u64> {
         )));
     }
     let flags = (u64::from(v.tomb) * TOMB_BIT) | (u64::from(v.blob) * BLOB_BIT);
-    Ok(((at >> 3) << OFFSET_SHIFT) | flags | ghosts.min(GHOST_MAX))
+    let body = ((at >> 3) << OFFSET_SHIFT) | flags | (ghosts.min(GHOST_MAX) << CRC_BITS);
+    Ok(body | crc8(body >> CRC_BITS))
 }
 
-fn decode_value(seq: u64, w: u64) -> (PmVersion, u64) {
+/// The version and ghost count an entry's value holds; one failing its CRC is corruption.
+fn decode_value(seq: u64, w: u64) -> Result<(PmVersion, u64)> {
+    if crc8(w >> CRC_BITS) != w & ((1 << CRC_BITS) - 1) {
+        return Err(Error::corrupt(format!(
+            "persistent index: value {w:#x} of version {seq} fails its check"
+        )));
+    }
     let v = PmVersion {
         seq,
         at: PmOffset((w >> OFFSET_SHIFT) << 3),
         tomb: w & TOMB_BIT != 0,
         blob: w & BLOB_BIT != 0,
     };
-    (v, w & GHOST_MAX)
+    Ok((v, (w >> CRC_BITS) & GHOST_MAX))
 }
 
 /// `count + delta` under P3: a saturated count stays.
@@ -198,13 +226,18 @@ impl PersistentIndex {
             return Ok(true);
         }
         match self.tree.get(&k).map_err(index_error)? {
-            Some(old) if decode_value(v.seq, old).0 == v => Ok(false),
-            Some(old) => Err(Error::corrupt(format!(
-                "persistent index: version {} indexed at {:#x}, merged again at {:#x}",
-                v.seq,
-                decode_value(v.seq, old).0.at.get(),
-                v.at.get()
-            ))),
+            Some(old) => {
+                let (had, _) = decode_value(v.seq, old)?;
+                if had == v {
+                    return Ok(false);
+                }
+                Err(Error::corrupt(format!(
+                    "persistent index: version {} indexed at {:#x}, merged again at {:#x}",
+                    v.seq,
+                    had.at.get(),
+                    v.at.get()
+                )))
+            }
             // Deleted between the two calls: by the caller's own rules only the merge
             // writes this key now, so this is a version dropped meanwhile.
             None => Ok(false),
@@ -222,7 +255,10 @@ impl PersistentIndex {
             return Ok(None);
         };
         decode_key(&k, &mut ik)?;
-        Ok((ik.key == key).then(|| decode_value(ik.seq, w).0))
+        if ik.key != key {
+            return Ok(None);
+        }
+        Ok(Some(decode_value(ik.seq, w)?.0))
     }
 
     /// Every version of `key`, newest first, and the key's ghost count (P3).
@@ -241,7 +277,7 @@ impl PersistentIndex {
             let last = batch.len() < 64;
             for (k, w) in &batch {
                 decode_key(k, &mut ik)?;
-                let (v, g) = decode_value(ik.seq, *w);
+                let (v, g) = decode_value(ik.seq, *w)?;
                 if out.is_empty() {
                     ghosts = g;
                 }
@@ -291,7 +327,7 @@ impl PersistentIndex {
             return Ok(None);
         };
         decode_key(&k, out)?;
-        Ok(Some(decode_value(out.seq, w).0.at))
+        Ok(Some(decode_value(out.seq, w)?.0.at))
     }
 
     /// Moves version `seq` of `key` from `from` to `to` (the cleaner relocated its record);
@@ -303,7 +339,7 @@ impl PersistentIndex {
             return Ok(false);
         };
         loop {
-            let (v, ghosts) = decode_value(seq, cur);
+            let (v, ghosts) = decode_value(seq, cur)?;
             if v.at != from {
                 return Ok(false);
             }
@@ -322,7 +358,8 @@ impl PersistentIndex {
             .tree
             .delete(&tree_key(key, seq))
             .map_err(index_error)?
-            .map(|w| decode_value(seq, w).0))
+            .map(|w| decode_value(seq, w).map(|(v, _)| v))
+            .transpose()?)
     }
 
     /// Adds `delta` to `key`'s ghost count, in its newest entry (P3); the count after, or
@@ -341,7 +378,7 @@ impl PersistentIndex {
             if ik.key != key {
                 return Ok(None);
             }
-            let (v, g) = decode_value(ik.seq, w);
+            let (v, g) = decode_value(ik.seq, w)?;
             let after = ghosts_after(g, delta);
             if after == g {
                 return Ok(Some(g));

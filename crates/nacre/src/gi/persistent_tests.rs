@@ -344,3 +344,57 @@ fn timing_against_the_volatile_index() {
     println!("| persistent index (BzTree, `emulated`, 1 KiB nodes; {} leaves, depth {}) | {pm_insert:.0}/s | {pm_get:.0}/s |", c.leaves, c.depth);
     println!("| volatile Global Index (skip list) | {vol_insert:.0}/s | {vol_get:.0}/s |");
 }
+
+#[test]
+fn every_flipped_bit_of_a_value_is_corruption() {
+    let mut rng = SplitMix64::new(3);
+    for _ in 0..200 {
+        let v = PmVersion {
+            seq: 1,
+            at: PmOffset((rng.next_u64() % (OFFSET_LIMIT / 8)) * 8),
+            tomb: rng.next_u64() % 2 == 0,
+            blob: rng.next_u64() % 2 == 0,
+        };
+        let ghosts = rng.next_u64() % (GHOST_MAX + 1);
+        let w = encode_value(&v, ghosts).expect("encode");
+        assert!(w < 1 << 61, "{w:#x} uses PMwCAS's bits");
+        assert_eq!(decode_value(1, w).expect("decode"), (v, ghosts));
+        for bit in 0..61 {
+            assert!(
+                matches!(decode_value(1, w ^ (1 << bit)), Err(Error::Corrupt { .. })),
+                "bit {bit} of {w:#x}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_flipped_value_in_the_pool_reads_as_corruption() {
+    let pool = sim_pool(4 << 20);
+    let ix = open_on(&pool);
+    let v = PmVersion {
+        seq: 3,
+        at: PmOffset(0x1238),
+        tomb: false,
+        blob: false,
+    };
+    assert!(ix.insert(b"key", v, 2).expect("insert"));
+    let w = encode_value(&v, 2).expect("encode");
+    drop(ix);
+    // Find the value word in the image and flip one bit of its ghost count.
+    let mut image = pool.sim().expect("sim").crash(CrashPolicy::KeepAll);
+    let at = image
+        .chunks_exact(8)
+        .position(|c| c == w.to_le_bytes())
+        .expect("value word in the image")
+        * 8;
+    image[at + 1] ^= 0x04;
+    let pool =
+        Arc::new(Pool::open_sim(image, &PoolOptions::with_backend(Backend::Sim)).expect("image"));
+    let ix = open_on(&pool);
+    assert!(matches!(ix.get(b"key", 9), Err(Error::Corrupt { .. })));
+    assert!(matches!(
+        ix.add_ghosts(b"key", -1),
+        Err(Error::Corrupt { .. })
+    ));
+}
