@@ -354,12 +354,11 @@ impl PersistentIndex {
 
     /// Removes version `seq` of `key`; what it held.
     pub fn remove(&self, key: &[u8], seq: u64) -> Result<Option<PmVersion>> {
-        Ok(self
-            .tree
+        self.tree
             .delete(&tree_key(key, seq))
             .map_err(index_error)?
             .map(|w| decode_value(seq, w).map(|(v, _)| v))
-            .transpose()?)
+            .transpose()
     }
 
     /// Adds `delta` to `key`'s ghost count, in its newest entry (P3); the count after, or
