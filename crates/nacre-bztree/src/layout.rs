@@ -323,10 +323,11 @@ impl Info {
     }
 }
 
-/// Tree header region (64 bytes): magic, shape, checksum, root word, index epoch.
+/// Tree header region: magic, shape, checksum, tree 0's root word, index epoch, tree count,
+/// then the root words of trees 1 and up.
 pub const TREE_MAGIC: u64 = u64::from_le_bytes(*b"NACREBZT");
 /// Layout version in the tree header.
-pub const TREE_VERSION: u64 = 1;
+pub const TREE_VERSION: u64 = 2;
 /// Offset of the shape word in the tree header.
 pub const SHAPE_AT: u64 = 8;
 /// Offset of the header checksum.
@@ -335,18 +336,35 @@ pub const HEADER_CRC_AT: u64 = 16;
 pub const ROOT_AT: u64 = 24;
 /// Offset of the index epoch word: epoch (32) | crc32c of it (32).
 pub const EPOCH_AT: u64 = 32;
-/// Bytes of the tree header region.
-pub const TREE_HEADER_LEN: u64 = 64;
+/// Offset of the tree count of a forest (covered by the header checksum).
+pub const TREES_AT: u64 = 40;
+/// Offset of the root words of trees 1 and up (tree 0's is at [`ROOT_AT`]).
+pub const MORE_ROOTS_AT: u64 = 64;
+
+/// Bytes of the header region of a forest of `trees` trees.
+pub fn header_len(trees: u32) -> u64 {
+    MORE_ROOTS_AT + 8 * u64::from(trees.saturating_sub(1))
+}
+
+/// Offset in the header of tree `slot`'s root word.
+pub fn root_at(slot: u32) -> u64 {
+    if slot == 0 {
+        ROOT_AT
+    } else {
+        MORE_ROOTS_AT + 8 * u64::from(slot - 1)
+    }
+}
 
 /// The shape word: node size (32) | max key length (16) | layout version (16).
 pub fn shape_word(node_size: u32, max_key: usize) -> u64 {
     u64::from(node_size) | (max_key as u64) << 32 | TREE_VERSION << 48
 }
 
-/// Checksum of the magic and shape words.
-pub fn header_crc(magic: u64, shape: u64) -> u64 {
+/// Checksum of the magic, shape and tree count words.
+pub fn header_crc(magic: u64, shape: u64, trees: u64) -> u64 {
     let c = crc32c::crc32c(&magic.to_le_bytes());
-    u64::from(crc32c::crc32c_append(c, &shape.to_le_bytes()))
+    let c = crc32c::crc32c_append(c, &shape.to_le_bytes());
+    u64::from(crc32c::crc32c_append(c, &trees.to_le_bytes()))
 }
 
 /// The epoch word for `epoch`.

@@ -41,5 +41,5 @@ mod tree;
 pub use check::TreeCheck;
 pub use error::{BzError, Result};
 pub use layout::{KEY_LEN_LIMIT, NODE_SIZE_MAX, NODE_SIZE_MIN};
-pub use options::{BzMutation, BzTreeOptions, TREE_NAME_MAX};
-pub use tree::{BzTree, OpenStats, SmoStats};
+pub use options::{BzMutation, BzTreeOptions, TREES_MAX, TREE_NAME_MAX};
+pub use tree::{BzForest, BzTree, OpenStats, Shared, SmoStats};

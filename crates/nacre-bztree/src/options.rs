@@ -7,6 +7,8 @@ use crate::layout::{record_space, KEY_LEN_LIMIT, NODE_HEADER, NODE_SIZE_MAX, NOD
 
 /// Longest tree name (its regions are `bzt.<name>`, `bzn.<name>`, PMwCAS instance `bz.<name>`).
 pub const TREE_NAME_MAX: usize = 14;
+/// Most trees in one forest ([`BzTreeOptions::trees`]).
+pub const TREES_MAX: u32 = 4096;
 
 /// How a tree is shaped. Defaults: name `"index"`, 1 KiB nodes, keys up to 64 bytes, 4096
 /// nodes, 1024 descriptors, 64 threads.
@@ -24,6 +26,11 @@ pub struct BzTreeOptions {
     pub descriptors: u32,
     /// Most threads using the tree at once.
     pub max_threads: usize,
+    /// Trees sharing this PMwCAS instance, node pool and header (a [`crate::BzForest`]):
+    /// fixed at creation, at most [`TREES_MAX`]. One pool region set serves them all, so a
+    /// user with many trees (one per subtable generation) does not run out of the pool's
+    /// regions.
+    pub trees: u32,
     /// Finished PMwCAS operations that accumulate before reclamation runs.
     pub reclaim_batch: usize,
     #[doc(hidden)]
@@ -41,6 +48,7 @@ impl Default for BzTreeOptions {
             nodes: 4096,
             descriptors: 1024,
             max_threads: 64,
+            trees: 1,
             reclaim_batch: 16,
             mutation: None,
             pmwcas_mutation: None,
@@ -92,6 +100,9 @@ impl BzTreeOptions {
         }
         if self.nodes < 8 {
             return bad(format!("nodes {} < 8", self.nodes));
+        }
+        if !(1..=TREES_MAX).contains(&self.trees) {
+            return bad(format!("trees {}: 1 to {TREES_MAX}", self.trees));
         }
         if self.descriptors < 16 {
             return bad(format!("descriptors {} < 16", self.descriptors));

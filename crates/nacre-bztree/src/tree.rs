@@ -31,8 +31,8 @@ use nacre_pmwcas::{
 
 use crate::error::{corrupt, BzError, Result};
 use crate::layout::{
-    decode_epoch, epoch_word, header_crc, shape_word, Kind, Meta, EPOCH_AT, HEADER_CRC_AT, ROOT_AT,
-    SHAPE_AT, TREE_HEADER_LEN, TREE_MAGIC,
+    decode_epoch, epoch_word, header_crc, header_len, root_at, shape_word, Kind, Meta, EPOCH_AT,
+    HEADER_CRC_AT, SHAPE_AT, TREES_AT, TREE_MAGIC,
 };
 use crate::node::NodeView;
 use crate::options::{BzMutation, BzTreeOptions};
@@ -71,7 +71,8 @@ pub struct OpenStats {
     pub pmwcas: RecoveryStats,
     /// The index epoch of this incarnation.
     pub epoch: u32,
-    /// Whether the tree was created by this open.
+    /// Whether the tree was created by this open ([`BzTree::open`]; always false from
+    /// [`BzForest::open`], whose [`BzForest::tree`] says it per tree).
     pub created: bool,
     /// Wall time of the whole open.
     pub elapsed: Duration,
@@ -98,24 +99,49 @@ pub(crate) struct Counters {
     pub root_collapses: AtomicU64,
 }
 
-/// A latch-free B+-tree in persistent memory (seed 002 §6.2-§6.5): byte-string keys to u64
-/// values below 2^61, every change a PMwCAS.
-pub struct BzTree {
+/// What the trees of one forest share: the pool, the PMwCAS instance and its node pool, the
+/// header, the shape and the index epoch (a [`BzTree`] dereferences to it).
+#[doc(hidden)]
+pub struct Shared {
     pub(crate) pool: Arc<Pool>,
     pub(crate) pm: Pmwcas,
     pub(crate) header: PmOffset,
-    pub(crate) root_word: PmOffset,
     pub(crate) node_size: u32,
     pub(crate) max_key: usize,
     pub(crate) epoch: u32,
     pub(crate) mutation: Option<BzMutation>,
+    trees: u32,
+}
+
+/// Trees that share one PMwCAS instance, one node pool and one header region (each tree a
+/// root word in it): `BzTreeOptions::trees` trees for three pool regions, however many.
+/// Open is PMwCAS recovery and an epoch bump for all of them at once.
+pub struct BzForest {
+    shared: Arc<Shared>,
+}
+
+/// A latch-free B+-tree in persistent memory (seed 002 §6.2-§6.5): byte-string keys to u64
+/// values below 2^61, every change a PMwCAS. One tree of a [`BzForest`]
+/// ([`BzTree::open`] opens a forest of its own).
+pub struct BzTree {
+    shared: Arc<Shared>,
+    pub(crate) root_word: PmOffset,
+    slot: u32,
     pub(crate) counters: Counters,
+}
+
+impl std::ops::Deref for BzTree {
+    type Target = Shared;
+    fn deref(&self) -> &Shared {
+        &self.shared
+    }
 }
 
 impl std::fmt::Debug for BzTree {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BzTree")
             .field("header", &self.header)
+            .field("slot", &self.slot)
             .field("node_size", &self.node_size)
             .field("epoch", &self.epoch)
             .finish()
@@ -126,10 +152,12 @@ fn header_corrupt(off: PmOffset, detail: String) -> BzError {
     corrupt("tree header", off.get(), detail)
 }
 
-impl BzTree {
-    /// Opens the tree `opts.name` on `halloc`'s pool, creating it on first use. Recovery is
-    /// PMwCAS recovery plus one epoch bump: its cost does not depend on the tree's size.
-    pub fn open(halloc: &Halloc, opts: &BzTreeOptions) -> Result<(BzTree, OpenStats)> {
+impl BzForest {
+    /// Opens the forest `opts.name` on `halloc`'s pool, creating it on first use. Recovery
+    /// is PMwCAS recovery plus one epoch bump: its cost depends neither on the trees' sizes
+    /// nor on their number. Trees are opened (and an empty one created) with
+    /// [`BzForest::tree`].
+    pub fn open(halloc: &Halloc, opts: &BzTreeOptions) -> Result<(BzForest, OpenStats)> {
         let start = Instant::now();
         opts.validate()?;
         let pool = halloc.pmem().clone();
@@ -148,35 +176,51 @@ impl BzTree {
         };
         let (pm, rstats) = Pmwcas::open_or_create(halloc, &pm_opts)?;
         let name = format!("bzt.{}", opts.name);
+        let trees = u64::from(opts.trees);
         let header = match pool.region(&name) {
+            Some(r) if r.len < header_len(opts.trees) => {
+                return Err(BzError::InvalidOptions(format!(
+                    "tree {} has a header of {} bytes, too small for the {trees} trees asked for",
+                    opts.name, r.len
+                )))
+            }
             Some(r) => r.offset,
-            None => pool.reserve_region(&name, TREE_HEADER_LEN, 64, 0)?.offset,
+            None => {
+                pool.reserve_region(&name, header_len(opts.trees), 64, 0)?
+                    .offset
+            }
         };
         let shape = shape_word(opts.node_size, opts.max_key_len);
         let magic = pool.load_u64(header);
         if magic != TREE_MAGIC {
             let s = pool.load_u64(header.add(SHAPE_AT));
+            let t = pool.load_u64(header.add(TREES_AT));
             let c = pool.load_u64(header.add(HEADER_CRC_AT));
-            let blank = s == 0 && c == 0;
-            let torn = s == shape && c == header_crc(TREE_MAGIC, shape);
+            let blank = s == 0 && t == 0 && c == 0;
+            let torn = s == shape && t == trees && c == header_crc(TREE_MAGIC, shape, trees);
             if magic != 0 || !(blank || torn) {
                 return Err(header_corrupt(header, format!("bad magic {magic:#x}")));
             }
             pool.store_u64(header.add(SHAPE_AT), shape);
-            pool.store_u64(header.add(HEADER_CRC_AT), header_crc(TREE_MAGIC, shape));
+            pool.store_u64(header.add(TREES_AT), trees);
+            pool.store_u64(
+                header.add(HEADER_CRC_AT),
+                header_crc(TREE_MAGIC, shape, trees),
+            );
             pool.store_u64(header.add(EPOCH_AT), epoch_word(0));
             pool.fence()?;
             pool.persist_u64(header, TREE_MAGIC)?;
-            tracing::info!(tree = %opts.name, "bztree formatted");
+            tracing::info!(tree = %opts.name, trees, "bztree formatted");
         } else {
             let s = pool.load_u64(header.add(SHAPE_AT));
+            let t = pool.load_u64(header.add(TREES_AT));
             let c = pool.load_u64(header.add(HEADER_CRC_AT));
-            if c != header_crc(TREE_MAGIC, s) {
+            if c != header_crc(TREE_MAGIC, s, t) {
                 return Err(header_corrupt(header, format!("checksum {c:#x} mismatch")));
             }
-            if s != shape {
+            if s != shape || t != trees {
                 return Err(BzError::InvalidOptions(format!(
-                    "tree {} has shape {s:#x}, options ask for {shape:#x}",
+                    "tree {} has shape {s:#x} and {t} trees, options ask for {shape:#x} and {trees}",
                     opts.name
                 )));
             }
@@ -191,44 +235,105 @@ impl BzTree {
             pool.persist_u64(header.add(EPOCH_AT), epoch_word(e))?;
             e
         };
-        let tree = BzTree {
+        let shared = Arc::new(Shared {
             pool,
             pm,
             header,
-            root_word: header.add(ROOT_AT),
             node_size: opts.node_size,
             max_key: opts.max_key_len,
             epoch,
             mutation: opts.mutation,
-            counters: Counters::default(),
-        };
-        let mut created = false;
-        let root = tree.word(tree.root_word)?;
-        if root == 0 {
-            let leaf = tree.new_node(Kind::Leaf, &[])?;
-            let mut d = tree.pm.descriptor()?;
-            if let Err(e) = d.add_with_policy(
-                tree.root_word,
-                0,
-                leaf.get(),
-                Policy::FreeNewOnFailure,
-                Some(tree.nodes()),
-            ) {
-                let _ = tree.nodes().abort(leaf);
-                return Err(e.into());
-            }
-            created = d.execute()?;
-        } else {
-            tree.node(root)?;
-        }
+            trees: opts.trees,
+        });
         let stats = OpenStats {
             pmwcas: rstats,
             epoch,
-            created,
+            created: false,
             elapsed: start.elapsed(),
         };
-        tracing::debug!(?stats, "bztree opened");
+        tracing::debug!(?stats, "bztree forest opened");
+        Ok((BzForest { shared }, stats))
+    }
+
+    /// Tree `slot` (below `BzTreeOptions::trees`), created empty if it has no root yet
+    /// (one PMwCAS installs its first leaf, T3); with whether this call created it.
+    pub fn tree(&self, slot: u32) -> Result<(BzTree, bool)> {
+        if let Some(tree) = self.existing(slot)? {
+            return Ok((tree, false));
+        }
+        let tree = BzTree {
+            shared: self.shared.clone(),
+            root_word: self.shared.header.add(root_at(slot)),
+            slot,
+            counters: Counters::default(),
+        };
+        let leaf = tree.new_node(Kind::Leaf, &[])?;
+        let mut d = tree.pm.descriptor()?;
+        if let Err(e) = d.add_with_policy(
+            tree.root_word,
+            0,
+            leaf.get(),
+            Policy::FreeNewOnFailure,
+            Some(tree.nodes()),
+        ) {
+            let _ = tree.nodes().abort(leaf);
+            return Err(e.into());
+        }
+        // Another thread may have created it meanwhile: then the fresh leaf goes back.
+        let created = d.execute()?;
+        Ok((tree, created))
+    }
+
+    /// Tree `slot` if it has been created (its root word is set), without creating it.
+    pub fn existing(&self, slot: u32) -> Result<Option<BzTree>> {
+        if slot >= self.shared.trees {
+            return Err(BzError::InvalidOptions(format!(
+                "tree {slot} of a forest of {}",
+                self.shared.trees
+            )));
+        }
+        let root_word = self.shared.header.add(root_at(slot));
+        let tree = BzTree {
+            shared: self.shared.clone(),
+            root_word,
+            slot,
+            counters: Counters::default(),
+        };
+        match tree.word(root_word)? {
+            0 => Ok(None),
+            root => {
+                tree.node(root)?;
+                Ok(Some(tree))
+            }
+        }
+    }
+
+    /// Trees this forest holds room for.
+    pub fn trees(&self) -> u32 {
+        self.shared.trees
+    }
+
+    /// The index epoch of this incarnation.
+    pub fn epoch(&self) -> u32 {
+        self.shared.epoch
+    }
+}
+
+impl BzTree {
+    /// Opens the tree `opts.name` on `halloc`'s pool, creating it on first use: tree 0 of a
+    /// forest of `opts.trees` trees (see [`BzForest::open`]).
+    pub fn open(halloc: &Halloc, opts: &BzTreeOptions) -> Result<(BzTree, OpenStats)> {
+        let start = Instant::now();
+        let (forest, mut stats) = BzForest::open(halloc, opts)?;
+        let (tree, created) = forest.tree(0)?;
+        stats.created = created;
+        stats.elapsed = start.elapsed();
         Ok((tree, stats))
+    }
+
+    /// This tree's slot in its forest.
+    pub fn slot(&self) -> u32 {
+        self.slot
     }
 
     pub(crate) fn nodes(&self) -> &NodePool {
@@ -269,9 +374,13 @@ impl BzTree {
         }
     }
 
-    /// Reclaims finished descriptors and closes. Dropping without `close` is safe.
+    /// Reclaims finished descriptors and, if no other tree of its forest is open, closes.
+    /// Dropping without `close` is safe.
     pub fn close(self) -> Result<()> {
-        Ok(self.pm.close()?)
+        match Arc::try_unwrap(self.shared) {
+            Ok(shared) => Ok(shared.pm.close()?),
+            Err(shared) => shared.pm.collect().map(|_| ()).map_err(Into::into),
+        }
     }
 
     fn check_key(&self, key: &[u8]) -> Result<()> {

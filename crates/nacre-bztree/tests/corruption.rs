@@ -133,9 +133,9 @@ fn flipped_key_bytes_are_detected_or_harmless() {
 #[test]
 fn a_flipped_tree_header_byte_fails_the_open_with_corrupt() {
     let (img, _, _, header) = image();
-    // Magic, shape, checksum and epoch words (the root word is PMwCAS's and is validated
-    // as a node pointer).
-    for at in (0..24).chain(32..40) {
+    // Magic, shape, checksum, epoch and tree count words (the root word is PMwCAS's and is
+    // validated as a node pointer).
+    for at in (0..24).chain(32..48) {
         let mut bad = img.clone();
         bad[(header + at) as usize] ^= 0x10;
         let pool = Arc::new(Pool::open_sim(bad, &pool_opts()).expect("pool"));

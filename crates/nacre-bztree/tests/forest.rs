@@ -1,0 +1,271 @@
+//! Forests: several trees sharing one PMwCAS instance, node pool and header. Operations on
+//! interleaved trees match one `BTreeMap` per tree; the node pool's committed set is exactly
+//! the union of the trees' reachable nodes; and a power failure at any fence of a workload
+//! that creates a tree and works on three keeps every tree at the state before or after the
+//! interrupted operation.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use common::*;
+use nacre_bztree::{BzError, BzForest, BzMutation, BzTree, BzTreeOptions};
+use nacre_halloc::Halloc;
+use nacre_pmem::{CrashPolicy, Pool, SplitMix64};
+
+type Model = BTreeMap<Vec<u8>, u64>;
+
+fn fopts(trees: u32) -> BzTreeOptions {
+    BzTreeOptions {
+        node_size: 512,
+        max_key_len: 9,
+        trees,
+        ..options()
+    }
+}
+
+fn open_forest(pool: &Arc<Pool>, opts: &BzTreeOptions) -> nacre_bztree::Result<BzForest> {
+    let halloc = Halloc::open(pool.clone())?;
+    Ok(BzForest::open(&halloc, opts)?.0)
+}
+
+/// Every tree of the forest that exists, with its contents; the structural check of each,
+/// and the committed node set against the union of reachable ones.
+fn check_forest(f: &BzForest) -> Result<Vec<Option<Model>>, String> {
+    let mut out = Vec::new();
+    let mut reachable = BTreeSet::new();
+    let mut any: Option<BzTree> = None;
+    for slot in 0..f.trees() {
+        match f.existing(slot).map_err(|e| format!("tree {slot}: {e}"))? {
+            Some(t) => {
+                let c = t.check().map_err(|e| format!("check {slot}: {e}"))?;
+                for n in &c.nodes {
+                    if !reachable.insert(n.get()) {
+                        return Err(format!("node {:#x} reachable from two trees", n.get()));
+                    }
+                }
+                out.push(Some(try_contents(&t)?));
+                any = Some(t);
+            }
+            None => out.push(None),
+        }
+    }
+    if let Some(t) = any {
+        for _ in 0..8 {
+            t.pmwcas().collect().map_err(|e| format!("collect: {e}"))?;
+        }
+        let committed: BTreeSet<u64> = t.node_pool().committed().iter().map(|o| o.get()).collect();
+        if committed != reachable {
+            return Err(format!(
+                "committed nodes differ from the trees' reachable ones: leaked {:x?}, freed {:x?}",
+                committed.difference(&reachable).collect::<Vec<_>>(),
+                reachable.difference(&committed).collect::<Vec<_>>()
+            ));
+        }
+    }
+    Ok(out)
+}
+
+#[test]
+fn interleaved_trees_match_their_models_and_share_nodes_without_mixing() {
+    let pool = new_pool(8 << 20);
+    let opts = BzTreeOptions {
+        nodes: 4096,
+        ..fopts(5)
+    };
+    let f = open_forest(&pool, &opts).expect("open");
+    let trees: Vec<BzTree> = (0..4).map(|s| f.tree(s).expect("tree").0).collect();
+    let mut models = vec![Model::new(); 4];
+    let mut rng = SplitMix64::new(11);
+    for i in 0..16_000u64 {
+        let t = (rng.next_u64() % 4) as usize;
+        let k = key(rng.next_u64() % 700);
+        let v = rng.next_u64() >> 4;
+        match rng.next_u64() % 5 {
+            0..=2 => assert_eq!(
+                trees[t].upsert(&k, v).expect("upsert"),
+                models[t].insert(k, v)
+            ),
+            3 => assert_eq!(trees[t].delete(&k).expect("delete"), models[t].remove(&k)),
+            _ => assert_eq!(trees[t].get(&k).expect("get"), models[t].get(&k).copied()),
+        }
+        if i % 4000 == 0 {
+            check_forest(&f).expect("check");
+        }
+    }
+    let got = check_forest(&f).expect("check");
+    for (t, m) in models.iter().enumerate() {
+        assert_eq!(got[t].as_ref(), Some(m), "tree {t}");
+    }
+    assert_eq!(got[4], None, "tree 4 was never opened");
+    // A power failure that keeps nothing unflushed keeps every tree.
+    drop(trees);
+    drop(f);
+    let image = pool.sim().expect("sim").crash(CrashPolicy::KeepNone);
+    let pool = Arc::new(Pool::open_sim(image, &pool_opts()).expect("image"));
+    let f = open_forest(&pool, &opts).expect("reopen");
+    let got = check_forest(&f).expect("check after reopen");
+    for (t, m) in models.iter().enumerate() {
+        assert_eq!(got[t].as_ref(), Some(m), "tree {t} after reopen");
+    }
+    // The shape, tree count included, is fixed at creation.
+    for trees in [4, 6] {
+        let other = BzTreeOptions {
+            trees,
+            ..opts.clone()
+        };
+        assert!(matches!(
+            open_forest(&pool, &other),
+            Err(BzError::InvalidOptions(_))
+        ));
+    }
+    assert!(matches!(f.tree(5), Err(BzError::InvalidOptions(_))));
+}
+
+const OPS: u64 = 90;
+
+/// One step of the torture's workload: op 10 creates tree 1, the others work trees 0, 2 and
+/// (once it exists) 1 in turn, mostly upserts, some deletes.
+fn step(f: &BzForest, ms: &mut [Model], rng: &mut SplitMix64, op: u64) -> Result<(), String> {
+    if op == 10 {
+        f.tree(1).map_err(|e| format!("create: {e}"))?;
+        ms[1] = Model::new();
+        return Ok(());
+    }
+    let t = if op < 10 {
+        [0, 2][op as usize % 2]
+    } else {
+        (op % 3) as usize
+    };
+    let tree = f.tree(t as u32).map_err(|e| e.to_string())?.0;
+    let k = key(rng.next_u64() % 60);
+    let v = rng.next_u64() >> 4;
+    if rng.next_u64() % 4 == 0 {
+        let got = tree.delete(&k).map_err(|e| e.to_string())?;
+        if got != ms[t].remove(&k) {
+            return Err(format!("delete {k:?} on tree {t}: {got:?}"));
+        }
+    } else {
+        let got = tree.upsert(&k, v).map_err(|e| e.to_string())?;
+        if got != ms[t].insert(k.clone(), v) {
+            return Err(format!("upsert {k:?} on tree {t}: {got:?}"));
+        }
+    }
+    Ok(())
+}
+
+/// The state of the three trees after each op (`None`: tree 1 not created yet).
+type States = Vec<Vec<Option<Model>>>;
+
+fn run(
+    base: &[u8],
+    start: &[Model],
+    seed: u64,
+    fail_at: Option<u64>,
+    opts: &BzTreeOptions,
+) -> (Arc<Pool>, u64, States, Option<usize>) {
+    let pool = Arc::new(Pool::open_sim(base.to_vec(), &pool_opts()).expect("image"));
+    let f = open_forest(&pool, opts).expect("open");
+    let sim = pool.sim().expect("sim");
+    let first = sim.fence_count();
+    if let Some(n) = fail_at {
+        sim.stop_at_fence(first + n);
+    }
+    let mut ms = start.to_vec();
+    let snapshot = |ms: &[Model], op: u64| -> Vec<Option<Model>> {
+        ms.iter()
+            .enumerate()
+            .map(|(t, m)| (t != 1 || op > 10).then(|| m.clone()))
+            .collect()
+    };
+    let mut states = vec![snapshot(&ms, 0)];
+    let mut rng = SplitMix64::new(seed);
+    let mut interrupted = None;
+    for op in 0..OPS {
+        let was = sim.is_stopped();
+        step(&f, &mut ms, &mut rng, op).unwrap_or_else(|e| panic!("workload: {e}"));
+        states.push(snapshot(&ms, op + 1));
+        if !was && sim.is_stopped() {
+            interrupted = Some(op as usize);
+        }
+    }
+    let fences = sim.fence_count() - first;
+    drop(f);
+    (pool, fences, states, interrupted)
+}
+
+/// Power failures at `crashes` fences of the workload (run with `opts`); the first that
+/// leaves a tree at neither side of its operation, or breaks the node accounting.
+fn torture(crashes: u64, opts: &BzTreeOptions) -> Result<(), String> {
+    let base = {
+        let pool = new_pool(POOL_SIZE);
+        let f = open_forest(&pool, &fopts(3)).expect("open");
+        for slot in [0, 2] {
+            let t = f.tree(slot).expect("tree").0;
+            for i in 0..20 {
+                t.upsert(&key(i * 3), i).expect("upsert");
+            }
+        }
+        drop(f);
+        pool.sim().expect("sim").crash(CrashPolicy::KeepNone)
+    };
+    let start: Vec<Model> = (0..3)
+        .map(|t| {
+            if t == 1 {
+                Model::new()
+            } else {
+                (0..20).map(|i| (key(i * 3), i)).collect()
+            }
+        })
+        .collect();
+    let seeds = 4;
+    let full: Vec<u64> = (0..seeds)
+        .map(|s| run(&base, &start, s, None, opts).1)
+        .collect();
+    eprintln!("fences per workload: {full:?}");
+    for n in 0..crashes {
+        let seed = n % seeds;
+        let at = 1 + (n * 7919 / seeds) % full[seed as usize];
+        let (pool, _, states, interrupted) = run(&base, &start, seed, Some(at), opts);
+        let policy = match n % 3 {
+            0 => CrashPolicy::KeepNone,
+            1 => CrashPolicy::KeepAll,
+            _ => CrashPolicy::KeepRandom { seed: n, keep: 0.5 },
+        };
+        let image = pool.sim().expect("sim").crash(policy);
+        let pool = Arc::new(Pool::open_sim(image, &pool_opts()).map_err(|e| e.to_string())?);
+        let clean = BzTreeOptions {
+            mutation: None,
+            ..opts.clone()
+        };
+        let f = open_forest(&pool, &clean).map_err(|e| format!("crash {n}: open: {e}"))?;
+        let got = check_forest(&f).map_err(|e| format!("crash {n} (fence {at}): {e}"))?;
+        let ok = match interrupted {
+            Some(op) => got == states[op] || got == states[op + 1],
+            None => Some(&got) == states.last(),
+        };
+        if !ok {
+            return Err(format!(
+                "crash {n} (fence {at}, seed {seed}): trees match neither side of op \
+                 {interrupted:?}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn power_failures_keep_every_tree_of_a_forest_whole() {
+    torture(400, &fopts(3)).unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[test]
+fn the_forest_torture_catches_nodes_linked_before_they_are_durable() {
+    let opts = BzTreeOptions {
+        mutation: Some(BzMutation::SkipNodeFlush),
+        ..fopts(3)
+    };
+    let e = torture(400, &opts).expect_err("the mutation went unnoticed");
+    eprintln!("caught: {e}");
+}
