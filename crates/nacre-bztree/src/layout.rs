@@ -338,6 +338,9 @@ pub const ROOT_AT: u64 = 24;
 pub const EPOCH_AT: u64 = 32;
 /// Offset of the tree count of a forest (covered by the header checksum).
 pub const TREES_AT: u64 = 40;
+/// Offset of the graveyard word: the root of a dropped tree whose nodes are still being
+/// freed (a PMwCAS target; 0 when no drop is in progress).
+pub const GRAVE_AT: u64 = 48;
 /// Offset of the root words of trees 1 and up (tree 0's is at [`ROOT_AT`]).
 pub const MORE_ROOTS_AT: u64 = 64;
 

@@ -32,7 +32,7 @@ use nacre_pmwcas::{
 use crate::error::{corrupt, BzError, Result};
 use crate::layout::{
     decode_epoch, epoch_word, header_crc, header_len, root_at, shape_word, Kind, Meta, EPOCH_AT,
-    HEADER_CRC_AT, SHAPE_AT, TREES_AT, TREE_MAGIC,
+    GRAVE_AT, HEADER_CRC_AT, SHAPE_AT, TREES_AT, TREE_MAGIC,
 };
 use crate::node::NodeView;
 use crate::options::{BzMutation, BzTreeOptions};
@@ -306,6 +306,90 @@ impl BzForest {
                 Ok(Some(tree))
             }
         }
+    }
+
+    /// Drops tree `slot`: detaches its root (one PMwCAS moves it from the tree's root word to
+    /// the forest's graveyard word, so the slot is empty at once and a later
+    /// [`BzForest::tree`] creates it anew), then frees its nodes (see
+    /// [`BzForest::finish_drop`]). False when the tree did not exist. No thread may use the
+    /// tree while it is dropped.
+    pub fn drop_tree(&self, slot: u32) -> Result<bool> {
+        let Some(tree) = self.existing(slot)? else {
+            return Ok(false);
+        };
+        // One drop at a time: finish any earlier one (a crash may have cut it).
+        self.finish_drop()?;
+        let root = tree.word(tree.root_word)?;
+        let mut d = tree.pm.descriptor()?;
+        d.add(tree.root_word, root, 0)?;
+        d.add(self.grave(), 0, root)?;
+        if !d.execute()? {
+            return Err(BzError::InvalidOptions(format!(
+                "tree {slot} changed while it was dropped"
+            )));
+        }
+        self.finish_drop()?;
+        Ok(true)
+    }
+
+    /// Frees the nodes of a dropped tree (the graveyard's), deepest first: each free is one
+    /// PMwCAS that clears the word pointing at a node with no children left (a leaf, or an
+    /// inner node whose child words are all cleared) and frees the node on success. A crash
+    /// leaves the cleared words cleared and the rest in place, so calling this again after
+    /// open finishes the drop, freeing every node exactly once. Returns the nodes freed.
+    pub fn finish_drop(&self) -> Result<u64> {
+        let sh = &self.shared;
+        let grave = self.grave();
+        let any = BzTree {
+            shared: sh.clone(),
+            root_word: grave,
+            slot: u32::MAX,
+            counters: Counters::default(),
+        };
+        let mut freed = 0;
+        loop {
+            let mut holder = grave;
+            let mut off = any.word(holder)?;
+            if off == 0 {
+                return Ok(freed);
+            }
+            // Down the first child still attached until a node has none.
+            for _ in 0..MAX_DEPTH {
+                let n = any.node(off)?;
+                if n.is_leaf() {
+                    break;
+                }
+                let mut child = None;
+                for i in 0..n.info.sorted {
+                    if let (_, Meta::Record { offset, .. }) = any.meta(&n, i)? {
+                        let word = PmOffset(n.off + u64::from(offset));
+                        let c = any.word(word)?;
+                        if c != 0 {
+                            child = Some((word, c));
+                            break;
+                        }
+                    }
+                }
+                match child {
+                    Some((word, c)) => (holder, off) = (word, c),
+                    None => break,
+                }
+            }
+            let mut d = any.pm.descriptor()?;
+            d.add_with_policy(holder, off, 0, Policy::FreeOldOnSuccess, Some(any.nodes()))?;
+            if !d.execute()? {
+                return Err(corrupt(
+                    "dropped tree",
+                    off,
+                    "a word of a dropped tree changed while it was freed".into(),
+                ));
+            }
+            freed += 1;
+        }
+    }
+
+    fn grave(&self) -> PmOffset {
+        self.shared.header.add(GRAVE_AT)
     }
 
     /// Trees this forest holds room for.

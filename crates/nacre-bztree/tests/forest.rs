@@ -1,8 +1,9 @@
 //! Forests: several trees sharing one PMwCAS instance, node pool and header. Operations on
 //! interleaved trees match one `BTreeMap` per tree; the node pool's committed set is exactly
 //! the union of the trees' reachable nodes; and a power failure at any fence of a workload
-//! that creates a tree and works on three keeps every tree at the state before or after the
-//! interrupted operation.
+//! that creates a tree, drops one and works on three keeps every tree at the state before or
+//! after the interrupted operation (a drop cut short is finished after open, freeing every
+//! node once).
 
 mod common;
 
@@ -33,6 +34,8 @@ fn open_forest(pool: &Arc<Pool>, opts: &BzTreeOptions) -> nacre_bztree::Result<B
 /// Every tree of the forest that exists, with its contents; the structural check of each,
 /// and the committed node set against the union of reachable ones.
 fn check_forest(f: &BzForest) -> Result<Vec<Option<Model>>, String> {
+    // A drop a crash cut short is finished first (the graveyard's nodes are not a tree's).
+    f.finish_drop().map_err(|e| format!("finish_drop: {e}"))?;
     let mut out = Vec::new();
     let mut reachable = BTreeSet::new();
     let mut any: Option<BzTree> = None;
@@ -99,6 +102,25 @@ fn interleaved_trees_match_their_models_and_share_nodes_without_mixing() {
         assert_eq!(got[t].as_ref(), Some(m), "tree {t}");
     }
     assert_eq!(got[4], None, "tree 4 was never opened");
+    // Dropping a tree gives every node of it back and leaves the others as they were.
+    let free_before = trees[0].node_pool().free_count();
+    let used_by_3 = trees[3].check().expect("check").nodes.len() as u64;
+    assert!(used_by_3 > 10, "{used_by_3}");
+    assert!(f.drop_tree(3).expect("drop"));
+    assert!(!f.drop_tree(4).expect("drop an absent tree"));
+    for _ in 0..4 {
+        trees[0].pmwcas().collect().expect("collect");
+    }
+    assert_eq!(trees[0].node_pool().free_count(), free_before + used_by_3);
+    let got = check_forest(&f).expect("check after the drop");
+    assert_eq!(got[3], None);
+    for (t, m) in models.iter().enumerate().take(3) {
+        assert_eq!(got[t].as_ref(), Some(m), "tree {t} after the drop");
+    }
+    // The slot takes a new, empty tree.
+    let (t3, created) = f.tree(3).expect("tree 3 again");
+    assert!(created && t3.get(&key(1)).expect("get").is_none());
+    models[3].clear();
     // A power failure that keeps nothing unflushed keeps every tree.
     drop(trees);
     drop(f);
@@ -125,12 +147,23 @@ fn interleaved_trees_match_their_models_and_share_nodes_without_mixing() {
 
 const OPS: u64 = 90;
 
-/// One step of the torture's workload: op 10 creates tree 1, the others work trees 0, 2 and
-/// (once it exists) 1 in turn, mostly upserts, some deletes.
-fn step(f: &BzForest, ms: &mut [Model], rng: &mut SplitMix64, op: u64) -> Result<(), String> {
+/// The trees' models (`None`: the tree does not exist).
+type Models = Vec<Option<Model>>;
+
+/// One step of the torture's workload: op 10 creates tree 1, op 60 drops tree 2 (the next
+/// op on it creates it anew and does nothing more), the others work trees 0, 2 and (once it exists) 1 in turn,
+/// mostly upserts, some deletes.
+fn step(f: &BzForest, ms: &mut Models, rng: &mut SplitMix64, op: u64) -> Result<(), String> {
     if op == 10 {
         f.tree(1).map_err(|e| format!("create: {e}"))?;
-        ms[1] = Model::new();
+        ms[1] = Some(Model::new());
+        return Ok(());
+    }
+    if op == 60 {
+        let had = f.drop_tree(2).map_err(|e| format!("drop: {e}"))?;
+        if !had || ms[2].take().is_none() {
+            return Err("tree 2 was not there to drop".into());
+        }
         return Ok(());
     }
     let t = if op < 10 {
@@ -139,28 +172,33 @@ fn step(f: &BzForest, ms: &mut [Model], rng: &mut SplitMix64, op: u64) -> Result
         (op % 3) as usize
     };
     let tree = f.tree(t as u32).map_err(|e| e.to_string())?.0;
+    let Some(m) = ms[t].as_mut() else {
+        // A dropped tree: this op created it anew (one PMwCAS), and does nothing else.
+        ms[t] = Some(Model::new());
+        return Ok(());
+    };
     let k = key(rng.next_u64() % 60);
     let v = rng.next_u64() >> 4;
     if rng.next_u64() % 4 == 0 {
         let got = tree.delete(&k).map_err(|e| e.to_string())?;
-        if got != ms[t].remove(&k) {
+        if got != m.remove(&k) {
             return Err(format!("delete {k:?} on tree {t}: {got:?}"));
         }
     } else {
         let got = tree.upsert(&k, v).map_err(|e| e.to_string())?;
-        if got != ms[t].insert(k.clone(), v) {
+        if got != m.insert(k.clone(), v) {
             return Err(format!("upsert {k:?} on tree {t}: {got:?}"));
         }
     }
     Ok(())
 }
 
-/// The state of the three trees after each op (`None`: tree 1 not created yet).
-type States = Vec<Vec<Option<Model>>>;
+/// The trees after each op.
+type States = Vec<Models>;
 
 fn run(
     base: &[u8],
-    start: &[Model],
+    start: &Models,
     seed: u64,
     fail_at: Option<u64>,
     opts: &BzTreeOptions,
@@ -172,20 +210,14 @@ fn run(
     if let Some(n) = fail_at {
         sim.stop_at_fence(first + n);
     }
-    let mut ms = start.to_vec();
-    let snapshot = |ms: &[Model], op: u64| -> Vec<Option<Model>> {
-        ms.iter()
-            .enumerate()
-            .map(|(t, m)| (t != 1 || op > 10).then(|| m.clone()))
-            .collect()
-    };
-    let mut states = vec![snapshot(&ms, 0)];
+    let mut ms = start.clone();
+    let mut states = vec![ms.clone()];
     let mut rng = SplitMix64::new(seed);
     let mut interrupted = None;
     for op in 0..OPS {
         let was = sim.is_stopped();
         step(&f, &mut ms, &mut rng, op).unwrap_or_else(|e| panic!("workload: {e}"));
-        states.push(snapshot(&ms, op + 1));
+        states.push(ms.clone());
         if !was && sim.is_stopped() {
             interrupted = Some(op as usize);
         }
@@ -210,14 +242,8 @@ fn torture(crashes: u64, opts: &BzTreeOptions) -> Result<(), String> {
         drop(f);
         pool.sim().expect("sim").crash(CrashPolicy::KeepNone)
     };
-    let start: Vec<Model> = (0..3)
-        .map(|t| {
-            if t == 1 {
-                Model::new()
-            } else {
-                (0..20).map(|i| (key(i * 3), i)).collect()
-            }
-        })
+    let start: Models = (0..3)
+        .map(|t| (t != 1).then(|| (0..20).map(|i| (key(i * 3), i)).collect()))
         .collect();
     let seeds = 4;
     let full: Vec<u64> = (0..seeds)
