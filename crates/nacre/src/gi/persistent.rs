@@ -32,7 +32,7 @@
 
 use std::ops::Bound;
 
-use nacre_bztree::{BzError, BzTree, BzTreeOptions};
+use nacre_bztree::{BzError, BzForest, BzTree, BzTreeOptions};
 use nacre_halloc::Halloc;
 use nacre_pmem::PmOffset;
 
@@ -186,9 +186,34 @@ fn ghosts_after(count: u64, delta: i64) -> u64 {
 }
 
 impl PersistentIndex {
-    /// Opens (or creates) the index named `name` on `halloc`'s pool with room for `nodes`
-    /// nodes of `node_size` bytes, for user keys up to `max_key` bytes without zero bytes
-    /// (each zero byte takes one more).
+    /// The options of a forest whose trees hold indexes of user keys up to `max_key` bytes
+    /// without zero bytes (each zero byte takes one more): `trees` trees of `node_size`-byte
+    /// nodes, `nodes` of them in all.
+    pub fn forest_options(
+        name: &str,
+        trees: u32,
+        node_size: u32,
+        nodes: u64,
+        max_key: usize,
+    ) -> BzTreeOptions {
+        BzTreeOptions {
+            name: name.into(),
+            node_size,
+            max_key_len: max_key + KEY_EXTRA,
+            nodes,
+            trees,
+            ..BzTreeOptions::default()
+        }
+    }
+
+    /// The index in tree `slot` of `forest` (created empty on first use).
+    pub fn in_forest(forest: &BzForest, slot: u32) -> Result<PersistentIndex> {
+        let (tree, _) = forest.tree(slot).map_err(index_error)?;
+        Ok(PersistentIndex { tree })
+    }
+
+    /// Opens (or creates) the index named `name` on `halloc`'s pool: the one tree of a
+    /// forest of its own (see [`PersistentIndex::forest_options`]).
     pub fn open(
         halloc: &Halloc,
         name: &str,
@@ -196,13 +221,7 @@ impl PersistentIndex {
         nodes: u64,
         max_key: usize,
     ) -> Result<PersistentIndex> {
-        let opts = BzTreeOptions {
-            name: name.into(),
-            node_size,
-            max_key_len: max_key + KEY_EXTRA,
-            nodes,
-            ..BzTreeOptions::default()
-        };
+        let opts = Self::forest_options(name, 1, node_size, nodes, max_key);
         let (tree, _) = BzTree::open(halloc, &opts).map_err(index_error)?;
         Ok(PersistentIndex { tree })
     }

@@ -398,3 +398,38 @@ fn a_flipped_value_in_the_pool_reads_as_corruption() {
         Err(Error::Corrupt { .. })
     ));
 }
+
+#[test]
+fn indexes_in_one_forest_stay_apart_and_a_dropped_one_goes() {
+    let pool = sim_pool(8 << 20);
+    let halloc = Halloc::open(pool.clone()).expect("halloc");
+    let opts = PersistentIndex::forest_options("gis", 4, 512, 2048, 16);
+    let (forest, _) = nacre_bztree::BzForest::open(&halloc, &opts).expect("forest");
+    let a = PersistentIndex::in_forest(&forest, 0).expect("a");
+    let b = PersistentIndex::in_forest(&forest, 3).expect("b");
+    for i in 0..300u64 {
+        let v = |at: u64| PmVersion {
+            seq: i + 1,
+            at: PmOffset(at),
+            tomb: false,
+            blob: false,
+        };
+        let key = format!("key{i}");
+        assert!(a.insert(key.as_bytes(), v(8 * (i + 1)), 0).expect("a"));
+        assert!(b.insert(key.as_bytes(), v(8 * (i + 1000)), 0).expect("b"));
+    }
+    assert_eq!(
+        a.get(b"key7", 100).expect("a").map(|v| v.at),
+        Some(PmOffset(64))
+    );
+    assert_eq!(
+        b.get(b"key7", 100).expect("b").map(|v| v.at),
+        Some(PmOffset(8 * 1007))
+    );
+    // A spilled generation's index is dropped whole; the other is untouched.
+    drop(b);
+    assert!(forest.drop_tree(3).expect("drop"));
+    let b = PersistentIndex::in_forest(&forest, 3).expect("b again");
+    assert_eq!(b.get(b"key7", 100).expect("b"), None);
+    assert_eq!(a.versions(b"key299").expect("a").0.len(), 1);
+}
