@@ -23,6 +23,7 @@ pub(crate) mod conn;
 pub(crate) mod glob;
 pub(crate) mod latency;
 pub(crate) mod lcs;
+pub(crate) mod listen;
 pub(crate) mod longdouble;
 pub(crate) mod notify;
 pub(crate) mod num;

@@ -5,12 +5,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
-use tokio::io::AsyncWriteExt;
-use tokio::net::TcpListener;
-
 use crate::config::Config;
-use crate::shared::{ClientInfo, Shared};
+use crate::shared::Shared;
 use crate::store::{self, Commits};
 
 /// Why the server could not start or stop cleanly.
@@ -156,24 +152,9 @@ pub async fn run(
             })
             .map_err(|e| ServerError::Other(e.to_string()))?
     };
-    let mut listeners = Vec::new();
-    let mut addrs = Vec::new();
-    if cfg.port != 0 || ready.is_some() {
-        for b in &cfg.bind {
-            let host = b.trim_start_matches('-');
-            let addr = format!("{host}:{}", cfg.port);
-            let l = TcpListener::bind(&addr)
-                .await
-                .map_err(|source| ServerError::Listen {
-                    addr: addr.clone(),
-                    source,
-                })?;
-            if let Ok(a) = l.local_addr() {
-                addrs.push(a);
-            }
-            listeners.push(l);
-        }
-    }
+    let bound = crate::listen::bind(None, &cfg.bind, cfg.port, ready.is_some())
+        .map_err(|(addr, source)| ServerError::Listen { addr, source })?;
+    let addrs = bound.addrs();
     tracing::info!(
         "ready to accept connections on {} (started in {} ms)",
         addrs
@@ -193,28 +174,12 @@ pub async fn run(
     if let Some(r) = ready {
         let _ = r.send(addrs.clone());
     }
-    let tasks: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>> = Arc::new(Mutex::new(Vec::new()));
     let trimmer = tokio::spawn(crate::conn::trim_cron(shared.clone()));
     let backlog = tokio::spawn(crate::repl::backlog_cron(shared.clone()));
-    let mut accepters = Vec::new();
-    for l in listeners {
-        let sh = shared.clone();
-        let tasks = tasks.clone();
-        accepters.push(tokio::spawn(async move {
-            loop {
-                let Ok((stream, peer)) = l.accept().await else {
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    continue;
-                };
-                accept(&sh, stream, peer, &tasks).await;
-            }
-        }));
-    }
+    crate::listen::install(&shared, bound).map_err(|e| ServerError::Other(e.to_string()))?;
     wait_for_shutdown(&shared).await;
     tracing::info!("shutting down: closing clients, finishing commits");
-    for a in &accepters {
-        a.abort();
-    }
+    let accepters = crate::listen::stop(&shared);
     trimmer.abort();
     let _ = trimmer.await;
     backlog.abort();
@@ -224,7 +189,7 @@ pub async fn run(
     }
     // One deadline for all of them: a client stuck in a script that never ends (or any
     // task that never yields) must not hold the shutdown, however many there are.
-    let handles: Vec<_> = tasks.lock().drain(..).collect();
+    let handles: Vec<_> = shared.client_tasks.lock().drain(..).collect();
     let deadline = tokio::time::Instant::now() + CLIENTS_FINISH;
     let mut unfinished = 0usize;
     for h in handles {
@@ -298,36 +263,4 @@ async fn wait_for_shutdown(shared: &Shared) {
         _ = shared.shutdown.notified() => {}
         _ = sig => tracing::info!("received a signal to stop"),
     }
-}
-
-async fn accept(
-    shared: &Arc<Shared>,
-    mut stream: tokio::net::TcpStream,
-    peer: std::net::SocketAddr,
-    tasks: &Mutex<Vec<tokio::task::JoinHandle<()>>>,
-) {
-    let max = shared.config.read().maxclients as usize;
-    let full = shared.clients.lock().len() >= max;
-    if full {
-        shared.counters.rejected.fetch_add(1, Ordering::Relaxed);
-        let _ = stream
-            .write_all(b"-ERR max number of clients reached\r\n")
-            .await;
-        return;
-    }
-    shared.counters.connections.fetch_add(1, Ordering::Relaxed);
-    let id = shared.next_client.fetch_add(1, Ordering::Relaxed);
-    let info = Arc::new(ClientInfo {
-        addr: peer.to_string(),
-        laddr: stream
-            .local_addr()
-            .map(|a| a.to_string())
-            .unwrap_or_default(),
-        ..ClientInfo::detached(id)
-    });
-    shared.clients.lock().insert(id, info.clone());
-    let h = tokio::spawn(crate::conn::serve(shared.clone(), stream, info));
-    let mut t = tasks.lock();
-    t.retain(|h| !h.is_finished());
-    t.push(h);
 }

@@ -325,6 +325,12 @@ pub struct Shared {
     pub scripts: crate::script::Scripts,
     /// Function libraries.
     pub functions: crate::script::functions::Functions,
+    /// The accept loops of the listeners in use (`listen.rs`, L1).
+    pub accepters: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// Every client's task (`listen.rs`, L2).
+    pub client_tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// The sockets listened on, by the address asked for (`listen.rs`, L1).
+    pub listening: Mutex<Vec<(String, std::net::TcpListener)>>,
 }
 
 impl Shared {
@@ -370,6 +376,9 @@ impl Shared {
             tracking: Default::default(),
             pause: Mutex::new(None),
             unpaused: Notify::new(),
+            accepters: Mutex::new(Vec::new()),
+            client_tasks: Mutex::new(Vec::new()),
+            listening: Mutex::new(Vec::new()),
         }
         .with_password()
     }

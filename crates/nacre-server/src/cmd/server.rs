@@ -576,11 +576,20 @@ pub fn config(shared: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
                         }
                         _ => Err("argument couldn't be parsed into an integer".to_string()),
                     },
-                    // Fixed at start (where the server listens and stores); setting one to
-                    // the value it has changes nothing and is accepted, as Redis accepts
-                    // `port` and `bind` unchanged.
-                    "port" | "bind" | "dir" | "databases" | "pmem-size" | "pmem-backend"
-                    | "disk-dir" | "gi-size-limit" | "logfile" | "io-threads" => {
+                    // Where the server listens: the new sockets are bound once every
+                    // parameter is read, before anything is committed (below).
+                    "port" | "bind" => {
+                        let words: Vec<String> = nacre_resp::split_args(&pair[1])
+                            .unwrap_or_default()
+                            .iter()
+                            .map(|w| String::from_utf8_lossy(w).into_owned())
+                            .collect();
+                        cfg.set(&name, &words)
+                    }
+                    // Fixed at start (where the server stores); setting one to the value it
+                    // has changes nothing and is accepted.
+                    "dir" | "databases" | "pmem-size" | "pmem-backend" | "disk-dir"
+                    | "gi-size-limit" | "logfile" | "io-threads" => {
                         if cfg.get(&name).as_deref() == Some(val.as_str()) {
                             Ok(())
                         } else {
@@ -621,6 +630,32 @@ pub fn config(shared: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
                         "CONFIG SET failed (possibly related to argument '{name}') - {why}"
                     )));
                 }
+            }
+            // As Redis: a port or address that cannot be bound fails the whole CONFIG SET,
+            // and nothing of it is applied; the old listeners serve on.
+            let rebind = {
+                let now = shared.config.read();
+                (now.port != cfg.port || now.bind != cfg.bind).then(|| now.port != cfg.port)
+            };
+            if let Some(port_changed) = rebind {
+                let (name, why) = if port_changed {
+                    ("port", "Unable to listen on this port")
+                } else {
+                    ("bind", "Failed to bind to specified addresses.")
+                };
+                let failed = |e: String| {
+                    reply(err(format!(
+                        "CONFIG SET failed (possibly related to argument '{name}') - {why}: {e}"
+                    )))
+                };
+                let bound = match crate::listen::bind(Some(shared), &cfg.bind, cfg.port, false) {
+                    Ok(b) => b,
+                    Err((addr, e)) => return failed(format!("{addr}: {e}")),
+                };
+                if let Err(e) = crate::listen::install(&shared.handle(), bound) {
+                    return failed(e.to_string());
+                }
+                tracing::info!(port = cfg.port, bind = ?cfg.bind, "listening anew (CONFIG SET)");
             }
             shared
                 .notify
