@@ -166,3 +166,41 @@ fn a_call_of_thousands_of_arguments_runs_on_a_fresh_interpreter_and_after_errors
         .unwrap();
     assert_eq!(n, 2 * 7999);
 }
+
+/// `INFO memory` counts cached scripts and function libraries, as Redis 7.0's does (its
+/// suite's "SCRIPTING FLUSH ASYNC" reads `number_of_cached_scripts`).
+#[test]
+fn info_memory_counts_scripts_and_functions() {
+    let s = common::Server::start(&[]);
+    let mut c = s.conn();
+    let field = |c: &mut redis::Connection, name: &str| -> String {
+        let info = common::text(&common::q(c, &["INFO", "memory"]));
+        info.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}:")))
+            .unwrap_or_else(|| panic!("no {name} in {info}"))
+            .trim()
+            .to_string()
+    };
+    assert_eq!(field(&mut c, "number_of_cached_scripts"), "0");
+    for j in 0..7 {
+        common::q(&mut c, &["SCRIPT", "LOAD", &format!("return {j}")]);
+    }
+    common::q(&mut c, &["EVAL", "return 'x'", "0"]);
+    assert_eq!(field(&mut c, "number_of_cached_scripts"), "8");
+    assert!(
+        field(&mut c, "used_memory_scripts_eval")
+            .parse::<u64>()
+            .unwrap()
+            >= 8 * 8
+    );
+    common::q(&mut c, &["SCRIPT", "FLUSH", "ASYNC"]);
+    assert_eq!(field(&mut c, "number_of_cached_scripts"), "0");
+    let lib = "#!lua name=mylib\nredis.register_function('f1', function() return 1 end)\nredis.register_function('f2', function() return 2 end)";
+    common::q(&mut c, &["FUNCTION", "LOAD", lib]);
+    assert_eq!(field(&mut c, "number_of_libraries"), "1");
+    assert_eq!(field(&mut c, "number_of_functions"), "2");
+    assert_eq!(
+        field(&mut c, "used_memory_functions"),
+        lib.len().to_string()
+    );
+}

@@ -327,8 +327,10 @@ pub fn info_text(shared: &Shared, sections: &[String]) -> String {
         let rss = resident();
         let keys: u64 = (0..store.databases()).map(|d| store.dbsize(d) as u64).sum();
         let per_key = rss.anon.checked_div(keys).unwrap_or(0);
+        let (scripts, script_bytes) = shared.scripts.cached();
+        let (libraries, functions, library_bytes) = shared.functions.counts();
         out.push_str(&format!(
-            "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{}\r\nused_memory_rss_human:{}\r\nmaxmemory:{total}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:noeviction\r\nmem_not_counted_for_evict:0\r\nmem_allocator:mimalloc\r\nnacre_dram_bytes:{}\r\nnacre_dram_human:{}\r\nnacre_dram_bytes_per_key:{per_key}\r\nnacre_mapped_resident_bytes:{}\r\nlazyfree_pending_objects:{}\r\nlazyfreed_objects:{}\r\n\r\n",
+            "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{}\r\nused_memory_rss_human:{}\r\nmaxmemory:{total}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:noeviction\r\nmem_not_counted_for_evict:0\r\nmem_allocator:mimalloc\r\nnacre_dram_bytes:{}\r\nnacre_dram_human:{}\r\nnacre_dram_bytes_per_key:{per_key}\r\nnacre_mapped_resident_bytes:{}\r\nused_memory_scripts_eval:{script_bytes}\r\nnumber_of_cached_scripts:{scripts}\r\nnumber_of_functions:{functions}\r\nnumber_of_libraries:{libraries}\r\nused_memory_functions:{library_bytes}\r\nused_memory_scripts:{}\r\nlazyfree_pending_objects:{}\r\nlazyfreed_objects:{}\r\n\r\n",
             human(used),
             rss.total,
             human(rss.total),
@@ -336,6 +338,7 @@ pub fn info_text(shared: &Shared, sections: &[String]) -> String {
             rss.anon,
             human(rss.anon),
             rss.total.saturating_sub(rss.anon),
+            script_bytes + library_bytes,
             store.gc_pending.load(Ordering::Relaxed),
             store.gc_objects.load(Ordering::Relaxed),
         ));

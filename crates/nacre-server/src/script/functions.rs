@@ -239,6 +239,14 @@ impl Functions {
         self.generation.load(Ordering::Acquire)
     }
 
+    /// Libraries, functions, and the bytes of the libraries' code (`INFO memory`).
+    pub fn counts(&self) -> (usize, usize, usize) {
+        let st = self.state.lock();
+        let functions = st.libs.values().map(|l| l.functions.len()).sum();
+        let bytes = st.libs.values().map(|l| l.code.len()).sum();
+        (st.libs.len(), functions, bytes)
+    }
+
     /// The library and registration of function `name`.
     pub fn find(&self, name: &str) -> Option<(Arc<Library>, Registered)> {
         self.state.lock().function(name)
@@ -517,9 +525,8 @@ fn restore(shared: &Shared, args: &[Vec<u8>]) -> Reply {
 
 /// `FUNCTION STATS`.
 fn stats(shared: &Shared) -> Reply {
-    let st = shared.functions.state.lock();
+    let (nlibs, nfns, _) = shared.functions.counts();
     let bulk = |s: &str| Reply::Bulk(s.as_bytes().to_vec());
-    let nfns: usize = st.libs.values().map(|l| l.functions.len()).sum();
     Reply::Map(vec![
         (bulk("running_script"), shared.scripts.running_reply()),
         (
@@ -527,10 +534,7 @@ fn stats(shared: &Shared) -> Reply {
             Reply::Map(vec![(
                 bulk("LUA"),
                 Reply::Map(vec![
-                    (
-                        bulk("libraries_count"),
-                        Reply::Integer(st.libs.len() as i64),
-                    ),
+                    (bulk("libraries_count"), Reply::Integer(nlibs as i64)),
                     (bulk("functions_count"), Reply::Integer(nfns as i64)),
                 ]),
             )]),

@@ -208,6 +208,12 @@ impl Scripts {
         Ok(s)
     }
 
+    /// Scripts cached, and the bytes of their text (`INFO memory`).
+    pub fn cached(&self) -> (usize, usize) {
+        let c = self.cache.lock();
+        (c.len(), c.values().map(|s| s.body.len()).sum())
+    }
+
     /// The cached script of `sha` (either case).
     pub fn get(&self, sha: &[u8]) -> Option<Arc<Script>> {
         let sha = String::from_utf8_lossy(sha).to_ascii_lowercase();
