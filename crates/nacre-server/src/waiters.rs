@@ -176,6 +176,7 @@ fn serve_one(shared: &Shared, db: usize, resp: u8, req: &Request, key: &[u8]) ->
         shared,
         resp,
         every_key: true,
+        script: false,
     };
     let out = attempt(&mut ctx, req, &[key.to_vec()]);
     match out {

@@ -276,3 +276,42 @@ fn the_script_cache_and_read_only_scripts() {
     d.check(&[b"GET", b"k"]);
     d.finish();
 }
+
+/// SORT of a set with a constant BY (or NOSORT-like) inside a script answers in ALPHA
+/// order, as Redis sorts what would otherwise come out in a set's arbitrary order; lists
+/// keep their own order.
+#[test]
+fn sort_by_a_constant_inside_a_script_is_ordered() {
+    let Some(mut d) = Diff::start("scripting-sort") else {
+        return;
+    };
+    d.script(&[
+        "SADD myset a b c d e f g h i l m n o p q r s t u v z aa aaa azz",
+        "RPUSH mylist z b a c",
+    ]);
+    eval(
+        &mut d,
+        "return redis.call('sort', KEYS[1], 'by', '_')",
+        &["myset"],
+        &[],
+    );
+    eval(
+        &mut d,
+        "return redis.call('sort', KEYS[1], 'by', '_', 'get', '#', 'get', '_:*')",
+        &["myset"],
+        &[],
+    );
+    eval(
+        &mut d,
+        "return redis.call('sort', KEYS[1], 'by', '_')",
+        &["mylist"],
+        &[],
+    );
+    eval(
+        &mut d,
+        "return redis.call('sort', KEYS[1], 'by', '_', 'desc')",
+        &["myset"],
+        &[],
+    );
+    d.finish();
+}

@@ -59,6 +59,9 @@ pub struct Ctx<'a, 's> {
     /// Whether the client's user may read every key (SORT's `BY` and `GET` patterns): false
     /// only for commands that may use patterns, run by a user who may not.
     pub every_key: bool,
+    /// Whether a script runs the command (`redis.call`): SORT then orders what it would
+    /// leave in a set's arbitrary order, as Redis does.
+    pub script: bool,
 }
 
 impl Ctx<'_, '_> {
@@ -467,7 +470,7 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
             if shared.notify_flags() != 0 && shared.pubsub.anyone() {
                 txn.record_events();
             }
-            let reply = run_key(cmd, &mut txn, client, shared, args);
+            let reply = run_key(cmd, &mut txn, client, shared, args, false);
             let raised = txn.take_raised(0);
             if cmd.flags.contains(Flags::BLOCKING) && matches!(reply, Reply::Nil) {
                 // Nothing to pop: park (outside MULTI; EXEC answers nil instead).
@@ -508,6 +511,7 @@ pub fn run_key(
     client: &Client,
     shared: &Shared,
     args: &[Vec<u8>],
+    script: bool,
 ) -> Reply {
     let Run::Key(f) = cmd.run else {
         return err("not a keyspace command");
@@ -521,6 +525,7 @@ pub fn run_key(
         shared,
         resp: client.resp,
         every_key,
+        script,
     };
     let (changes, propagated) = (ctx.txn.changes(), ctx.txn.propagated());
     let r = f(&mut ctx, args).unwrap_or_else(|e| e);

@@ -191,7 +191,7 @@ pub fn exec(shared: &Shared, client: &mut Client, _: &[Vec<u8>]) -> Outcome {
         };
         let r = match (in_txn, cmd.run) {
             (Some(r), _) => r,
-            (None, Run::Key(_)) => match run_key(cmd, &mut txn, client, shared, args) {
+            (None, Run::Key(_)) => match run_key(cmd, &mut txn, client, shared, args, false) {
                 // A blocking command with nothing to pop does not block in a transaction: it
                 // answers as if its timeout had passed.
                 Reply::Nil if cmd.flags.contains(Flags::BLOCKING) => Reply::NilArray,

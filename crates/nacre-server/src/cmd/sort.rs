@@ -185,8 +185,12 @@ fn generic(ctx: &mut Ctx, args: &[Vec<u8>], readonly: bool) -> CmdResult {
         None => Vec::new(),
         Some(m) => elements(ctx, key, m)?,
     };
-    // As Redis: a set stored unsorted would store an arbitrary order, so it is sorted.
-    if s.dontsort && meta.as_ref().is_some_and(|m| m.kind == Kind::Set) && s.store.is_some() {
+    // As Redis: a set stored, or handed to a script, unsorted would be in an arbitrary
+    // order, so it is sorted.
+    if s.dontsort
+        && meta.as_ref().is_some_and(|m| m.kind == Kind::Set)
+        && (s.store.is_some() || ctx.script)
+    {
         s.dontsort = false;
         s.alpha = true;
         s.by = None;

@@ -89,7 +89,7 @@ impl Ctx<'_, '_> {
             ));
         }
         let mark = self.txn.mark();
-        let r = run_key(cmd, self.txn, self.client, self.shared, args);
+        let r = run_key(cmd, self.txn, self.client, self.shared, args, true);
         // A blocking command does not block in a script: it answers as its timeout would.
         let r = match r {
             Reply::Nil if cmd.flags.contains(Flags::BLOCKING) => Reply::NilArray,
