@@ -348,10 +348,13 @@ pub fn parse_memory(s: &str) -> Option<u64> {
     digits.parse::<u64>().ok()?.checked_mul(mul)
 }
 
+/// A number in `lo..=hi`, refused with Redis's words: text that is not an integer, or an
+/// integer out of range (negative ones included).
 fn number(s: &str, lo: u64, hi: u64) -> Result<u64, String> {
-    match s.parse::<u64>() {
-        Ok(v) if (lo..=hi).contains(&v) => Ok(v),
-        _ => Err(format!("argument must be between {lo} and {hi} inclusive")),
+    match s.parse::<i128>() {
+        Ok(v) if (i128::from(lo)..=i128::from(hi)).contains(&v) => Ok(v as u64),
+        Ok(_) => Err(format!("argument must be between {lo} and {hi} inclusive")),
+        Err(_) => Err("argument couldn't be parsed into an integer".into()),
     }
 }
 
@@ -664,6 +667,8 @@ mod tests {
     fn bad_lines_are_refused_with_their_number_and_reason() {
         for (line, reason) in [
             ("port 70000", "between 0 and 65535"),
+            ("port -1", "between 0 and 65535"),
+            ("port abc", "couldn't be parsed into an integer"),
             ("port", "wrong number of arguments"),
             ("frobnicate yes", "Bad directive"),
             ("maxclients 0", "between 1"),
