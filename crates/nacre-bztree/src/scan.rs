@@ -7,9 +7,11 @@
 //! concurrent writers to that leaf (seed 002); keys come out in strictly increasing order.
 
 use nacre_pmem::PmOffset;
+use nacre_pmwcas::EpochGuard;
 
 use crate::error::Result;
 use crate::layout::Meta;
+use crate::node::NodeView;
 use crate::tree::BzTree;
 
 impl BzTree {
@@ -60,30 +62,14 @@ impl BzTree {
                 Ok((slot, _, _)) | Err(slot) => slot,
             };
             for slot in first..leaf.info.sorted {
-                if let (
-                    _,
-                    m @ Meta::Record {
-                        visible: true,
-                        offset,
-                        ..
-                    },
-                ) = self.meta(&leaf, slot)?
-                {
-                    consider(key, self.key(&g, &leaf, m)?, offset, &mut best);
+                if let Some((k, offset)) = self.visible_key(&g, &leaf, slot)? {
+                    consider(key, k, offset, &mut best);
                     break;
                 }
             }
             for slot in leaf.info.sorted..count {
-                if let (
-                    _,
-                    m @ Meta::Record {
-                        visible: true,
-                        offset,
-                        ..
-                    },
-                ) = self.meta(&leaf, slot)?
-                {
-                    consider(key, self.key(&g, &leaf, m)?, offset, &mut best);
+                if let Some((k, offset)) = self.visible_key(&g, &leaf, slot)? {
+                    consider(key, k, offset, &mut best);
                 }
             }
             if let Some((k, offset)) = best {
@@ -94,6 +80,27 @@ impl BzTree {
                 Some(u) => cur = u,
                 None => return Ok(None),
             }
+        }
+    }
+
+    /// The checked key and record offset of slot `slot` of `leaf` if it holds a visible
+    /// record.
+    fn visible_key<'g>(
+        &self,
+        g: &'g EpochGuard,
+        leaf: &NodeView,
+        slot: u32,
+    ) -> Result<Option<(&'g [u8], u32)>> {
+        match self.meta(leaf, slot)? {
+            (
+                _,
+                m @ Meta::Record {
+                    visible: true,
+                    offset,
+                    ..
+                },
+            ) => Ok(Some((self.key(g, leaf, m)?, offset))),
+            _ => Ok(None),
         }
     }
 

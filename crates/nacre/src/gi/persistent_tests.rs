@@ -62,34 +62,29 @@ impl Model {
     }
 }
 
-fn check_walks(ix: &PersistentIndex, m: &Model) {
+/// Every entry, one step at a time from either end (`step` is `next_into` or `prev_into`).
+fn walk(
+    step: impl Fn(Bound<&IKey>, &mut IKey) -> Result<Option<PmOffset>>,
+) -> Vec<(IKey, PmOffset)> {
     let mut out = IKey::default();
-    let mut fwd = Vec::new();
+    let mut seen = Vec::new();
     let mut cur: Option<IKey> = None;
-    while let Some(at) = ix
-        .next_into(
-            cur.as_ref().map_or(Bound::Unbounded, Bound::Excluded),
-            &mut out,
-        )
-        .expect("next")
+    while let Some(at) = step(
+        cur.as_ref().map_or(Bound::Unbounded, Bound::Excluded),
+        &mut out,
+    )
+    .expect("step")
     {
-        fwd.push((out.clone(), at));
+        seen.push((out.clone(), at));
         cur = Some(out.clone());
     }
+    seen
+}
+
+fn check_walks(ix: &PersistentIndex, m: &Model) {
     let want: Vec<(IKey, PmOffset)> = m.entries.iter().map(|(k, v)| (k.clone(), v.at)).collect();
-    assert_eq!(fwd, want, "forward walk");
-    let mut back = Vec::new();
-    let mut cur: Option<IKey> = None;
-    while let Some(at) = ix
-        .prev_into(
-            cur.as_ref().map_or(Bound::Unbounded, Bound::Excluded),
-            &mut out,
-        )
-        .expect("prev")
-    {
-        back.push((out.clone(), at));
-        cur = Some(out.clone());
-    }
+    assert_eq!(walk(|b, o| ix.next_into(b, o)), want, "forward walk");
+    let mut back = walk(|b, o| ix.prev_into(b, o));
     back.reverse();
     assert_eq!(back, want, "backward walk");
 }
