@@ -207,22 +207,32 @@ fn config_get_set_and_rewrite() {
     let s = Server::start_in(data.path(), &[]);
     drop(s);
     let port = common::free_port();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_nacre-server"))
-        .arg(&conf)
-        .args([
-            "--port",
-            &port.to_string(),
-            "--pmem-backend",
-            "emulated",
-            "--pmem-size",
-            "64mb",
-            "--loglevel",
-            "warning",
-            "--dir",
-        ])
-        .arg(data.path())
-        .spawn()
-        .unwrap();
+    // Killed when the test ends, failed or not: a server left running would hold its port.
+    struct Reaped(std::process::Child);
+    impl Drop for Reaped {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _child = Reaped(
+        std::process::Command::new(env!("CARGO_BIN_EXE_nacre-server"))
+            .arg(&conf)
+            .args([
+                "--port",
+                &port.to_string(),
+                "--pmem-backend",
+                "emulated",
+                "--pmem-size",
+                "64mb",
+                "--loglevel",
+                "warning",
+                "--dir",
+            ])
+            .arg(data.path())
+            .spawn()
+            .unwrap(),
+    );
     common::wait_ready(port);
     let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
         .unwrap()
@@ -342,8 +352,6 @@ fn config_get_set_and_rewrite() {
     // The file with its `user` lines reads back.
     let reread = nacre_server::config::Config::from_args(&[conf.display().to_string()]).unwrap();
     assert_eq!(reread.users.len(), 2);
-    let _ = child.kill();
-    let _ = child.wait();
 }
 
 #[test]
