@@ -287,6 +287,12 @@ fn power_failures_keep_every_tree_of_a_forest_whole() {
 }
 
 #[test]
+#[ignore = "long run: cargo test -p nacre-bztree --release --test forest -- --ignored"]
+fn power_failures_keep_every_tree_of_a_forest_whole_long() {
+    torture(10_000, &fopts(3)).unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[test]
 fn the_forest_torture_catches_nodes_linked_before_they_are_durable() {
     let opts = BzTreeOptions {
         mutation: Some(BzMutation::SkipNodeFlush),
