@@ -200,7 +200,8 @@ impl BzTree {
     /// deleted) with that key, `Ok(Err(slot))` with the insertion point otherwise.
     ///
     /// The probes compare keys unchecked; the outcome is then proven by checked keys alone:
-    /// an exact match by the matched key's checksum, an insertion point `p` by the checked
+    /// an exact match by the matched key's checksum (failing it is `Corrupt`), an insertion
+    /// point `p` by the checked
     /// keys at `p - 1` and `p` bracketing `key`. Checked sorted keys bracket a key at one
     /// place only, so a damaged key that misled a probe either is caught there or did not
     /// change the answer. When the proof fails, the search runs again checking every key.
@@ -210,52 +211,53 @@ impl BzTree {
         n: &NodeView,
         key: &[u8],
     ) -> Result<std::result::Result<(u32, u64, Meta), u32>> {
-        let (mut lo, mut hi) = (0u32, n.info.sorted);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            let (w, m) = self.meta(n, mid)?;
-            let k = self.raw_key(g, n, m)?;
-            match k.key.cmp(key) {
-                Ordering::Less => lo = mid + 1,
-                Ordering::Greater => hi = mid,
-                Ordering::Equal => {
-                    if self.verify_key(n, &k).is_ok() {
-                        return Ok(Ok((mid, w, m)));
-                    }
-                    return self.search_sorted_checked(g, n, key);
-                }
+        let found = self.binary_search(g, n, key, false)?;
+        // The checked comparison of `key` with the key in `slot` (`None`: it fails its
+        // checksum).
+        let side = |slot: u32| -> Result<Option<Ordering>> {
+            let k = self.raw_key(g, n, self.meta(n, slot)?.1)?;
+            Ok(self.verify_key(n, &k).is_ok().then(|| k.key.cmp(key)))
+        };
+        let proven = match found {
+            // The matched key was checked by the search itself.
+            Ok(_) => true,
+            Err(p) => {
+                (p == 0 || side(p - 1)? == Some(Ordering::Less))
+                    && (p == n.info.sorted || side(p)? == Some(Ordering::Greater))
             }
-        }
-        let below = |slot: u32| -> Result<bool> {
-            let k = self.raw_key(g, n, self.meta(n, slot)?.1)?;
-            Ok(self.verify_key(n, &k).is_ok() && k.key < key)
         };
-        let above = |slot: u32| -> Result<bool> {
-            let k = self.raw_key(g, n, self.meta(n, slot)?.1)?;
-            Ok(self.verify_key(n, &k).is_ok() && k.key > key)
-        };
-        if (lo == 0 || below(lo - 1)?) && (lo == n.info.sorted || above(lo)?) {
-            return Ok(Err(lo));
+        if proven {
+            return Ok(found);
         }
-        self.search_sorted_checked(g, n, key)
+        self.binary_search(g, n, key, true)
     }
 
-    /// [`BzTree::search_sorted`] checking every key it compares: a damaged one is
-    /// [`crate::BzError::Corrupt`].
-    fn search_sorted_checked(
+    /// Binary search of the sorted prefix, checking each key it compares when `checked`, and
+    /// a matched key always (a damaged one is [`crate::BzError::Corrupt`]).
+    fn binary_search(
         &self,
         g: &EpochGuard,
         n: &NodeView,
         key: &[u8],
+        checked: bool,
     ) -> Result<std::result::Result<(u32, u64, Meta), u32>> {
         let (mut lo, mut hi) = (0u32, n.info.sorted);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
             let (w, m) = self.meta(n, mid)?;
-            match self.key(g, n, m)?.cmp(key) {
+            let k = self.raw_key(g, n, m)?;
+            if checked {
+                self.verify_key(n, &k)?;
+            }
+            match k.key.cmp(key) {
                 Ordering::Less => lo = mid + 1,
                 Ordering::Greater => hi = mid,
-                Ordering::Equal => return Ok(Ok((mid, w, m))),
+                Ordering::Equal => {
+                    if !checked {
+                        self.verify_key(n, &k)?;
+                    }
+                    return Ok(Ok((mid, w, m)));
+                }
             }
         }
         Ok(Err(lo))

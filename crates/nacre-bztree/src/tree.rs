@@ -261,12 +261,7 @@ impl BzForest {
         if let Some(tree) = self.existing(slot)? {
             return Ok((tree, false));
         }
-        let tree = BzTree {
-            shared: self.shared.clone(),
-            root_word: self.shared.header.add(root_at(slot)),
-            slot,
-            counters: Counters::default(),
-        };
+        let tree = self.handle(slot, self.shared.header.add(root_at(slot)));
         let leaf = tree.new_node(Kind::Leaf, &[])?;
         let mut d = tree.pm.descriptor()?;
         if let Err(e) = d.add_with_policy(
@@ -292,14 +287,8 @@ impl BzForest {
                 self.shared.trees
             )));
         }
-        let root_word = self.shared.header.add(root_at(slot));
-        let tree = BzTree {
-            shared: self.shared.clone(),
-            root_word,
-            slot,
-            counters: Counters::default(),
-        };
-        match tree.word(root_word)? {
+        let tree = self.handle(slot, self.shared.header.add(root_at(slot)));
+        match tree.word(tree.root_word)? {
             0 => Ok(None),
             root => {
                 tree.node(root)?;
@@ -338,14 +327,8 @@ impl BzForest {
     /// leaves the cleared words cleared and the rest in place, so calling this again after
     /// open finishes the drop, freeing every node exactly once. Returns the nodes freed.
     pub fn finish_drop(&self) -> Result<u64> {
-        let sh = &self.shared;
         let grave = self.grave();
-        let any = BzTree {
-            shared: sh.clone(),
-            root_word: grave,
-            slot: u32::MAX,
-            counters: Counters::default(),
-        };
+        let any = self.handle(u32::MAX, grave);
         let mut freed = 0;
         loop {
             let mut holder = grave;
@@ -385,6 +368,17 @@ impl BzForest {
                 ));
             }
             freed += 1;
+        }
+    }
+
+    /// A handle on the tree whose root word is at `root_word` (tree `slot`, or the
+    /// graveyard's).
+    fn handle(&self, slot: u32, root_word: PmOffset) -> BzTree {
+        BzTree {
+            shared: self.shared.clone(),
+            root_word,
+            slot,
+            counters: Counters::default(),
         }
     }
 
