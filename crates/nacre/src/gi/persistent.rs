@@ -35,8 +35,9 @@ use std::ops::Bound;
 use nacre_bztree::{BzError, BzForest, BzTree, BzTreeOptions};
 use nacre_halloc::Halloc;
 use nacre_pmem::PmOffset;
+use nacre_pmwcas::PmwcasError;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, FullCause, Result};
 use crate::index::IKey;
 
 /// Bits of the value's CRC-8 (P2).
@@ -67,6 +68,9 @@ pub(crate) struct PersistentIndex {
     tree: BzTree,
 }
 
+/// The engine's error for a tree's: damage is [`Error::Corrupt`]; I/O and the allocator keep
+/// their kinds; a full node pool or descriptor table is [`Error::PoolFull`]; more threads
+/// than the tree was made for is [`Error::InvalidOptions`].
 fn index_error(e: BzError) -> Error {
     match e {
         BzError::Corrupt {
@@ -81,6 +85,18 @@ fn index_error(e: BzError) -> Error {
             what: "key in the persistent index",
             len,
             max,
+        },
+        BzError::Pmem(e) => Error::Pmem(e),
+        BzError::Halloc(e) => Error::from_alloc(e),
+        BzError::InvalidOptions(why) | BzError::Pmwcas(PmwcasError::InvalidOptions(why)) => {
+            Error::InvalidOptions(format!("persistent index: {why}"))
+        }
+        e @ BzError::Pmwcas(PmwcasError::TooManyThreads { .. }) => {
+            Error::InvalidOptions(format!("persistent index: {e}"))
+        }
+        e @ BzError::Pmwcas(PmwcasError::NoFreeDescriptor { .. }) => Error::PoolFull {
+            cause: FullCause::Exhausted(format!("persistent index: {e}")),
+            free_zones: 0,
         },
         other => Error::corrupt(format!("persistent index: {other}")),
     }
@@ -102,6 +118,13 @@ fn escape_into(key: &[u8], out: &mut Vec<u8>) {
         }
     }
     out.extend_from_slice(&[0, 0]);
+}
+
+/// The smallest tree key after (key, seq)'s.
+fn just_after(b: &IKey) -> Vec<u8> {
+    let mut k = tree_key(&b.key, b.seq);
+    k.push(0);
+    k
 }
 
 /// The user key and sequence of a tree key, into `out`; an ill-formed key is corruption.
@@ -265,7 +288,15 @@ impl PersistentIndex {
 
     /// The newest version of `key` with sequence at most `snapshot`.
     pub fn get(&self, key: &[u8], snapshot: u64) -> Result<Option<PmVersion>> {
-        let mut ik = IKey::default();
+        match self.newest_at(key, snapshot)? {
+            Some((_, seq, w)) => Ok(Some(decode_value(seq, w)?.0)),
+            None => Ok(None),
+        }
+    }
+
+    /// The entry of `key`'s newest version with sequence at most `snapshot`: its tree key,
+    /// sequence and value word.
+    fn newest_at(&self, key: &[u8], snapshot: u64) -> Result<Option<(Vec<u8>, u64, u64)>> {
         let found = self
             .tree
             .seek(&tree_key(key, snapshot))
@@ -273,11 +304,9 @@ impl PersistentIndex {
         let Some((k, w)) = found else {
             return Ok(None);
         };
+        let mut ik = IKey::default();
         decode_key(&k, &mut ik)?;
-        if ik.key != key {
-            return Ok(None);
-        }
-        Ok(Some(decode_value(ik.seq, w)?.0))
+        Ok((ik.key == key).then_some((k, ik.seq, w)))
     }
 
     /// Every version of `key`, newest first, and the key's ghost count (P3).
@@ -317,11 +346,7 @@ impl PersistentIndex {
         let from = match bound {
             Bound::Unbounded => Vec::new(),
             Bound::Included(b) => tree_key(&b.key, b.seq),
-            Bound::Excluded(b) => {
-                let mut k = tree_key(&b.key, b.seq);
-                k.push(0);
-                k
-            }
+            Bound::Excluded(b) => just_after(b),
         };
         self.entry_into(self.tree.seek(&from).map_err(index_error)?, out)
     }
@@ -331,11 +356,7 @@ impl PersistentIndex {
         let before = match bound {
             // Past every tree key: longer than the longest, all 0xFF.
             Bound::Unbounded => vec![0xFF; self.tree.max_key_len() + 1],
-            Bound::Included(b) => {
-                let mut k = tree_key(&b.key, b.seq);
-                k.push(0);
-                k
-            }
+            Bound::Included(b) => just_after(b),
             Bound::Excluded(b) => tree_key(&b.key, b.seq),
         };
         self.entry_into(self.tree.seek_before(&before).map_err(index_error)?, out)
@@ -384,19 +405,10 @@ impl PersistentIndex {
     /// `None` when the key has no entry.
     pub fn add_ghosts(&self, key: &[u8], delta: i64) -> Result<Option<u64>> {
         loop {
-            let mut ik = IKey::default();
-            let Some((k, w)) = self
-                .tree
-                .seek(&tree_key(key, u64::MAX))
-                .map_err(index_error)?
-            else {
+            let Some((k, seq, w)) = self.newest_at(key, u64::MAX)? else {
                 return Ok(None);
             };
-            decode_key(&k, &mut ik)?;
-            if ik.key != key {
-                return Ok(None);
-            }
-            let (v, g) = decode_value(ik.seq, w)?;
+            let (v, g) = decode_value(seq, w)?;
             let after = ghosts_after(g, delta);
             if after == g {
                 return Ok(Some(g));

@@ -428,3 +428,30 @@ fn indexes_in_one_forest_stay_apart_and_a_dropped_one_goes() {
     assert_eq!(b.get(b"key7", 100).expect("b"), None);
     assert_eq!(a.versions(b"key299").expect("a").0.len(), 1);
 }
+
+#[test]
+fn a_full_node_pool_is_pool_full_never_corruption() {
+    let pool = sim_pool(4 << 20);
+    let halloc = Halloc::open(pool.clone()).expect("halloc");
+    let ix = PersistentIndex::open(&halloc, "tiny", 512, 8, 16).expect("open");
+    let mut refused = None;
+    for i in 0..10_000u64 {
+        let v = PmVersion {
+            seq: i + 1,
+            at: PmOffset(8 * (i + 1)),
+            tomb: false,
+            blob: false,
+        };
+        if let Err(e) = ix.insert(format!("key{i:06}").as_bytes(), v, 0) {
+            refused = Some(e);
+            break;
+        }
+    }
+    let e = refused.expect("8 nodes fill up");
+    assert!(matches!(e, Error::PoolFull { .. }), "{e:?}");
+    // What went in before is still read back.
+    assert_eq!(
+        ix.get(b"key000000", 9).expect("get").map(|v| v.at),
+        Some(PmOffset(8))
+    );
+}
