@@ -64,6 +64,7 @@ pub use nacre_pmem::{ActiveBackend, Backend, BackendReport};
 pub use options::{limits, CommitMode, DiskFault, Inject, Options, Pipelining, RecoveryMutation};
 pub use outcome::{WriteFuture, WriteToken};
 pub use recovery::{LostSubtable, RecoveryReport};
+pub use ring::wait_until;
 pub use stats::{DiskStats, Stats, SubtableStats};
 pub use subtable::Subtable;
 pub use txn::{Transaction, TxnIterator, TxnOptions};

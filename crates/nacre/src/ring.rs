@@ -52,8 +52,10 @@ pub(crate) struct Ring<G> {
 }
 
 /// Waits for `cond`: a short spin (the thread ahead is usually mid-commit on another core),
-/// then yields, so an oversubscribed machine runs that thread instead of this one.
-pub(crate) fn wait_until(mut cond: impl FnMut() -> bool) {
+/// then yields, so an oversubscribed machine runs that thread instead of this one. Public
+/// for callers that wait on the commit path's progress the same way (nacre-server's turn
+/// of resolution).
+pub fn wait_until(mut cond: impl FnMut() -> bool) {
     let mut spins = 0u32;
     while !cond() {
         if spins < 128 {

@@ -405,7 +405,7 @@ impl Commits {
         let Some(first) = done.first().map(|d| d.0 .0) else {
             return;
         };
-        crate::store::spin_until(|| self.turn.load(std::sync::atomic::Ordering::Acquire) >= first);
+        nacre::wait_until(|| self.turn.load(std::sync::atomic::Ordering::Acquire) >= first);
         self.resolve_run(store, done);
         // Runs flushes left for their turn may follow these.
         self.resolve_ready(store);

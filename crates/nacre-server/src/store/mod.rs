@@ -41,20 +41,6 @@
 //!   recorded high-water mark carries a new mark, and batches are queued in ticket order, so
 //!   the mark that survives a crash is above every version that did.
 
-/// Waits on this thread for `cond`, which another thread makes true within microseconds:
-/// a short spin, then yields (so that thread runs where cores are short).
-pub(crate) fn spin_until(mut cond: impl FnMut() -> bool) {
-    let mut spins = 0u32;
-    while !cond() {
-        if spins < 128 {
-            std::hint::spin_loop();
-            spins += 1;
-        } else {
-            std::thread::yield_now();
-        }
-    }
-}
-
 pub mod access;
 pub mod background;
 pub mod checkpoint;
