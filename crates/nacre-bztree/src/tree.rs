@@ -9,8 +9,12 @@
 //!   reserved it (in the current incarnation) may complete it, with a PMwCAS whose expected
 //!   value names its epoch; consolidation, split and merge copy visible records only, so such
 //!   space is reclaimed at the node's next rebuild.
-//! - T3: the root word always holds a committed node (after the first open completes); open
+//! - T3: a tree's root word holds 0 (no tree yet, or dropped) or a committed node; open
 //!   reads it and nothing else: no traversal, no rebuild.
+//! - T4 (drop): a dropped tree's nodes are reachable only from the forest's graveyard word
+//!   until freed; each free is one PMwCAS that clears the word pointing at a childless node
+//!   and frees that node on success, so no node is freed twice or left behind, whatever a
+//!   crash interrupts (`BzForest::finish_drop` resumes).
 //! - B2: a frozen node is never modified: every PMwCAS that changes a node's words also
 //!   expects its unfrozen status word (leaf operations, child swaps), and a node becomes
 //!   unreachable only after it is frozen (the install of its replacement freezes it or

@@ -53,11 +53,11 @@ pub fn bind(
     for b in binds {
         let host = b.trim_start_matches('-');
         let addr = format!("{host}:{port}");
-        let kept = shared.and_then(|sh| {
+        let kept = shared.filter(|_| port != 0).and_then(|sh| {
             sh.listening
                 .lock()
                 .iter()
-                .find(|(a, _)| *a == addr && port != 0)
+                .find(|(a, _)| *a == addr)
                 .and_then(|(_, s)| s.try_clone().ok())
         });
         let s = match kept {
@@ -74,11 +74,16 @@ pub fn bind(
 /// Starts serving `bound` and stops the accept loops it replaces (L1). Must run inside the
 /// server's runtime.
 pub fn install(shared: &Arc<Shared>, bound: Bound) -> std::io::Result<()> {
-    let mut loops = Vec::new();
+    // Every socket is registered before any loop starts: a failure here leaves the old
+    // loops serving and no new one running untracked (L1).
     let mut listening = Vec::new();
+    let mut listeners = Vec::new();
     for (addr, s) in bound.sockets {
         listening.push((addr, s.try_clone()?));
-        let l = tokio::net::TcpListener::from_std(s)?;
+        listeners.push(tokio::net::TcpListener::from_std(s)?);
+    }
+    let mut loops = Vec::new();
+    for l in listeners {
         let sh = shared.clone();
         loops.push(tokio::spawn(async move {
             loop {
