@@ -10,15 +10,20 @@ use std::time::{Duration, Instant};
 use common::{q, text, Server};
 
 /// Starts a script that writes a key, then loops forever, on a connection of its own.
+/// Returns once the script has written (SCRIPT KILL answers UNKILLABLE). A SCRIPT KILL
+/// that lands before the script's first write stops it (that is Redis's rule for a
+/// script that has not written), so the script is then started again.
 fn endless_script(s: &Server) -> std::thread::JoinHandle<redis::RedisResult<redis::Value>> {
-    let mut c = s.conn();
-    let h = std::thread::spawn(move || {
-        redis::cmd("EVAL")
-            .arg("redis.call('set', 'a', '1') while true do end")
-            .arg(0)
-            .query(&mut c)
-    });
-    // It is running once the scripts' SCRIPT KILL sees it.
+    let start = || {
+        let mut c = s.conn();
+        std::thread::spawn(move || {
+            redis::cmd("EVAL")
+                .arg("redis.call('set', 'a', '1') while true do end")
+                .arg(0)
+                .query(&mut c)
+        })
+    };
+    let mut h = start();
     let mut k = s.conn();
     let t = Instant::now();
     loop {
@@ -26,6 +31,13 @@ fn endless_script(s: &Server) -> std::thread::JoinHandle<redis::RedisResult<redi
         match r {
             Err(e) if e.code() == Some("NOTBUSY") => {}
             Err(e) if e.code() == Some("UNKILLABLE") => break,
+            Ok(redis::Value::Okay) => {
+                assert!(
+                    h.join().unwrap().is_err(),
+                    "a killed script answers an error"
+                );
+                h = start();
+            }
             other => panic!("SCRIPT KILL answered {other:?}"),
         }
         assert!(
