@@ -3,7 +3,9 @@
 use nacre_pmwcas::RecoveryMutation;
 
 use crate::error::{BzError, Result};
-use crate::layout::{record_space, KEY_LEN_LIMIT, NODE_HEADER, NODE_SIZE_MAX, NODE_SIZE_MIN};
+use crate::layout::{
+    header_len, record_space, KEY_LEN_LIMIT, NODE_HEADER, NODE_SIZE_MAX, NODE_SIZE_MIN,
+};
 
 /// Longest tree name (its regions are `bzt.<name>`, `bzn.<name>`, PMwCAS instance `bz.<name>`).
 pub const TREE_NAME_MAX: usize = 14;
@@ -70,6 +72,20 @@ pub enum BzMutation {
 }
 
 impl BzTreeOptions {
+    /// Bytes of the pool a forest of this shape takes at most: its header, its PMwCAS
+    /// descriptors and its node pool, each with a page of alignment. A caller that shares
+    /// the pool plans its own regions around this.
+    pub fn pool_bytes(&self) -> u64 {
+        const PAGE: u64 = 4096;
+        let nodes = nacre_halloc::PoolShape {
+            object_size: u64::from(self.node_size),
+            count: self.nodes,
+            kind: nacre_halloc::PoolKind::Object as u64,
+        }
+        .region_len();
+        header_len(self.trees) + nacre_pmwcas::region_len(self.descriptors) + nodes + 3 * PAGE
+    }
+
     /// Checks every field against its range.
     pub fn validate(&self) -> Result<()> {
         let bad = |m: String| Err(BzError::InvalidOptions(m));

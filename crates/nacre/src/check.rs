@@ -83,6 +83,12 @@ impl Engine {
             let view = sub.inner.view.load_full();
             let gis = std::iter::once(&view.gi).chain(view.frozen.as_ref().map(|f| &f.gi));
             for gi in gis {
+                // M1 (gi/mirror.rs): the persistent index holds what the volatile one does.
+                if let Some(m) = gi.mirror() {
+                    m.compare(gi)?;
+                } else if self.store.gi_forest.as_ref().is_some_and(|f| !f.is_stale()) {
+                    return Err(format!("subtable {} has no persistent index", sub.id()));
+                }
                 let mut at = gi.next(std::ops::Bound::Unbounded);
                 while let Some((k, _)) = at {
                     let e = gi

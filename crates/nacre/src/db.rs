@@ -347,7 +347,12 @@ impl Db {
                 index: Arc::new(ArtIndex::default()),
             }),
             immutables: Vec::new(),
-            gi: Arc::new(GlobalIndex::default()),
+            gi: Arc::new(GlobalIndex::mirrored(
+                store
+                    .gi_forest
+                    .as_ref()
+                    .and_then(|f| f.for_new_subtable(id)),
+            )),
             frozen: None,
             _ticket: self
                 .inner
@@ -684,6 +689,14 @@ impl Db {
             oldest_snapshot: held.first().map(|(s, _)| *s),
             locked_keys: inner.locks.held() as u64,
             disk: inner.disk.as_ref().map(|d| d.stats()),
+            persistent_index: inner
+                .store
+                .gi_forest
+                .as_ref()
+                .map(|f| crate::PersistentIndexStats {
+                    stale: f.is_stale(),
+                    long_versions: f.long_versions(),
+                }),
         }
     }
 

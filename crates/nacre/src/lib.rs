@@ -65,7 +65,7 @@ pub use options::{limits, CommitMode, DiskFault, Inject, Options, Pipelining, Re
 pub use outcome::{WriteFuture, WriteToken};
 pub use recovery::{LostSubtable, RecoveryReport};
 pub use ring::wait_until;
-pub use stats::{DiskStats, Stats, SubtableStats};
+pub use stats::{DiskStats, PersistentIndexStats, Stats, SubtableStats};
 pub use subtable::Subtable;
 pub use txn::{Transaction, TxnIterator, TxnOptions};
 pub use verify::{Problem, VerifyReport};

@@ -116,6 +116,11 @@ pub enum RecoveryMutation {
     /// checksum `current` records, the tables' global sequence numbers: disk/version.rs), as
     /// lsm-tree alone does.
     SkipDiskVersionCheck,
+    /// The persistent index does not follow the cleaner's relocations (M1 in gi/mirror.rs).
+    MirrorSkipsRelocation,
+    /// Open keeps the persistent index as the crash left it instead of bringing it to the
+    /// rebuilt volatile index (M3 in gi/mirror.rs).
+    SkipIndexReconcile,
 }
 
 /// A fault injected so that a test can reach a failure path. Never set outside such tests.
@@ -205,6 +210,16 @@ pub struct Options {
     pub gi_size_limit: u64,
     /// Bytes of the block cache all disk levels share (default 64 MiB).
     pub disk_cache_size: u64,
+    /// Keeps a copy of the Global Index in PM, a BzTree per subtable generation
+    /// (docs/persistent-index.md), beside the volatile one (default off). Today the tree is
+    /// written by every merge, relocation and spill and checked against the volatile index
+    /// (`Db::check`); reads and open do not use it yet. It takes `persistent_index_share` of
+    /// a new pool; a database created without it cannot turn it on.
+    pub persistent_index: bool,
+    /// Percent of a new pool the persistent index's nodes take, 1 to 50 (default 12). Keys
+    /// the index cannot hold (longer than [`crate::limits::PERSISTENT_INDEX_KEY_MAX`]) and
+    /// a full node pool leave it incomplete, which is logged, until the next open rebuilds it.
+    pub persistent_index_share: u32,
     #[doc(hidden)]
     pub recovery_mutation: Option<RecoveryMutation>,
     #[doc(hidden)]
@@ -233,6 +248,8 @@ impl Options {
             disk_dir: None,
             gi_size_limit: 0,
             disk_cache_size: 64 << 20,
+            persistent_index: false,
+            persistent_index_share: 12,
             recovery_mutation: None,
             inject: None,
         }
@@ -316,6 +333,22 @@ impl Options {
                 return bad(format!("{name} {v} must be between {lo} and {hi}"));
             }
         }
+        if self.persistent_index {
+            if !(1..=50).contains(&self.persistent_index_share) {
+                return bad(format!(
+                    "persistent_index_share {} must be between 1 and 50",
+                    self.persistent_index_share
+                ));
+            }
+            let trees = 2 * self.max_subtables + 1;
+            if trees > u64::from(nacre_bztree::TREES_MAX) {
+                return bad(format!(
+                    "max_subtables {} must be at most {} with persistent_index (two trees each)",
+                    self.max_subtables,
+                    (nacre_bztree::TREES_MAX - 1) / 2
+                ));
+            }
+        }
         if self.gi_size_limit != 0 && self.gi_size_limit < self.zone_size {
             return bad(format!(
                 "gi_size_limit {} must be 0 (half the pool) or at least zone_size {}",
@@ -358,6 +391,9 @@ pub mod limits {
     pub const POOL_SIZE_MAX: u64 = 1 << 46;
     /// Largest `max_subtables` (subtable ids are 32-bit; each one reserves PM objects).
     pub const MAX_SUBTABLES: u64 = 1 << 16;
+    /// Longest key the persistent index holds (`Options::persistent_index`), each zero byte
+    /// counted twice; longer keys are left out of it.
+    pub const PERSISTENT_INDEX_KEY_MAX: usize = 200;
     /// Largest `ring_capacity`.
     pub const RING_CAPACITY_MAX: usize = 1 << 16;
     /// Largest `batch_size`.

@@ -423,7 +423,7 @@ pub(crate) fn recover(
     let t_gi = Instant::now();
     let mut subtables = Vec::new();
     for ((id, name, obj, list), act, recs) in parts {
-        let (gi, revisit, blobs) = build_gi(
+        let (mut gi, revisit, blobs) = build_gi(
             store,
             space,
             recs,
@@ -435,6 +435,10 @@ pub(crate) fn recover(
             ),
         )?;
         claims.extend(blobs);
+        if let Some(f) = &store.gi_forest {
+            let m = f.reconcile(id as u32, &gi);
+            gi.set_mirror(m);
+        }
         let active_mem = act.as_ref().map(|a| a.mem.clone());
         let view = View {
             active: act,
@@ -453,6 +457,10 @@ pub(crate) fn recover(
             }
         }
         subtables.push(sub);
+    }
+    if let Some(f) = &store.gi_forest {
+        let live: Vec<u32> = subtables.iter().map(|s: &Subtable| s.id()).collect();
+        f.drop_others(store.max_subtables, &live);
     }
     // B3: the newest blobs keep their zones; every other zone no memtable names goes.
     let referenced: HashSet<ObjId> = all.iter().flat_map(|m| m.zones()).map(|(_, z)| z).collect();

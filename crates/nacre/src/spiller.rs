@@ -264,7 +264,8 @@ fn freeze(db: &Engine, sub: &Subtable) -> Result<()> {
             mems,
         });
         frozen = Some(f.clone());
-        (Arc::new(GlobalIndex::default()), Some(f))
+        let next = v.gi.mirror().and_then(|m| m.next_generation());
+        (Arc::new(GlobalIndex::mirrored(next)), Some(f))
     });
     // Keys the old Global Index kept older versions of: they are spilled as they are.
     sub.inner.revisit.lock().clear();
@@ -394,6 +395,10 @@ fn finish(db: &Engine, done: Done, retired: &mut Vec<Retired>) -> Result<()> {
         );
     }
     let frozen = job.frozen;
+    // M2 (gi/mirror.rs): the frozen generation's tree goes before its zones are retired.
+    if let Some(m) = frozen.gi.mirror() {
+        m.drop_tree();
+    }
     sub.inner.retires.fetch_add(1, Ordering::AcqRel);
     let ticket =
         sub.inner

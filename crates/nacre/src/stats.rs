@@ -106,6 +106,18 @@ pub struct Stats {
     pub locked_keys: u64,
     /// The disk levels, if the database has them.
     pub disk: Option<DiskStats>,
+    /// The persistent index (`Options::persistent_index`), if on.
+    pub persistent_index: Option<PersistentIndexStats>,
+}
+
+/// The persistent index's state.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PersistentIndexStats {
+    /// A failure (a full node pool, damage, I/O) stopped it following the volatile index;
+    /// the next open rebuilds it.
+    pub stale: bool,
+    /// Versions it left out because their key is longer than it holds.
+    pub long_versions: u64,
 }
 
 impl Stats {

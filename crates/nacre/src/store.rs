@@ -23,6 +23,7 @@ use nacre_halloc::{Halloc, MemtablePool, PoolShape, SubtablePool, ZonePool};
 use nacre_pmem::{PmOffset, Pool};
 
 use crate::error::{Error, Result};
+use crate::gi::mirror::GiForest;
 use crate::options::Options;
 
 const MAGIC: u64 = u64::from_le_bytes(*b"NACREDB1");
@@ -88,6 +89,8 @@ pub(crate) struct Store {
     pub mems: MemtablePool,
     pub subs: SubtablePool,
     pub zone_size: u64,
+    /// The persistent index's trees (`Options::persistent_index`).
+    pub gi_forest: Option<Arc<GiForest>>,
     /// Most subtables (the subtable object pool's size, fixed at creation).
     pub max_subtables: u64,
     /// A recovery rule switched off (mutation tests only).
@@ -105,6 +108,9 @@ struct Shape {
     memtables: u64,
     subtables: u64,
     zones: u64,
+    /// Nodes of the persistent index planned for a new pool (not kept in the root: the
+    /// forest's node pool records it).
+    gi_nodes: u64,
 }
 
 fn read_shape(pool: &Pool, root: PmOffset) -> Shape {
@@ -115,6 +121,7 @@ fn read_shape(pool: &Pool, root: PmOffset) -> Shape {
         memtables: w(6),
         subtables: w(7),
         zones: w(8),
+        gi_nodes: 0,
     }
 }
 
@@ -123,6 +130,9 @@ fn plan(pool: &Pool, opts: &Options) -> Result<Shape> {
     let slots = opts.memtable_size / opts.zone_size;
     let mem_obj = MemtablePool::object_size(slots);
     let free = pool.unreserved().saturating_sub(ROOT_LEN + 64 * 4096);
+    // The persistent index's forest takes its share first.
+    let gi = opts.persistent_index.then(|| gi_forest_options(opts, free));
+    let free = free.saturating_sub(gi.as_ref().map_or(0, |o| o.pool_bytes()));
     let per_zone = opts.zone_size + 8;
     // Every memtable but the active and the relocation one of each subtable holds a zone.
     let memtables = free / opts.zone_size + 2 * opts.max_subtables + 2;
@@ -155,7 +165,48 @@ fn plan(pool: &Pool, opts: &Options) -> Result<Shape> {
         memtables,
         subtables: opts.max_subtables,
         zones,
+        gi_nodes: gi.map_or(0, |o| o.nodes),
     })
+}
+
+/// The persistent index's forest for a new pool with `free` bytes to share out.
+fn gi_forest_options(opts: &Options, free: u64) -> nacre_bztree::BzTreeOptions {
+    crate::gi::mirror::forest_options(
+        opts.max_subtables,
+        crate::gi::mirror::nodes_for(free, opts.persistent_index_share),
+    )
+}
+
+/// Opens the persistent index's forest (`Options::persistent_index`): with the node count
+/// it was created with, or for a new database its share of the pool. A database created
+/// without it has no room left for it.
+fn open_gi_forest(
+    halloc: &Halloc,
+    opts: &Options,
+    subtables: u64,
+    planned: Option<u64>,
+) -> Result<Option<Arc<GiForest>>> {
+    if !opts.persistent_index {
+        return Ok(None);
+    }
+    let mut fo = crate::gi::mirror::forest_options(subtables, 1);
+    let nodes = halloc
+        .registered()?
+        .into_iter()
+        .find(|e| e.name == format!("bzn.{}", fo.name))
+        .map(|e| e.shape.count);
+    match nodes {
+        Some(n) => fo.nodes = n,
+        None if planned.is_some_and(|n| n > 0) => fo.nodes = planned.unwrap_or_default(),
+        None => {
+            return Err(Error::InvalidOptions(
+                "persistent_index: this database was created without it, and its pool has no \
+                 room for it"
+                    .into(),
+            ))
+        }
+    }
+    GiForest::open(halloc, &fo, opts.recovery_mutation).map(Some)
 }
 
 /// Checks the engine root's shape crc and checked words.
@@ -191,12 +242,14 @@ impl Store {
     pub fn open(pool: Arc<Pool>, opts: &Options) -> Result<Store> {
         let mut root = pool.root(ROOT_SLOT)?;
         let created = root.is_null();
+        let mut planned = None;
         if created {
             let region = match pool.region(ROOT_REGION) {
                 Some(r) => r,
                 None => pool.reserve_region(ROOT_REGION, ROOT_LEN, 64, 0)?,
             };
             let shape = plan(&pool, opts)?;
+            planned = Some(shape.gi_nodes);
             let r = region.offset;
             let words = [
                 MAGIC,
@@ -241,8 +294,10 @@ impl Store {
         let zones = halloc
             .zone_pool("zones", s.zone_size, s.zones)
             .map_err(Error::from_alloc)?;
+        let gi_forest = open_gi_forest(&halloc, opts, s.subtables, planned)?;
         Ok(Store {
             pool,
+            gi_forest,
             zones,
             mems,
             subs,

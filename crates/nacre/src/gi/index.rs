@@ -24,6 +24,7 @@ use arc_swap::ArcSwap;
 use crossbeam_skiplist::SkipMap;
 use nacre_pmem::PmOffset;
 
+use crate::gi::mirror::Mirror;
 use crate::index::{Entry, IKey, MemIndex};
 
 /// One version of a key in the Global Index.
@@ -97,9 +98,39 @@ impl KeyEntry {
 pub(crate) struct GlobalIndex {
     map: SkipMap<Vec<u8>, KeyEntry>,
     versions: AtomicU64,
+    /// Its copy in PM, with `Options::persistent_index` (mirror.rs).
+    pm: Option<Mirror>,
 }
 
 impl GlobalIndex {
+    /// An empty index whose changes `pm` mirrors.
+    pub fn mirrored(pm: Option<Mirror>) -> GlobalIndex {
+        GlobalIndex {
+            pm,
+            ..GlobalIndex::default()
+        }
+    }
+
+    /// Sets the mirror (recovery, once the tree is reconciled).
+    pub fn set_mirror(&mut self, pm: Option<Mirror>) {
+        self.pm = pm;
+    }
+
+    /// The mirror, if any.
+    pub fn mirror(&self) -> Option<&Mirror> {
+        self.pm.as_ref()
+    }
+
+    /// Makes the mirror's entries of `key` what this index holds now (M1 in mirror.rs):
+    /// called by the writer after each change to the key's entry.
+    pub fn mirror_key(&self, key: &[u8]) {
+        let Some(pm) = &self.pm else { return };
+        match self.map.get(key) {
+            Some(e) => pm.sync(key, &e.value().versions(), e.value().ghosts()),
+            None => pm.sync(key, &[], 0),
+        }
+    }
+
     /// The entry of `key`, if any.
     pub fn entry(
         &self,

@@ -122,6 +122,7 @@ pub(crate) fn apply(
             e.set_born(born);
         }
     }
+    gi.mirror_key(key);
     revisit
 }
 

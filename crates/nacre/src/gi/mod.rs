@@ -5,6 +5,7 @@
 
 pub(crate) mod index;
 pub(crate) mod merge;
+pub(crate) mod mirror;
 pub(crate) mod persistent;
 
 pub(crate) use index::{GlobalIndex, Version};

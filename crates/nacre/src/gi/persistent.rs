@@ -28,6 +28,8 @@
 //! [`BzTree::update_if`], retrying when another change came between. As in the volatile
 //! index, one writer at a time changes a key's versions and ghost count (the merge, or the
 //! cleaner's relocation, which loses cleanly to a merge); readers never wait.
+
+// Point reads and backward walks serve the read path, which does not use the tree yet.
 #![cfg_attr(not(test), allow(dead_code))]
 
 use std::ops::Bound;
@@ -71,7 +73,7 @@ pub(crate) struct PersistentIndex {
 /// The engine's error for a tree's: damage is [`Error::Corrupt`]; I/O and the allocator keep
 /// their kinds; a full node pool or descriptor table is [`Error::PoolFull`]; more threads
 /// than the tree was made for is [`Error::InvalidOptions`].
-fn index_error(e: BzError) -> Error {
+pub(crate) fn index_error(e: BzError) -> Error {
     match e {
         BzError::Corrupt {
             structure,

@@ -439,6 +439,7 @@ pub(crate) fn clean_one(db: &Engine, retired: &mut Vec<Retired>, want: Want) -> 
     for (k, seq) in ghosts.into_iter().chain(moved) {
         if let Some(e) = gi.entry(&k) {
             e.value().ghost_gone(seq);
+            gi.mirror_key(&k);
         }
     }
     db.space.zones.lock().remove(&zone);
@@ -517,6 +518,7 @@ fn relocate(
             Space::account(&mut zones, zone_of(new_at), r.size, true);
             e.value().set_versions(vs);
             e.value().add_ghosts(1);
+            gi.mirror_key(&r.key);
             moved_keys.push((r.key.clone(), r.seq));
         }
         db.space

@@ -1,0 +1,382 @@
+//! The persistent Global Index written beside the volatile one (`Options::persistent_index`,
+//! docs/persistent-index.md, step 2 of its wiring): every change the background worker
+//! makes to a key's entry in a volatile [`GlobalIndex`] is made to the key's entries in a
+//! BzTree of the engine's forest too, so that the volatile index, rebuilt at every open, is
+//! the oracle the tree is checked against (`Db::check`). Reads and open do not use the tree
+//! yet.
+//!
+//! Invariants:
+//! - M1 (mirror): while the forest is not stale, once the worker has finished with a key,
+//!   the key's entries in its generation's tree are the volatile entry's versions (sequence,
+//!   offset, tombstone and blob flags), newest first, and the newest entry's ghost count is
+//!   the volatile count, or [`GHOST_MAX`] (saturated, P3). A key too long for the tree has
+//!   no entries (the long-key list of the design is not built).
+//! - M2 (slots): subtable `id`'s generations use tree slots `2 id + 1` and `2 id + 2`: the
+//!   live generation one of them, a generation frozen for its spill the other. A frozen
+//!   generation's tree is dropped before the zones its entries point into are retired (the
+//!   spill's finish), so no entry outlives its record's zone.
+//! - M3 (open): after the volatile index is rebuilt, each subtable's tree is brought to M1
+//!   (entries of keys the volatile index lacks removed, the rest synced); the pair's other
+//!   slot and the slots of subtables that do not exist are dropped. A crash at any point of
+//!   the previous run therefore leaves nothing the next open keeps by mistake.
+//! - M4 (failure): an error from the tree (a full node pool, damage, I/O) marks the forest
+//!   stale, logged once: mirroring stops and M1 no longer holds until the next open
+//!   reconciles again. The volatile index, which every read uses, is not affected.
+//!
+//! Thread safety: the background worker is the only writer of a generation's tree (as of
+//! its volatile index), recovery reconciles before the database is shared, and checks run
+//! with the worker paused.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use nacre_bztree::{BzForest, BzTreeOptions};
+use nacre_halloc::Halloc;
+
+use crate::error::{Error, Result};
+use crate::gi::index::{GlobalIndex, Version};
+use crate::gi::persistent::{PersistentIndex, PmVersion, GHOST_MAX};
+use crate::index::IKey;
+use crate::options::RecoveryMutation;
+
+/// The forest's name in the pool (its regions are `bzt.gi`, `bzn.gi`, `bz.gi`).
+const NAME: &str = "gi";
+/// Node size of the engine's trees: room for eight entries of the longest key.
+const NODE_SIZE: u32 = 2048;
+
+/// The engine's forest of Global Index trees.
+pub(crate) struct GiForest {
+    forest: BzForest,
+    stale: AtomicBool,
+    /// Versions left out because their key is too long for the tree.
+    long_versions: AtomicU64,
+    /// A rule switched off (mutation tests only).
+    mutation: Option<RecoveryMutation>,
+}
+
+/// The options of the engine's forest for `max_subtables` subtables and `nodes` nodes.
+pub(crate) fn forest_options(max_subtables: u64, nodes: u64) -> BzTreeOptions {
+    let trees = u32::try_from(2 * max_subtables + 1).unwrap_or(u32::MAX);
+    PersistentIndex::forest_options(
+        NAME,
+        trees,
+        NODE_SIZE,
+        nodes,
+        crate::options::limits::PERSISTENT_INDEX_KEY_MAX,
+    )
+}
+
+/// Nodes of a forest that takes `share` percent of `bytes` of pool.
+pub(crate) fn nodes_for(bytes: u64, share: u32) -> u64 {
+    (bytes / 100 * u64::from(share) / u64::from(NODE_SIZE)).max(64)
+}
+
+impl GiForest {
+    /// Opens the forest (PMwCAS recovery) and finishes a drop a crash cut.
+    pub fn open(
+        halloc: &Halloc,
+        opts: &BzTreeOptions,
+        mutation: Option<RecoveryMutation>,
+    ) -> Result<Arc<GiForest>> {
+        let (forest, stats) =
+            BzForest::open(halloc, opts).map_err(super::persistent::index_error)?;
+        forest
+            .finish_drop()
+            .map_err(super::persistent::index_error)?;
+        tracing::debug!(?stats, "persistent Global Index opened");
+        Ok(Arc::new(GiForest {
+            forest,
+            stale: AtomicBool::new(false),
+            long_versions: AtomicU64::new(0),
+            mutation,
+        }))
+    }
+
+    /// Whether a failure stopped mirroring (M4).
+    pub fn is_stale(&self) -> bool {
+        self.stale.load(Ordering::Acquire)
+    }
+
+    /// Versions not mirrored because their key is too long.
+    pub fn long_versions(&self) -> u64 {
+        self.long_versions.load(Ordering::Relaxed)
+    }
+
+    /// M4: mirroring stops, once, with the reason logged.
+    fn fail(&self, what: &str, e: &Error) {
+        if !self.stale.swap(true, Ordering::AcqRel) {
+            tracing::error!(
+                error = %e,
+                step = what,
+                "the persistent Global Index could not follow the volatile one; it is not \
+                 written again until the next open rebuilds it (reads never use it)"
+            );
+        }
+    }
+
+    /// Runs `f`, marking the forest stale if it fails.
+    fn guard<T>(&self, what: &str, f: impl FnOnce() -> Result<T>) -> Option<T> {
+        if self.is_stale() {
+            return None;
+        }
+        match f() {
+            Ok(v) => Some(v),
+            Err(e) => {
+                self.fail(what, &e);
+                None
+            }
+        }
+    }
+
+    /// The slots of subtable `id` (M2).
+    fn slots(id: u32) -> (u32, u32) {
+        (2 * id + 1, 2 * id + 2)
+    }
+
+    /// A mirror on slot `slot`, emptied first.
+    fn fresh(self: &Arc<Self>, slot: u32) -> Option<Mirror> {
+        let index = self.guard("create a tree", || {
+            self.forest
+                .drop_tree(slot)
+                .map_err(super::persistent::index_error)?;
+            PersistentIndex::in_forest(&self.forest, slot)
+        })?;
+        Some(Mirror {
+            forest: self.clone(),
+            index,
+            slot,
+        })
+    }
+
+    /// The mirror of a new subtable `id`'s first generation.
+    pub fn for_new_subtable(self: &Arc<Self>, id: u32) -> Option<Mirror> {
+        self.fresh(Self::slots(id).0)
+    }
+
+    /// M3 for subtable `id` after recovery rebuilt `gi`: picks the slot holding a tree (the
+    /// first when both or neither do), drops the other, and brings the kept one to M1.
+    pub fn reconcile(self: &Arc<Self>, id: u32, gi: &GlobalIndex) -> Option<Mirror> {
+        let (a, b) = Self::slots(id);
+        let slot = self.guard("pick a tree", || {
+            let has = |s| self.forest.existing(s).map(|t| t.is_some());
+            let keep_b = has(b).map_err(super::persistent::index_error)?
+                && !has(a).map_err(super::persistent::index_error)?;
+            let (keep, other) = if keep_b { (b, a) } else { (a, b) };
+            self.forest
+                .drop_tree(other)
+                .map_err(super::persistent::index_error)?;
+            Ok(keep)
+        })?;
+        let index = self.guard("open a tree", || {
+            PersistentIndex::in_forest(&self.forest, slot)
+        })?;
+        let m = Mirror {
+            forest: self.clone(),
+            index,
+            slot,
+        };
+        if self.mutation != Some(RecoveryMutation::SkipIndexReconcile) {
+            self.guard("reconcile a tree", || m.reconcile(gi))?;
+        }
+        Some(m)
+    }
+
+    /// M3: drops the trees of every subtable id below `max` that `live` does not name.
+    pub fn drop_others(&self, max: u64, live: &[u32]) {
+        self.guard("drop unused trees", || {
+            for id in 0..u32::try_from(max).unwrap_or(u32::MAX) {
+                if live.contains(&id) {
+                    continue;
+                }
+                let (a, b) = Self::slots(id);
+                for s in [a, b] {
+                    self.forest
+                        .drop_tree(s)
+                        .map_err(super::persistent::index_error)?;
+                }
+            }
+            Ok(())
+        });
+    }
+}
+
+/// One generation's tree.
+pub(crate) struct Mirror {
+    forest: Arc<GiForest>,
+    index: PersistentIndex,
+    slot: u32,
+}
+
+fn pm(v: &Version) -> PmVersion {
+    PmVersion {
+        seq: v.seq,
+        at: v.at,
+        tomb: v.tomb,
+        blob: v.blob,
+    }
+}
+
+impl Mirror {
+    /// The mirror of the generation after this one (a spill froze this one): the pair's
+    /// other slot, emptied first (M2).
+    pub fn next_generation(&self) -> Option<Mirror> {
+        let partner = if self.slot % 2 == 1 {
+            self.slot + 1
+        } else {
+            self.slot - 1
+        };
+        self.forest.fresh(partner)
+    }
+
+    /// Drops this generation's tree: its spill is durable and its zones are about to be
+    /// retired (M2).
+    pub fn drop_tree(&self) {
+        self.forest.guard("drop a spilled tree", || {
+            self.forest
+                .forest
+                .drop_tree(self.slot)
+                .map(|_| ())
+                .map_err(super::persistent::index_error)
+        });
+    }
+
+    /// Brings `key`'s entries to the volatile entry `want` (newest first, with its ghost
+    /// count; empty when the key left the index): M1.
+    pub fn sync(&self, key: &[u8], want: &[Version], ghosts: u64) {
+        self.forest
+            .guard("mirror a change", || self.try_sync(key, want, ghosts));
+    }
+
+    fn try_sync(&self, key: &[u8], want: &[Version], ghosts: u64) -> Result<()> {
+        if !self.index.fits(key) {
+            self.forest
+                .long_versions
+                .fetch_add(want.len() as u64, Ordering::Relaxed);
+            return Ok(());
+        }
+        let (have, count) = self.index.versions(key)?;
+        let mut kept: Vec<u64> = Vec::with_capacity(have.len());
+        for h in &have {
+            match want.iter().find(|w| w.seq == h.seq) {
+                Some(w) if w.tomb == h.tomb && w.blob == h.blob => {
+                    let skip =
+                        self.forest.mutation == Some(RecoveryMutation::MirrorSkipsRelocation);
+                    if w.at != h.at && !skip && !self.index.relocate(key, h.seq, h.at, w.at)? {
+                        return Err(Error::corrupt(format!(
+                            "persistent index: version {} moved while only this worker writes it",
+                            h.seq
+                        )));
+                    }
+                    kept.push(h.seq);
+                }
+                _ => {
+                    self.index.remove(key, h.seq)?;
+                }
+            }
+        }
+        // Oldest first, so the newest entry, written last, carries the count (P3).
+        for w in want.iter().rev() {
+            if !kept.contains(&w.seq) {
+                self.index.insert(key, pm(w), ghosts)?;
+            }
+        }
+        let newest_kept = want.first().is_some_and(|w| kept.contains(&w.seq));
+        let target = ghosts.min(GHOST_MAX);
+        if newest_kept && count != target && count != GHOST_MAX {
+            let delta = i64::try_from(target).unwrap_or(i64::MAX)
+                - i64::try_from(count).unwrap_or(i64::MAX);
+            self.index.add_ghosts(key, delta)?;
+        }
+        Ok(())
+    }
+
+    /// M3: removes the entries of keys `gi` does not hold, then syncs every key it holds.
+    fn reconcile(&self, gi: &GlobalIndex) -> Result<()> {
+        let mut at = IKey::default();
+        let mut out = IKey::default();
+        let mut bound_open = true;
+        loop {
+            let next = if bound_open {
+                self.index.next_into(std::ops::Bound::Unbounded, &mut out)?
+            } else {
+                self.index
+                    .next_into(std::ops::Bound::Excluded(&at), &mut out)?
+            };
+            if next.is_none() {
+                break;
+            }
+            bound_open = false;
+            if gi.entry(&out.key).is_none() {
+                for v in self.index.versions(&out.key)?.0 {
+                    self.index.remove(&out.key, v.seq)?;
+                }
+            }
+            std::mem::swap(&mut at, &mut out);
+        }
+        for e in gi.entries() {
+            let vs = e.value().versions();
+            self.try_sync(e.key(), &vs, e.value().ghosts())?;
+        }
+        Ok(())
+    }
+
+    /// M1 against `gi`: the first difference, if any. Only with the forest not stale.
+    pub fn compare(&self, gi: &GlobalIndex) -> std::result::Result<(), String> {
+        if self.forest.is_stale() {
+            return Ok(());
+        }
+        let err = |e: Error| format!("persistent index (tree {}): {e}", self.slot);
+        let mut expected = 0u64;
+        for e in gi.entries() {
+            let key = e.key();
+            if !self.index.fits(key) {
+                continue;
+            }
+            let want: Vec<PmVersion> = e.value().versions().iter().map(pm).collect();
+            let (have, count) = self.index.versions(key).map_err(err)?;
+            if have != want {
+                return Err(format!(
+                    "persistent index (tree {}): key {key:?} holds {have:?}, the volatile \
+                     index {want:?}",
+                    self.slot
+                ));
+            }
+            let ghosts = e.value().ghosts();
+            if count != ghosts.min(GHOST_MAX) && count != GHOST_MAX {
+                return Err(format!(
+                    "persistent index (tree {}): key {key:?} counts {count} ghosts, the \
+                     volatile index {ghosts}",
+                    self.slot
+                ));
+            }
+            expected += want.len() as u64;
+        }
+        // No entry of a key the volatile index lacks: the totals agree.
+        let mut total = 0u64;
+        let mut out = IKey::default();
+        let mut at: Option<IKey> = None;
+        loop {
+            let bound = at
+                .as_ref()
+                .map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded);
+            if self
+                .index
+                .next_into(bound, &mut out)
+                .map_err(err)?
+                .is_none()
+            {
+                break;
+            }
+            total += 1;
+            at = Some(std::mem::take(&mut out));
+        }
+        if total != expected {
+            return Err(format!(
+                "persistent index (tree {}): {total} entries, the volatile index {expected} \
+                 versions of keys that fit",
+                self.slot
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,189 @@
+//! `Options::persistent_index`: the Global Index's copy in PM follows every merge, the
+//! horizon's drops, the cleaner's relocations and the spills, and after every open it equals
+//! the volatile index rebuilt from the records (`Db::check` compares them, M1 in
+//! gi/mirror.rs). Keys it cannot hold (too long) are left out and counted; a node pool that
+//! fills leaves it stale, never the data wrong.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use nacre::{Db, Error, Options};
+use nacre_pmem::{Backend, SplitMix64};
+
+fn opts(dir: &Path) -> Options {
+    let mut o = Options::new(dir.join("db.pool")).backend(Backend::Emulated);
+    o.pool_size = 24 << 20;
+    o.zone_size = 64 << 10;
+    o.memtable_size = 128 << 10;
+    o.recovery_threads = 2;
+    o.persistent_index = true;
+    o
+}
+
+/// Keys with zero bytes, keys that prefix others, and a few too long for the tree.
+fn key(rng: &mut SplitMix64) -> Vec<u8> {
+    let n = rng.next_u64() % 600;
+    match n % 50 {
+        0 => vec![b'L'; 300 + (n as usize % 7)],
+        1 => vec![0, (n % 5) as u8, 0],
+        2 => format!("k{}", n % 20).into_bytes(),
+        _ => format!("k{n:04}").into_bytes(),
+    }
+}
+
+type Model = BTreeMap<(usize, Vec<u8>), Vec<u8>>;
+
+/// Writes, overwrites and deletes across three subtables, with a snapshot held now and then
+/// (older versions stay indexed), merges and compactions on request; checks as it goes.
+fn workload(db: &Db, model: &mut Model, rng: &mut SplitMix64, rounds: u64) {
+    let subs: Vec<nacre::Subtable> = ["a", "b", "c"]
+        .iter()
+        .map(|n| db.subtable(n).expect("subtable"))
+        .collect();
+    let mut held = None;
+    for r in 0..rounds {
+        for _ in 0..400 {
+            let s = (rng.next_u64() % 3) as usize;
+            let k = key(rng);
+            if rng.next_u64() % 5 == 0 {
+                db.delete(&subs[s], &k).expect("delete");
+                model.remove(&(s, k));
+            } else {
+                let v = vec![(rng.next_u64() % 251) as u8; 20 + (rng.next_u64() % 300) as usize];
+                db.put(&subs[s], &k, &v).expect("put");
+                model.insert((s, k), v);
+            }
+        }
+        match r % 4 {
+            0 => held = Some(db.snapshot()),
+            2 => held = None,
+            _ => {}
+        }
+        db.merge_memtables().expect("merge");
+        if r % 3 == 2 {
+            db.compact_pm().expect("compact");
+        }
+        db.check().unwrap_or_else(|e| panic!("round {r}: {e}"));
+    }
+    drop(held);
+}
+
+fn verify(db: &Db, model: &Model) {
+    let subs: Vec<nacre::Subtable> = ["a", "b", "c"]
+        .iter()
+        .map(|n| db.subtable(n).expect("subtable"))
+        .collect();
+    for ((s, k), v) in model {
+        assert_eq!(
+            db.get(&subs[*s], k).expect("get").as_ref(),
+            Some(v),
+            "{k:?}"
+        );
+    }
+    db.check().unwrap_or_else(|e| panic!("{e}"));
+    let pi = db.stats().persistent_index.expect("on");
+    assert!(!pi.stale, "{pi:?}");
+}
+
+#[test]
+fn the_index_follows_merges_drops_and_relocations_and_survives_reopens() {
+    let dir = tempfile::tempdir_in("/dev/shm").expect("dir");
+    let mut model = Model::new();
+    let mut rng = SplitMix64::new(3);
+    let db = Db::open(opts(dir.path())).expect("open");
+    workload(&db, &mut model, &mut rng, 12);
+    let st = db.stats();
+    assert!(st.cleaner_moved_bytes > 0, "the cleaner relocated records");
+    let pi = st.persistent_index.expect("on");
+    assert!(!pi.stale && pi.long_versions > 0, "{pi:?}");
+    verify(&db, &model);
+    db.close().expect("close");
+    // A clean reopen, more work, then a reopen after a drop without close.
+    let db = Db::open(opts(dir.path())).expect("reopen");
+    verify(&db, &model);
+    workload(&db, &mut model, &mut rng, 6);
+    drop(db);
+    let db = Db::open(opts(dir.path())).expect("reopen after drop");
+    verify(&db, &model);
+}
+
+#[test]
+fn a_run_without_the_index_is_caught_up_by_the_next_open_with_it() {
+    let dir = tempfile::tempdir_in("/dev/shm").expect("dir");
+    let mut model = Model::new();
+    let mut rng = SplitMix64::new(5);
+    let db = Db::open(opts(dir.path())).expect("open");
+    workload(&db, &mut model, &mut rng, 4);
+    db.close().expect("close");
+    let mut off = opts(dir.path());
+    off.persistent_index = false;
+    let db = Db::open(off).expect("open without the index");
+    assert!(db.stats().persistent_index.is_none());
+    workload(&db, &mut model, &mut rng, 4);
+    db.close().expect("close");
+    let db = Db::open(opts(dir.path())).expect("open with it again");
+    verify(&db, &model);
+}
+
+#[test]
+fn a_database_created_without_the_index_cannot_turn_it_on() {
+    let dir = tempfile::tempdir_in("/dev/shm").expect("dir");
+    let mut off = opts(dir.path());
+    off.persistent_index = false;
+    Db::open(off).expect("create").close().expect("close");
+    match Db::open(opts(dir.path())) {
+        Err(Error::InvalidOptions(why)) => assert!(why.contains("persistent_index"), "{why}"),
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("opened with an index it has no room for"),
+    }
+}
+
+#[test]
+fn a_full_node_pool_leaves_the_index_stale_and_the_data_right() {
+    let dir = tempfile::tempdir_in("/dev/shm").expect("dir");
+    let mut o = opts(dir.path());
+    o.persistent_index_share = 1;
+    let db = Db::open(o.clone()).expect("open");
+    let t = db.subtable("t").expect("subtable");
+    for i in 0..6000u32 {
+        db.put(&t, format!("key-{i:06}"), i.to_le_bytes())
+            .expect("put");
+    }
+    db.merge_memtables().expect("merge");
+    let pi = db.stats().persistent_index.expect("on");
+    assert!(pi.stale, "6000 keys in 122 nodes: {pi:?}");
+    db.check().unwrap_or_else(|e| panic!("{e}"));
+    drop(t);
+    db.close().expect("close");
+    let db = Db::open(o).expect("reopen");
+    let t = db.subtable("t").expect("subtable");
+    for i in (0..6000u32).step_by(97) {
+        assert_eq!(
+            db.get(&t, format!("key-{i:06}")).expect("get"),
+            Some(i.to_le_bytes().to_vec())
+        );
+    }
+    db.check().unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[test]
+fn spills_to_the_disk_levels_drop_each_frozen_generation() {
+    let dir = tempfile::tempdir_in("/dev/shm").expect("dir");
+    let disk = tempfile::tempdir().expect("disk dir");
+    let mut o = opts(dir.path());
+    o.gi_size_limit = 256 << 10;
+    o.disk_dir = Some(disk.path().to_path_buf());
+    let mut model = Model::new();
+    let mut rng = SplitMix64::new(9);
+    let db = Db::open(o.clone()).expect("open");
+    workload(&db, &mut model, &mut rng, 6);
+    db.flush().expect("flush");
+    let spills = db.stats().disk.expect("disk").spills;
+    assert!(spills > 0, "spilled");
+    verify(&db, &model);
+    workload(&db, &mut model, &mut rng, 4);
+    db.flush().expect("flush");
+    db.close().expect("close");
+    let db = Db::open(o).expect("reopen");
+    verify(&db, &model);
+}
