@@ -72,6 +72,10 @@ pub struct RecoveryConfig {
     /// (the restart then follows a long write history over the same live data).
     #[arg(long, default_value_t = 0)]
     pub overwrite_factor: u64,
+    /// Nacre with `Options::persistent_index` (the Global Index's copy in PM written
+    /// beside the volatile one, and reconciled at open).
+    #[arg(long)]
+    pub persistent_index: bool,
     /// Anchors measured beside Nacre, comma-separated (none: `--anchors` with no value)
     /// [default: rocksdb,redis; without the `rocksdb` feature RocksDB is left out, and the
     /// report says so]. A named anchor this build cannot run stops the command before
@@ -201,7 +205,12 @@ fn open_once(
         "--sample",
         &cfg.sample.to_string(),
     ]
-    .map(String::from);
+    .map(String::from)
+    .to_vec();
+    let mut args = args;
+    if cfg.persistent_index {
+        args.push("--persistent-index".into());
+    }
     let (line, secs) = spawn_until(exe, &args, "OPENED")?;
     Ok((serde_json::from_str(&line)?, secs))
 }
@@ -278,7 +287,12 @@ fn load_args(cfg: &RecoveryConfig, mib: u64, path: &str, pool: u64, memtable: u6
         &((mib << 20) * cfg.overwrite_factor).to_string(),
     ]
     .map(String::from)
-    .to_vec()
+    .into_iter()
+    .chain(
+        cfg.persistent_index
+            .then(|| "--persistent-index".to_string()),
+    )
+    .collect()
 }
 
 fn one_size(cfg: &RecoveryConfig, exe: &std::path::Path, mib: u64) -> Result<Vec<RecoveryRow>> {

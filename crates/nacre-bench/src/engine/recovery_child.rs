@@ -80,6 +80,9 @@ pub struct LoadArgs {
     /// space of what they supersede while it runs).
     #[arg(long, default_value_t = 0)]
     pub overwrites: u64,
+    /// `Options::persistent_index` (Nacre).
+    #[arg(long)]
+    pub persistent_index: bool,
 }
 
 /// Arguments of `nacre-bench recovery-open`.
@@ -109,6 +112,9 @@ pub struct OpenArgs {
     /// Loaded keys read (all must be found) before the database counts as in full service.
     #[arg(long, default_value_t = 1000)]
     pub sample: u64,
+    /// `Options::persistent_index` (Nacre).
+    #[arg(long)]
+    pub persistent_index: bool,
 }
 
 /// Key `i` of writer `writer` among `per` per writer, as the loader wrote it; the sample of
@@ -238,6 +244,7 @@ pub fn load(a: &LoadArgs) -> Result<()> {
             let mut opts = Options::new(&a.path).backend(Backend::Emulated);
             opts.pool_size = a.pool_size;
             opts.memtable_size = a.memtable_size;
+            opts.persistent_index = a.persistent_index;
             let db = Db::open(opts)?;
             let table = db.subtable(DEFAULT_SUBTABLE)?;
             Box::new(NacreChild { db, table })
@@ -302,6 +309,7 @@ pub fn open(a: &OpenArgs) -> Result<()> {
         Engine::Nacre => {
             let mut opts = Options::new(&a.path).backend(Backend::Emulated);
             opts.recovery_threads = a.threads.max(1);
+            opts.persistent_index = a.persistent_index;
             let db = Db::open(opts)?;
             let r = db.recovery_report();
             let v = serde_json::json!({

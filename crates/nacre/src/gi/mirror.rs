@@ -34,10 +34,13 @@ use nacre_bztree::{BzForest, BzTreeOptions};
 use nacre_halloc::Halloc;
 
 use crate::error::{Error, Result};
-use crate::gi::index::{GlobalIndex, Version};
+use crate::gi::index::{GlobalIndex, KeyEntry, Version};
 use crate::gi::persistent::{PersistentIndex, PmVersion, GHOST_MAX};
 use crate::index::IKey;
 use crate::options::RecoveryMutation;
+
+/// An entry of the volatile index.
+type SkipEntry<'a> = crossbeam_skiplist::map::Entry<'a, Vec<u8>, KeyEntry>;
 
 /// The forest's name in the pool (its regions are `bzt.gi`, `bzn.gi`, `bz.gi`).
 const NAME: &str = "gi";
@@ -255,8 +258,21 @@ impl Mirror {
             return Ok(());
         }
         let (have, count) = self.index.versions(key)?;
+        self.diff(key, &have, count, want, ghosts)
+    }
+
+    /// Turns `key`'s entries `have` (newest first, the newest carrying ghost count `count`)
+    /// into `want` with count `ghosts`.
+    fn diff(
+        &self,
+        key: &[u8],
+        have: &[PmVersion],
+        count: u64,
+        want: &[Version],
+        ghosts: u64,
+    ) -> Result<()> {
         let mut kept: Vec<u64> = Vec::with_capacity(have.len());
-        for h in &have {
+        for h in have {
             match want.iter().find(|w| w.seq == h.seq) {
                 Some(w) if w.tomb == h.tomb && w.blob == h.blob => {
                     let skip =
@@ -290,34 +306,60 @@ impl Mirror {
         Ok(())
     }
 
-    /// M3: removes the entries of keys `gi` does not hold, then syncs every key it holds.
+    /// M3: one ordered pass over the tree beside the volatile index, which changes only
+    /// what differs: entries of keys `gi` lacks go, keys only `gi` holds are inserted, and
+    /// keys in both are diffed.
     fn reconcile(&self, gi: &GlobalIndex) -> Result<()> {
-        let mut at = IKey::default();
-        let mut out = IKey::default();
-        let mut bound_open = true;
+        const BATCH: usize = 256;
+        let mut vol = gi.entries().filter(|e| self.index.fits(e.key())).peekable();
+        let mut after: Option<IKey> = None;
+        // The tree's entries of one key: key, versions newest first, the newest's count.
+        let mut group: Option<(Vec<u8>, Vec<PmVersion>, u64)> = None;
         loop {
-            let next = if bound_open {
-                self.index.next_into(std::ops::Bound::Unbounded, &mut out)?
-            } else {
-                self.index
-                    .next_into(std::ops::Bound::Excluded(&at), &mut out)?
-            };
-            if next.is_none() {
-                break;
-            }
-            bound_open = false;
-            if gi.entry(&out.key).is_none() {
-                for v in self.index.versions(&out.key)?.0 {
-                    self.index.remove(&out.key, v.seq)?;
+            // Changes land at or before the cursor, so the walk goes on after it.
+            let batch = self.index.scan(after.as_ref(), BATCH)?;
+            let done = batch.len() < BATCH;
+            after = batch.last().map(|(k, _, _)| k.clone());
+            for (ik, v, g) in batch {
+                match &mut group {
+                    Some((key, vs, _)) if *key == ik.key => vs.push(v),
+                    _ => {
+                        if let Some((key, vs, count)) = group.take() {
+                            self.settle(&mut vol, &key, &vs, count)?;
+                        }
+                        group = Some((ik.key, vec![v], g));
+                    }
                 }
             }
-            std::mem::swap(&mut at, &mut out);
+            if done {
+                break;
+            }
         }
-        for e in gi.entries() {
-            let vs = e.value().versions();
-            self.try_sync(e.key(), &vs, e.value().ghosts())?;
+        if let Some((key, vs, count)) = group.take() {
+            self.settle(&mut vol, &key, &vs, count)?;
+        }
+        for e in vol {
+            self.diff(e.key(), &[], 0, &e.value().versions(), e.value().ghosts())?;
         }
         Ok(())
+    }
+
+    /// The tree's entries `have` of `key` in the ordered pass: the volatile keys before it
+    /// are inserted, then `key` is diffed against its volatile entry (none: removed).
+    fn settle<'a>(
+        &self,
+        vol: &mut std::iter::Peekable<impl Iterator<Item = SkipEntry<'a>>>,
+        key: &[u8],
+        have: &[PmVersion],
+        count: u64,
+    ) -> Result<()> {
+        while let Some(e) = vol.next_if(|e| e.key().as_slice() < key) {
+            self.diff(e.key(), &[], 0, &e.value().versions(), e.value().ghosts())?;
+        }
+        match vol.next_if(|e| e.key().as_slice() == key) {
+            Some(e) => self.diff(key, have, count, &e.value().versions(), e.value().ghosts()),
+            None => self.diff(key, have, count, &[], 0),
+        }
     }
 
     /// M1 against `gi`: the first difference, if any. Only with the forest not stale.

@@ -372,6 +372,22 @@ impl PersistentIndex {
         Ok(Some(decode_value(out.seq, w)?.0.at))
     }
 
+    /// Up to `max` entries after `after` (from the first when `None`), in index order: each
+    /// entry's key and sequence, its version and its ghost count.
+    pub fn scan(&self, after: Option<&IKey>, max: usize) -> Result<Vec<(IKey, PmVersion, u64)>> {
+        let from = after.map_or_else(Vec::new, just_after);
+        let batch = self.tree.scan(&from, None, max).map_err(index_error)?;
+        batch
+            .iter()
+            .map(|(k, w)| {
+                let mut ik = IKey::default();
+                decode_key(k, &mut ik)?;
+                let (v, g) = decode_value(ik.seq, *w)?;
+                Ok((ik, v, g))
+            })
+            .collect()
+    }
+
     /// Moves version `seq` of `key` from `from` to `to` (the cleaner relocated its record);
     /// false when the entry is gone or points elsewhere (a merge dropped it meanwhile: the
     /// copy is a ghost, as in the volatile index).
