@@ -218,6 +218,8 @@ fn recovery_after_sigkill_with_tiny_sizes() -> TestResult {
         value_size: 1000,
         memtable_mib: 4,
         overwrite_factor: 2,
+        // The loader and every open run with the persistent index (reconciled at open).
+        persistent_index: true,
         anchors: Some(anchors()),
         redis_server: PathBuf::from(nacre_bench::resp::DEFAULT_REDIS_SERVER),
         sample: 100,
@@ -266,6 +268,7 @@ fn invalid_parameters_are_rejected() {
         value_size: 1024,
         memtable_mib: 64,
         overwrite_factor: 0,
+        persistent_index: false,
         anchors: Some(Vec::new()),
         redis_server: PathBuf::from(nacre_bench::resp::DEFAULT_REDIS_SERVER),
         sample: 10,
