@@ -116,7 +116,8 @@ pub struct PersistentIndexStats {
     /// A failure (a full node pool, damage, I/O) stopped it following the volatile index;
     /// the next open rebuilds it.
     pub stale: bool,
-    /// Versions it left out because their key is longer than it holds.
+    /// Changes it left out because their key is longer than it holds (each change of such
+    /// a key counts its versions).
     pub long_versions: u64,
 }
 

@@ -121,8 +121,26 @@ impl GlobalIndex {
         self.pm.as_ref()
     }
 
-    /// Makes the mirror's entries of `key` what this index holds now (M1 in mirror.rs):
-    /// called by the writer after each change to the key's entry.
+    /// Makes the mirror's entries of `key` what this index holds now, given what it held
+    /// before the writer's change (`old`, `old_ghosts`), which the mirror holds too (M1 in
+    /// mirror.rs): no read of the tree.
+    pub fn mirror_change(&self, key: &[u8], old: &[Version], old_ghosts: u64) {
+        let Some(pm) = &self.pm else { return };
+        match self.map.get(key) {
+            Some(e) => pm.change(
+                key,
+                old,
+                old_ghosts,
+                &e.value().versions(),
+                e.value().ghosts(),
+            ),
+            None => pm.change(key, old, old_ghosts, &[], 0),
+        }
+    }
+
+    /// Makes the mirror's entries of `key` what this index holds now (M1 in mirror.rs),
+    /// reading them from the tree: called by the writer after each change to the key's
+    /// entry that [`GlobalIndex::mirror_change`] does not cover.
     pub fn mirror_key(&self, key: &[u8]) {
         let Some(pm) = &self.pm else { return };
         match self.map.get(key) {

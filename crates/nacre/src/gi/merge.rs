@@ -54,6 +54,7 @@ pub(crate) fn apply(
         ),
         None => (Vec::new(), 0, new.iter().map(|v| v.seq).min().unwrap_or(0)),
     };
+    let old_ghosts = ghosts;
     ghosts += extra_ghosts;
     // A version already indexed (a copy of it): counted as a ghost, never indexed twice (GI1)
     // nor dropped, which would give back the zones of a blob the indexed copy names.
@@ -122,7 +123,7 @@ pub(crate) fn apply(
             e.set_born(born);
         }
     }
-    gi.mirror_key(key);
+    gi.mirror_change(key, &old, old_ghosts);
     revisit
 }
 

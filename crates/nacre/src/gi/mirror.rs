@@ -250,6 +250,28 @@ impl Mirror {
             .guard("mirror a change", || self.try_sync(key, want, ghosts));
     }
 
+    /// Like [`Mirror::sync`], knowing the key's entries before the change (`old` with
+    /// count `old_ghosts`): the tree holds them (M1), so it is not read.
+    pub fn change(
+        &self,
+        key: &[u8],
+        old: &[Version],
+        old_ghosts: u64,
+        want: &[Version],
+        ghosts: u64,
+    ) {
+        self.forest.guard("mirror a merge", || {
+            if !self.index.fits(key) {
+                self.forest
+                    .long_versions
+                    .fetch_add(want.len() as u64, Ordering::Relaxed);
+                return Ok(());
+            }
+            let have: Vec<PmVersion> = old.iter().map(pm).collect();
+            self.diff(key, &have, old_ghosts.min(GHOST_MAX), want, ghosts)
+        });
+    }
+
     fn try_sync(&self, key: &[u8], want: &[Version], ghosts: u64) -> Result<()> {
         if !self.index.fits(key) {
             self.forest
