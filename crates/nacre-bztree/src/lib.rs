@@ -30,6 +30,7 @@
 
 mod check;
 mod error;
+mod inner_cache;
 mod layout;
 mod leaf;
 mod node;

@@ -35,6 +35,10 @@ pub struct BzTreeOptions {
     pub trees: u32,
     /// Finished PMwCAS operations that accumulate before reclamation runs.
     pub reclaim_batch: usize,
+    /// Keeps a DRAM copy of inner nodes' keys, so descents search inner nodes without
+    /// reading PM (child words are still read from PM). Copies are refilled once splits
+    /// and merges pause. Default on.
+    pub inner_cache: bool,
     #[doc(hidden)]
     pub mutation: Option<BzMutation>,
     #[doc(hidden)]
@@ -52,6 +56,7 @@ impl Default for BzTreeOptions {
             max_threads: 64,
             trees: 1,
             reclaim_batch: 16,
+            inner_cache: true,
             mutation: None,
             pmwcas_mutation: None,
         }
@@ -69,6 +74,9 @@ pub enum BzMutation {
     SkipRecordFlush,
     /// New nodes are not persisted before they are installed (B4).
     SkipNodeFlush,
+    /// Installs that unlink inner nodes leave the inner-node cache's copies current (C2 in
+    /// inner_cache.rs).
+    SkipCacheBump,
 }
 
 impl BzTreeOptions {

@@ -53,6 +53,13 @@ pub(crate) struct Step {
     pub index: u32,
 }
 
+/// A leaf bound found on the way down: a key copied from the inner-node cache, or the
+/// record of an inner node whose key is read (and checked) at the end.
+enum BoundAt {
+    Key(Vec<u8>),
+    Slot(NodeView, Meta),
+}
+
 /// Where a descent ended: the path from the root to a leaf, and the leaf's bounds.
 pub(crate) struct Descent {
     pub path: Vec<Step>,
@@ -114,6 +121,8 @@ pub struct Shared {
     pub(crate) max_key: usize,
     pub(crate) epoch: u32,
     pub(crate) mutation: Option<BzMutation>,
+    /// Copies of inner nodes (`BzTreeOptions::inner_cache`).
+    pub(crate) cache: Option<crate::inner_cache::InnerCache>,
     trees: u32,
 }
 
@@ -247,6 +256,10 @@ impl BzForest {
             max_key: opts.max_key_len,
             epoch,
             mutation: opts.mutation,
+            cache: opts.inner_cache.then(|| {
+                // One copy per inner node of a full pool: about one in eight nodes.
+                crate::inner_cache::InnerCache::new((opts.nodes / 8).clamp(64, 1 << 20) as usize)
+            }),
             trees: opts.trees,
         });
         let stats = OpenStats {
@@ -332,6 +345,11 @@ impl BzForest {
     /// open finishes the drop, freeing every node exactly once. Returns the nodes freed.
     pub fn finish_drop(&self) -> Result<u64> {
         let grave = self.grave();
+        // C2 in inner_cache.rs: copies of the dropped tree's nodes go stale before any of
+        // them is freed.
+        if let Some(c) = &self.shared.cache {
+            c.bump();
+        }
         let any = self.handle(u32::MAX, grave);
         let mut freed = 0;
         loop {
@@ -505,14 +523,24 @@ impl BzTree {
         want_upper: bool,
         before: bool,
     ) -> Result<Descent> {
-        let mut lower = None;
+        let mut lower: Option<BoundAt> = None;
         let mut path: Vec<Step> = Vec::with_capacity(8);
         let mut holder = self.root_word;
         let mut index = 0;
-        let mut upper = None;
+        let mut upper: Option<BoundAt> = None;
+        // C2 in inner_cache.rs: read after pinning, before the root word.
+        let version = self.cache.as_ref().map(|c| c.version());
+        let fill = match (&self.cache, version) {
+            (Some(c), Some(v)) => c.wants_fill(v),
+            _ => false,
+        };
         let mut off = self.word(holder)?;
         loop {
-            let n = self.node(off)?;
+            let cached = self.cache.as_ref().and_then(|c| c.get(off));
+            let n = match &cached {
+                Some(c) => c.view,
+                None => self.node(off)?,
+            };
             path.push(Step {
                 node: n,
                 holder,
@@ -520,9 +548,12 @@ impl BzTree {
             });
             if n.is_leaf() {
                 // Bounds are read once, at the end (only the deepest of each counts).
-                let bound = |at: Option<(NodeView, Meta)>| -> Result<Option<Vec<u8>>> {
-                    at.map(|(n, m)| self.key(g, &n, m).map(<[u8]>::to_vec))
-                        .transpose()
+                let bound = |at: Option<BoundAt>| -> Result<Option<Vec<u8>>> {
+                    Ok(match at {
+                        None => None,
+                        Some(BoundAt::Key(k)) => Some(k),
+                        Some(BoundAt::Slot(n, m)) => Some(self.key(g, &n, m)?.to_vec()),
+                    })
                 };
                 let (upper, lower) = (bound(upper)?, bound(lower)?);
                 return Ok(Descent { path, upper, lower });
@@ -534,36 +565,93 @@ impl BzTree {
                     format!("{} children at depth {}", n.info.sorted, path.len()),
                 ));
             }
-            let i = match self.search_sorted(g, &n, key)? {
-                Ok((slot, _, _)) if before => slot.saturating_sub(1),
-                Ok((slot, _, _)) => slot,
-                Err(p) => p.saturating_sub(1),
+            let copy = match cached {
+                Some(c) => Some(c),
+                None if fill => self.copy_inner(g, &n, version.unwrap_or_default())?,
+                None => None,
             };
-            if want_upper && i + 1 < n.info.sorted {
-                upper = Some((n, self.meta(&n, i + 1)?.1));
-            }
-            let (_, m) = self.meta(&n, i)?;
-            if before && i > 0 {
-                // Separators grow with depth: the deepest one left of the path bounds the
-                // leaf from below.
-                lower = Some((n, m));
-            }
-            let Meta::Record {
-                visible: true,
-                offset,
-                ..
-            } = m
-            else {
-                return Err(corrupt(
-                    "inner node",
-                    n.off,
-                    format!("slot {i} holds {m:?}"),
-                ));
+            let (i, child) = match &copy {
+                Some(c) => {
+                    let i = match c.keys.binary_search_by(|k| k[..].cmp(key)) {
+                        Ok(slot) if before => slot.saturating_sub(1),
+                        Ok(slot) => slot,
+                        Err(p) => p.saturating_sub(1),
+                    };
+                    if want_upper && i + 1 < c.keys.len() {
+                        upper = Some(BoundAt::Key(c.keys[i + 1].to_vec()));
+                    }
+                    if before && i > 0 {
+                        lower = Some(BoundAt::Key(c.keys[i].to_vec()));
+                    }
+                    (i as u32, c.children[i])
+                }
+                None => {
+                    let i = match self.search_sorted(g, &n, key)? {
+                        Ok((slot, _, _)) if before => slot.saturating_sub(1),
+                        Ok((slot, _, _)) => slot,
+                        Err(p) => p.saturating_sub(1),
+                    };
+                    if want_upper && i + 1 < n.info.sorted {
+                        upper = Some(BoundAt::Slot(n, self.meta(&n, i + 1)?.1));
+                    }
+                    let (_, m) = self.meta(&n, i)?;
+                    if before && i > 0 {
+                        // Separators grow with depth: the deepest one left of the path
+                        // bounds the leaf from below.
+                        lower = Some(BoundAt::Slot(n, m));
+                    }
+                    (i, Self::child_offset(&n, i, m)?)
+                }
             };
-            holder = PmOffset(n.off + u64::from(offset));
+            holder = PmOffset(n.off + u64::from(child));
             index = i;
             off = self.word(holder)?;
         }
+    }
+
+    /// Where inner node `n`'s record `i` (metadata `m`) keeps its child word.
+    fn child_offset(n: &NodeView, i: u32, m: Meta) -> Result<u32> {
+        match m {
+            Meta::Record {
+                visible: true,
+                offset,
+                ..
+            } => Ok(offset),
+            _ => Err(corrupt(
+                "inner node",
+                n.off,
+                format!("slot {i} holds {m:?}"),
+            )),
+        }
+    }
+
+    /// Copies inner node `n` into the cache for a descent at `version` (its keys checked,
+    /// C3), and returns the copy.
+    fn copy_inner(
+        &self,
+        g: &EpochGuard,
+        n: &NodeView,
+        version: u64,
+    ) -> Result<Option<Arc<crate::inner_cache::CachedInner>>> {
+        let Some(cache) = &self.cache else {
+            return Ok(None);
+        };
+        let mut keys = Vec::with_capacity(n.info.sorted as usize);
+        let mut children = Vec::with_capacity(n.info.sorted as usize);
+        for i in 0..n.info.sorted {
+            let (_, m) = self.meta(n, i)?;
+            children.push(Self::child_offset(n, i, m)?);
+            keys.push(Box::<[u8]>::from(self.key(g, n, m)?));
+        }
+        if keys.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(corrupt(
+                "inner node",
+                n.off,
+                "sorted keys out of order".into(),
+            ));
+        }
+        cache.put(*n, keys, children, version);
+        Ok(cache.get(n.off))
     }
 
     /// Runs attempts of a write on the leaf for `key` until one is done.
