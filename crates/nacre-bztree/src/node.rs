@@ -413,6 +413,13 @@ impl BzTree {
         );
         let img = self.node_image(kind, entries);
         let off = self.nodes().alloc()?;
+        // C2 in inner_cache.rs: a copy of what was here before is gone before the new
+        // node can be linked.
+        if let Some(c) = &self.cache {
+            if self.mutation != Some(BzMutation::SkipCacheForget) {
+                c.forget(off.get());
+            }
+        }
         if self.mutation == Some(BzMutation::SkipNodeFlush) {
             // SAFETY: a fresh allocation: no other thread reads or writes it until the
             // PMwCAS that links it.

@@ -36,8 +36,7 @@ pub struct BzTreeOptions {
     /// Finished PMwCAS operations that accumulate before reclamation runs.
     pub reclaim_batch: usize,
     /// Keeps a DRAM copy of inner nodes' keys, so descents search inner nodes without
-    /// reading PM (child words are still read from PM). Copies are refilled once splits
-    /// and merges pause. Default on.
+    /// reading PM (child words are still read from PM). Default on.
     pub inner_cache: bool,
     #[doc(hidden)]
     pub mutation: Option<BzMutation>,
@@ -74,9 +73,9 @@ pub enum BzMutation {
     SkipRecordFlush,
     /// New nodes are not persisted before they are installed (B4).
     SkipNodeFlush,
-    /// Installs that unlink inner nodes leave the inner-node cache's copies current (C2 in
-    /// inner_cache.rs).
-    SkipCacheBump,
+    /// A node allocated where an inner node was keeps that node's copy in the inner-node
+    /// cache (C2 in inner_cache.rs).
+    SkipCacheForget,
 }
 
 impl BzTreeOptions {

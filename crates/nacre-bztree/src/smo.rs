@@ -160,22 +160,8 @@ impl BzTree {
         }
         if d.execute()? {
             self.counters.consolidations.fetch_add(1, Ordering::Relaxed);
-            if !x.node.is_leaf() {
-                self.unlinked_inner();
-            }
         }
         Ok(())
-    }
-
-    /// C2 in inner_cache.rs: an install unlinked an inner node; the caller still holds its
-    /// epoch.
-    fn unlinked_inner(&self) {
-        if self.mutation == Some(crate::options::BzMutation::SkipCacheBump) {
-            return;
-        }
-        if let Some(c) = &self.cache {
-            c.bump();
-        }
     }
 
     fn split(&self, g: &EpochGuard, path: &[Step], j: usize, entries: &Entries) -> Result<()> {
@@ -209,9 +195,7 @@ impl BzTree {
             })?;
             if d.execute()? {
                 self.counters.splits.fetch_add(1, Ordering::Relaxed);
-                if !x.node.is_leaf() {
-                    self.unlinked_inner();
-                }
+                if !x.node.is_leaf() {}
             }
             return Ok(());
         }
@@ -261,8 +245,6 @@ impl BzTree {
         d.free_on_success(nodes, PmOffset(x.node.off))?;
         if d.execute()? {
             self.counters.splits.fetch_add(1, Ordering::Relaxed);
-            // The parent is replaced.
-            self.unlinked_inner();
         }
         Ok(())
     }
@@ -373,7 +355,6 @@ impl BzTree {
         d.free_on_success(nodes, PmOffset(b.off))?;
         let ok = d.execute()?;
         if ok {
-            self.unlinked_inner();
             self.counters.merges.fetch_add(1, Ordering::Relaxed);
             if collapse {
                 self.counters.root_collapses.fetch_add(1, Ordering::Relaxed);
@@ -415,7 +396,6 @@ impl BzTree {
         )?;
         let ok = d.execute()?;
         if ok {
-            self.unlinked_inner();
             self.counters.root_collapses.fetch_add(1, Ordering::Relaxed);
         }
         Ok(ok)

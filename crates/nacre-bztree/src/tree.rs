@@ -345,11 +345,6 @@ impl BzForest {
     /// open finishes the drop, freeing every node exactly once. Returns the nodes freed.
     pub fn finish_drop(&self) -> Result<u64> {
         let grave = self.grave();
-        // C2 in inner_cache.rs: copies of the dropped tree's nodes go stale before any of
-        // them is freed.
-        if let Some(c) = &self.shared.cache {
-            c.bump();
-        }
         let any = self.handle(u32::MAX, grave);
         let mut freed = 0;
         loop {
@@ -528,12 +523,6 @@ impl BzTree {
         let mut holder = self.root_word;
         let mut index = 0;
         let mut upper: Option<BoundAt> = None;
-        // C2 in inner_cache.rs: read after pinning, before the root word.
-        let version = self.cache.as_ref().map(|c| c.version());
-        let fill = match (&self.cache, version) {
-            (Some(c), Some(v)) => c.wants_fill(v),
-            _ => false,
-        };
         let mut off = self.word(holder)?;
         loop {
             let cached = self.cache.as_ref().and_then(|c| c.get(off));
@@ -567,8 +556,7 @@ impl BzTree {
             }
             let copy = match cached {
                 Some(c) => Some(c),
-                None if fill => self.copy_inner(g, &n, version.unwrap_or_default())?,
-                None => None,
+                None => self.copy_inner(g, &n)?,
             };
             let (i, child) = match &copy {
                 Some(c) => {
@@ -625,13 +613,12 @@ impl BzTree {
         }
     }
 
-    /// Copies inner node `n` into the cache for a descent at `version` (its keys checked,
-    /// C3), and returns the copy.
+    /// Copies inner node `n`, reached through a live word under guard `g`, into the cache
+    /// (its keys checked, C2 and C3 in inner_cache.rs), and returns the copy.
     fn copy_inner(
         &self,
         g: &EpochGuard,
         n: &NodeView,
-        version: u64,
     ) -> Result<Option<Arc<crate::inner_cache::CachedInner>>> {
         let Some(cache) = &self.cache else {
             return Ok(None);
@@ -650,8 +637,7 @@ impl BzTree {
                 "sorted keys out of order".into(),
             ));
         }
-        cache.put(*n, keys, children, version);
-        Ok(cache.get(n.off))
+        Ok(Some(cache.put(*n, keys, children)))
     }
 
     /// Runs attempts of a write on the leaf for `key` until one is done.
