@@ -121,6 +121,9 @@ pub enum RecoveryMutation {
     /// Open keeps the persistent index as the crash left it instead of bringing it to the
     /// rebuilt volatile index (M3 in gi/mirror.rs).
     SkipIndexReconcile,
+    /// Recovery gives back the zones of memtables a spill already holds without first
+    /// dropping the subtable's persistent index trees (M2 in gi/mirror.rs).
+    KeepSpilledTrees,
 }
 
 /// A fault injected so that a test can reach a failure path. Never set outside such tests.
@@ -220,6 +223,11 @@ pub struct Options {
     /// the index cannot hold (longer than [`crate::limits::PERSISTENT_INDEX_KEY_MAX`]) and
     /// a full node pool leave it incomplete, which is logged, until the next open rebuilds it.
     pub persistent_index_share: u32,
+    /// Open checks every entry of the persistent index against the record it names before
+    /// reconciling it (tests: the trees as a crash left them never name a freed zone or
+    /// another record). Costs a read of every record the index names.
+    #[doc(hidden)]
+    pub audit_persistent_index: bool,
     #[doc(hidden)]
     pub recovery_mutation: Option<RecoveryMutation>,
     #[doc(hidden)]
@@ -250,6 +258,7 @@ impl Options {
             disk_cache_size: 64 << 20,
             persistent_index: false,
             persistent_index_share: 12,
+            audit_persistent_index: false,
             recovery_mutation: None,
             inject: None,
         }

@@ -369,6 +369,20 @@ pub(crate) fn recover(
     }
     store.set_run(run + 1)?;
     rep.run = run + 1;
+    // M2 in gi/mirror.rs: a crash after a spill reached the disk but before it finished
+    // left the frozen generation's tree, whose entries point into the zones given back
+    // here. Which of the subtable's two trees that is is not recorded, so both go (the
+    // reconcile below rebuilds the live one).
+    if let Some(f) = store
+        .gi_forest
+        .as_ref()
+        .filter(|_| mutation != Some(RecoveryMutation::KeepSpilledTrees))
+    {
+        let spilled_subs: HashSet<u64> = on_disk.iter().map(|&i| found[owner[i]].0).collect();
+        for id in spilled_subs {
+            f.drop_subtable(u32::try_from(id).unwrap_or(u32::MAX));
+        }
+    }
     for &i in &on_disk {
         for (slot, _) in all[i].zones() {
             all[i].reclaim_slot(store, slot)?;
@@ -421,6 +435,10 @@ pub(crate) fn recover(
     }
     rep.scan_elapsed = t_scan.elapsed();
     let t_gi = Instant::now();
+    if let (Some(f), true) = (&store.gi_forest, store.audit_index) {
+        let n = f.audit(store)?;
+        tracing::debug!(entries = n, "persistent index audited before reconciling");
+    }
     let mut subtables = Vec::new();
     for ((id, name, obj, list), act, recs) in parts {
         let (mut gi, revisit, blobs) = build_gi(

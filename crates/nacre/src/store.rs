@@ -95,6 +95,8 @@ pub(crate) struct Store {
     pub max_subtables: u64,
     /// A recovery rule switched off (mutation tests only).
     pub mutation: Option<crate::options::RecoveryMutation>,
+    /// `Options::audit_persistent_index`.
+    pub audit_index: bool,
     /// Whether this open wrote the engine root: a new database, with nothing to recover.
     pub created: bool,
     root: PmOffset,
@@ -304,6 +306,7 @@ impl Store {
             zone_size: s.zone_size,
             max_subtables: s.subtables,
             mutation: opts.recovery_mutation,
+            audit_index: opts.audit_persistent_index,
             created,
             root,
             _halloc: halloc,

@@ -60,6 +60,7 @@ fn opts_for(mutation: Option<RecoveryMutation>, cleaning: Cleaning) -> Options {
         Cleaning::PressureIndexed => (2 << 20) + (512 << 10),
     };
     o.persistent_index = cleaning == Cleaning::PressureIndexed;
+    o.audit_persistent_index = o.persistent_index;
     o.zone_size = 64 << 10;
     o.memtable_size = 128 << 10;
     o.ring_capacity = 4;

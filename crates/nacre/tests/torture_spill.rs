@@ -29,8 +29,18 @@ const OPS: u64 = 150;
 const VALUE: usize = 1000;
 const BLOB: usize = 12 << 10;
 
+std::thread_local! {
+    /// This test thread's databases keep the persistent index (opened, and audited before
+    /// reconciling, at every recovery).
+    static INDEXED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 fn opts(disk: &Path, mutation: Option<RecoveryMutation>) -> Options {
     let mut o = Options::new("sim").backend(Backend::Sim);
+    if INDEXED.get() {
+        o.persistent_index = true;
+        o.audit_persistent_index = true;
+    }
     o.recovery_mutation = mutation;
     o.commit_mode = nacre::CommitMode::SingleFence;
     o.pool_size = 2560 << 10;
@@ -42,6 +52,10 @@ fn opts(disk: &Path, mutation: Option<RecoveryMutation>) -> Options {
     o.commit_buckets = 2;
     o.recovery_threads = 2;
     o.disk_dir = Some(disk.to_path_buf());
+    if o.persistent_index {
+        // The index's nodes take their share of the pool.
+        o.pool_size += 512 << 10;
+    }
     o
 }
 
@@ -254,7 +268,11 @@ fn phase(
 }
 
 fn verify(db: &Db, expect: &Expect) -> Result<State, String> {
-    crash_check::verify(db, &subtables(db), subtable_of, expect)
+    let state = crash_check::verify(db, &subtables(db), subtable_of, expect)?;
+    if db.stats().persistent_index.is_some_and(|p| p.stale) {
+        return Err("the persistent index went stale".into());
+    }
+    Ok(state)
 }
 
 /// Checks that each batch in `in_flight` (its keys) left all of its values or none.
@@ -347,6 +365,20 @@ fn power_failures_during_spills_lose_nothing_and_leak_no_zone() {
         cov.stopped > cov.phases / 2 && cov.spilled > cov.phases / 4,
         "crashes hit spills at work: {cov:?}"
     );
+}
+
+#[test]
+fn power_failures_during_spills_with_the_persistent_index() {
+    INDEXED.set(true);
+    let cov = torture(100, None).unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("{cov:?}");
+    assert!(cov.spilled > cov.phases / 4, "crashes hit spills: {cov:?}");
+}
+
+#[test]
+fn torture_catches_trees_kept_over_spilled_zones() {
+    INDEXED.set(true);
+    mutation_is_caught(RecoveryMutation::KeepSpilledTrees, 60);
 }
 
 #[test]

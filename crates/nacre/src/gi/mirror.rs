@@ -14,7 +14,10 @@
 //! - M2 (slots): subtable `id`'s generations use tree slots `2 id + 1` and `2 id + 2`: the
 //!   live generation one of them, a generation frozen for its spill the other. A frozen
 //!   generation's tree is dropped before the zones its entries point into are retired (the
-//!   spill's finish), so no entry outlives its record's zone.
+//!   spill's finish); when a crash came after the spill reached the disk and before its
+//!   finish, recovery drops both of the subtable's trees before it gives the spilled zones
+//!   back. So no entry outlives its record's zone, which open checks with
+//!   `Options::audit_persistent_index` before it reconciles anything.
 //! - M3 (open): after the volatile index is rebuilt, each subtable's tree is brought to M1
 //!   (entries of keys the volatile index lacks removed, the rest synced); the pair's other
 //!   slot and the slots of subtables that do not exist are dropped. A crash at any point of
@@ -182,6 +185,82 @@ impl GiForest {
             self.guard("reconcile a tree", || m.reconcile(gi))?;
         }
         Some(m)
+    }
+
+    /// Audit (`Options::audit_persistent_index`, tests): every entry of every tree names a
+    /// record in a zone the pool holds, with the entry's key, sequence and flags. The
+    /// engine relies on this without reading the tree back once open stops rebuilding the
+    /// index; recovery runs it before it reconciles anything, so it sees the trees exactly
+    /// as a crash left them. How many entries it checked.
+    pub fn audit(&self, store: &crate::store::Store) -> Result<u64> {
+        use crate::record::{read_record, Kind};
+        let mut checked = 0;
+        for slot in 1..self.forest.trees() {
+            if self
+                .forest
+                .existing(slot)
+                .map_err(super::persistent::index_error)?
+                .is_none()
+            {
+                continue;
+            }
+            let index = PersistentIndex::in_forest(&self.forest, slot)?;
+            let mut after: Option<IKey> = None;
+            loop {
+                let batch = index.scan(after.as_ref(), 256)?;
+                for (ik, v, _) in &batch {
+                    let bad = |why: &str| {
+                        Error::corrupt_at(
+                            format!(
+                                "persistent index tree {slot}: the entry of {:?} at sequence {} \
+                                 {why}",
+                                ik.key, ik.seq
+                            ),
+                            v.at,
+                        )
+                    };
+                    let zone = store
+                        .zones
+                        .zone_of(v.at)
+                        .ok_or_else(|| bad("points outside every zone"))?;
+                    if !store.zones.is_owned(zone).map_err(Error::from_alloc)? {
+                        return Err(bad("points into a free zone"));
+                    }
+                    let room = crate::blob::room_in_zone(&store.zones, v.at)?;
+                    let rec = read_record(&store.pool, v.at, room)
+                        .map_err(|e| bad(&format!("names no record ({e})")))?;
+                    if rec.key != ik.key
+                        || rec.seq != ik.seq
+                        || (rec.kind == Kind::Delete) != v.tomb
+                        || (rec.kind == Kind::Blob) != v.blob
+                    {
+                        return Err(bad(&format!(
+                            "names the record of {:?} at sequence {} ({:?})",
+                            rec.key, rec.seq, rec.kind
+                        )));
+                    }
+                    checked += 1;
+                }
+                if batch.len() < 256 {
+                    break;
+                }
+                after = batch.last().map(|(k, _, _)| k.clone());
+            }
+        }
+        Ok(checked)
+    }
+
+    /// Drops both trees of subtable `id` (recovery, M2).
+    pub fn drop_subtable(&self, id: u32) {
+        self.guard("drop a spilled subtable's trees", || {
+            let (a, b) = Self::slots(id);
+            for s in [a, b] {
+                self.forest
+                    .drop_tree(s)
+                    .map_err(super::persistent::index_error)?;
+            }
+            Ok(())
+        });
     }
 
     /// M3: drops the trees of every subtable id below `max` that `live` does not name.
