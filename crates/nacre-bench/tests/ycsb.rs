@@ -54,7 +54,11 @@ fn check_rows(cfg: &YcsbConfig, rows: &[bench::YcsbRow]) {
 #[test]
 fn embedded_stores_run_every_workload() -> TestResult {
     let dir = tempfile::tempdir()?;
-    let mut targets = vec![TargetKind::NacreEmulated, TargetKind::NacreMsync];
+    let mut targets = vec![
+        TargetKind::NacreEmulated,
+        TargetKind::NacreEmulatedIndexed,
+        TargetKind::NacreMsync,
+    ];
     if cfg!(feature = "rocksdb") {
         targets.extend([TargetKind::RocksdbSync0, TargetKind::RocksdbSync1]);
     }
@@ -64,6 +68,10 @@ fn embedded_stores_run_every_workload() -> TestResult {
     let machine = nacre_bench::report::MachineInfo::collect();
     let md = bench::markdown(&cfg, &machine, &rows);
     assert!(md.contains("| A | Nacre (emulated) |"), "{md}");
+    assert!(
+        md.contains("| A | Nacre (emulated, persistent index) |"),
+        "{md}"
+    );
     if cfg!(feature = "rocksdb") {
         assert!(md.contains("| C | RocksDB (sync=1) |"), "{md}");
     }

@@ -44,6 +44,9 @@ pub enum TargetKind {
     /// (`Options::verify_checksums` off): its ratio is to `nacre-emulated`, the cost of the
     /// checks.
     NacreEmulatedUnverified,
+    /// As `nacre-emulated` with the Global Index also written to its BzTree in PM
+    /// (`Options::persistent_index`): its ratio is to `nacre-emulated`, the index's cost.
+    NacreEmulatedIndexed,
     /// Embedded RocksDB, WAL not synced, database in the tmpfs directory (needs the
     /// `rocksdb` feature).
     RocksdbSync0,
@@ -329,14 +332,23 @@ fn open_store(cfg: &YcsbConfig, t: TargetKind) -> Result<Box<dyn Store>> {
     match t {
         TargetKind::NacreEmulated
         | TargetKind::NacreEmulatedUnverified
+        | TargetKind::NacreEmulatedIndexed
         | TargetKind::NacreMsync => {
             let verify = t != TargetKind::NacreEmulatedUnverified;
+            let indexed = t == TargetKind::NacreEmulatedIndexed;
             let (dir, backend, name, survives) = if t.power_loss() {
                 (
                     cfg.disk_dir.clone(),
                     Backend::Msync,
                     "msync",
                     MSYNC_SURVIVES,
+                )
+            } else if indexed {
+                (
+                    cfg.shm(),
+                    Backend::Emulated,
+                    "emulated, persistent index",
+                    EMULATED_SURVIVES,
                 )
             } else if verify {
                 (cfg.shm(), Backend::Emulated, "emulated", EMULATED_SURVIVES)
@@ -354,11 +366,14 @@ fn open_store(cfg: &YcsbConfig, t: TargetKind) -> Result<Box<dyn Store>> {
             } else {
                 cfg.nacre_pool(records, ops)
             };
+            // The index's nodes take their share of the pool (12%): the zones keep theirs.
+            let pool = if indexed { pool + pool / 7 } else { pool };
             let memtable = cfg.memtable_mib << 20;
             let gi = cfg.nacre_gi_mib << 20;
             let bench = BenchDb::create(&dir, "ycsb", backend, pool, |o| {
                 o.memtable_size = memtable;
                 o.verify_checksums = verify;
+                o.persistent_index = indexed;
                 if tiered {
                     o.disk_dir = Some(o.path.with_extension("disk"));
                     o.gi_size_limit = gi;
@@ -595,7 +610,9 @@ pub fn markdown(cfg: &YcsbConfig, machine: &MachineInfo, rows: &[YcsbRow]) -> St
             };
             let anchor = match t {
                 TargetKind::NacreEmulated => find(rows, TargetKind::RocksdbSync0, name),
-                TargetKind::NacreEmulatedUnverified => find(rows, TargetKind::NacreEmulated, name),
+                TargetKind::NacreEmulatedUnverified | TargetKind::NacreEmulatedIndexed => {
+                    find(rows, TargetKind::NacreEmulated, name)
+                }
                 TargetKind::NacreMsync => find(rows, TargetKind::RocksdbSync1, name),
                 _ => None,
             };
