@@ -250,31 +250,28 @@ impl GiForest {
         Ok(checked)
     }
 
+    /// Drops both trees of subtable `id`.
+    fn drop_pair(&self, id: u32) -> Result<()> {
+        let (a, b) = Self::slots(id);
+        for s in [a, b] {
+            self.forest
+                .drop_tree(s)
+                .map_err(super::persistent::index_error)?;
+        }
+        Ok(())
+    }
+
     /// Drops both trees of subtable `id` (recovery, M2).
     pub fn drop_subtable(&self, id: u32) {
-        self.guard("drop a spilled subtable's trees", || {
-            let (a, b) = Self::slots(id);
-            for s in [a, b] {
-                self.forest
-                    .drop_tree(s)
-                    .map_err(super::persistent::index_error)?;
-            }
-            Ok(())
-        });
+        self.guard("drop a spilled subtable's trees", || self.drop_pair(id));
     }
 
     /// M3: drops the trees of every subtable id below `max` that `live` does not name.
     pub fn drop_others(&self, max: u64, live: &[u32]) {
         self.guard("drop unused trees", || {
             for id in 0..u32::try_from(max).unwrap_or(u32::MAX) {
-                if live.contains(&id) {
-                    continue;
-                }
-                let (a, b) = Self::slots(id);
-                for s in [a, b] {
-                    self.forest
-                        .drop_tree(s)
-                        .map_err(super::persistent::index_error)?;
+                if !live.contains(&id) {
+                    self.drop_pair(id)?;
                 }
             }
             Ok(())
