@@ -84,6 +84,10 @@ pub struct Config {
     /// Nacre: PM bytes a subtable's Global Index takes before it spills to the disk levels
     /// (`gi-size-limit`, default 0: half the pool).
     pub gi_size_limit: u64,
+    /// Nacre: keep the Global Index's copy in PM beside the volatile one
+    /// (`persistent-index`, default no; `Options::persistent_index`). Fixed when the pool
+    /// is created: a pool created without it cannot turn it on.
+    pub persistent_index: bool,
     /// Keyspace notification classes (`notify-keyspace-events`, default none; flags of
     /// `crate::notify`).
     pub notify_keyspace_events: u32,
@@ -269,6 +273,7 @@ impl Default for Config {
             pmem_backend: Backend::Auto,
             disk_dir: None,
             gi_size_limit: 0,
+            persistent_index: false,
             notify_keyspace_events: 0,
             enable_debug_command: DebugAccess::No,
             client_output_buffer_limit: OutputLimits::default(),
@@ -305,7 +310,7 @@ pub enum ConfigError {
 }
 
 /// Every directive, as `CONFIG GET` names them.
-pub const DIRECTIVES: [&str; 18] = [
+pub const DIRECTIVES: [&str; 19] = [
     "port",
     "bind",
     "dir",
@@ -320,6 +325,7 @@ pub const DIRECTIVES: [&str; 18] = [
     "pmem-backend",
     "disk-dir",
     "gi-size-limit",
+    "persistent-index",
     "notify-keyspace-events",
     "enable-debug-command",
     "client-output-buffer-limit",
@@ -374,6 +380,7 @@ impl Config {
             nacre::Options::new(dir.join(crate::store::open::POOL_FILE)).backend(self.pmem_backend);
         o.pool_size = self.pmem_size;
         o.gi_size_limit = self.gi_size_limit;
+        o.persistent_index = self.persistent_index;
         o.disk_dir = match (&self.disk_dir, checkpoint) {
             (None, _) => None,
             (Some(_), true) => Some(dir.join("disk")),
@@ -517,6 +524,13 @@ impl Config {
                 let v = one()?;
                 self.gi_size_limit = if v == "0" { 0 } else { memory(v, 64 << 10)? };
             }
+            "persistent-index" => {
+                self.persistent_index = match one()?.to_ascii_lowercase().as_str() {
+                    "yes" => true,
+                    "no" => false,
+                    _ => return Err("argument must be 'yes' or 'no'".into()),
+                }
+            }
             "enable-debug-command" => {
                 self.enable_debug_command = DebugAccess::parse(one()?)
                     .ok_or("argument(s) must be one of the following: no, yes, local")?
@@ -552,6 +566,7 @@ impl Config {
                 .map(|d| d.display().to_string())
                 .unwrap_or_default(),
             "gi-size-limit" => self.gi_size_limit.to_string(),
+            "persistent-index" => if self.persistent_index { "yes" } else { "no" }.to_string(),
             "notify-keyspace-events" => crate::notify::format(self.notify_keyspace_events),
             "enable-debug-command" => self.enable_debug_command.name().to_string(),
             "client-output-buffer-limit" => self.client_output_buffer_limit.format(),

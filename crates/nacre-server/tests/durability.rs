@@ -345,8 +345,8 @@ fn verify(s: &Server, models: &[Arc<Mutex<Model>>]) {
     }
 }
 
-fn kill_loop(rounds: usize, workers: usize) {
-    let mut s = Server::start(&[]);
+fn kill_loop(rounds: usize, workers: usize, extra: &[&str]) {
+    let mut s = Server::start(extra);
     {
         let mut c = s.conn();
         for w in 0..workers {
@@ -410,11 +410,16 @@ fn kill_loop(rounds: usize, workers: usize) {
 
 #[test]
 fn sigkill_under_load_loses_no_acknowledged_write() {
-    kill_loop(30, 6);
+    kill_loop(30, 6, &[]);
+}
+
+#[test]
+fn sigkill_under_load_with_the_persistent_index_loses_nothing() {
+    kill_loop(10, 4, &["--persistent-index", "yes"]);
 }
 
 #[test]
 #[ignore = "long: 300 kills"]
 fn sigkill_under_load_long() {
-    kill_loop(300, 8);
+    kill_loop(300, 8, &[]);
 }

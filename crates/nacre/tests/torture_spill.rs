@@ -376,6 +376,14 @@ fn power_failures_during_spills_with_the_persistent_index() {
 }
 
 #[test]
+#[ignore = "long run: cargo test -p nacre --release --test torture_spill -- --ignored"]
+fn power_failures_during_spills_with_the_persistent_index_long() {
+    INDEXED.set(true);
+    let cov = torture(2_000, None).unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("{cov:?}");
+}
+
+#[test]
 fn torture_catches_trees_kept_over_spilled_zones() {
     INDEXED.set(true);
     mutation_is_caught(RecoveryMutation::KeepSpilledTrees, 60);

@@ -592,7 +592,7 @@ pub fn config(shared: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
                     // Fixed at start (where the server stores); setting one to the value it
                     // has changes nothing and is accepted.
                     "dir" | "databases" | "pmem-size" | "pmem-backend" | "disk-dir"
-                    | "gi-size-limit" | "logfile" | "io-threads" => {
+                    | "gi-size-limit" | "persistent-index" | "logfile" | "io-threads" => {
                         if cfg.get(&name).as_deref() == Some(val.as_str()) {
                             Ok(())
                         } else {

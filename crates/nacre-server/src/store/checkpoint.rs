@@ -103,6 +103,7 @@ fn save_sized(store: &Store, data_dir: &Path, template: &Options, size: u64) -> 
     let mut opts = Options::new(tmp.join(super::open::POOL_FILE)).backend(template.pool.backend);
     opts.pool_size = size;
     opts.gi_size_limit = template.gi_size_limit;
+    opts.persistent_index = template.persistent_index;
     // A checkpoint of a database with disk levels keeps its own in `disk` inside it.
     opts.disk_dir = template.disk_dir.as_ref().map(|_| tmp.join("disk"));
     let dst = nacre::Db::open(opts)?;
