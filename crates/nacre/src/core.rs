@@ -147,7 +147,7 @@ impl Shared {
         let Some(view) = self.with_subtable(sub, |s| s.inner.view.load_full()) else {
             return Ok(false);
         };
-        if let Some((seq, _)) = view.newest(key, u64::MAX) {
+        if let Some((seq, _)) = view.newest(key, u64::MAX)? {
             return Ok(seq > since);
         }
         match self.disk.as_ref().and_then(|d| d.existing(sub)) {

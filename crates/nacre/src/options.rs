@@ -223,6 +223,11 @@ pub struct Options {
     /// the index cannot hold (longer than [`crate::limits::PERSISTENT_INDEX_KEY_MAX`]) and
     /// a full node pool leave it incomplete, which is logged, until the next open rebuilds it.
     pub persistent_index_share: u32,
+    /// Point reads that reach the Global Index read the persistent index instead of the
+    /// volatile one (default off; needs `persistent_index`). Scans still use the volatile
+    /// index. For measuring the tree's read cost on the way to an open that does not
+    /// rebuild the volatile index.
+    pub persistent_index_reads: bool,
     /// Open checks every entry of the persistent index against the record it names before
     /// reconciling it (tests: the trees as a crash left them never name a freed zone or
     /// another record). Costs a read of every record the index names.
@@ -258,6 +263,7 @@ impl Options {
             disk_cache_size: 64 << 20,
             persistent_index: false,
             persistent_index_share: 12,
+            persistent_index_reads: false,
             audit_persistent_index: false,
             recovery_mutation: None,
             inject: None,

@@ -44,7 +44,7 @@ impl Engine {
         self.check_subtable(subtable)?;
         let view = subtable.inner.view.load();
         let seq = seq.unwrap_or_else(|| self.visible.load(Ordering::Acquire));
-        let hit = view.newest(key, seq);
+        let hit = view.newest(key, seq)?;
         if hit.is_none() {
             // G3: nothing in PM; the disk levels, read after the view was loaded, hold
             // everything a spill took out of it.

@@ -395,10 +395,9 @@ fn finish(db: &Engine, done: Done, retired: &mut Vec<Retired>) -> Result<()> {
         );
     }
     let frozen = job.frozen;
-    // M2 (gi/mirror.rs): the frozen generation's tree goes before its zones are retired.
-    if let Some(m) = frozen.gi.mirror() {
-        m.drop_tree();
-    }
+    // M2 (gi/mirror.rs): the frozen generation's tree goes with the last view that reads
+    // it, before the zones retired below can be given back.
+    frozen.gi.release_tree_when_dropped();
     sub.inner.retires.fetch_add(1, Ordering::AcqRel);
     let ticket =
         sub.inner

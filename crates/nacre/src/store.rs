@@ -208,7 +208,13 @@ fn open_gi_forest(
             ))
         }
     }
-    GiForest::open(halloc, &fo, opts.recovery_mutation).map(Some)
+    GiForest::open(
+        halloc,
+        &fo,
+        opts.recovery_mutation,
+        opts.persistent_index_reads,
+    )
+    .map(Some)
 }
 
 /// Checks the engine root's shape crc and checked words.

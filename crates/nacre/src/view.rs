@@ -66,11 +66,21 @@ pub(crate) struct Frozen {
 impl View {
     /// The newest version of `key` with sequence at most `seq` in PM: memtables (newest
     /// first), then the Global Index, then the frozen one.
-    pub fn newest(&self, key: &[u8], seq: u64) -> Option<(u64, nacre_pmem::PmOffset)> {
-        self.indexes()
-            .find_map(|ix| ix.get(key, seq))
-            .or_else(|| self.gi.get(key, seq))
-            .or_else(|| self.frozen.as_ref().and_then(|f| f.gi.get(key, seq)))
+    pub fn newest(
+        &self,
+        key: &[u8],
+        seq: u64,
+    ) -> crate::error::Result<Option<(u64, nacre_pmem::PmOffset)>> {
+        if let Some(hit) = self.indexes().find_map(|ix| ix.get(key, seq)) {
+            return Ok(Some(hit));
+        }
+        if let Some(hit) = self.gi.get_at(key, seq)? {
+            return Ok(Some(hit));
+        }
+        match &self.frozen {
+            Some(f) => f.gi.get_at(key, seq),
+            None => Ok(None),
+        }
     }
 
     /// Memtable indexes, newest first.

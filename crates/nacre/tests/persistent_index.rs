@@ -183,6 +183,39 @@ fn a_full_node_pool_leaves_the_index_stale_and_the_data_right() {
 }
 
 #[test]
+fn point_reads_from_the_tree_agree_with_the_model_through_spills_and_reopens() {
+    let dir = tempfile::tempdir_in("/dev/shm").expect("dir");
+    let disk = tempfile::tempdir().expect("disk dir");
+    let mut o = opts(dir.path());
+    o.persistent_index_reads = true;
+    o.gi_size_limit = 256 << 10;
+    o.disk_dir = Some(disk.path().to_path_buf());
+    let mut model = Model::new();
+    let mut rng = SplitMix64::new(21);
+    let db = Db::open(o.clone()).expect("open");
+    // A snapshot read through the tree sees what it saw when taken.
+    let t = db.subtable("a").expect("subtable");
+    db.put(&t, "pinned", "old").expect("put");
+    let snap = db.snapshot();
+    db.put(&t, "pinned", "new").expect("put");
+    workload(&db, &mut model, &mut rng, 6);
+    assert_eq!(
+        db.get_at(&t, "pinned", &snap).expect("get").as_deref(),
+        Some(&b"old"[..])
+    );
+    drop(snap);
+    model.insert((0, b"pinned".to_vec()), b"new".to_vec());
+    db.flush().expect("flush");
+    verify(&db, &model);
+    workload(&db, &mut model, &mut rng, 4);
+    verify(&db, &model);
+    drop(t);
+    drop(db);
+    let db = Db::open(o).expect("reopen after drop");
+    verify(&db, &model);
+}
+
+#[test]
 fn spills_to_the_disk_levels_drop_each_frozen_generation() {
     let dir = tempfile::tempdir_in("/dev/shm").expect("dir");
     let disk = tempfile::tempdir().expect("disk dir");

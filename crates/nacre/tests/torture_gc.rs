@@ -61,6 +61,8 @@ fn opts_for(mutation: Option<RecoveryMutation>, cleaning: Cleaning) -> Options {
     };
     o.persistent_index = cleaning == Cleaning::PressureIndexed;
     o.audit_persistent_index = o.persistent_index;
+    // Point reads go to the tree: every check after a recovery reads through it.
+    o.persistent_index_reads = o.persistent_index;
     o.zone_size = 64 << 10;
     o.memtable_size = 128 << 10;
     o.ring_capacity = 4;

@@ -40,6 +40,7 @@ fn opts(disk: &Path, mutation: Option<RecoveryMutation>) -> Options {
     if INDEXED.get() {
         o.persistent_index = true;
         o.audit_persistent_index = true;
+        o.persistent_index_reads = true;
     }
     o.recovery_mutation = mutation;
     o.commit_mode = nacre::CommitMode::SingleFence;

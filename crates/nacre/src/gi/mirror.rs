@@ -12,9 +12,10 @@
 //!   the volatile count, or [`GHOST_MAX`] (saturated, P3). A key too long for the tree has
 //!   no entries (the long-key list of the design is not built).
 //! - M2 (slots): subtable `id`'s generations use tree slots `2 id + 1` and `2 id + 2`: the
-//!   live generation one of them, a generation frozen for its spill the other. A frozen
-//!   generation's tree is dropped before the zones its entries point into are retired (the
-//!   spill's finish); when a crash came after the spill reached the disk and before its
+//!   live generation one of them, a generation frozen for its spill the other. Once the
+//!   spill is done, a frozen generation's tree is dropped with the last view that reads it,
+//!   which is before the zones its entries point into are given back (they wait for every
+//!   such view's ticket); when a crash came after the spill reached the disk and before its
 //!   finish, recovery drops both of the subtable's trees before it gives the spilled zones
 //!   back. So no entry outlives its record's zone, which open checks with
 //!   `Options::audit_persistent_index` before it reconciles anything.
@@ -22,6 +23,10 @@
 //!   (entries of keys the volatile index lacks removed, the rest synced); the pair's other
 //!   slot and the slots of subtables that do not exist are dropped. A crash at any point of
 //!   the previous run therefore leaves nothing the next open keeps by mistake.
+//! - M5 (slots in use): a slot's tree is created or dropped only while no [`Mirror`] of an
+//!   earlier generation holds it: a spilled generation keeps its slot until its last view
+//!   is gone and its tree dropped (`GlobalIndex::release_tree_when_dropped`). A freeze that
+//!   finds the other slot still held leaves the forest stale instead (M4).
 //! - M4 (failure): an error from the tree (a full node pool, damage, I/O) marks the forest
 //!   stale, logged once: mirroring stops and M1 no longer holds until the next open
 //!   reconciles again. The volatile index, which every read uses, is not affected.
@@ -58,6 +63,10 @@ pub(crate) struct GiForest {
     long_versions: AtomicU64,
     /// A rule switched off (mutation tests only).
     mutation: Option<RecoveryMutation>,
+    /// `Options::persistent_index_reads`.
+    reads: bool,
+    /// Slots a [`Mirror`] holds now (M5).
+    leased: std::sync::Mutex<std::collections::HashSet<u32>>,
 }
 
 /// The options of the engine's forest for `max_subtables` subtables and `nodes` nodes.
@@ -83,6 +92,7 @@ impl GiForest {
         halloc: &Halloc,
         opts: &BzTreeOptions,
         mutation: Option<RecoveryMutation>,
+        reads: bool,
     ) -> Result<Arc<GiForest>> {
         let (forest, stats) =
             BzForest::open(halloc, opts).map_err(super::persistent::index_error)?;
@@ -95,6 +105,8 @@ impl GiForest {
             stale: AtomicBool::new(false),
             long_versions: AtomicU64::new(0),
             mutation,
+            reads,
+            leased: std::sync::Mutex::new(std::collections::HashSet::new()),
         }))
     }
 
@@ -141,17 +153,46 @@ impl GiForest {
 
     /// A mirror on slot `slot`, emptied first.
     fn fresh(self: &Arc<Self>, slot: u32) -> Option<Mirror> {
+        // M5: a generation still read (or still to drop its tree) keeps its slot.
+        if !self.lease(slot) {
+            self.fail(
+                "create a tree",
+                &Error::InvalidOptions(format!(
+                    "tree {slot} still belongs to an earlier generation that views read"
+                )),
+            );
+            return None;
+        }
         let index = self.guard("create a tree", || {
             self.forest
                 .drop_tree(slot)
                 .map_err(super::persistent::index_error)?;
             PersistentIndex::in_forest(&self.forest, slot)
-        })?;
+        });
+        let Some(index) = index else {
+            self.unlease(slot);
+            return None;
+        };
         Some(Mirror {
             forest: self.clone(),
             index,
             slot,
         })
+    }
+
+    /// Takes slot `slot` for a mirror; false when one holds it.
+    fn lease(&self, slot: u32) -> bool {
+        self.leased
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(slot)
+    }
+
+    fn unlease(&self, slot: u32) {
+        self.leased
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&slot);
     }
 
     /// The mirror of a new subtable `id`'s first generation.
@@ -173,9 +214,15 @@ impl GiForest {
                 .map_err(super::persistent::index_error)?;
             Ok(keep)
         })?;
-        let index = self.guard("open a tree", || {
+        if !self.lease(slot) {
+            return None;
+        }
+        let Some(index) = self.guard("open a tree", || {
             PersistentIndex::in_forest(&self.forest, slot)
-        })?;
+        }) else {
+            self.unlease(slot);
+            return None;
+        };
         let m = Mirror {
             forest: self.clone(),
             index,
@@ -286,6 +333,14 @@ pub(crate) struct Mirror {
     slot: u32,
 }
 
+impl Drop for Mirror {
+    /// M5: the slot is free for a later generation once this one's index is gone (and its
+    /// tree dropped, when it was spilled).
+    fn drop(&mut self) {
+        self.forest.unlease(self.slot);
+    }
+}
+
 fn pm(v: &Version) -> PmVersion {
     PmVersion {
         seq: v.seq,
@@ -296,6 +351,17 @@ fn pm(v: &Version) -> PmVersion {
 }
 
 impl Mirror {
+    /// Whether point reads of `key` go to this tree: reads are asked for, the tree is not
+    /// stale, and the key fits it.
+    pub fn serves(&self, key: &[u8]) -> bool {
+        self.forest.reads && !self.forest.is_stale() && self.index.fits(key)
+    }
+
+    /// The newest version of `key` at or below `seq`.
+    pub fn get(&self, key: &[u8], seq: u64) -> Result<Option<(u64, nacre_pmem::PmOffset)>> {
+        Ok(self.index.get(key, seq)?.map(|v| (v.seq, v.at)))
+    }
+
     /// The mirror of the generation after this one (a spill froze this one): the pair's
     /// other slot, emptied first (M2).
     pub fn next_generation(&self) -> Option<Mirror> {
@@ -307,8 +373,7 @@ impl Mirror {
         self.forest.fresh(partner)
     }
 
-    /// Drops this generation's tree: its spill is durable and its zones are about to be
-    /// retired (M2).
+    /// Drops this generation's tree: its spill is done and no view reads it any more (M2).
     pub fn drop_tree(&self) {
         self.forest.guard("drop a spilled tree", || {
             self.forest
