@@ -321,6 +321,20 @@ fn revisit(db: &Engine, sub: &Subtable) -> Result<bool> {
 /// zones (S2). How many zones it gave back.
 fn free_retired(db: &Engine, retired: &mut Vec<Retired>) -> Result<u64> {
     let oldest = db.tickets.oldest().map_or(u64::MAX, |(id, _)| id);
+    // M2 (gi/mirror.rs): spilled generations' trees go before their zones.
+    let trees: Vec<_> = {
+        let mut t = db.retired_trees.lock();
+        let (done, keep) = std::mem::take(&mut *t)
+            .into_iter()
+            .partition(|(ticket, _)| *ticket <= oldest);
+        *t = keep;
+        done
+    };
+    for (_, gi) in trees {
+        if let Some(m) = gi.mirror() {
+            m.drop_tree();
+        }
+    }
     let blob_zones = db.blobs.free_retired(&db.store, oldest)?;
     db.space
         .zones_freed

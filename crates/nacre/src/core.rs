@@ -45,6 +45,9 @@ pub(crate) struct Shared {
     pub disk: Option<Arc<DiskTier>>,
     /// `Db::flush` asks the background worker to spill every Global Index.
     pub spill_all: AtomicBool,
+    /// Spilled Global Index generations whose persistent trees go once no view can read
+    /// them, before their zones do (M2 in gi/mirror.rs): (ticket, index).
+    pub retired_trees: parking_lot::Mutex<Vec<(u64, Arc<crate::gi::GlobalIndex>)>>,
 }
 
 impl Shared {

@@ -188,6 +188,7 @@ impl Db {
                 pause: parking_lot::Mutex::new(()),
                 disk,
                 spill_all: AtomicBool::new(false),
+                retired_trees: parking_lot::Mutex::new(Vec::new()),
                 store,
                 opts,
             },

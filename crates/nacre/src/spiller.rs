@@ -395,15 +395,17 @@ fn finish(db: &Engine, done: Done, retired: &mut Vec<Retired>) -> Result<()> {
         );
     }
     let frozen = job.frozen;
-    // M2 (gi/mirror.rs): the frozen generation's tree goes with the last view that reads
-    // it, before the zones retired below can be given back.
-    frozen.gi.release_tree_when_dropped();
     sub.inner.retires.fetch_add(1, Ordering::AcqRel);
     let ticket =
         sub.inner
             .replace_tiers(&db.tickets, db.visible.load(Ordering::Acquire), |v, _| {
                 (v.gi.clone(), None)
             });
+    // M2 (gi/mirror.rs): the frozen generation's tree goes once no view can read it, before
+    // the zones retired below (same ticket).
+    if frozen.gi.mirror().is_some() {
+        db.retired_trees.lock().push((ticket, frozen.gi.clone()));
+    }
     {
         let mut zones = db.space.zones.lock();
         for m in &frozen.mems {

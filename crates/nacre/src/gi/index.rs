@@ -100,26 +100,15 @@ pub(crate) struct GlobalIndex {
     versions: AtomicU64,
     /// Its copy in PM, with `Options::persistent_index` (mirror.rs).
     pm: Option<Mirror>,
-    /// The copy's tree goes when this index does (a spilled generation: M2 in mirror.rs).
-    release_tree: std::sync::atomic::AtomicBool,
-}
-
-impl Drop for GlobalIndex {
-    fn drop(&mut self) {
-        if self.release_tree.load(Ordering::Acquire) {
-            if let Some(pm) = &self.pm {
-                pm.drop_tree();
-            }
-        }
-    }
 }
 
 impl GlobalIndex {
     /// An empty index whose changes `pm` mirrors.
     pub fn mirrored(pm: Option<Mirror>) -> GlobalIndex {
-        let mut gi = GlobalIndex::default();
-        gi.pm = pm;
-        gi
+        GlobalIndex {
+            pm,
+            ..GlobalIndex::default()
+        }
     }
 
     /// Sets the mirror (recovery, once the tree is reconciled).
@@ -130,13 +119,6 @@ impl GlobalIndex {
     /// The mirror, if any.
     pub fn mirror(&self) -> Option<&Mirror> {
         self.pm.as_ref()
-    }
-
-    /// M2 in mirror.rs: this generation was spilled; its tree is dropped with the last
-    /// view that reads it, which is before the zones its entries point into are given
-    /// back (a view's tickets outlive its indexes).
-    pub fn release_tree_when_dropped(&self) {
-        self.release_tree.store(true, Ordering::Release);
     }
 
     /// The newest version of `key` at or below `seq`: from the persistent index when it

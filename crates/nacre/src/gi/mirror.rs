@@ -13,9 +13,9 @@
 //!   no entries (the long-key list of the design is not built).
 //! - M2 (slots): subtable `id`'s generations use tree slots `2 id + 1` and `2 id + 2`: the
 //!   live generation one of them, a generation frozen for its spill the other. Once the
-//!   spill is done, a frozen generation's tree is dropped with the last view that reads it,
-//!   which is before the zones its entries point into are given back (they wait for every
-//!   such view's ticket); when a crash came after the spill reached the disk and before its
+//!   spill is done, a frozen generation's tree is dropped when no view can read it any
+//!   more, just before the zones its entries point into are given back (both wait for the
+//!   same ticket); when a crash came after the spill reached the disk and before its
 //!   finish, recovery drops both of the subtable's trees before it gives the spilled zones
 //!   back. So no entry outlives its record's zone, which open checks with
 //!   `Options::audit_persistent_index` before it reconciles anything.
@@ -24,9 +24,9 @@
 //!   slot and the slots of subtables that do not exist are dropped. A crash at any point of
 //!   the previous run therefore leaves nothing the next open keeps by mistake.
 //! - M5 (slots in use): a slot's tree is created or dropped only while no [`Mirror`] of an
-//!   earlier generation holds it: a spilled generation keeps its slot until its last view
-//!   is gone and its tree dropped (`GlobalIndex::release_tree_when_dropped`). A freeze that
-//!   finds the other slot still held leaves the forest stale instead (M4).
+//!   earlier generation holds it: a spilled generation keeps its slot until its tree is
+//!   dropped (M2). A freeze that finds the other slot still held leaves the forest stale
+//!   instead (M4).
 //! - M4 (failure): an error from the tree (a full node pool, damage, I/O) marks the forest
 //!   stale, logged once: mirroring stops and M1 no longer holds until the next open
 //!   reconciles again. The volatile index, which every read uses, is not affected.
@@ -177,6 +177,7 @@ impl GiForest {
             forest: self.clone(),
             index,
             slot,
+            dropped: AtomicBool::new(false),
         })
     }
 
@@ -227,6 +228,7 @@ impl GiForest {
             forest: self.clone(),
             index,
             slot,
+            dropped: AtomicBool::new(false),
         };
         if self.mutation != Some(RecoveryMutation::SkipIndexReconcile) {
             self.guard("reconcile a tree", || m.reconcile(gi))?;
@@ -331,13 +333,17 @@ pub(crate) struct Mirror {
     forest: Arc<GiForest>,
     index: PersistentIndex,
     slot: u32,
+    /// Its tree was dropped (a spilled generation): the slot is no longer its own.
+    dropped: AtomicBool,
 }
 
 impl Drop for Mirror {
-    /// M5: the slot is free for a later generation once this one's index is gone (and its
-    /// tree dropped, when it was spilled).
+    /// M5: the slot is free for a later generation once this one's index is gone, or its
+    /// tree dropped.
     fn drop(&mut self) {
-        self.forest.unlease(self.slot);
+        if !self.dropped.load(Ordering::Acquire) {
+            self.forest.unlease(self.slot);
+        }
     }
 }
 
@@ -354,7 +360,10 @@ impl Mirror {
     /// Whether point reads of `key` go to this tree: reads are asked for, the tree is not
     /// stale, and the key fits it.
     pub fn serves(&self, key: &[u8]) -> bool {
-        self.forest.reads && !self.forest.is_stale() && self.index.fits(key)
+        self.forest.reads
+            && !self.forest.is_stale()
+            && !self.dropped.load(Ordering::Acquire)
+            && self.index.fits(key)
     }
 
     /// The newest version of `key` at or below `seq`.
@@ -375,6 +384,9 @@ impl Mirror {
 
     /// Drops this generation's tree: its spill is done and no view reads it any more (M2).
     pub fn drop_tree(&self) {
+        if self.dropped.swap(true, Ordering::AcqRel) {
+            return;
+        }
         self.forest.guard("drop a spilled tree", || {
             self.forest
                 .forest
@@ -382,6 +394,7 @@ impl Mirror {
                 .map(|_| ())
                 .map_err(super::persistent::index_error)
         });
+        self.forest.unlease(self.slot);
     }
 
     /// Brings `key`'s entries to the volatile entry `want` (newest first, with its ghost
