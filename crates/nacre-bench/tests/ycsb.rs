@@ -57,6 +57,7 @@ fn embedded_stores_run_every_workload() -> TestResult {
     let mut targets = vec![
         TargetKind::NacreEmulated,
         TargetKind::NacreEmulatedIndexed,
+        TargetKind::NacreEmulatedTreeReads,
         TargetKind::NacreMsync,
     ];
     if cfg!(feature = "rocksdb") {

@@ -47,6 +47,9 @@ pub enum TargetKind {
     /// As `nacre-emulated` with the Global Index also written to its BzTree in PM
     /// (`Options::persistent_index`): its ratio is to `nacre-emulated`, the index's cost.
     NacreEmulatedIndexed,
+    /// As `nacre-emulated-indexed`, with point reads served by the BzTree
+    /// (`Options::persistent_index_reads`): its ratio is to `nacre-emulated`.
+    NacreEmulatedTreeReads,
     /// Embedded RocksDB, WAL not synced, database in the tmpfs directory (needs the
     /// `rocksdb` feature).
     RocksdbSync0,
@@ -333,9 +336,11 @@ fn open_store(cfg: &YcsbConfig, t: TargetKind) -> Result<Box<dyn Store>> {
         TargetKind::NacreEmulated
         | TargetKind::NacreEmulatedUnverified
         | TargetKind::NacreEmulatedIndexed
+        | TargetKind::NacreEmulatedTreeReads
         | TargetKind::NacreMsync => {
             let verify = t != TargetKind::NacreEmulatedUnverified;
-            let indexed = t == TargetKind::NacreEmulatedIndexed;
+            let tree_reads = t == TargetKind::NacreEmulatedTreeReads;
+            let indexed = t == TargetKind::NacreEmulatedIndexed || tree_reads;
             let (dir, backend, name, survives) = if t.power_loss() {
                 (
                     cfg.disk_dir.clone(),
@@ -344,12 +349,12 @@ fn open_store(cfg: &YcsbConfig, t: TargetKind) -> Result<Box<dyn Store>> {
                     MSYNC_SURVIVES,
                 )
             } else if indexed {
-                (
-                    cfg.shm(),
-                    Backend::Emulated,
-                    "emulated, persistent index",
-                    EMULATED_SURVIVES,
-                )
+                let name = if tree_reads {
+                    "emulated, reads from the persistent index"
+                } else {
+                    "emulated, persistent index"
+                };
+                (cfg.shm(), Backend::Emulated, name, EMULATED_SURVIVES)
             } else if verify {
                 (cfg.shm(), Backend::Emulated, "emulated", EMULATED_SURVIVES)
             } else {
@@ -374,6 +379,7 @@ fn open_store(cfg: &YcsbConfig, t: TargetKind) -> Result<Box<dyn Store>> {
                 o.memtable_size = memtable;
                 o.verify_checksums = verify;
                 o.persistent_index = indexed;
+                o.persistent_index_reads = tree_reads;
                 if tiered {
                     o.disk_dir = Some(o.path.with_extension("disk"));
                     o.gi_size_limit = gi;
@@ -610,9 +616,9 @@ pub fn markdown(cfg: &YcsbConfig, machine: &MachineInfo, rows: &[YcsbRow]) -> St
             };
             let anchor = match t {
                 TargetKind::NacreEmulated => find(rows, TargetKind::RocksdbSync0, name),
-                TargetKind::NacreEmulatedUnverified | TargetKind::NacreEmulatedIndexed => {
-                    find(rows, TargetKind::NacreEmulated, name)
-                }
+                TargetKind::NacreEmulatedUnverified
+                | TargetKind::NacreEmulatedIndexed
+                | TargetKind::NacreEmulatedTreeReads => find(rows, TargetKind::NacreEmulated, name),
                 TargetKind::NacreMsync => find(rows, TargetKind::RocksdbSync1, name),
                 _ => None,
             };
