@@ -51,7 +51,12 @@ impl BzTree {
     /// of its sorted records and a look at its unsorted tail (nothing copied but the entry
     /// found); then, if none there, the leaves after it as a scan finds them.
     pub fn seek(&self, key: &[u8]) -> Result<Option<(Vec<u8>, u64)>> {
-        let mut cur = key.to_vec();
+        self.seek_map(key, |k, v| (k.to_vec(), v))
+    }
+
+    /// [`BzTree::seek`], handing the entry found to `f` (its key borrowed, its value).
+    pub fn seek_map<T>(&self, key: &[u8], f: impl FnOnce(&[u8], u64) -> T) -> Result<Option<T>> {
+        let mut cur: std::borrow::Cow<'_, [u8]> = std::borrow::Cow::Borrowed(key);
         loop {
             let g = self.pm.pin()?;
             let d = self.descend(&g, &cur, true, false)?;
@@ -74,10 +79,10 @@ impl BzTree {
             }
             if let Some((k, offset)) = best {
                 let v = self.word(PmOffset(leaf.off + u64::from(offset)))?;
-                return Ok(Some((k.to_vec(), v)));
+                return Ok(Some(f(k, v)));
             }
             match d.upper {
-                Some(u) => cur = u,
+                Some(u) => cur = std::borrow::Cow::Owned(u),
                 None => return Ok(None),
             }
         }

@@ -56,7 +56,7 @@ pub(crate) struct Step {
 /// A leaf bound found on the way down: a key copied from the inner-node cache, or the
 /// record of an inner node whose key is read (and checked) at the end.
 enum BoundAt {
-    Key(Vec<u8>),
+    Copy(Arc<crate::inner_cache::CachedInner>, usize),
     Slot(NodeView, Meta),
 }
 
@@ -540,7 +540,7 @@ impl BzTree {
                 let bound = |at: Option<BoundAt>| -> Result<Option<Vec<u8>>> {
                     Ok(match at {
                         None => None,
-                        Some(BoundAt::Key(k)) => Some(k),
+                        Some(BoundAt::Copy(c, i)) => Some(c.keys[i].to_vec()),
                         Some(BoundAt::Slot(n, m)) => Some(self.key(g, &n, m)?.to_vec()),
                     })
                 };
@@ -566,10 +566,10 @@ impl BzTree {
                         Err(p) => p.saturating_sub(1),
                     };
                     if want_upper && i + 1 < c.keys.len() {
-                        upper = Some(BoundAt::Key(c.keys[i + 1].to_vec()));
+                        upper = Some(BoundAt::Copy(c.clone(), i + 1));
                     }
                     if before && i > 0 {
-                        lower = Some(BoundAt::Key(c.keys[i].to_vec()));
+                        lower = Some(BoundAt::Copy(c.clone(), i));
                     }
                     (i as u32, c.children[i])
                 }

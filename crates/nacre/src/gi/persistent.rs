@@ -122,6 +122,29 @@ fn escape_into(key: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(&[0, 0]);
 }
 
+/// The sequence number of tree key `k` when it is a version of `key` (P1), read without
+/// decoding `k`; `None` for anything else, ill-formed keys included.
+fn version_of(k: &[u8], key: &[u8]) -> Option<u64> {
+    let mut i = 0;
+    for &b in key {
+        if k.get(i) != Some(&b) {
+            return None;
+        }
+        i += 1;
+        if b == 0 {
+            if k.get(i) != Some(&0xFF) {
+                return None;
+            }
+            i += 1;
+        }
+    }
+    if k.get(i..i + 2) != Some(&[0, 0][..]) {
+        return None;
+    }
+    let seq: [u8; 8] = k.get(i + 2..)?.try_into().ok()?;
+    Some(!u64::from_be_bytes(seq))
+}
+
 /// The smallest tree key after (key, seq)'s.
 fn just_after(b: &IKey) -> Vec<u8> {
     let mut k = tree_key(&b.key, b.seq);
@@ -290,9 +313,21 @@ impl PersistentIndex {
 
     /// The newest version of `key` with sequence at most `snapshot`.
     pub fn get(&self, key: &[u8], snapshot: u64) -> Result<Option<PmVersion>> {
-        match self.newest_at(key, snapshot)? {
-            Some((_, seq, w)) => Ok(Some(decode_value(seq, w)?.0)),
+        let found = self
+            .tree
+            .seek_map(&tree_key(key, snapshot), |k, w| match version_of(k, key) {
+                Some(seq) => Ok((seq, w)),
+                None => Err(k.to_vec()),
+            })
+            .map_err(index_error)?;
+        match found {
             None => Ok(None),
+            Some(Ok((seq, w))) => Ok(Some(decode_value(seq, w)?.0)),
+            Some(Err(other)) => {
+                // Another key's entry: it must still decode (an ill-formed one is damage).
+                decode_key(&other, &mut IKey::default())?;
+                Ok(None)
+            }
         }
     }
 
