@@ -2,8 +2,8 @@
 //! docs/persistent-index.md, step 2 of its wiring): every change the background worker
 //! makes to a key's entry in a volatile [`GlobalIndex`] is made to the key's entries in a
 //! BzTree of the engine's forest too, so that the volatile index, rebuilt at every open, is
-//! the oracle the tree is checked against (`Db::check`). Reads and open do not use the tree
-//! yet.
+//! the oracle the tree is checked against (`Db::check`). With `Options::persistent_index_reads`
+//! point reads that reach the Global Index read the tree; open does not use it yet.
 //!
 //! Invariants:
 //! - M1 (mirror): while the forest is not stale, once the worker has finished with a key,
@@ -23,17 +23,18 @@
 //!   (entries of keys the volatile index lacks removed, the rest synced); the pair's other
 //!   slot and the slots of subtables that do not exist are dropped. A crash at any point of
 //!   the previous run therefore leaves nothing the next open keeps by mistake.
+//! - M4 (failure): an error from the tree (a full node pool, damage, I/O) marks the forest
+//!   stale, logged once: mirroring stops and M1 no longer holds until the next open
+//!   reconciles again. The volatile index is not affected, and point reads go back to it.
 //! - M5 (slots in use): a slot's tree is created or dropped only while no [`Mirror`] of an
 //!   earlier generation holds it: a spilled generation keeps its slot until its tree is
 //!   dropped (M2). A freeze that finds the other slot still held leaves the forest stale
 //!   instead (M4).
-//! - M4 (failure): an error from the tree (a full node pool, damage, I/O) marks the forest
-//!   stale, logged once: mirroring stops and M1 no longer holds until the next open
-//!   reconciles again. The volatile index, which every read uses, is not affected.
 //!
 //! Thread safety: the background worker is the only writer of a generation's tree (as of
 //! its volatile index), recovery reconciles before the database is shared, and checks run
-//! with the worker paused.
+//! with the worker paused. Readers never write; they read a generation's tree only through
+//! a view, which keeps the tree from being dropped (M2).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
