@@ -215,9 +215,11 @@ pub struct Options {
     pub disk_cache_size: u64,
     /// Keeps a copy of the Global Index in PM, a BzTree per subtable generation
     /// (docs/persistent-index.md), beside the volatile one (default off). Today the tree is
-    /// written by every merge, relocation and spill and checked against the volatile index
-    /// (`Db::check`); reads and open do not use it yet. It takes `persistent_index_share` of
-    /// a new pool; a database created without it cannot turn it on.
+    /// written by every merge, relocation and spill, reconciled with the volatile index at
+    /// open and checked against it (`Db::check`); point reads use it only with
+    /// `persistent_index_reads`, and open does not use it yet. It takes
+    /// `persistent_index_share` of a new pool; a database created without it cannot turn it
+    /// on.
     pub persistent_index: bool,
     /// Percent of a new pool the persistent index's nodes take, 1 to 50 (default 12). Keys
     /// the index cannot hold (longer than [`crate::limits::PERSISTENT_INDEX_KEY_MAX`]) and
