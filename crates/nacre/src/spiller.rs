@@ -222,9 +222,12 @@ pub(crate) fn step(db: &Engine, retired: &mut Vec<Retired>, urgent: bool) -> Res
     let urgent = urgent || db.spill_all.load(Ordering::Acquire);
     let mut best: Option<(u64, Subtable)> = None;
     for sub in db.all_subtables() {
-        if sub.inner.view.load().frozen.is_some() {
+        let view = sub.inner.view.load();
+        // M5 (gi/mirror.rs): the next generation's tree slot must be free.
+        if view.frozen.is_some() || view.gi.mirror().is_some_and(|m| !m.next_slot_free()) {
             continue;
         }
+        drop(view);
         let n = gi_zones(db, &sub);
         if (n >= limit || (urgent && n > 0)) && best.as_ref().is_none_or(|(b, _)| n > *b) {
             best = Some((n, sub));

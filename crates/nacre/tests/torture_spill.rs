@@ -242,6 +242,9 @@ fn phase(
         db.check()?;
     }
     let st = db.stats();
+    if !sim.is_stopped() && st.persistent_index.as_ref().is_some_and(|p| p.stale) {
+        return Err(format!("phase {p}: the persistent index went stale"));
+    }
     cov.phases += 1;
     cov.stopped += u64::from(sim.is_stopped());
     cov.spilled += u64::from(st.disk.map_or(0, |d| d.spills) > spills0);

@@ -28,8 +28,9 @@
 //!   reconciles again. The volatile index is not affected, and point reads go back to it.
 //! - M5 (slots in use): a slot's tree is created or dropped only while no [`Mirror`] of an
 //!   earlier generation holds it: a spilled generation keeps its slot until its tree is
-//!   dropped (M2). A freeze that finds the other slot still held leaves the forest stale
-//!   instead (M4).
+//!   dropped (M2). The spiller does not freeze a generation while the other slot is held
+//!   (a view still reads the previous spilled generation); a freeze that finds it held
+//!   anyway leaves the forest stale (M4).
 //!
 //! Thread safety: the background worker is the only writer of a generation's tree (as of
 //! its volatile index), recovery reconciles before the database is shared, and checks run
@@ -375,12 +376,28 @@ impl Mirror {
     /// The mirror of the generation after this one (a spill froze this one): the pair's
     /// other slot, emptied first (M2).
     pub fn next_generation(&self) -> Option<Mirror> {
-        let partner = if self.slot % 2 == 1 {
+        self.forest.fresh(self.partner())
+    }
+
+    /// The pair's other slot.
+    fn partner(&self) -> u32 {
+        if self.slot % 2 == 1 {
             self.slot + 1
         } else {
             self.slot - 1
-        };
-        self.forest.fresh(partner)
+        }
+    }
+
+    /// Whether a freeze could start the next generation now: no earlier generation still
+    /// holds the other slot (M5).
+    pub fn next_slot_free(&self) -> bool {
+        self.forest.is_stale()
+            || !self
+                .forest
+                .leased
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains(&self.partner())
     }
 
     /// Drops this generation's tree: its spill is done and no view reads it any more (M2).
@@ -597,5 +614,46 @@ impl Mirror {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::expect_used)]
+mod tests {
+    use super::*;
+    use nacre_pmem::{Backend, Pool, PoolOptions};
+
+    fn forest() -> Arc<GiForest> {
+        let pool = Arc::new(
+            Pool::create_sim(8 << 20, &PoolOptions::with_backend(Backend::Sim)).expect("pool"),
+        );
+        let halloc = Halloc::open(pool).expect("halloc");
+        GiForest::open(&halloc, &forest_options(4, 256), None, false).expect("forest")
+    }
+
+    #[test]
+    fn a_slot_held_by_a_spilled_generation_is_not_reused_until_its_tree_goes() {
+        let f = forest();
+        let first = f.for_new_subtable(1).expect("first generation");
+        assert!(first.next_slot_free());
+        let second = first.next_generation().expect("second generation");
+        // The first generation (spilled, still read) holds its slot: the generation after
+        // the second must wait (M5), and taking the slot anyway leaves the forest stale.
+        assert!(!second.next_slot_free());
+        assert!(!f.is_stale());
+        assert!(second.next_generation().is_none());
+        assert!(f.is_stale(), "a refused slot stops mirroring (M4)");
+
+        let f = forest();
+        let first = f.for_new_subtable(1).expect("first generation");
+        let second = first.next_generation().expect("second generation");
+        first.drop_tree();
+        assert!(second.next_slot_free(), "a dropped tree frees its slot");
+        let third = second.next_generation().expect("third generation");
+        drop(first);
+        assert!(!third.next_slot_free(), "the second still holds its slot");
+        drop(second);
+        assert!(third.next_slot_free(), "an index gone frees its slot");
+        assert!(!f.is_stale());
     }
 }
