@@ -419,6 +419,34 @@ fn sigkill_under_load_with_the_persistent_index_loses_nothing() {
 }
 
 #[test]
+fn the_persistent_index_is_reported_where_it_is_on() {
+    let info = |s: &Server| -> String {
+        let mut c = s.conn();
+        redis::cmd("INFO").arg("nacre").query(&mut c).expect("info")
+    };
+    let s = Server::start(&["--persistent-index", "yes"]);
+    let mut c = s.conn();
+    for i in 0..200 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("k{i}"))
+            .arg(i)
+            .query(&mut c)
+            .expect("set");
+    }
+    let got: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("persistent-index")
+        .query(&mut c)
+        .expect("config get");
+    assert_eq!(got, vec!["persistent-index".to_string(), "yes".to_string()]);
+    let text = info(&s);
+    assert!(text.contains("persistent_index_stale:0\r\n"), "{text}");
+    assert!(text.contains("persistent_index_long_versions:"), "{text}");
+    let plain = Server::start(&[]);
+    assert!(!info(&plain).contains("persistent_index"));
+}
+
+#[test]
 #[ignore = "long: 300 kills"]
 fn sigkill_under_load_long() {
     kill_loop(300, 8, &[]);

@@ -450,6 +450,15 @@ pub fn info_text(shared: &Shared, sections: &[String]) -> String {
                 d.cache_hit_rate,
             ));
         }
+        if let Some(pi) = &stats.persistent_index {
+            // The same section: its blank line goes after these figures.
+            out.truncate(out.len() - 2);
+            out.push_str(&format!(
+                "persistent_index_stale:{}\r\npersistent_index_long_versions:{}\r\n\r\n",
+                u8::from(pi.stale),
+                pi.long_versions,
+            ));
+        }
     }
     if want("keyspace") {
         out.push_str("# Keyspace\r\n");
