@@ -427,11 +427,7 @@ fn the_persistent_index_is_reported_where_it_is_on() {
     let s = Server::start(&["--persistent-index", "yes"]);
     let mut c = s.conn();
     for i in 0..200 {
-        let _: () = redis::cmd("SET")
-            .arg(format!("k{i}"))
-            .arg(i)
-            .query(&mut c)
-            .expect("set");
+        common::q(&mut c, &["SET", &format!("k{i}"), &i.to_string()]);
     }
     let got: Vec<String> = redis::cmd("CONFIG")
         .arg("GET")

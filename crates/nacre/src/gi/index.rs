@@ -130,31 +130,16 @@ impl GlobalIndex {
         }
     }
 
-    /// Makes the mirror's entries of `key` what this index holds now, given what it held
-    /// before the writer's change (`old`, `old_ghosts`), which the mirror holds too (M1 in
-    /// mirror.rs): no read of the tree.
-    pub fn mirror_change(&self, key: &[u8], old: &[Version], old_ghosts: u64) {
-        let Some(pm) = &self.pm else { return };
-        match self.map.get(key) {
-            Some(e) => pm.change(
-                key,
-                old,
-                old_ghosts,
-                &e.value().versions(),
-                e.value().ghosts(),
-            ),
-            None => pm.change(key, old, old_ghosts, &[], 0),
-        }
-    }
-
-    /// Makes the mirror's entries of `key` what this index holds now (M1 in mirror.rs),
-    /// reading them from the tree: called by the writer after each change to the key's
-    /// entry that [`GlobalIndex::mirror_change`] does not cover.
-    pub fn mirror_key(&self, key: &[u8]) {
-        let Some(pm) = &self.pm else { return };
-        match self.map.get(key) {
-            Some(e) => pm.sync(key, &e.value().versions(), e.value().ghosts()),
-            None => pm.sync(key, &[], 0),
+    /// The writer changed `key`'s entry from (`old`, `old_ghosts`) to (`new`, `new_ghosts`):
+    /// the mirror follows (M1 in mirror.rs).
+    pub fn mirror_change(
+        &self,
+        key: &[u8],
+        (old, old_ghosts): (&[Version], u64),
+        (new, new_ghosts): (&[Version], u64),
+    ) {
+        if let Some(pm) = &self.pm {
+            pm.change(key, old, old_ghosts, new, new_ghosts);
         }
     }
 

@@ -112,6 +112,7 @@ pub(crate) fn apply(
     gi.count_versions(added, removed);
     let versions: Vec<Version> = kept.into_iter().map(|(v, _)| v).collect();
     let revisit = versions.len() > 1 || versions.last().is_some_and(|v| v.tomb);
+    gi.mirror_change(key, (&old, old_ghosts), (&versions, ghosts));
     match entry {
         None if versions.is_empty() => {}
         None => gi.put_entry(key.to_vec(), KeyEntry::new(versions, ghosts, born)),
@@ -123,7 +124,6 @@ pub(crate) fn apply(
             e.set_born(born);
         }
     }
-    gi.mirror_change(key, &old, old_ghosts);
     revisit
 }
 

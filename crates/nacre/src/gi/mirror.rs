@@ -415,15 +415,10 @@ impl Mirror {
         self.forest.unlease(self.slot);
     }
 
-    /// Brings `key`'s entries to the volatile entry `want` (newest first, with its ghost
-    /// count; empty when the key left the index): M1.
-    pub fn sync(&self, key: &[u8], want: &[Version], ghosts: u64) {
-        self.forest
-            .guard("mirror a change", || self.try_sync(key, want, ghosts));
-    }
-
-    /// Like [`Mirror::sync`], knowing the key's entries before the change (`old` with
-    /// count `old_ghosts`): the tree holds them (M1), so it is not read.
+    /// Brings `key`'s entries from the volatile entry before the writer's change (`old`,
+    /// newest first, with count `old_ghosts`), which the tree holds (M1) so it is not read,
+    /// to the entry after it (`want` with count `ghosts`; empty when the key left the
+    /// index).
     pub fn change(
         &self,
         key: &[u8],
@@ -432,7 +427,7 @@ impl Mirror {
         want: &[Version],
         ghosts: u64,
     ) {
-        self.forest.guard("mirror a merge", || {
+        self.forest.guard("mirror a change", || {
             if !self.index.fits(key) {
                 self.forest
                     .long_versions
@@ -442,17 +437,6 @@ impl Mirror {
             let have: Vec<PmVersion> = old.iter().map(pm).collect();
             self.diff(key, &have, old_ghosts.min(GHOST_MAX), want, ghosts)
         });
-    }
-
-    fn try_sync(&self, key: &[u8], want: &[Version], ghosts: u64) -> Result<()> {
-        if !self.index.fits(key) {
-            self.forest
-                .long_versions
-                .fetch_add(want.len() as u64, Ordering::Relaxed);
-            return Ok(());
-        }
-        let (have, count) = self.index.versions(key)?;
-        self.diff(key, &have, count, want, ghosts)
     }
 
     /// Turns `key`'s entries `have` (newest first, the newest carrying ghost count `count`)

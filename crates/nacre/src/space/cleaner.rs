@@ -438,8 +438,9 @@ pub(crate) fn clean_one(db: &Engine, retired: &mut Vec<Retired>, want: Want) -> 
     // The zone's ghosts and the moved records' old copies leave PM with the zone (GI2).
     for (k, seq) in ghosts.into_iter().chain(moved) {
         if let Some(e) = gi.entry(&k) {
+            let (vs, before) = (e.value().versions(), e.value().ghosts());
             e.value().ghost_gone(seq);
-            gi.mirror_key(&k);
+            gi.mirror_change(&k, (&vs, before), (&vs, e.value().ghosts()));
         }
     }
     db.space.zones.lock().remove(&zone);
@@ -511,14 +512,15 @@ fn relocate(
     let mut zones = db.space.zones.lock();
     for (r, new_at) in found.into_iter().zip(news) {
         let Some(e) = gi.entry(&r.key) else { continue };
-        let mut vs: Vec<Version> = e.value().versions().to_vec();
+        let (old, ghosts) = (e.value().versions(), e.value().ghosts());
+        let mut vs: Vec<Version> = old.to_vec();
         if let Some(v) = vs.iter_mut().find(|v| v.at == r.at) {
             v.at = new_at;
             Space::account(&mut zones, zone_of(r.at), r.size, false);
             Space::account(&mut zones, zone_of(new_at), r.size, true);
+            gi.mirror_change(&r.key, (&old, ghosts), (&vs, ghosts + 1));
             e.value().set_versions(vs);
             e.value().add_ghosts(1);
-            gi.mirror_key(&r.key);
             moved_keys.push((r.key.clone(), r.seq));
         }
         db.space
