@@ -45,8 +45,7 @@ use nacre_halloc::Halloc;
 
 use crate::error::{Error, Result};
 use crate::gi::index::{GlobalIndex, KeyEntry, Version};
-use crate::gi::persistent::{PersistentIndex, PmVersion, GHOST_MAX};
-use crate::index::IKey;
+use crate::gi::persistent::{Entries, PersistentIndex, PmVersion, SeqOf, GHOST_MAX};
 use crate::options::RecoveryMutation;
 
 /// An entry of the volatile index.
@@ -69,6 +68,8 @@ pub(crate) struct GiForest {
     reads: bool,
     /// Slots a [`Mirror`] holds now (M5).
     leased: std::sync::Mutex<std::collections::HashSet<u32>>,
+    /// Reads a head's sequence number from its record (P3 in persistent.rs).
+    seq_of: SeqOf,
 }
 
 /// The options of the engine's forest for `max_subtables` subtables and `nodes` nodes.
@@ -102,7 +103,12 @@ impl GiForest {
             .finish_drop()
             .map_err(super::persistent::index_error)?;
         tracing::debug!(?stats, "persistent Global Index opened");
+        let pool = halloc.pmem().clone();
+        let seq_of: SeqOf = Arc::new(move |at, key| {
+            crate::record::read_identity(&pool, at, key).map(|(seq, _)| seq)
+        });
         Ok(Arc::new(GiForest {
+            seq_of,
             forest,
             stale: AtomicBool::new(false),
             long_versions: AtomicU64::new(0),
@@ -169,7 +175,7 @@ impl GiForest {
             self.forest
                 .drop_tree(slot)
                 .map_err(super::persistent::index_error)?;
-            PersistentIndex::in_forest(&self.forest, slot)
+            PersistentIndex::in_forest(&self.forest, slot, self.seq_of.clone())
         });
         let Some(index) = index else {
             self.unlease(slot);
@@ -221,7 +227,7 @@ impl GiForest {
             return None;
         }
         let Some(index) = self.guard("open a tree", || {
-            PersistentIndex::in_forest(&self.forest, slot)
+            PersistentIndex::in_forest(&self.forest, slot, self.seq_of.clone())
         }) else {
             self.unlease(slot);
             return None;
@@ -255,35 +261,36 @@ impl GiForest {
             {
                 continue;
             }
-            let index = PersistentIndex::in_forest(&self.forest, slot)?;
-            let mut after: Option<IKey> = None;
+            let index = PersistentIndex::in_forest(&self.forest, slot, self.seq_of.clone())?;
+            let mut after: Option<Vec<u8>> = None;
             loop {
-                let batch = index.scan(after.as_ref(), 256)?;
-                for (ik, v, _) in &batch {
+                let batch = index.scan(after.as_deref(), 256)?;
+                for it in &batch {
                     let bad = |why: &str| {
                         Error::corrupt_at(
                             format!(
                                 "persistent index tree {slot}: the entry of {:?} at sequence {} \
                                  {why}",
-                                ik.key, ik.seq
+                                it.key,
+                                it.seq.map_or("(head)".to_string(), |s| s.to_string())
                             ),
-                            v.at,
+                            it.at,
                         )
                     };
                     let zone = store
                         .zones
-                        .zone_of(v.at)
+                        .zone_of(it.at)
                         .ok_or_else(|| bad("points outside every zone"))?;
                     if !store.zones.is_owned(zone).map_err(Error::from_alloc)? {
                         return Err(bad("points into a free zone"));
                     }
-                    let room = crate::blob::room_in_zone(&store.zones, v.at)?;
-                    let rec = read_record(&store.pool, v.at, room)
+                    let room = crate::blob::room_in_zone(&store.zones, it.at)?;
+                    let rec = read_record(&store.pool, it.at, room)
                         .map_err(|e| bad(&format!("names no record ({e})")))?;
-                    if rec.key != ik.key
-                        || rec.seq != ik.seq
-                        || (rec.kind == Kind::Delete) != v.tomb
-                        || (rec.kind == Kind::Blob) != v.blob
+                    if rec.key != it.key
+                        || it.seq.is_some_and(|s| s != rec.seq)
+                        || (rec.kind == Kind::Delete) != it.tomb
+                        || (rec.kind == Kind::Blob) != it.blob
                     {
                         return Err(bad(&format!(
                             "names the record of {:?} at sequence {} ({:?})",
@@ -295,7 +302,7 @@ impl GiForest {
                 if batch.len() < 256 {
                     break;
                 }
-                after = batch.last().map(|(k, _, _)| k.clone());
+                after = batch.last().map(|it| it.tree_key.clone());
             }
         }
         Ok(checked)
@@ -435,77 +442,49 @@ impl Mirror {
                 return Ok(());
             }
             let have: Vec<PmVersion> = old.iter().map(pm).collect();
-            self.diff(key, &have, old_ghosts.min(GHOST_MAX), want, ghosts)
+            let mut want: Vec<PmVersion> = want.iter().map(pm).collect();
+            if self.forest.mutation == Some(RecoveryMutation::MirrorSkipsRelocation) {
+                for w in &mut want {
+                    if let Some(h) = have.iter().find(|h| h.seq == w.seq && h.tomb == w.tomb) {
+                        w.at = h.at;
+                    }
+                }
+            }
+            self.index
+                .change(key, &Entries::of(&have, old_ghosts)?, &want, ghosts)
         });
     }
 
-    /// Turns `key`'s entries `have` (newest first, the newest carrying ghost count `count`)
-    /// into `want` with count `ghosts`.
-    fn diff(
-        &self,
-        key: &[u8],
-        have: &[PmVersion],
-        count: u64,
-        want: &[Version],
-        ghosts: u64,
-    ) -> Result<()> {
-        let mut kept: Vec<u64> = Vec::with_capacity(have.len());
-        for h in have {
-            match want.iter().find(|w| w.seq == h.seq) {
-                Some(w) if w.tomb == h.tomb && w.blob == h.blob => {
-                    let skip =
-                        self.forest.mutation == Some(RecoveryMutation::MirrorSkipsRelocation);
-                    if w.at != h.at && !skip && !self.index.relocate(key, h.seq, h.at, w.at)? {
-                        return Err(Error::corrupt(format!(
-                            "persistent index: version {} moved while only this worker writes it",
-                            h.seq
-                        )));
-                    }
-                    kept.push(h.seq);
-                }
-                _ => {
-                    self.index.remove(key, h.seq)?;
-                }
-            }
-        }
-        // Oldest first, so the newest entry, written last, carries the count (P3).
-        for w in want.iter().rev() {
-            if !kept.contains(&w.seq) {
-                self.index.insert(key, pm(w), ghosts)?;
-            }
-        }
-        let newest_kept = want.first().is_some_and(|w| kept.contains(&w.seq));
-        let target = ghosts.min(GHOST_MAX);
-        if newest_kept && count != target && count != GHOST_MAX {
-            let delta = i64::try_from(target).unwrap_or(i64::MAX)
-                - i64::try_from(count).unwrap_or(i64::MAX);
-            self.index.add_ghosts(key, delta)?;
-        }
-        Ok(())
-    }
-
     /// M3: one ordered pass over the tree beside the volatile index, which changes only
-    /// what differs: entries of keys `gi` lacks go, keys only `gi` holds are inserted, and
-    /// keys in both are diffed.
+    /// what differs: entries of keys `gi` lacks go, keys only `gi` holds are written, and
+    /// keys in both are brought to the volatile entry.
     fn reconcile(&self, gi: &GlobalIndex) -> Result<()> {
         const BATCH: usize = 256;
         let mut vol = gi.entries().filter(|e| self.index.fits(e.key())).peekable();
-        let mut after: Option<IKey> = None;
-        // The tree's entries of one key: key, versions newest first, the newest's count.
-        let mut group: Option<(Vec<u8>, Vec<PmVersion>, u64)> = None;
+        let mut after: Option<Vec<u8>> = None;
+        // The tree's entries of one key.
+        let mut group: Option<(Vec<u8>, Entries)> = None;
         loop {
             // Changes land at or before the cursor, so the walk goes on after it.
-            let batch = self.index.scan(after.as_ref(), BATCH)?;
+            let batch = self.index.scan(after.as_deref(), BATCH)?;
             let done = batch.len() < BATCH;
-            after = batch.last().map(|(k, _, _)| k.clone());
-            for (ik, v, g) in batch {
-                match &mut group {
-                    Some((key, vs, _)) if *key == ik.key => vs.push(v),
-                    _ => {
-                        if let Some((key, vs, count)) = group.take() {
-                            self.settle(&mut vol, &key, &vs, count)?;
-                        }
-                        group = Some((ik.key, vec![v], g));
+            after = batch.last().map(|it| it.tree_key.clone());
+            for it in batch {
+                if group.as_ref().is_none_or(|(k, _)| *k != it.key) {
+                    if let Some((key, have)) = group.take() {
+                        self.settle(&mut vol, &key, &have)?;
+                    }
+                    group = Some((it.key.clone(), Entries::default()));
+                }
+                if let Some((_, have)) = &mut group {
+                    match it.seq {
+                        None => have.head = Some(it.word),
+                        Some(seq) => have.older.push(PmVersion {
+                            seq,
+                            at: it.at,
+                            tomb: it.tomb,
+                            blob: it.blob,
+                        }),
                     }
                 }
             }
@@ -513,30 +492,38 @@ impl Mirror {
                 break;
             }
         }
-        if let Some((key, vs, count)) = group.take() {
-            self.settle(&mut vol, &key, &vs, count)?;
+        if let Some((key, have)) = group.take() {
+            self.settle(&mut vol, &key, &have)?;
         }
         for e in vol {
-            self.diff(e.key(), &[], 0, &e.value().versions(), e.value().ghosts())?;
+            self.put(e.key(), &Entries::default(), Some(e.value()))?;
         }
         Ok(())
     }
 
     /// The tree's entries `have` of `key` in the ordered pass: the volatile keys before it
-    /// are inserted, then `key` is diffed against its volatile entry (none: removed).
+    /// are written, then `key` is brought to its volatile entry (none: removed).
     fn settle<'a>(
         &self,
         vol: &mut std::iter::Peekable<impl Iterator<Item = SkipEntry<'a>>>,
         key: &[u8],
-        have: &[PmVersion],
-        count: u64,
+        have: &Entries,
     ) -> Result<()> {
         while let Some(e) = vol.next_if(|e| e.key().as_slice() < key) {
-            self.diff(e.key(), &[], 0, &e.value().versions(), e.value().ghosts())?;
+            self.put(e.key(), &Entries::default(), Some(e.value()))?;
         }
-        match vol.next_if(|e| e.key().as_slice() == key) {
-            Some(e) => self.diff(key, have, count, &e.value().versions(), e.value().ghosts()),
-            None => self.diff(key, have, count, &[], 0),
+        let e = vol.next_if(|e| e.key().as_slice() == key);
+        self.put(key, have, e.as_ref().map(|e| e.value()))
+    }
+
+    /// Brings `key`'s entries from `have` to volatile entry `e` (none: removed).
+    fn put(&self, key: &[u8], have: &Entries, e: Option<&KeyEntry>) -> Result<()> {
+        match e {
+            Some(e) => {
+                let want: Vec<PmVersion> = e.versions().iter().map(pm).collect();
+                self.index.change(key, have, &want, e.ghosts())
+            }
+            None => self.index.change(key, have, &[], 0),
         }
     }
 
@@ -573,22 +560,14 @@ impl Mirror {
         }
         // No entry of a key the volatile index lacks: the totals agree.
         let mut total = 0u64;
-        let mut out = IKey::default();
-        let mut at: Option<IKey> = None;
+        let mut after: Option<Vec<u8>> = None;
         loop {
-            let bound = at
-                .as_ref()
-                .map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded);
-            if self
-                .index
-                .next_into(bound, &mut out)
-                .map_err(err)?
-                .is_none()
-            {
+            let batch = self.index.scan(after.as_deref(), 256).map_err(err)?;
+            total += batch.len() as u64;
+            if batch.len() < 256 {
                 break;
             }
-            total += 1;
-            at = Some(std::mem::take(&mut out));
+            after = batch.last().map(|it| it.tree_key.clone());
         }
         if total != expected {
             return Err(format!(

@@ -1,52 +1,55 @@
 //! The Global Index's entries in PM (docs/persistent-index.md): one BzTree per subtable
 //! generation, one tree entry per version, every change a PMwCAS. Opening it after a crash
 //! costs PMwCAS recovery, not a scan of the data. This module holds the entry format and the
-//! operations a merge, the cleaner and readers need; the engine's merges do not use it yet.
+//! operations a merge, the cleaner and readers need.
 //!
 //! Invariants:
-//! - P1 (order): a version's tree key is the user key with each 0x00 byte written as 0x00
-//!   0xFF, then the terminator 0x00 0x00, then the bitwise complement of its sequence
-//!   number, big-endian. Byte order of tree keys is then exactly [`IKey`] order (user key
-//!   ascending, sequence descending), also for a key that is a prefix of another, so the
-//!   first entry at or after (key, s) is the newest version of key visible at s.
+//! - P1 (order): a key's *head* entry has the tree key `K` = the user key with each 0x00
+//!   byte written as 0x00 0xFF, then the terminator 0x00 0x00; each of its older versions
+//!   has `K` followed by the bitwise complement of its sequence number, big-endian. Byte
+//!   order of tree keys is then [`IKey`] order (user key ascending, sequence descending),
+//!   also for a key that is a prefix of another: a key's head comes first, then its older
+//!   versions newest first, and nothing of another key lies between them.
 //! - P2 (value): the record's pool offset over 8 in bits 24..61, the tombstone flag in bit
 //!   23, the blob flag in bit 22, the ghost count in bits 8..22, and in bits 0..8 a CRC-8
 //!   of bits 8..61. Offsets are multiples of 8 (items are), below 2^40. The BzTree does not
 //!   check value words, so the CRC does: a value that fails it is corruption, never an
 //!   offset, a flag or a count (a flipped count could drop a tombstone early).
-//! - P3 (ghosts): only the key's newest entry's ghost count means anything (older entries'
-//!   counts are stale and ignored). A merge writes the count into the new newest entry when
-//!   it inserts it, so no PMwCAS spans two entries. A count that reached [`GHOST_MAX`]
-//!   stays there (the key is recounted from its records, as recovery counts them today):
-//!   a count too high only keeps a tombstone longer (GI3), never drops one too early.
-//! - P4 (idempotent merge): inserting a (key, sequence) already present with the same
-//!   offset and flags changes nothing, so a merge cut by a crash can run again; the same
-//!   (key, sequence) at another offset is corruption (two records claim one write).
+//! - P3 (head): a key with entries has a head, which names its newest version; the head's
+//!   sequence number is its record's (read with the record's identity check, so a head that
+//!   names another key's record is corruption). Older versions are kept only while a
+//!   snapshot may read them, each with a sequence number below the head's. Replacing a
+//!   key's newest version rewrites the head's value word: one PMwCAS, and no leaf space.
+//! - P4 (ghosts): only the head's ghost count means anything (older entries carry 0). A
+//!   count that reached [`GHOST_MAX`] stays there (the key is recounted from its records,
+//!   as recovery counts them today): a count too high only keeps a tombstone longer (GI3),
+//!   never drops one too early.
+//! - P5 (idempotent): writing an entry that already holds the same value changes nothing,
+//!   so a change cut by a crash can be made again; an older version already present at
+//!   another offset or with other flags is corruption (two records claim one write).
+//! - P6 (order of a change): a change inserts the older entries the key now needs, then
+//!   removes those it no longer needs, then writes the head. A reader between two steps
+//!   finds, for any snapshot the horizon still serves, the version it would find before
+//!   the change or after it.
 //!
-//! Thread safety: every operation is a BzTree operation (latch-free, PMwCAS). Compound
-//! updates (relocation, ghost counts) read an entry and change it with
-//! [`BzTree::update_if`], retrying when another change came between. As in the volatile
-//! index, one writer at a time changes a key's versions and ghost count (the merge, or the
-//! cleaner's relocation, which loses cleanly to a merge); readers never wait.
+//! Thread safety: every operation is a BzTree operation (latch-free, PMwCAS). As in the
+//! volatile index, one writer at a time changes a key's entries (the background worker);
+//! the head is rewritten with [`BzTree::update_if`], conditional on the word the writer
+//! last left there, so a word changed by anything else is found. Readers never wait.
 
-// Point reads and backward walks serve the read path, which does not use the tree yet.
-#![cfg_attr(not(test), allow(dead_code))]
-
-use std::ops::Bound;
+use std::sync::Arc;
 
 use nacre_bztree::{BzError, BzForest, BzTree, BzTreeOptions};
-use nacre_halloc::Halloc;
 use nacre_pmem::PmOffset;
 use nacre_pmwcas::PmwcasError;
 
 use crate::error::{Error, FullCause, Result};
-use crate::index::IKey;
 
 /// Bits of the value's CRC-8 (P2).
 const CRC_BITS: u32 = 8;
 /// Bits of the ghost count (P2).
 const GHOST_BITS: u32 = 14;
-/// A ghost count that stays where it is (P3).
+/// A ghost count that stays where it is (P4).
 pub(crate) const GHOST_MAX: u64 = (1 << GHOST_BITS) - 1;
 const BLOB_BIT: u64 = 1 << (CRC_BITS + GHOST_BITS);
 const TOMB_BIT: u64 = BLOB_BIT << 1;
@@ -65,9 +68,50 @@ pub(crate) struct PmVersion {
     pub blob: bool,
 }
 
+/// Reads the sequence number of the record at an offset that a head names as a record of
+/// a key (P3); an error when it is not one.
+pub(crate) type SeqOf = Arc<dyn Fn(PmOffset, &[u8]) -> Result<u64> + Send + Sync>;
+
 /// Where a key's versions live in the pool: the BzTree of one subtable generation.
 pub(crate) struct PersistentIndex {
     tree: BzTree,
+    seq_of: SeqOf,
+}
+
+/// A key's entries as the tree holds them: the head's value word, and the older versions,
+/// newest first.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Entries {
+    pub head: Option<u64>,
+    pub older: Vec<PmVersion>,
+}
+
+impl Entries {
+    /// The entries that a key with `versions` (newest first) and ghost count `ghosts` has
+    /// (P3, P4).
+    pub fn of(versions: &[PmVersion], ghosts: u64) -> Result<Entries> {
+        Ok(Entries {
+            head: versions
+                .first()
+                .map(|v| encode_value(v, ghosts))
+                .transpose()?,
+            older: versions.get(1..).unwrap_or_default().to_vec(),
+        })
+    }
+}
+
+/// One entry in tree order.
+#[derive(Clone, Debug)]
+pub(crate) struct Item {
+    /// The tree key (where a walk goes on from).
+    pub tree_key: Vec<u8>,
+    pub key: Vec<u8>,
+    /// `None` for the head (its sequence number is its record's, P3).
+    pub seq: Option<u64>,
+    pub word: u64,
+    pub at: PmOffset,
+    pub tomb: bool,
+    pub blob: bool,
 }
 
 /// The engine's error for a tree's: damage is [`Error::Corrupt`]; I/O and the allocator keep
@@ -104,10 +148,16 @@ pub(crate) fn index_error(e: BzError) -> Error {
     }
 }
 
-/// The tree key of (key, seq) (P1).
-fn tree_key(key: &[u8], seq: u64) -> Vec<u8> {
+/// The head's tree key of `key` (P1).
+fn head_key(key: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(key.len() + KEY_EXTRA + key.len() / 8);
     escape_into(key, &mut k);
+    k
+}
+
+/// The tree key of older version `seq` of `key` (P1).
+fn version_key(key: &[u8], seq: u64) -> Vec<u8> {
+    let mut k = head_key(key);
     k.extend_from_slice(&(!seq).to_be_bytes());
     k
 }
@@ -122,8 +172,8 @@ fn escape_into(key: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(&[0, 0]);
 }
 
-/// The sequence number of tree key `k` when it is a version of `key` (P1), read without
-/// decoding `k`; `None` for anything else, ill-formed keys included.
+/// The sequence number of tree key `k` when it is an older version of `key` (P1), read
+/// without decoding `k`; `None` for anything else, heads and ill-formed keys included.
 fn version_of(k: &[u8], key: &[u8]) -> Option<u64> {
     let mut i = 0;
     for &b in key {
@@ -145,38 +195,33 @@ fn version_of(k: &[u8], key: &[u8]) -> Option<u64> {
     Some(!u64::from_be_bytes(seq))
 }
 
-/// The smallest tree key after (key, seq)'s.
-fn just_after(b: &IKey) -> Vec<u8> {
-    let mut k = tree_key(&b.key, b.seq);
-    k.push(0);
-    k
-}
-
-/// The user key and sequence of a tree key, into `out`; an ill-formed key is corruption.
-fn decode_key(k: &[u8], out: &mut IKey) -> Result<()> {
+/// The user key of a tree key, into `out`, and its sequence number (`None` for a head); an
+/// ill-formed key is corruption.
+fn decode_key(k: &[u8], out: &mut Vec<u8>) -> Result<Option<u64>> {
     let bad = || Error::corrupt("persistent index: ill-formed entry key");
-    out.key.clear();
+    out.clear();
     let mut i = 0;
     loop {
         match (k.get(i), k.get(i + 1)) {
             (Some(0), Some(0)) => break,
             (Some(0), Some(0xFF)) => {
-                out.key.push(0);
+                out.push(0);
                 i += 2;
             }
             (Some(0), _) | (None, _) => return Err(bad()),
             (Some(&b), _) => {
-                out.key.push(b);
+                out.push(b);
                 i += 1;
             }
         }
     }
-    let seq: [u8; 8] = k
-        .get(i + 2..)
-        .and_then(|s| s.try_into().ok())
-        .ok_or_else(bad)?;
-    out.seq = !u64::from_be_bytes(seq);
-    Ok(())
+    match &k[i + 2..] {
+        [] => Ok(None),
+        rest => {
+            let seq: [u8; 8] = rest.try_into().map_err(|_| bad())?;
+            Ok(Some(!u64::from_be_bytes(seq)))
+        }
+    }
 }
 
 /// CRC-8 (generator x^8+x^2+x+1) of the 53 bits above a value's check byte, most
@@ -209,7 +254,8 @@ fn encode_value(v: &PmVersion, ghosts: u64) -> Result<u64> {
     Ok(body | crc8(body >> CRC_BITS))
 }
 
-/// The version and ghost count an entry's value holds; one failing its CRC is corruption.
+/// The version (with sequence `seq`) and ghost count an entry's value holds; one failing
+/// its CRC is corruption.
 fn decode_value(seq: u64, w: u64) -> Result<(PmVersion, u64)> {
     if crc8(w >> CRC_BITS) != w & ((1 << CRC_BITS) - 1) {
         return Err(Error::corrupt(format!(
@@ -225,12 +271,15 @@ fn decode_value(seq: u64, w: u64) -> Result<(PmVersion, u64)> {
     Ok((v, (w >> CRC_BITS) & GHOST_MAX))
 }
 
-/// `count + delta` under P3: a saturated count stays.
-fn ghosts_after(count: u64, delta: i64) -> u64 {
-    if count == GHOST_MAX {
-        return GHOST_MAX;
-    }
-    count.saturating_add_signed(delta).min(GHOST_MAX)
+/// Whether two value words name the same record with the same flags (whatever their
+/// ghost counts).
+fn same_version(a: u64, b: u64) -> bool {
+    a >> (CRC_BITS + GHOST_BITS) == b >> (CRC_BITS + GHOST_BITS)
+}
+
+/// The ghost count a value word holds, unchecked (the caller checked or wrote it).
+fn ghosts_in(w: u64) -> u64 {
+    (w >> CRC_BITS) & GHOST_MAX
 }
 
 impl PersistentIndex {
@@ -254,26 +303,28 @@ impl PersistentIndex {
         }
     }
 
-    /// The index in tree `slot` of `forest` (created empty on first use).
-    pub fn in_forest(forest: &BzForest, slot: u32) -> Result<PersistentIndex> {
+    /// The index in tree `slot` of `forest` (created empty on first use), whose heads'
+    /// sequence numbers `seq_of` reads.
+    pub fn in_forest(forest: &BzForest, slot: u32, seq_of: SeqOf) -> Result<PersistentIndex> {
         let (tree, _) = forest.tree(slot).map_err(index_error)?;
-        Ok(PersistentIndex { tree })
+        Ok(PersistentIndex { tree, seq_of })
     }
 
+    #[cfg(test)]
     /// Opens (or creates) the index named `name` on `halloc`'s pool: the one tree of a
     /// forest of its own (see [`PersistentIndex::forest_options`]).
     pub fn open(
-        halloc: &Halloc,
+        halloc: &nacre_halloc::Halloc,
         name: &str,
-        node_size: u32,
-        nodes: u64,
-        max_key: usize,
+        (node_size, nodes, max_key): (u32, u64, usize),
+        seq_of: SeqOf,
     ) -> Result<PersistentIndex> {
         let opts = Self::forest_options(name, 1, node_size, nodes, max_key);
         let (tree, _) = BzTree::open(halloc, &opts).map_err(index_error)?;
-        Ok(PersistentIndex { tree })
+        Ok(PersistentIndex { tree, seq_of })
     }
 
+    #[cfg(test)]
     /// The tree underneath (checks and statistics).
     pub fn tree(&self) -> &BzTree {
         &self.tree
@@ -284,40 +335,30 @@ impl PersistentIndex {
         key.len() + key.iter().filter(|&&b| b == 0).count() + KEY_EXTRA <= self.tree.max_key_len()
     }
 
-    /// Adds version `v` of `key` carrying the key's ghost count `ghosts` (P3: the newest
-    /// version carries it); false when it was there already (P4).
-    pub fn insert(&self, key: &[u8], v: PmVersion, ghosts: u64) -> Result<bool> {
-        let k = tree_key(key, v.seq);
-        let w = encode_value(&v, ghosts)?;
-        if self.tree.insert(&k, w).map_err(index_error)? {
-            return Ok(true);
-        }
-        match self.tree.get(&k).map_err(index_error)? {
-            Some(old) => {
-                let (had, _) = decode_value(v.seq, old)?;
-                if had == v {
-                    return Ok(false);
-                }
-                Err(Error::corrupt(format!(
-                    "persistent index: version {} indexed at {:#x}, merged again at {:#x}",
-                    v.seq,
-                    had.at.get(),
-                    v.at.get()
-                )))
-            }
-            // Deleted between the two calls: by the caller's own rules only the merge
-            // writes this key now, so this is a version dropped meanwhile.
-            None => Ok(false),
-        }
+    /// The head's version (its sequence number read from its record, P3) and the key's
+    /// ghost count.
+    fn head_version(&self, key: &[u8], w: u64) -> Result<(PmVersion, u64)> {
+        let (v, g) = decode_value(0, w)?;
+        let seq = (self.seq_of)(v.at, key)?;
+        Ok((PmVersion { seq, ..v }, g))
     }
 
     /// The newest version of `key` with sequence at most `snapshot`.
     pub fn get(&self, key: &[u8], snapshot: u64) -> Result<Option<PmVersion>> {
+        let Some(w) = self.tree.get(&head_key(key)).map_err(index_error)? else {
+            return Ok(None);
+        };
+        let (head, _) = self.head_version(key, w)?;
+        if head.seq <= snapshot {
+            return Ok(Some(head));
+        }
         let found = self
             .tree
-            .seek_map(&tree_key(key, snapshot), |k, w| match version_of(k, key) {
-                Some(seq) => Ok((seq, w)),
-                None => Err(k.to_vec()),
+            .seek_map(&version_key(key, snapshot), |k, w| {
+                match version_of(k, key) {
+                    Some(seq) => Ok((seq, w)),
+                    None => Err(k.to_vec()),
+                }
             })
             .map_err(index_error)?;
         match found {
@@ -325,156 +366,230 @@ impl PersistentIndex {
             Some(Ok((seq, w))) => Ok(Some(decode_value(seq, w)?.0)),
             Some(Err(other)) => {
                 // Another key's entry: it must still decode (an ill-formed one is damage).
-                decode_key(&other, &mut IKey::default())?;
+                decode_key(&other, &mut Vec::new())?;
                 Ok(None)
             }
         }
     }
 
-    /// The entry of `key`'s newest version with sequence at most `snapshot`: its tree key,
-    /// sequence and value word.
-    fn newest_at(&self, key: &[u8], snapshot: u64) -> Result<Option<(Vec<u8>, u64, u64)>> {
-        let found = self
-            .tree
-            .seek(&tree_key(key, snapshot))
-            .map_err(index_error)?;
-        let Some((k, w)) = found else {
-            return Ok(None);
-        };
-        let mut ik = IKey::default();
-        decode_key(&k, &mut ik)?;
-        Ok((ik.key == key).then_some((k, ik.seq, w)))
-    }
-
-    /// Every version of `key`, newest first, and the key's ghost count (P3).
-    pub fn versions(&self, key: &[u8]) -> Result<(Vec<PmVersion>, u64)> {
-        let mut prefix = Vec::new();
-        escape_into(key, &mut prefix);
+    /// The entries of `key` as the tree holds them.
+    pub fn entries(&self, key: &[u8]) -> Result<Entries> {
+        let from = head_key(key);
         // Past every sequence of the key: longer than its 8 bytes, all 0xFF.
-        let mut end = prefix.clone();
+        let mut end = from.clone();
         end.extend_from_slice(&[0xFF; 9]);
-        let mut out = Vec::new();
-        let mut ghosts = 0;
-        let mut from = prefix;
-        let mut ik = IKey::default();
+        let mut out = Entries::default();
+        let mut from = from;
         loop {
             let batch = self.tree.scan(&from, Some(&end), 64).map_err(index_error)?;
             let last = batch.len() < 64;
             for (k, w) in &batch {
-                decode_key(k, &mut ik)?;
-                let (v, g) = decode_value(ik.seq, *w)?;
-                if out.is_empty() {
-                    ghosts = g;
+                match version_of(k, key) {
+                    Some(seq) => out.older.push(decode_value(seq, *w)?.0),
+                    None if out.head.is_none() && out.older.is_empty() => {
+                        decode_value(0, *w)?;
+                        out.head = Some(*w);
+                    }
+                    None => return Err(Error::corrupt("persistent index: ill-formed entry key")),
                 }
-                out.push(v);
             }
             match batch.last() {
                 Some((k, _)) if !last => {
                     from = k.clone();
                     from.push(0);
                 }
-                _ => return Ok((out, ghosts)),
+                _ => return Ok(out),
             }
         }
     }
 
-    /// The first entry after `bound` in index order, into `out`; its record's offset.
-    pub fn next_into(&self, bound: Bound<&IKey>, out: &mut IKey) -> Result<Option<PmOffset>> {
-        let from = match bound {
-            Bound::Unbounded => Vec::new(),
-            Bound::Included(b) => tree_key(&b.key, b.seq),
-            Bound::Excluded(b) => just_after(b),
+    /// Every version of `key`, newest first, and the key's ghost count (P4).
+    pub fn versions(&self, key: &[u8]) -> Result<(Vec<PmVersion>, u64)> {
+        let e = self.entries(key)?;
+        let Some(w) = e.head else {
+            if e.older.is_empty() {
+                return Ok((Vec::new(), 0));
+            }
+            return Err(Error::corrupt(format!(
+                "persistent index: {key:?} has older versions and no head"
+            )));
         };
-        self.entry_into(self.tree.seek(&from).map_err(index_error)?, out)
+        let (head, ghosts) = self.head_version(key, w)?;
+        if e.older.first().is_some_and(|o| o.seq >= head.seq) {
+            return Err(Error::corrupt(format!(
+                "persistent index: {key:?} has a version at least as new as its head"
+            )));
+        }
+        let mut out = Vec::with_capacity(1 + e.older.len());
+        out.push(head);
+        out.extend(e.older);
+        Ok((out, ghosts))
     }
 
-    /// The last entry before `bound` in index order, into `out`; its record's offset.
-    pub fn prev_into(&self, bound: Bound<&IKey>, out: &mut IKey) -> Result<Option<PmOffset>> {
-        let before = match bound {
-            // Past every tree key: longer than the longest, all 0xFF.
-            Bound::Unbounded => vec![0xFF; self.tree.max_key_len() + 1],
-            Bound::Included(b) => just_after(b),
-            Bound::Excluded(b) => tree_key(&b.key, b.seq),
-        };
-        self.entry_into(self.tree.seek_before(&before).map_err(index_error)?, out)
-    }
-
-    fn entry_into(&self, e: Option<(Vec<u8>, u64)>, out: &mut IKey) -> Result<Option<PmOffset>> {
-        let Some((k, w)) = e else {
-            return Ok(None);
-        };
-        decode_key(&k, out)?;
-        Ok(Some(decode_value(out.seq, w)?.0.at))
-    }
-
-    /// Up to `max` entries after `after` (from the first when `None`), in index order: each
-    /// entry's key and sequence, its version and its ghost count.
-    pub fn scan(&self, after: Option<&IKey>, max: usize) -> Result<Vec<(IKey, PmVersion, u64)>> {
-        let from = after.map_or_else(Vec::new, just_after);
+    /// Up to `max` entries after tree key `after` (from the first when `None`), in tree order.
+    pub fn scan(&self, after: Option<&[u8]>, max: usize) -> Result<Vec<Item>> {
+        let from = after.map_or_else(Vec::new, |a| {
+            let mut k = a.to_vec();
+            k.push(0);
+            k
+        });
         let batch = self.tree.scan(&from, None, max).map_err(index_error)?;
         batch
-            .iter()
-            .map(|(k, w)| {
-                let mut ik = IKey::default();
-                decode_key(k, &mut ik)?;
-                let (v, g) = decode_value(ik.seq, *w)?;
-                Ok((ik, v, g))
+            .into_iter()
+            .map(|(tree_key, word)| {
+                let mut key = Vec::new();
+                let seq = decode_key(&tree_key, &mut key)?;
+                let (v, _) = decode_value(seq.unwrap_or(0), word)?;
+                Ok(Item {
+                    tree_key,
+                    key,
+                    seq,
+                    word,
+                    at: v.at,
+                    tomb: v.tomb,
+                    blob: v.blob,
+                })
             })
             .collect()
     }
 
-    /// Moves version `seq` of `key` from `from` to `to` (the cleaner relocated its record);
-    /// false when the entry is gone or points elsewhere (a merge dropped it meanwhile: the
-    /// copy is a ghost, as in the volatile index).
-    pub fn relocate(&self, key: &[u8], seq: u64, from: PmOffset, to: PmOffset) -> Result<bool> {
-        let k = tree_key(key, seq);
-        let Some(mut cur) = self.tree.get(&k).map_err(index_error)? else {
-            return Ok(false);
-        };
-        loop {
-            let (v, ghosts) = decode_value(seq, cur)?;
-            if v.at != from {
-                return Ok(false);
+    /// Brings `key`'s entries from `have` (what the tree holds) to versions `want` (newest
+    /// first; empty: the key leaves the index) with ghost count `ghosts`, in P6's order.
+    /// A saturated count stays (P4). Nothing else may change the key's entries meanwhile:
+    /// an entry found otherwise than `have` says is corruption.
+    pub fn change(
+        &self,
+        key: &[u8],
+        have: &Entries,
+        want: &[PmVersion],
+        ghosts: u64,
+    ) -> Result<()> {
+        if !self.fits(key) {
+            return Err(Error::TooLarge {
+                what: "key in the persistent index",
+                len: key.len(),
+                max: self.tree.max_key_len() - KEY_EXTRA,
+            });
+        }
+        let older = want.get(1..).unwrap_or_default();
+        for w in older {
+            match have.older.iter().find(|h| h.seq == w.seq) {
+                Some(h) if h == w => {}
+                Some(h) if h.tomb == w.tomb && h.blob == w.blob => {
+                    let k = version_key(key, w.seq);
+                    let (from, to) = (encode_value(h, 0)?, encode_value(w, 0)?);
+                    if self
+                        .tree
+                        .update_if(&k, from, to)
+                        .map_err(index_error)?
+                        .is_err()
+                    {
+                        return Err(Error::corrupt(format!(
+                            "persistent index: version {} of {key:?} changed under its writer",
+                            w.seq
+                        )));
+                    }
+                }
+                Some(_) => return Err(Self::claimed_twice(key, w)),
+                None => self.insert_older(key, w)?,
             }
-            let new = encode_value(&PmVersion { at: to, ..v }, ghosts)?;
-            match self.tree.update_if(&k, cur, new).map_err(index_error)? {
-                Ok(()) => return Ok(true),
-                Err(Some(now)) => cur = now,
-                Err(None) => return Ok(false),
+        }
+        for h in &have.older {
+            if !older.iter().any(|w| w.seq == h.seq) {
+                let gone = self
+                    .tree
+                    .delete(&version_key(key, h.seq))
+                    .map_err(index_error)?;
+                if gone != Some(encode_value(h, 0)?) {
+                    return Err(Self::changed_under(key));
+                }
             }
+        }
+        let hk = head_key(key);
+        match (have.head, want.first()) {
+            (None, None) => Ok(()),
+            (Some(x), None) => match self.tree.delete(&hk).map_err(index_error)? {
+                Some(g) if g == x || (same_version(g, x) && ghosts_in(g) == GHOST_MAX) => Ok(()),
+                _ => Err(Self::changed_under(key)),
+            },
+            (None, Some(w)) => {
+                let word = encode_value(w, ghosts)?;
+                if self.tree.insert(&hk, word).map_err(index_error)? {
+                    return Ok(());
+                }
+                // P5: a head written before a crash cut the change.
+                let now = self.tree.get(&hk).map_err(index_error)?;
+                self.put_head(key, &hk, now, w, ghosts)
+            }
+            (Some(x), Some(w)) => self.put_head(key, &hk, Some(x), w, ghosts),
         }
     }
 
-    /// Removes version `seq` of `key`; what it held.
-    pub fn remove(&self, key: &[u8], seq: u64) -> Result<Option<PmVersion>> {
-        self.tree
-            .delete(&tree_key(key, seq))
-            .map_err(index_error)?
-            .map(|w| decode_value(seq, w).map(|(v, _)| v))
-            .transpose()
-    }
-
-    /// Adds `delta` to `key`'s ghost count, in its newest entry (P3); the count after, or
-    /// `None` when the key has no entry.
-    pub fn add_ghosts(&self, key: &[u8], delta: i64) -> Result<Option<u64>> {
-        loop {
-            let Some((k, seq, w)) = self.newest_at(key, u64::MAX)? else {
-                return Ok(None);
+    /// Rewrites the head from `cur` to version `w` with count `ghosts`, kept saturated (P4).
+    fn put_head(
+        &self,
+        key: &[u8],
+        hk: &[u8],
+        mut cur: Option<u64>,
+        w: &PmVersion,
+        ghosts: u64,
+    ) -> Result<()> {
+        // One retry: the writer's idea of the count may be below a saturated one (P4).
+        for _ in 0..2 {
+            let Some(x) = cur else {
+                return Err(Error::corrupt(format!(
+                    "persistent index: the head of {key:?} went under its writer"
+                )));
             };
-            let (v, g) = decode_value(seq, w)?;
-            let after = ghosts_after(g, delta);
-            if after == g {
-                return Ok(Some(g));
+            decode_value(0, x)?;
+            let g = if ghosts_in(x) == GHOST_MAX {
+                GHOST_MAX
+            } else {
+                ghosts
+            };
+            let word = encode_value(w, g)?;
+            if word == x {
+                return Ok(());
             }
-            if self
-                .tree
-                .update_if(&k, w, encode_value(&v, after)?)
-                .map_err(index_error)?
-                .is_ok()
-            {
-                return Ok(Some(after));
+            match self.tree.update_if(hk, x, word).map_err(index_error)? {
+                Ok(()) => return Ok(()),
+                Err(Some(n)) if same_version(n, x) && ghosts_in(n) == GHOST_MAX => cur = Some(n),
+                Err(_) => break,
             }
         }
+        Err(Self::changed_under(key))
+    }
+
+    fn changed_under(key: &[u8]) -> Error {
+        Error::corrupt(format!(
+            "persistent index: the entries of {key:?} changed under their writer"
+        ))
+    }
+
+    /// Adds older version `w` of `key` (P5: already there with the same value, nothing).
+    fn insert_older(&self, key: &[u8], w: &PmVersion) -> Result<()> {
+        let k = version_key(key, w.seq);
+        let word = encode_value(w, 0)?;
+        if self.tree.insert(&k, word).map_err(index_error)? {
+            return Ok(());
+        }
+        match self.tree.get(&k).map_err(index_error)? {
+            Some(old) if decode_value(w.seq, old)?.0 == *w => Ok(()),
+            Some(_) => Err(Self::claimed_twice(key, w)),
+            // Deleted between the two calls: only this writer deletes, so this is damage.
+            None => Err(Error::corrupt(format!(
+                "persistent index: version {} of {key:?} went under its writer",
+                w.seq
+            ))),
+        }
+    }
+
+    fn claimed_twice(key: &[u8], w: &PmVersion) -> Error {
+        Error::corrupt(format!(
+            "persistent index: version {} of {key:?} is indexed at another record than {:#x}",
+            w.seq,
+            w.at.get()
+        ))
     }
 }
 

@@ -1,10 +1,9 @@
-//! The persistent index against a `BTreeMap` model in [`IKey`] order: keys with zero bytes
-//! and keys that are prefixes of others, point reads at snapshots, walks both ways,
-//! relocation, removal and ghost counts; then a power failure keeps everything.
+//! The persistent index against a model: keys with zero bytes and keys that are prefixes
+//! of others, changes as a merge, the horizon and the cleaner make them, point reads at
+//! snapshots, walks, ghost counts; then a power failure keeps everything.
 
 use std::collections::{BTreeMap, HashMap};
-use std::ops::Bound;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use nacre_halloc::Halloc;
 use nacre_pmem::{Backend, CrashPolicy, PmOffset, Pool, PoolOptions, SplitMix64};
@@ -15,9 +14,38 @@ fn sim_pool(size: u64) -> Arc<Pool> {
     Arc::new(Pool::create_sim(size, &PoolOptions::with_backend(Backend::Sim)).expect("pool"))
 }
 
-fn open_on(pool: &Arc<Pool>) -> PersistentIndex {
+/// The records the tests' entries name: offset -> (key, sequence number), as the record's
+/// header would say (P3).
+#[derive(Clone, Default)]
+struct Records(Arc<Mutex<HashMap<u64, KeyAndSeq>>>);
+
+type KeyAndSeq = (Vec<u8>, u64);
+
+/// An entry as a walk sees it: key, sequence (`None`: the head), offset, flags.
+type Seen = (Vec<u8>, Option<u64>, PmOffset, bool, bool);
+
+impl Records {
+    fn add(&self, key: &[u8], v: &PmVersion) {
+        self.0
+            .lock()
+            .expect("records")
+            .insert(v.at.get(), (key.to_vec(), v.seq));
+    }
+
+    fn seq_of(&self) -> SeqOf {
+        let recs = self.0.clone();
+        Arc::new(move |at: PmOffset, key: &[u8]| {
+            match recs.lock().expect("records").get(&at.get()) {
+                Some((k, seq)) if k == key => Ok(*seq),
+                _ => Err(Error::corrupt_at("names no record of the key", at)),
+            }
+        })
+    }
+}
+
+fn open_on(pool: &Arc<Pool>, recs: &Records) -> PersistentIndex {
     let halloc = Halloc::open(pool.clone()).expect("halloc");
-    PersistentIndex::open(&halloc, "gi", 512, 2048, 16).expect("open")
+    PersistentIndex::open(&halloc, "gi", (512, 2048, 16), recs.seq_of()).expect("open")
 }
 
 /// Keys that stress P1: empty, zero bytes, prefixes of each other, 0xFF bytes.
@@ -38,235 +66,241 @@ const KEYS: &[&[u8]] = &[
     b"\xFF\0",
 ];
 
-#[derive(Default)]
-struct Model {
-    entries: BTreeMap<IKey, PmVersion>,
-    ghosts: HashMap<Vec<u8>, u64>,
+/// Per key: versions newest first, and the ghost count.
+type Model = BTreeMap<Vec<u8>, (Vec<PmVersion>, u64)>;
+
+fn model_get(m: &Model, key: &[u8], snap: u64) -> Option<PmVersion> {
+    m.get(key)
+        .and_then(|(vs, _)| vs.iter().find(|v| v.seq <= snap).copied())
 }
 
-impl Model {
-    fn get(&self, key: &[u8], snap: u64) -> Option<PmVersion> {
-        let from = IKey {
-            key: key.to_vec(),
-            seq: snap,
-        };
-        self.entries
-            .range(from..)
-            .next()
-            .filter(|(k, _)| k.key == key)
-            .map(|(_, v)| *v)
+/// Every entry in tree order against the model: heads first, then older versions.
+fn check_all(ix: &PersistentIndex, m: &Model) {
+    let mut items = Vec::new();
+    let mut after: Option<Vec<u8>> = None;
+    loop {
+        let batch = ix.scan(after.as_deref(), 7).expect("scan");
+        let done = batch.len() < 7;
+        after = batch.last().map(|it| it.tree_key.clone());
+        items.extend(batch);
+        if done {
+            break;
+        }
     }
-
-    fn newest(&self, key: &[u8]) -> Option<PmVersion> {
-        self.get(key, u64::MAX)
+    let got: Vec<Seen> = items
+        .iter()
+        .map(|it| (it.key.clone(), it.seq, it.at, it.tomb, it.blob))
+        .collect();
+    let mut want = Vec::new();
+    for (k, (vs, _)) in m {
+        for (i, v) in vs.iter().enumerate() {
+            want.push((k.clone(), (i > 0).then_some(v.seq), v.at, v.tomb, v.blob));
+        }
     }
-}
-
-/// Every entry, one step at a time from either end (`step` is `next_into` or `prev_into`).
-fn walk(
-    step: impl Fn(Bound<&IKey>, &mut IKey) -> Result<Option<PmOffset>>,
-) -> Vec<(IKey, PmOffset)> {
-    let mut out = IKey::default();
-    let mut seen = Vec::new();
-    let mut cur: Option<IKey> = None;
-    while let Some(at) = step(
-        cur.as_ref().map_or(Bound::Unbounded, Bound::Excluded),
-        &mut out,
-    )
-    .expect("step")
-    {
-        seen.push((out.clone(), at));
-        cur = Some(out.clone());
+    assert_eq!(got, want, "entries in tree order");
+    for key in KEYS {
+        let (versions, ghosts) = ix.versions(key).expect("versions");
+        match m.get(*key) {
+            Some((vs, g)) => assert_eq!((&versions, ghosts), (vs, *g), "{key:?}"),
+            None => assert!(versions.is_empty(), "{key:?}"),
+        }
     }
-    seen
-}
-
-fn check_walks(ix: &PersistentIndex, m: &Model) {
-    let want: Vec<(IKey, PmOffset)> = m.entries.iter().map(|(k, v)| (k.clone(), v.at)).collect();
-    assert_eq!(walk(|b, o| ix.next_into(b, o)), want, "forward walk");
-    let mut back = walk(|b, o| ix.prev_into(b, o));
-    back.reverse();
-    assert_eq!(back, want, "backward walk");
 }
 
 #[test]
-fn random_operations_match_a_model_and_survive_a_power_failure() {
+fn random_changes_match_a_model_and_survive_a_power_failure() {
     let pool = sim_pool(16 << 20);
-    let ix = open_on(&pool);
-    let mut m = Model::default();
+    let recs = Records::default();
+    let ix = open_on(&pool, &recs);
+    let mut m = Model::new();
     let mut rng = SplitMix64::new(7);
     let mut next_at = 64u64;
+    let mut next_seq = 1u64;
+    let mut fresh_at = |rng: &mut SplitMix64| {
+        let at = PmOffset(next_at);
+        next_at += 8 * (1 + rng.next_u64() % 50);
+        at
+    };
     for step in 0..6000 {
         let key = KEYS[(rng.next_u64() % KEYS.len() as u64) as usize];
-        let seq = rng.next_u64() % 40;
+        let (old, old_ghosts) = m.get(key).cloned().unwrap_or_default();
+        let mut want = old.clone();
+        let mut ghosts = old_ghosts;
         match rng.next_u64() % 10 {
             0..=3 => {
+                // A merge: a new newest version; the horizon keeps some older ones, and the
+                // dropped ones become ghosts.
                 let v = PmVersion {
-                    seq,
-                    at: PmOffset(next_at),
+                    seq: next_seq,
+                    at: fresh_at(&mut rng),
                     tomb: rng.next_u64() % 5 == 0,
                     blob: rng.next_u64() % 7 == 0,
                 };
-                next_at += 8 * (1 + rng.next_u64() % 50);
-                let ik = IKey {
-                    key: key.to_vec(),
-                    seq,
-                };
-                let fresh = !m.entries.contains_key(&ik);
-                if fresh {
-                    // A merge carries the key's count into a new newest entry (P3).
-                    let newest = m.newest(key).is_none_or(|n| n.seq < seq);
-                    let g = if newest {
-                        m.ghosts.get(key).copied().unwrap_or(0)
-                    } else {
-                        0
-                    };
-                    assert!(ix.insert(key, v, g).expect("insert"));
-                    m.entries.insert(ik, v);
-                } else {
-                    // The same version again is a no-op; at another offset, corruption.
-                    let old = m.entries[&ik];
-                    assert!(!ix.insert(key, old, 0).expect("again"));
-                    assert!(matches!(
-                        ix.insert(
-                            key,
-                            PmVersion {
-                                at: PmOffset(old.at.get() + 8),
-                                ..old
-                            },
-                            0
-                        ),
-                        Err(Error::Corrupt { .. })
-                    ));
-                }
+                next_seq += 1 + rng.next_u64() % 3;
+                recs.add(key, &v);
+                want.insert(0, v);
+                let keep = 1 + (rng.next_u64() % 4) as usize;
+                ghosts += want.len().saturating_sub(keep) as u64;
+                want.truncate(keep);
             }
             4..=5 => {
-                let snap = rng.next_u64() % 45;
-                assert_eq!(ix.get(key, snap).expect("get"), m.get(key, snap), "{step}");
+                let snap = rng.next_u64() % (next_seq + 2);
+                assert_eq!(
+                    ix.get(key, snap).expect("get"),
+                    model_get(&m, key, snap),
+                    "{step}"
+                );
+                continue;
             }
-            6 => {
-                let ik = IKey {
-                    key: key.to_vec(),
-                    seq,
-                };
-                // Keep the newest entry: its ghost count lives there (P3).
-                if m.newest(key).is_some_and(|n| n.seq != seq) {
-                    assert_eq!(
-                        ix.remove(key, seq).expect("remove"),
-                        m.entries.remove(&ik),
-                        "{step}"
-                    );
-                }
+            6 if !want.is_empty() => {
+                // The cleaner moves one version's record.
+                let i = (rng.next_u64() % want.len() as u64) as usize;
+                want[i].at = fresh_at(&mut rng);
+                recs.add(key, &want[i]);
             }
             7 => {
-                let ik = IKey {
-                    key: key.to_vec(),
-                    seq,
-                };
-                let to = PmOffset(next_at);
-                next_at += 64;
-                match m.entries.get_mut(&ik) {
-                    Some(v) => {
-                        // Losing to a move made meanwhile: the expected offset is stale.
-                        let stale = PmOffset(v.at.get() + 8);
-                        assert!(!ix.relocate(key, seq, stale, to).expect("stale"));
-                        assert!(ix.relocate(key, seq, v.at, to).expect("relocate"));
-                        v.at = to;
-                    }
-                    None => assert!(!ix.relocate(key, seq, to, to).expect("absent")),
-                }
+                // The horizon drops every version (a tombstone with no ghost left).
+                want.clear();
+                ghosts = 0;
+            }
+            8 if !want.is_empty() => {
+                // Zones given back: ghosts leave PM.
+                ghosts = ghosts.saturating_sub(rng.next_u64() % 3);
             }
             _ => {
-                let delta = (rng.next_u64() % 5) as i64 - 2;
-                let got = ix.add_ghosts(key, delta).expect("ghosts");
-                if m.newest(key).is_some() {
-                    let g = m.ghosts.entry(key.to_vec()).or_insert(0);
-                    *g = g.saturating_add_signed(delta);
-                    assert_eq!(got, Some(*g), "{step}");
-                } else {
-                    assert_eq!(got, None);
-                }
+                // A change cut by a crash, made again from what the tree holds (P5).
+                let have = ix.entries(key).expect("entries");
+                assert_eq!(have, Entries::of(&old, old_ghosts).expect("of"), "{step}");
+                ix.change(key, &have, &old, old_ghosts).expect("again");
+                continue;
             }
         }
+        let have = Entries::of(&old, old_ghosts).expect("of");
+        ix.change(key, &have, &want, ghosts).expect("change");
+        if want.is_empty() {
+            m.remove(key);
+        } else {
+            m.insert(key.to_vec(), (want, ghosts));
+        }
         if step % 500 == 0 {
-            check_walks(&ix, &m);
+            check_all(&ix, &m);
         }
     }
-    check_walks(&ix, &m);
-    for key in KEYS {
-        let (versions, ghosts) = ix.versions(key).expect("versions");
-        let want: Vec<PmVersion> = m
-            .entries
-            .iter()
-            .filter(|(k, _)| k.key == *key)
-            .map(|(_, v)| *v)
-            .collect();
-        assert_eq!(versions, want, "{key:?}");
-        if !want.is_empty() {
-            assert_eq!(ghosts, m.ghosts.get(*key).copied().unwrap_or(0), "{key:?}");
-        }
-    }
+    check_all(&ix, &m);
+    // A writer whose idea of the head is wrong is told so, and changes nothing.
+    let (key, (vs, g)) = m
+        .iter()
+        .next()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .expect("a key");
+    let mut wrong = vs.clone();
+    wrong[0].at = PmOffset(wrong[0].at.get() + 8);
+    let err = ix.change(&key, &Entries::of(&wrong, g).expect("of"), &vs, g);
+    assert!(matches!(err, Err(Error::Corrupt { .. })), "{err:?}");
     // Every change was a PMwCAS: a power failure that keeps nothing unflushed keeps it all.
     drop(ix);
     let image = pool.sim().expect("sim").crash(CrashPolicy::KeepNone);
     let pool =
         Arc::new(Pool::open_sim(image, &PoolOptions::with_backend(Backend::Sim)).expect("image"));
-    let ix = open_on(&pool);
-    check_walks(&ix, &m);
+    let ix = open_on(&pool, &recs);
+    check_all(&ix, &m);
     ix.tree().check().expect("tree check");
+}
+
+fn one(seq: u64, at: u64) -> PmVersion {
+    PmVersion {
+        seq,
+        at: PmOffset(at),
+        tomb: false,
+        blob: false,
+    }
 }
 
 #[test]
 fn a_saturated_ghost_count_stays() {
     let pool = sim_pool(4 << 20);
-    let ix = open_on(&pool);
+    let recs = Records::default();
+    let ix = open_on(&pool, &recs);
     let v = PmVersion {
-        seq: 5,
-        at: PmOffset(4096),
         tomb: true,
-        blob: false,
+        ..one(5, 4096)
     };
-    assert!(ix.insert(b"k", v, GHOST_MAX - 1).expect("insert"));
-    assert_eq!(ix.add_ghosts(b"k", 1).expect("up"), Some(GHOST_MAX));
-    assert_eq!(ix.add_ghosts(b"k", -3).expect("down"), Some(GHOST_MAX));
-    assert_eq!(ix.add_ghosts(b"k", 10).expect("up"), Some(GHOST_MAX));
-    // The flags and offset beside it are untouched.
-    assert_eq!(ix.get(b"k", 9).expect("get"), Some(v));
+    recs.add(b"k", &v);
+    ix.change(b"k", &Entries::default(), &[v], GHOST_MAX - 1)
+        .expect("insert");
+    let have = |g| Entries::of(&[v], g).expect("of");
+    ix.change(b"k", &have(GHOST_MAX - 1), &[v], GHOST_MAX + 5)
+        .expect("up");
+    assert_eq!(ix.versions(b"k").expect("versions").1, GHOST_MAX);
+    // The writer's count went down; the tree's stays saturated, even as the version moves.
+    let moved = one(5, 8192);
+    let moved = PmVersion {
+        tomb: true,
+        ..moved
+    };
+    recs.add(b"k", &moved);
+    ix.change(b"k", &have(GHOST_MAX - 3), &[moved], GHOST_MAX - 3)
+        .expect("down");
+    assert_eq!(
+        ix.versions(b"k").expect("versions"),
+        (vec![moved], GHOST_MAX)
+    );
+    assert_eq!(ix.get(b"k", 9).expect("get"), Some(moved));
 }
 
 #[test]
 fn offsets_and_keys_that_do_not_fit_are_refused() {
     let pool = sim_pool(4 << 20);
-    let ix = open_on(&pool);
-    let v = |at| PmVersion {
-        seq: 1,
-        at: PmOffset(at),
-        tomb: false,
-        blob: false,
-    };
-    assert!(ix.insert(b"k", v(12), 0).is_err(), "not a multiple of 8");
-    assert!(ix.insert(b"k", v(OFFSET_LIMIT), 0).is_err(), "past 1 TiB");
-    assert!(ix
-        .insert(b"k", v(OFFSET_LIMIT - 8), 0)
-        .expect("last offset"));
-    assert_eq!(ix.get(b"k", 1).expect("get"), Some(v(OFFSET_LIMIT - 8)));
+    let recs = Records::default();
+    let ix = open_on(&pool, &recs);
+    let none = Entries::default();
+    assert!(
+        ix.change(b"k", &none, &[one(1, 12)], 0).is_err(),
+        "not a multiple of 8"
+    );
+    assert!(
+        ix.change(b"k", &none, &[one(1, OFFSET_LIMIT)], 0).is_err(),
+        "past 1 TiB"
+    );
+    let last = one(1, OFFSET_LIMIT - 8);
+    recs.add(b"k", &last);
+    ix.change(b"k", &none, &[last], 0).expect("last offset");
+    assert_eq!(ix.get(b"k", 1).expect("get"), Some(last));
     // 16 bytes fit; each zero byte takes one more.
     assert!(ix.fits(&[1; 16]) && !ix.fits(&[1; 17]) && !ix.fits(&[0; 9]));
     assert!(matches!(
-        ix.insert(&[1; 17], v(8), 0),
+        ix.change(&[1; 17], &none, &[one(1, 8)], 0),
         Err(Error::TooLarge { .. })
     ));
 }
 
 #[test]
+fn a_head_that_names_another_keys_record_is_corruption() {
+    let pool = sim_pool(4 << 20);
+    let recs = Records::default();
+    let ix = open_on(&pool, &recs);
+    let v = one(3, 64);
+    recs.add(b"other", &v);
+    ix.change(b"k", &Entries::default(), &[v], 0)
+        .expect("insert");
+    assert!(matches!(ix.get(b"k", 9), Err(Error::Corrupt { .. })));
+    assert!(matches!(ix.versions(b"k"), Err(Error::Corrupt { .. })));
+}
+
+#[test]
 fn a_damaged_entry_key_is_corruption_never_a_key() {
-    let mut ik = IKey::default();
+    let mut out = Vec::new();
     for bad in [&b""[..], b"a", b"a\0", b"a\0\x01", b"a\0\0\x01\x02"] {
-        assert!(decode_key(bad, &mut ik).is_err(), "{bad:?}");
+        assert!(decode_key(bad, &mut out).is_err(), "{bad:?}");
     }
-    let k = tree_key(b"a\0b", 9);
-    decode_key(&k, &mut ik).expect("decode");
-    assert_eq!((ik.key.as_slice(), ik.seq), (&b"a\0b"[..], 9));
+    let k = version_key(b"a\0b", 9);
+    assert_eq!(decode_key(&k, &mut out).expect("decode"), Some(9));
+    assert_eq!(out, b"a\0b");
+    assert_eq!(
+        decode_key(&head_key(b"a\0b"), &mut out).expect("head"),
+        None
+    );
+    assert_eq!(out, b"a\0b");
 }
 
 /// Point reads and merges' inserts against the volatile index, one thread, 200,000 keys of
@@ -295,7 +329,8 @@ fn timing_against_the_volatile_index() {
         .expect("pool"),
     );
     let halloc = Halloc::open(pool.clone()).expect("halloc");
-    let ix = PersistentIndex::open(&halloc, "gi", 1024, 40_000, 16).expect("open");
+    let seq_of: SeqOf = Arc::new(|at: PmOffset, _: &[u8]| Ok(at.get() / 8));
+    let ix = PersistentIndex::open(&halloc, "gi", (1024, 40_000, 16), seq_of).expect("open");
     let vol = GlobalIndex::default();
     let key = |i: u64| {
         format!(
@@ -314,7 +349,7 @@ fn timing_against_the_volatile_index() {
             tomb: false,
             blob: false,
         };
-        ix.insert(k, v, 0).expect("insert");
+        ix.change(k, &Entries::default(), &[v], 0).expect("insert");
     }
     let pm_insert = rate(t);
     let t = Instant::now();
@@ -366,14 +401,12 @@ fn every_flipped_bit_of_a_value_is_corruption() {
 #[test]
 fn a_flipped_value_in_the_pool_reads_as_corruption() {
     let pool = sim_pool(4 << 20);
-    let ix = open_on(&pool);
-    let v = PmVersion {
-        seq: 3,
-        at: PmOffset(0x1238),
-        tomb: false,
-        blob: false,
-    };
-    assert!(ix.insert(b"key", v, 2).expect("insert"));
+    let recs = Records::default();
+    let ix = open_on(&pool, &recs);
+    let v = one(3, 0x1238);
+    recs.add(b"key", &v);
+    ix.change(b"key", &Entries::default(), &[v], 2)
+        .expect("insert");
     let w = encode_value(&v, 2).expect("encode");
     drop(ix);
     // Find the value word in the image and flip one bit of its ghost count.
@@ -386,10 +419,15 @@ fn a_flipped_value_in_the_pool_reads_as_corruption() {
     image[at + 1] ^= 0x04;
     let pool =
         Arc::new(Pool::open_sim(image, &PoolOptions::with_backend(Backend::Sim)).expect("image"));
-    let ix = open_on(&pool);
+    let ix = open_on(&pool, &recs);
     assert!(matches!(ix.get(b"key", 9), Err(Error::Corrupt { .. })));
+    assert!(matches!(ix.entries(b"key"), Err(Error::Corrupt { .. })));
+    let have = Entries {
+        head: Some(w),
+        older: Vec::new(),
+    };
     assert!(matches!(
-        ix.add_ghosts(b"key", -1),
+        ix.change(b"key", &have, &[v], 1),
         Err(Error::Corrupt { .. })
     ));
 }
@@ -397,21 +435,21 @@ fn a_flipped_value_in_the_pool_reads_as_corruption() {
 #[test]
 fn indexes_in_one_forest_stay_apart_and_a_dropped_one_goes() {
     let pool = sim_pool(8 << 20);
+    let recs = Records::default();
     let halloc = Halloc::open(pool.clone()).expect("halloc");
     let opts = PersistentIndex::forest_options("gis", 4, 512, 2048, 16);
     let (forest, _) = nacre_bztree::BzForest::open(&halloc, &opts).expect("forest");
-    let a = PersistentIndex::in_forest(&forest, 0).expect("a");
-    let b = PersistentIndex::in_forest(&forest, 3).expect("b");
+    let a = PersistentIndex::in_forest(&forest, 0, recs.seq_of()).expect("a");
+    let b = PersistentIndex::in_forest(&forest, 3, recs.seq_of()).expect("b");
     for i in 0..300u64 {
-        let v = |at: u64| PmVersion {
-            seq: i + 1,
-            at: PmOffset(at),
-            tomb: false,
-            blob: false,
-        };
         let key = format!("key{i}");
-        assert!(a.insert(key.as_bytes(), v(8 * (i + 1)), 0).expect("a"));
-        assert!(b.insert(key.as_bytes(), v(8 * (i + 1000)), 0).expect("b"));
+        let (va, vb) = (one(i + 1, 8 * (i + 1)), one(i + 1, 8 * (i + 1000)));
+        recs.add(key.as_bytes(), &va);
+        recs.add(key.as_bytes(), &vb);
+        a.change(key.as_bytes(), &Entries::default(), &[va], 0)
+            .expect("a");
+        b.change(key.as_bytes(), &Entries::default(), &[vb], 0)
+            .expect("b");
     }
     assert_eq!(
         a.get(b"key7", 100).expect("a").map(|v| v.at),
@@ -424,7 +462,7 @@ fn indexes_in_one_forest_stay_apart_and_a_dropped_one_goes() {
     // A spilled generation's index is dropped whole; the other is untouched.
     drop(b);
     assert!(forest.drop_tree(3).expect("drop"));
-    let b = PersistentIndex::in_forest(&forest, 3).expect("b again");
+    let b = PersistentIndex::in_forest(&forest, 3, recs.seq_of()).expect("b again");
     assert_eq!(b.get(b"key7", 100).expect("b"), None);
     assert_eq!(a.versions(b"key299").expect("a").0.len(), 1);
 }
@@ -432,17 +470,15 @@ fn indexes_in_one_forest_stay_apart_and_a_dropped_one_goes() {
 #[test]
 fn a_full_node_pool_is_pool_full_never_corruption() {
     let pool = sim_pool(4 << 20);
+    let recs = Records::default();
     let halloc = Halloc::open(pool.clone()).expect("halloc");
-    let ix = PersistentIndex::open(&halloc, "tiny", 512, 8, 16).expect("open");
+    let ix = PersistentIndex::open(&halloc, "tiny", (512, 8, 16), recs.seq_of()).expect("open");
     let mut refused = None;
     for i in 0..10_000u64 {
-        let v = PmVersion {
-            seq: i + 1,
-            at: PmOffset(8 * (i + 1)),
-            tomb: false,
-            blob: false,
-        };
-        if let Err(e) = ix.insert(format!("key{i:06}").as_bytes(), v, 0) {
+        let key = format!("key{i:06}");
+        let v = one(i + 1, 8 * (i + 1));
+        recs.add(key.as_bytes(), &v);
+        if let Err(e) = ix.change(key.as_bytes(), &Entries::default(), &[v], 0) {
             refused = Some(e);
             break;
         }
