@@ -125,7 +125,13 @@ impl GlobalIndex {
     /// serves reads (`Options::persistent_index_reads`), else from the skip list.
     pub fn get_at(&self, key: &[u8], seq: u64) -> crate::error::Result<Option<(u64, PmOffset)>> {
         match self.pm.as_ref().filter(|m| m.serves(key)) {
-            Some(m) => m.get(key, seq),
+            Some(m) => match m.newest(key)? {
+                Some((s, at)) if s <= seq => Ok(Some((s, at))),
+                None => Ok(None),
+                // An older version a reader still needs: those are in DRAM only (P4 in
+                // persistent.rs).
+                Some(_) => Ok(MemIndex::get(self, key, seq)),
+            },
             None => Ok(MemIndex::get(self, key, seq)),
         }
     }

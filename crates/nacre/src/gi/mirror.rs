@@ -7,10 +7,12 @@
 //!
 //! Invariants:
 //! - M1 (mirror): while the forest is not stale, once the worker has finished with a key,
-//!   the key's entries in its generation's tree are the volatile entry's versions (sequence,
-//!   offset, tombstone and blob flags), newest first, and the newest entry's ghost count is
-//!   the volatile count, or [`GHOST_MAX`] (saturated, P3). A key too long for the tree has
-//!   no entries (the long-key list of the design is not built).
+//!   the key's entry in its generation's tree names the volatile entry's newest version
+//!   (sequence, offset, tombstone and blob flags), and its count is the volatile ghosts
+//!   plus the volatile older versions, or [`GHOST_MAX`] (saturated, P4 in persistent.rs);
+//!   a key the volatile index lacks has no entry. Older versions stay in DRAM only: no
+//!   reader that needs them survives a crash. A key too long for the tree has no entry
+//!   (the long-key list of the design is not built).
 //! - M2 (slots): subtable `id`'s generations use tree slots `2 id + 1` and `2 id + 2`: the
 //!   live generation one of them, a generation frozen for its spill the other. Once the
 //!   spill is done, a frozen generation's tree is dropped when no view can read it any
@@ -45,11 +47,8 @@ use nacre_halloc::Halloc;
 
 use crate::error::{Error, Result};
 use crate::gi::index::{GlobalIndex, KeyEntry, Version};
-use crate::gi::persistent::{Entries, PersistentIndex, PmVersion, SeqOf, GHOST_MAX};
+use crate::gi::persistent::{encode_value, PersistentIndex, PmVersion, SeqOf, GHOST_MAX};
 use crate::options::RecoveryMutation;
-
-/// An entry of the volatile index.
-type SkipEntry<'a> = crossbeam_skiplist::map::Entry<'a, Vec<u8>, KeyEntry>;
 
 /// The forest's name in the pool (its regions are `bzt.gi`, `bzn.gi`, `bz.gi`).
 const NAME: &str = "gi";
@@ -269,10 +268,8 @@ impl GiForest {
                     let bad = |why: &str| {
                         Error::corrupt_at(
                             format!(
-                                "persistent index tree {slot}: the entry of {:?} at sequence {} \
-                                 {why}",
-                                it.key,
-                                it.seq.map_or("(head)".to_string(), |s| s.to_string())
+                                "persistent index tree {slot}: the entry of {:?} {why}",
+                                it.key
                             ),
                             it.at,
                         )
@@ -288,7 +285,6 @@ impl GiForest {
                     let rec = read_record(&store.pool, it.at, room)
                         .map_err(|e| bad(&format!("names no record ({e})")))?;
                     if rec.key != it.key
-                        || it.seq.is_some_and(|s| s != rec.seq)
                         || (rec.kind == Kind::Delete) != it.tomb
                         || (rec.kind == Kind::Blob) != it.blob
                     {
@@ -356,6 +352,12 @@ impl Drop for Mirror {
     }
 }
 
+/// The copies of a key in PM that its entry does not name (P4 in persistent.rs): the ghosts
+/// and every version but the newest.
+fn copies(versions: &[Version], ghosts: u64) -> u64 {
+    ghosts.saturating_add(versions.len().saturating_sub(1) as u64)
+}
+
 fn pm(v: &Version) -> PmVersion {
     PmVersion {
         seq: v.seq,
@@ -375,9 +377,9 @@ impl Mirror {
             && self.index.fits(key)
     }
 
-    /// The newest version of `key` at or below `seq`.
-    pub fn get(&self, key: &[u8], seq: u64) -> Result<Option<(u64, nacre_pmem::PmOffset)>> {
-        Ok(self.index.get(key, seq)?.map(|v| (v.seq, v.at)))
+    /// The newest version of `key`: its sequence number and record.
+    pub fn newest(&self, key: &[u8]) -> Result<Option<(u64, nacre_pmem::PmOffset)>> {
+        Ok(self.index.newest(key)?.map(|(v, _)| (v.seq, v.at)))
     }
 
     /// The mirror of the generation after this one (a spill froze this one): the pair's
@@ -422,10 +424,11 @@ impl Mirror {
         self.forest.unlease(self.slot);
     }
 
-    /// Brings `key`'s entries from the volatile entry before the writer's change (`old`,
+    /// Brings `key`'s entry from the volatile entry before the writer's change (`old`,
     /// newest first, with count `old_ghosts`), which the tree holds (M1) so it is not read,
     /// to the entry after it (`want` with count `ghosts`; empty when the key left the
-    /// index).
+    /// index). Nothing is written when the entry stays the same: a merge that only keeps
+    /// or drops older versions.
     pub fn change(
         &self,
         key: &[u8],
@@ -441,17 +444,25 @@ impl Mirror {
                     .fetch_add(want.len() as u64, Ordering::Relaxed);
                 return Ok(());
             }
-            let have: Vec<PmVersion> = old.iter().map(pm).collect();
-            let mut want: Vec<PmVersion> = want.iter().map(pm).collect();
+            let have = old
+                .first()
+                .map(|v| encode_value(&pm(v), copies(old, old_ghosts)))
+                .transpose()?;
+            let mut newest = want.first().map(pm);
             if self.forest.mutation == Some(RecoveryMutation::MirrorSkipsRelocation) {
-                for w in &mut want {
-                    if let Some(h) = have.iter().find(|h| h.seq == w.seq && h.tomb == w.tomb) {
+                if let (Some(w), Some(h)) = (&mut newest, old.first()) {
+                    if h.seq == w.seq && h.tomb == w.tomb {
                         w.at = h.at;
                     }
                 }
             }
-            self.index
-                .change(key, &Entries::of(&have, old_ghosts)?, &want, ghosts)
+            let c = copies(want, ghosts);
+            if let (Some(x), Some(w)) = (have, &newest) {
+                if encode_value(w, c)? == x {
+                    return Ok(());
+                }
+            }
+            self.index.change(key, have, newest.as_ref(), c)
         });
     }
 
@@ -462,68 +473,43 @@ impl Mirror {
         const BATCH: usize = 256;
         let mut vol = gi.entries().filter(|e| self.index.fits(e.key())).peekable();
         let mut after: Option<Vec<u8>> = None;
-        // The tree's entries of one key.
-        let mut group: Option<(Vec<u8>, Entries)> = None;
         loop {
             // Changes land at or before the cursor, so the walk goes on after it.
             let batch = self.index.scan(after.as_deref(), BATCH)?;
             let done = batch.len() < BATCH;
             after = batch.last().map(|it| it.tree_key.clone());
             for it in batch {
-                if group.as_ref().is_none_or(|(k, _)| *k != it.key) {
-                    if let Some((key, have)) = group.take() {
-                        self.settle(&mut vol, &key, &have)?;
-                    }
-                    group = Some((it.key.clone(), Entries::default()));
+                while let Some(e) = vol.next_if(|e| e.key().as_slice() < it.key.as_slice()) {
+                    self.put(e.key(), None, Some(e.value()))?;
                 }
-                if let Some((_, have)) = &mut group {
-                    match it.seq {
-                        None => have.head = Some(it.word),
-                        Some(seq) => have.older.push(PmVersion {
-                            seq,
-                            at: it.at,
-                            tomb: it.tomb,
-                            blob: it.blob,
-                        }),
-                    }
-                }
+                let e = vol.next_if(|e| *e.key() == it.key);
+                self.put(&it.key, Some(it.word), e.as_ref().map(|e| e.value()))?;
             }
             if done {
                 break;
             }
         }
-        if let Some((key, have)) = group.take() {
-            self.settle(&mut vol, &key, &have)?;
-        }
         for e in vol {
-            self.put(e.key(), &Entries::default(), Some(e.value()))?;
+            self.put(e.key(), None, Some(e.value()))?;
         }
         Ok(())
     }
 
-    /// The tree's entries `have` of `key` in the ordered pass: the volatile keys before it
-    /// are written, then `key` is brought to its volatile entry (none: removed).
-    fn settle<'a>(
-        &self,
-        vol: &mut std::iter::Peekable<impl Iterator<Item = SkipEntry<'a>>>,
-        key: &[u8],
-        have: &Entries,
-    ) -> Result<()> {
-        while let Some(e) = vol.next_if(|e| e.key().as_slice() < key) {
-            self.put(e.key(), &Entries::default(), Some(e.value()))?;
-        }
-        let e = vol.next_if(|e| e.key().as_slice() == key);
-        self.put(key, have, e.as_ref().map(|e| e.value()))
-    }
-
-    /// Brings `key`'s entries from `have` to volatile entry `e` (none: removed).
-    fn put(&self, key: &[u8], have: &Entries, e: Option<&KeyEntry>) -> Result<()> {
+    /// Brings `key`'s entry from value word `have` to volatile entry `e` (none: removed).
+    fn put(&self, key: &[u8], have: Option<u64>, e: Option<&KeyEntry>) -> Result<()> {
         match e {
             Some(e) => {
-                let want: Vec<PmVersion> = e.versions().iter().map(pm).collect();
-                self.index.change(key, have, &want, e.ghosts())
+                let vs = e.versions();
+                let c = copies(&vs, e.ghosts());
+                let want = vs.first().map(pm);
+                if let (Some(x), Some(w)) = (have, &want) {
+                    if encode_value(w, c)? == x {
+                        return Ok(());
+                    }
+                }
+                self.index.change(key, have, want.as_ref(), c)
             }
-            None => self.index.change(key, have, &[], 0),
+            None => self.index.change(key, have, None, 0),
         }
     }
 
@@ -539,24 +525,26 @@ impl Mirror {
             if !self.index.fits(key) {
                 continue;
             }
-            let want: Vec<PmVersion> = e.value().versions().iter().map(pm).collect();
-            let (have, count) = self.index.versions(key).map_err(err)?;
-            if have != want {
+            let vs = e.value().versions();
+            let want = vs.first().map(pm);
+            let have = self.index.newest(key).map_err(err)?;
+            if have.map(|(v, _)| v) != want {
                 return Err(format!(
                     "persistent index (tree {}): key {key:?} holds {have:?}, the volatile \
                      index {want:?}",
                     self.slot
                 ));
             }
-            let ghosts = e.value().ghosts();
-            if count != ghosts.min(GHOST_MAX) && count != GHOST_MAX {
+            let c = copies(&vs, e.value().ghosts());
+            let count = have.map_or(0, |(_, c)| c);
+            if count != c.min(GHOST_MAX) && count != GHOST_MAX {
                 return Err(format!(
-                    "persistent index (tree {}): key {key:?} counts {count} ghosts, the \
-                     volatile index {ghosts}",
+                    "persistent index (tree {}): key {key:?} counts {count} other copies, \
+                     the volatile index {c}",
                     self.slot
                 ));
             }
-            expected += want.len() as u64;
+            expected += 1;
         }
         // No entry of a key the volatile index lacks: the totals agree.
         let mut total = 0u64;
@@ -572,7 +560,7 @@ impl Mirror {
         if total != expected {
             return Err(format!(
                 "persistent index (tree {}): {total} entries, the volatile index {expected} \
-                 versions of keys that fit",
+                 keys that fit",
                 self.slot
             ));
         }

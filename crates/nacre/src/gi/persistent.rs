@@ -1,41 +1,40 @@
 //! The Global Index's entries in PM (docs/persistent-index.md): one BzTree per subtable
-//! generation, one tree entry per version, every change a PMwCAS. Opening it after a crash
-//! costs PMwCAS recovery, not a scan of the data. This module holds the entry format and the
+//! generation, one entry per key, every change a PMwCAS. Opening it after a crash costs
+//! PMwCAS recovery, not a scan of the data. This module holds the entry format and the
 //! operations a merge, the cleaner and readers need.
 //!
+//! The tree holds what a restart needs: each key's newest version, and how many other
+//! copies of the key are in PM. Older versions that live readers and snapshots still need
+//! stay in DRAM only, since no reader outlives a crash; a version leaving that set changes
+//! nothing in the tree (it was counted as a copy from the start).
+//!
 //! Invariants:
-//! - P1 (order): a key's *head* entry has the tree key `K` = the user key with each 0x00
-//!   byte written as 0x00 0xFF, then the terminator 0x00 0x00; each of its older versions
-//!   has `K` followed by the bitwise complement of its sequence number, big-endian. Byte
-//!   order of tree keys is then [`IKey`] order (user key ascending, sequence descending),
-//!   also for a key that is a prefix of another: a key's head comes first, then its older
-//!   versions newest first, and nothing of another key lies between them.
+//! - P1 (order): a key's entry has the tree key made of the user key with each 0x00 byte
+//!   written as 0x00 0xFF, then the terminator 0x00 0x00. Byte order of tree keys is then
+//!   user key order, also for a key that is a prefix of another, and the empty key has an
+//!   entry like any other.
 //! - P2 (value): the record's pool offset over 8 in bits 24..61, the tombstone flag in bit
-//!   23, the blob flag in bit 22, the ghost count in bits 8..22, and in bits 0..8 a CRC-8
-//!   of bits 8..61. Offsets are multiples of 8 (items are), below 2^40. The BzTree does not
+//!   23, the blob flag in bit 22, the copy count in bits 8..22, and in bits 0..8 a CRC-8 of
+//!   bits 8..61. Offsets are multiples of 8 (items are), below 2^40. The BzTree does not
 //!   check value words, so the CRC does: a value that fails it is corruption, never an
 //!   offset, a flag or a count (a flipped count could drop a tombstone early).
-//! - P3 (head): a key with entries has a head, which names its newest version; the head's
-//!   sequence number is its record's (read with the record's identity check, so a head that
-//!   names another key's record is corruption). Older versions are kept only while a
-//!   snapshot may read them, each with a sequence number below the head's. Replacing a
-//!   key's newest version rewrites the head's value word: one PMwCAS, and no leaf space.
-//! - P4 (ghosts): only the head's ghost count means anything (older entries carry 0). A
-//!   count that reached [`GHOST_MAX`] stays there (the key is recounted from its records,
-//!   as recovery counts them today): a count too high only keeps a tombstone longer (GI3),
-//!   never drops one too early.
-//! - P5 (idempotent): writing an entry that already holds the same value changes nothing,
-//!   so a change cut by a crash can be made again; an older version already present at
-//!   another offset or with other flags is corruption (two records claim one write).
-//! - P6 (order of a change): a change inserts the older entries the key now needs, then
-//!   removes those it no longer needs, then writes the head. A reader between two steps
-//!   finds, for any snapshot the horizon still serves, the version it would find before
-//!   the change or after it.
+//! - P3 (newest): an entry names its key's newest version; its sequence number is its
+//!   record's, read with the record's identity check, so an entry that names another
+//!   key's record is corruption. Replacing a key's newest version rewrites the entry's
+//!   value word: one PMwCAS, and no leaf space.
+//! - P4 (copies): the count is the key's copies in PM that the entry does not name: the
+//!   volatile index's ghosts (GI2) plus its older versions. It is what a rebuild from the
+//!   records would count, so a tombstone whose count is not 0 stays (GI3). A count that
+//!   reached [`GHOST_MAX`] stays there (the key is recounted from its records, as recovery
+//!   counts them today): a count too high only keeps a tombstone longer, never drops one
+//!   too early.
+//! - P5 (idempotent): writing an entry that already holds the wanted value changes nothing,
+//!   so a change cut by a crash can be made again.
 //!
 //! Thread safety: every operation is a BzTree operation (latch-free, PMwCAS). As in the
-//! volatile index, one writer at a time changes a key's entries (the background worker);
-//! the head is rewritten with [`BzTree::update_if`], conditional on the word the writer
-//! last left there, so a word changed by anything else is found. Readers never wait.
+//! volatile index, one writer at a time changes a key's entry (the background worker); it
+//! rewrites the entry with [`BzTree::update_if`], conditional on the word it last left
+//! there, so a word changed by anything else is found. Readers never wait.
 
 use std::sync::Arc;
 
@@ -47,19 +46,20 @@ use crate::error::{Error, FullCause, Result};
 
 /// Bits of the value's CRC-8 (P2).
 const CRC_BITS: u32 = 8;
-/// Bits of the ghost count (P2).
+/// Bits of the copy count (P2).
 const GHOST_BITS: u32 = 14;
-/// A ghost count that stays where it is (P4).
+/// A copy count that stays where it is (P4).
 pub(crate) const GHOST_MAX: u64 = (1 << GHOST_BITS) - 1;
 const BLOB_BIT: u64 = 1 << (CRC_BITS + GHOST_BITS);
 const TOMB_BIT: u64 = BLOB_BIT << 1;
 const OFFSET_SHIFT: u32 = CRC_BITS + GHOST_BITS + 2;
 /// Offsets at or past this do not fit an entry (1 TiB).
 pub(crate) const OFFSET_LIMIT: u64 = 1 << (61 - OFFSET_SHIFT + 3);
-/// Bytes a tree key adds to the escaped user key: terminator and sequence.
-const KEY_EXTRA: usize = 2 + 8;
+/// Bytes a tree key adds to the escaped user key: the terminator.
+const KEY_EXTRA: usize = 2;
 
-/// One version as the persistent index keeps it (its record's size is in the record).
+/// A key's newest version as the persistent index keeps it (its record's size is in the
+/// record; its sequence number too, P3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct PmVersion {
     pub seq: u64,
@@ -68,46 +68,22 @@ pub(crate) struct PmVersion {
     pub blob: bool,
 }
 
-/// Reads the sequence number of the record at an offset that a head names as a record of
+/// Reads the sequence number of the record at an offset that an entry names as a record of
 /// a key (P3); an error when it is not one.
 pub(crate) type SeqOf = Arc<dyn Fn(PmOffset, &[u8]) -> Result<u64> + Send + Sync>;
 
-/// Where a key's versions live in the pool: the BzTree of one subtable generation.
+/// Where a subtable generation's keys live in the pool: its BzTree.
 pub(crate) struct PersistentIndex {
     tree: BzTree,
     seq_of: SeqOf,
 }
 
-/// A key's entries as the tree holds them: the head's value word, and the older versions,
-/// newest first.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Entries {
-    pub head: Option<u64>,
-    pub older: Vec<PmVersion>,
-}
-
-impl Entries {
-    /// The entries that a key with `versions` (newest first) and ghost count `ghosts` has
-    /// (P3, P4).
-    pub fn of(versions: &[PmVersion], ghosts: u64) -> Result<Entries> {
-        Ok(Entries {
-            head: versions
-                .first()
-                .map(|v| encode_value(v, ghosts))
-                .transpose()?,
-            older: versions.get(1..).unwrap_or_default().to_vec(),
-        })
-    }
-}
-
-/// One entry in tree order.
+/// One entry in tree order, as a walk finds it (its sequence number unread).
 #[derive(Clone, Debug)]
 pub(crate) struct Item {
     /// The tree key (where a walk goes on from).
     pub tree_key: Vec<u8>,
     pub key: Vec<u8>,
-    /// `None` for the head (its sequence number is its record's, P3).
-    pub seq: Option<u64>,
     pub word: u64,
     pub at: PmOffset,
     pub tomb: bool,
@@ -148,62 +124,27 @@ pub(crate) fn index_error(e: BzError) -> Error {
     }
 }
 
-/// The head's tree key of `key` (P1).
-fn head_key(key: &[u8]) -> Vec<u8> {
+/// The tree key of `key` (P1).
+fn tree_key(key: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(key.len() + KEY_EXTRA + key.len() / 8);
-    escape_into(key, &mut k);
+    for &b in key {
+        k.push(b);
+        if b == 0 {
+            k.push(0xFF);
+        }
+    }
+    k.extend_from_slice(&[0, 0]);
     k
 }
 
-/// The tree key of older version `seq` of `key` (P1).
-fn version_key(key: &[u8], seq: u64) -> Vec<u8> {
-    let mut k = head_key(key);
-    k.extend_from_slice(&(!seq).to_be_bytes());
-    k
-}
-
-fn escape_into(key: &[u8], out: &mut Vec<u8>) {
-    for &b in key {
-        out.push(b);
-        if b == 0 {
-            out.push(0xFF);
-        }
-    }
-    out.extend_from_slice(&[0, 0]);
-}
-
-/// The sequence number of tree key `k` when it is an older version of `key` (P1), read
-/// without decoding `k`; `None` for anything else, heads and ill-formed keys included.
-fn version_of(k: &[u8], key: &[u8]) -> Option<u64> {
-    let mut i = 0;
-    for &b in key {
-        if k.get(i) != Some(&b) {
-            return None;
-        }
-        i += 1;
-        if b == 0 {
-            if k.get(i) != Some(&0xFF) {
-                return None;
-            }
-            i += 1;
-        }
-    }
-    if k.get(i..i + 2) != Some(&[0, 0][..]) {
-        return None;
-    }
-    let seq: [u8; 8] = k.get(i + 2..)?.try_into().ok()?;
-    Some(!u64::from_be_bytes(seq))
-}
-
-/// The user key of a tree key, into `out`, and its sequence number (`None` for a head); an
-/// ill-formed key is corruption.
-fn decode_key(k: &[u8], out: &mut Vec<u8>) -> Result<Option<u64>> {
+/// The user key of a tree key, into `out`; an ill-formed key is corruption.
+fn decode_key(k: &[u8], out: &mut Vec<u8>) -> Result<()> {
     let bad = || Error::corrupt("persistent index: ill-formed entry key");
     out.clear();
     let mut i = 0;
     loop {
         match (k.get(i), k.get(i + 1)) {
-            (Some(0), Some(0)) => break,
+            (Some(0), Some(0)) if i + 2 == k.len() => return Ok(()),
             (Some(0), Some(0xFF)) => {
                 out.push(0);
                 i += 2;
@@ -213,13 +154,6 @@ fn decode_key(k: &[u8], out: &mut Vec<u8>) -> Result<Option<u64>> {
                 out.push(b);
                 i += 1;
             }
-        }
-    }
-    match &k[i + 2..] {
-        [] => Ok(None),
-        rest => {
-            let seq: [u8; 8] = rest.try_into().map_err(|_| bad())?;
-            Ok(Some(!u64::from_be_bytes(seq)))
         }
     }
 }
@@ -241,8 +175,8 @@ fn crc8(bits: u64) -> u64 {
     u64::from(crc)
 }
 
-/// An entry's value (P2).
-fn encode_value(v: &PmVersion, ghosts: u64) -> Result<u64> {
+/// The value word of an entry naming `v` with copy count `copies` (P2; the count saturates).
+pub(crate) fn encode_value(v: &PmVersion, copies: u64) -> Result<u64> {
     let at = v.at.get();
     if at % 8 != 0 || at >= OFFSET_LIMIT {
         return Err(Error::InvalidOptions(format!(
@@ -250,16 +184,16 @@ fn encode_value(v: &PmVersion, ghosts: u64) -> Result<u64> {
         )));
     }
     let flags = (u64::from(v.tomb) * TOMB_BIT) | (u64::from(v.blob) * BLOB_BIT);
-    let body = ((at >> 3) << OFFSET_SHIFT) | flags | (ghosts.min(GHOST_MAX) << CRC_BITS);
+    let body = ((at >> 3) << OFFSET_SHIFT) | flags | (copies.min(GHOST_MAX) << CRC_BITS);
     Ok(body | crc8(body >> CRC_BITS))
 }
 
-/// The version (with sequence `seq`) and ghost count an entry's value holds; one failing
-/// its CRC is corruption.
+/// The version (sequence number `seq`) and copy count a value word holds; one failing its
+/// CRC is corruption.
 fn decode_value(seq: u64, w: u64) -> Result<(PmVersion, u64)> {
     if crc8(w >> CRC_BITS) != w & ((1 << CRC_BITS) - 1) {
         return Err(Error::corrupt(format!(
-            "persistent index: value {w:#x} of version {seq} fails its check"
+            "persistent index: value {w:#x} fails its check"
         )));
     }
     let v = PmVersion {
@@ -272,13 +206,13 @@ fn decode_value(seq: u64, w: u64) -> Result<(PmVersion, u64)> {
 }
 
 /// Whether two value words name the same record with the same flags (whatever their
-/// ghost counts).
+/// counts).
 fn same_version(a: u64, b: u64) -> bool {
     a >> (CRC_BITS + GHOST_BITS) == b >> (CRC_BITS + GHOST_BITS)
 }
 
-/// The ghost count a value word holds, unchecked (the caller checked or wrote it).
-fn ghosts_in(w: u64) -> u64 {
+/// The copy count a value word holds, unchecked (the caller checked or wrote it).
+fn copies_in(w: u64) -> u64 {
     (w >> CRC_BITS) & GHOST_MAX
 }
 
@@ -303,7 +237,7 @@ impl PersistentIndex {
         }
     }
 
-    /// The index in tree `slot` of `forest` (created empty on first use), whose heads'
+    /// The index in tree `slot` of `forest` (created empty on first use), whose entries'
     /// sequence numbers `seq_of` reads.
     pub fn in_forest(forest: &BzForest, slot: u32, seq_of: SeqOf) -> Result<PersistentIndex> {
         let (tree, _) = forest.tree(slot).map_err(index_error)?;
@@ -335,95 +269,20 @@ impl PersistentIndex {
         key.len() + key.iter().filter(|&&b| b == 0).count() + KEY_EXTRA <= self.tree.max_key_len()
     }
 
-    /// The head's version (its sequence number read from its record, P3) and the key's
-    /// ghost count.
-    fn head_version(&self, key: &[u8], w: u64) -> Result<(PmVersion, u64)> {
-        let (v, g) = decode_value(0, w)?;
-        let seq = (self.seq_of)(v.at, key)?;
-        Ok((PmVersion { seq, ..v }, g))
+    /// `key`'s entry's value word, if it has one.
+    pub fn word(&self, key: &[u8]) -> Result<Option<u64>> {
+        self.tree.get(&tree_key(key)).map_err(index_error)
     }
 
-    /// The newest version of `key` with sequence at most `snapshot`.
-    pub fn get(&self, key: &[u8], snapshot: u64) -> Result<Option<PmVersion>> {
-        let Some(w) = self.tree.get(&head_key(key)).map_err(index_error)? else {
+    /// `key`'s newest version (its sequence number read from its record, P3) and its copy
+    /// count.
+    pub fn newest(&self, key: &[u8]) -> Result<Option<(PmVersion, u64)>> {
+        let Some(w) = self.word(key)? else {
             return Ok(None);
         };
-        let (head, _) = self.head_version(key, w)?;
-        if head.seq <= snapshot {
-            return Ok(Some(head));
-        }
-        let found = self
-            .tree
-            .seek_map(&version_key(key, snapshot), |k, w| {
-                match version_of(k, key) {
-                    Some(seq) => Ok((seq, w)),
-                    None => Err(k.to_vec()),
-                }
-            })
-            .map_err(index_error)?;
-        match found {
-            None => Ok(None),
-            Some(Ok((seq, w))) => Ok(Some(decode_value(seq, w)?.0)),
-            Some(Err(other)) => {
-                // Another key's entry: it must still decode (an ill-formed one is damage).
-                decode_key(&other, &mut Vec::new())?;
-                Ok(None)
-            }
-        }
-    }
-
-    /// The entries of `key` as the tree holds them.
-    pub fn entries(&self, key: &[u8]) -> Result<Entries> {
-        let from = head_key(key);
-        // Past every sequence of the key: longer than its 8 bytes, all 0xFF.
-        let mut end = from.clone();
-        end.extend_from_slice(&[0xFF; 9]);
-        let mut out = Entries::default();
-        let mut from = from;
-        loop {
-            let batch = self.tree.scan(&from, Some(&end), 64).map_err(index_error)?;
-            let last = batch.len() < 64;
-            for (k, w) in &batch {
-                match version_of(k, key) {
-                    Some(seq) => out.older.push(decode_value(seq, *w)?.0),
-                    None if out.head.is_none() && out.older.is_empty() => {
-                        decode_value(0, *w)?;
-                        out.head = Some(*w);
-                    }
-                    None => return Err(Error::corrupt("persistent index: ill-formed entry key")),
-                }
-            }
-            match batch.last() {
-                Some((k, _)) if !last => {
-                    from = k.clone();
-                    from.push(0);
-                }
-                _ => return Ok(out),
-            }
-        }
-    }
-
-    /// Every version of `key`, newest first, and the key's ghost count (P4).
-    pub fn versions(&self, key: &[u8]) -> Result<(Vec<PmVersion>, u64)> {
-        let e = self.entries(key)?;
-        let Some(w) = e.head else {
-            if e.older.is_empty() {
-                return Ok((Vec::new(), 0));
-            }
-            return Err(Error::corrupt(format!(
-                "persistent index: {key:?} has older versions and no head"
-            )));
-        };
-        let (head, ghosts) = self.head_version(key, w)?;
-        if e.older.first().is_some_and(|o| o.seq >= head.seq) {
-            return Err(Error::corrupt(format!(
-                "persistent index: {key:?} has a version at least as new as its head"
-            )));
-        }
-        let mut out = Vec::with_capacity(1 + e.older.len());
-        out.push(head);
-        out.extend(e.older);
-        Ok((out, ghosts))
+        let (v, copies) = decode_value(0, w)?;
+        let seq = (self.seq_of)(v.at, key)?;
+        Ok(Some((PmVersion { seq, ..v }, copies)))
     }
 
     /// Up to `max` entries after tree key `after` (from the first when `None`), in tree order.
@@ -438,12 +297,11 @@ impl PersistentIndex {
             .into_iter()
             .map(|(tree_key, word)| {
                 let mut key = Vec::new();
-                let seq = decode_key(&tree_key, &mut key)?;
-                let (v, _) = decode_value(seq.unwrap_or(0), word)?;
+                decode_key(&tree_key, &mut key)?;
+                let (v, _) = decode_value(0, word)?;
                 Ok(Item {
                     tree_key,
                     key,
-                    seq,
                     word,
                     at: v.at,
                     tomb: v.tomb,
@@ -453,16 +311,16 @@ impl PersistentIndex {
             .collect()
     }
 
-    /// Brings `key`'s entries from `have` (what the tree holds) to versions `want` (newest
-    /// first; empty: the key leaves the index) with ghost count `ghosts`, in P6's order.
-    /// A saturated count stays (P4). Nothing else may change the key's entries meanwhile:
-    /// an entry found otherwise than `have` says is corruption.
+    /// Brings `key`'s entry from value word `have` (what the writer last left there; `None`:
+    /// no entry) to naming `want` with copy count `copies` (`None`: the key leaves the
+    /// index). A saturated count stays (P4). Only the writer changes the entry: one found
+    /// otherwise than `have` says is corruption (for a removal, found as it goes).
     pub fn change(
         &self,
         key: &[u8],
-        have: &Entries,
-        want: &[PmVersion],
-        ghosts: u64,
+        have: Option<u64>,
+        want: Option<&PmVersion>,
+        copies: u64,
     ) -> Result<()> {
         if !self.fits(key) {
             return Err(Error::TooLarge {
@@ -471,89 +329,56 @@ impl PersistentIndex {
                 max: self.tree.max_key_len() - KEY_EXTRA,
             });
         }
-        let older = want.get(1..).unwrap_or_default();
-        for w in older {
-            match have.older.iter().find(|h| h.seq == w.seq) {
-                Some(h) if h == w => {}
-                Some(h) if h.tomb == w.tomb && h.blob == w.blob => {
-                    let k = version_key(key, w.seq);
-                    let (from, to) = (encode_value(h, 0)?, encode_value(w, 0)?);
-                    if self
-                        .tree
-                        .update_if(&k, from, to)
-                        .map_err(index_error)?
-                        .is_err()
-                    {
-                        return Err(Error::corrupt(format!(
-                            "persistent index: version {} of {key:?} changed under its writer",
-                            w.seq
-                        )));
-                    }
-                }
-                Some(_) => return Err(Self::claimed_twice(key, w)),
-                None => self.insert_older(key, w)?,
-            }
-        }
-        for h in &have.older {
-            if !older.iter().any(|w| w.seq == h.seq) {
-                let gone = self
-                    .tree
-                    .delete(&version_key(key, h.seq))
-                    .map_err(index_error)?;
-                if gone != Some(encode_value(h, 0)?) {
-                    return Err(Self::changed_under(key));
-                }
-            }
-        }
-        let hk = head_key(key);
-        match (have.head, want.first()) {
+        let k = tree_key(key);
+        match (have, want) {
             (None, None) => Ok(()),
-            (Some(x), None) => match self.tree.delete(&hk).map_err(index_error)? {
-                Some(g) if g == x || (same_version(g, x) && ghosts_in(g) == GHOST_MAX) => Ok(()),
+            (Some(x), None) => match self.tree.delete(&k).map_err(index_error)? {
+                Some(g) if g == x || (same_version(g, x) && copies_in(g) == GHOST_MAX) => Ok(()),
                 _ => Err(Self::changed_under(key)),
             },
             (None, Some(w)) => {
-                let word = encode_value(w, ghosts)?;
-                if self.tree.insert(&hk, word).map_err(index_error)? {
+                if self
+                    .tree
+                    .insert(&k, encode_value(w, copies)?)
+                    .map_err(index_error)?
+                {
                     return Ok(());
                 }
-                // P5: a head written before a crash cut the change.
-                let now = self.tree.get(&hk).map_err(index_error)?;
-                self.put_head(key, &hk, now, w, ghosts)
+                // P5: an entry written before a crash cut the change.
+                let now = self.word(key)?;
+                self.put(key, &k, now, w, copies)
             }
-            (Some(x), Some(w)) => self.put_head(key, &hk, Some(x), w, ghosts),
+            (Some(x), Some(w)) => self.put(key, &k, Some(x), w, copies),
         }
     }
 
-    /// Rewrites the head from `cur` to version `w` with count `ghosts`, kept saturated (P4).
-    fn put_head(
+    /// Rewrites the entry from `cur` to naming `w` with count `copies`, kept saturated (P4).
+    fn put(
         &self,
         key: &[u8],
-        hk: &[u8],
+        k: &[u8],
         mut cur: Option<u64>,
         w: &PmVersion,
-        ghosts: u64,
+        copies: u64,
     ) -> Result<()> {
         // One retry: the writer's idea of the count may be below a saturated one (P4).
         for _ in 0..2 {
             let Some(x) = cur else {
-                return Err(Error::corrupt(format!(
-                    "persistent index: the head of {key:?} went under its writer"
-                )));
+                return Err(Self::changed_under(key));
             };
             decode_value(0, x)?;
-            let g = if ghosts_in(x) == GHOST_MAX {
+            let c = if copies_in(x) == GHOST_MAX {
                 GHOST_MAX
             } else {
-                ghosts
+                copies
             };
-            let word = encode_value(w, g)?;
+            let word = encode_value(w, c)?;
             if word == x {
                 return Ok(());
             }
-            match self.tree.update_if(hk, x, word).map_err(index_error)? {
+            match self.tree.update_if(k, x, word).map_err(index_error)? {
                 Ok(()) => return Ok(()),
-                Err(Some(n)) if same_version(n, x) && ghosts_in(n) == GHOST_MAX => cur = Some(n),
+                Err(Some(n)) if same_version(n, x) && copies_in(n) == GHOST_MAX => cur = Some(n),
                 Err(_) => break,
             }
         }
@@ -562,33 +387,7 @@ impl PersistentIndex {
 
     fn changed_under(key: &[u8]) -> Error {
         Error::corrupt(format!(
-            "persistent index: the entries of {key:?} changed under their writer"
-        ))
-    }
-
-    /// Adds older version `w` of `key` (P5: already there with the same value, nothing).
-    fn insert_older(&self, key: &[u8], w: &PmVersion) -> Result<()> {
-        let k = version_key(key, w.seq);
-        let word = encode_value(w, 0)?;
-        if self.tree.insert(&k, word).map_err(index_error)? {
-            return Ok(());
-        }
-        match self.tree.get(&k).map_err(index_error)? {
-            Some(old) if decode_value(w.seq, old)?.0 == *w => Ok(()),
-            Some(_) => Err(Self::claimed_twice(key, w)),
-            // Deleted between the two calls: only this writer deletes, so this is damage.
-            None => Err(Error::corrupt(format!(
-                "persistent index: version {} of {key:?} went under its writer",
-                w.seq
-            ))),
-        }
-    }
-
-    fn claimed_twice(key: &[u8], w: &PmVersion) -> Error {
-        Error::corrupt(format!(
-            "persistent index: version {} of {key:?} is indexed at another record than {:#x}",
-            w.seq,
-            w.at.get()
+            "persistent index: the entry of {key:?} changed under its writer"
         ))
     }
 }

@@ -1,6 +1,6 @@
 //! The persistent index against a model: keys with zero bytes and keys that are prefixes
-//! of others, changes as a merge, the horizon and the cleaner make them, point reads at
-//! snapshots, walks, ghost counts; then a power failure keeps everything.
+//! of others, changes as a merge, the horizon and the cleaner make them, reads, walks and
+//! copy counts; then a power failure keeps everything.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -20,9 +20,6 @@ fn sim_pool(size: u64) -> Arc<Pool> {
 struct Records(Arc<Mutex<HashMap<u64, KeyAndSeq>>>);
 
 type KeyAndSeq = (Vec<u8>, u64);
-
-/// An entry as a walk sees it: key, sequence (`None`: the head), offset, flags.
-type Seen = (Vec<u8>, Option<u64>, PmOffset, bool, bool);
 
 impl Records {
     fn add(&self, key: &[u8], v: &PmVersion) {
@@ -66,44 +63,37 @@ const KEYS: &[&[u8]] = &[
     b"\xFF\0",
 ];
 
-/// Per key: versions newest first, and the ghost count.
-type Model = BTreeMap<Vec<u8>, (Vec<PmVersion>, u64)>;
+/// Per key: the newest version and the count of other copies.
+type Model = BTreeMap<Vec<u8>, (PmVersion, u64)>;
 
-fn model_get(m: &Model, key: &[u8], snap: u64) -> Option<PmVersion> {
-    m.get(key)
-        .and_then(|(vs, _)| vs.iter().find(|v| v.seq <= snap).copied())
-}
-
-/// Every entry in tree order against the model: heads first, then older versions.
+/// Every entry in tree order, and every key's read, against the model.
 fn check_all(ix: &PersistentIndex, m: &Model) {
-    let mut items = Vec::new();
+    let mut got = Vec::new();
     let mut after: Option<Vec<u8>> = None;
     loop {
-        let batch = ix.scan(after.as_deref(), 7).expect("scan");
-        let done = batch.len() < 7;
+        let batch = ix.scan(after.as_deref(), 5).expect("scan");
+        let done = batch.len() < 5;
         after = batch.last().map(|it| it.tree_key.clone());
-        items.extend(batch);
+        got.extend(
+            batch
+                .into_iter()
+                .map(|it| (it.key, it.at, it.tomb, it.blob)),
+        );
         if done {
             break;
         }
     }
-    let got: Vec<Seen> = items
+    let want: Vec<_> = m
         .iter()
-        .map(|it| (it.key.clone(), it.seq, it.at, it.tomb, it.blob))
+        .map(|(k, (v, _))| (k.clone(), v.at, v.tomb, v.blob))
         .collect();
-    let mut want = Vec::new();
-    for (k, (vs, _)) in m {
-        for (i, v) in vs.iter().enumerate() {
-            want.push((k.clone(), (i > 0).then_some(v.seq), v.at, v.tomb, v.blob));
-        }
-    }
     assert_eq!(got, want, "entries in tree order");
     for key in KEYS {
-        let (versions, ghosts) = ix.versions(key).expect("versions");
-        match m.get(*key) {
-            Some((vs, g)) => assert_eq!((&versions, ghosts), (vs, *g), "{key:?}"),
-            None => assert!(versions.is_empty(), "{key:?}"),
-        }
+        assert_eq!(
+            ix.newest(key).expect("newest"),
+            m.get(*key).copied(),
+            "{key:?}"
+        );
     }
 }
 
@@ -121,15 +111,14 @@ fn random_changes_match_a_model_and_survive_a_power_failure() {
         next_at += 8 * (1 + rng.next_u64() % 50);
         at
     };
-    for step in 0..6000 {
+    for step in 0..8000 {
         let key = KEYS[(rng.next_u64() % KEYS.len() as u64) as usize];
-        let (old, old_ghosts) = m.get(key).cloned().unwrap_or_default();
-        let mut want = old.clone();
-        let mut ghosts = old_ghosts;
+        let old = m.get(key).copied();
+        let have = old.map(|(v, c)| encode_value(&v, c).expect("word"));
+        let mut want = old;
         match rng.next_u64() % 10 {
             0..=3 => {
-                // A merge: a new newest version; the horizon keeps some older ones, and the
-                // dropped ones become ghosts.
+                // A merge: a new newest version; the one it replaces is one more copy.
                 let v = PmVersion {
                     seq: next_seq,
                     at: fresh_at(&mut rng),
@@ -138,64 +127,75 @@ fn random_changes_match_a_model_and_survive_a_power_failure() {
                 };
                 next_seq += 1 + rng.next_u64() % 3;
                 recs.add(key, &v);
-                want.insert(0, v);
-                let keep = 1 + (rng.next_u64() % 4) as usize;
-                ghosts += want.len().saturating_sub(keep) as u64;
-                want.truncate(keep);
+                want = Some((v, old.map_or(0, |(_, c)| c + 1)));
             }
-            4..=5 => {
-                let snap = rng.next_u64() % (next_seq + 2);
-                assert_eq!(
-                    ix.get(key, snap).expect("get"),
-                    model_get(&m, key, snap),
-                    "{step}"
-                );
+            4 => {
+                assert_eq!(ix.newest(key).expect("newest"), old, "{step}");
                 continue;
             }
-            6 if !want.is_empty() => {
-                // The cleaner moves one version's record.
-                let i = (rng.next_u64() % want.len() as u64) as usize;
-                want[i].at = fresh_at(&mut rng);
-                recs.add(key, &want[i]);
+            5 if old.is_some() => {
+                // The cleaner moves the newest version's record.
+                if let Some((v, _)) = &mut want {
+                    v.at = fresh_at(&mut rng);
+                    recs.add(key, v);
+                }
             }
-            7 => {
-                // The horizon drops every version (a tombstone with no ghost left).
-                want.clear();
-                ghosts = 0;
+            6 => {
+                // The horizon drops the key (a tombstone with no copy left).
+                want = None;
             }
-            8 if !want.is_empty() => {
-                // Zones given back: ghosts leave PM.
-                ghosts = ghosts.saturating_sub(rng.next_u64() % 3);
+            7 | 8 if old.is_some() => {
+                // Zones given back: copies leave PM; or a count that reaches the limit.
+                if let Some((_, c)) = &mut want {
+                    *c = match rng.next_u64() % 8 {
+                        0 => GHOST_MAX + rng.next_u64() % 3,
+                        _ => c.saturating_sub(rng.next_u64() % 3),
+                    };
+                }
             }
             _ => {
                 // A change cut by a crash, made again from what the tree holds (P5).
-                let have = ix.entries(key).expect("entries");
-                assert_eq!(have, Entries::of(&old, old_ghosts).expect("of"), "{step}");
-                ix.change(key, &have, &old, old_ghosts).expect("again");
+                let now = ix.word(key).expect("word");
+                assert_eq!(now, have, "{step}");
+                let (v, c) = old.unzip();
+                ix.change(key, now, v.as_ref(), c.unwrap_or(0))
+                    .expect("again");
                 continue;
             }
         }
-        let have = Entries::of(&old, old_ghosts).expect("of");
-        ix.change(key, &have, &want, ghosts).expect("change");
-        if want.is_empty() {
-            m.remove(key);
-        } else {
-            m.insert(key.to_vec(), (want, ghosts));
-        }
+        let (v, c) = want.unzip();
+        ix.change(key, have, v.as_ref(), c.unwrap_or(0))
+            .expect("change");
+        // A saturated count stays (P4).
+        let want = want.map(|(v, c)| {
+            let sat = old.is_some_and(|(_, o)| o >= GHOST_MAX) || c >= GHOST_MAX;
+            (v, if sat { GHOST_MAX } else { c })
+        });
+        match want {
+            Some(e) => m.insert(key.to_vec(), e),
+            None => m.remove(key),
+        };
         if step % 500 == 0 {
             check_all(&ix, &m);
         }
     }
     check_all(&ix, &m);
-    // A writer whose idea of the head is wrong is told so, and changes nothing.
-    let (key, (vs, g)) = m
+    // A writer whose idea of the entry is wrong is told so, and changes nothing.
+    let (key, (v, c)) = m
         .iter()
         .next()
-        .map(|(k, v)| (k.clone(), v.clone()))
+        .map(|(k, e)| (k.clone(), *e))
         .expect("a key");
-    let mut wrong = vs.clone();
-    wrong[0].at = PmOffset(wrong[0].at.get() + 8);
-    let err = ix.change(&key, &Entries::of(&wrong, g).expect("of"), &vs, g);
+    let wrong = PmVersion {
+        at: PmOffset(v.at.get() + 8),
+        ..v
+    };
+    let err = ix.change(
+        &key,
+        Some(encode_value(&wrong, c).expect("word")),
+        Some(&v),
+        c,
+    );
     assert!(matches!(err, Err(Error::Corrupt { .. })), "{err:?}");
     // Every change was a PMwCAS: a power failure that keeps nothing unflushed keeps it all.
     drop(ix);
@@ -217,90 +217,59 @@ fn one(seq: u64, at: u64) -> PmVersion {
 }
 
 #[test]
-fn a_saturated_ghost_count_stays() {
-    let pool = sim_pool(4 << 20);
-    let recs = Records::default();
-    let ix = open_on(&pool, &recs);
-    let v = PmVersion {
-        tomb: true,
-        ..one(5, 4096)
-    };
-    recs.add(b"k", &v);
-    ix.change(b"k", &Entries::default(), &[v], GHOST_MAX - 1)
-        .expect("insert");
-    let have = |g| Entries::of(&[v], g).expect("of");
-    ix.change(b"k", &have(GHOST_MAX - 1), &[v], GHOST_MAX + 5)
-        .expect("up");
-    assert_eq!(ix.versions(b"k").expect("versions").1, GHOST_MAX);
-    // The writer's count went down; the tree's stays saturated, even as the version moves.
-    let moved = one(5, 8192);
-    let moved = PmVersion {
-        tomb: true,
-        ..moved
-    };
-    recs.add(b"k", &moved);
-    ix.change(b"k", &have(GHOST_MAX - 3), &[moved], GHOST_MAX - 3)
-        .expect("down");
-    assert_eq!(
-        ix.versions(b"k").expect("versions"),
-        (vec![moved], GHOST_MAX)
-    );
-    assert_eq!(ix.get(b"k", 9).expect("get"), Some(moved));
-}
-
-#[test]
 fn offsets_and_keys_that_do_not_fit_are_refused() {
     let pool = sim_pool(4 << 20);
     let recs = Records::default();
     let ix = open_on(&pool, &recs);
-    let none = Entries::default();
     assert!(
-        ix.change(b"k", &none, &[one(1, 12)], 0).is_err(),
+        ix.change(b"k", None, Some(&one(1, 12)), 0).is_err(),
         "not a multiple of 8"
     );
     assert!(
-        ix.change(b"k", &none, &[one(1, OFFSET_LIMIT)], 0).is_err(),
+        ix.change(b"k", None, Some(&one(1, OFFSET_LIMIT)), 0)
+            .is_err(),
         "past 1 TiB"
     );
     let last = one(1, OFFSET_LIMIT - 8);
     recs.add(b"k", &last);
-    ix.change(b"k", &none, &[last], 0).expect("last offset");
-    assert_eq!(ix.get(b"k", 1).expect("get"), Some(last));
+    ix.change(b"k", None, Some(&last), 0).expect("last offset");
+    assert_eq!(ix.newest(b"k").expect("get"), Some((last, 0)));
     // 16 bytes fit; each zero byte takes one more.
     assert!(ix.fits(&[1; 16]) && !ix.fits(&[1; 17]) && !ix.fits(&[0; 9]));
     assert!(matches!(
-        ix.change(&[1; 17], &none, &[one(1, 8)], 0),
+        ix.change(&[1; 17], None, Some(&one(1, 8)), 0),
         Err(Error::TooLarge { .. })
     ));
 }
 
 #[test]
-fn a_head_that_names_another_keys_record_is_corruption() {
+fn an_entry_that_names_another_keys_record_is_corruption() {
     let pool = sim_pool(4 << 20);
     let recs = Records::default();
     let ix = open_on(&pool, &recs);
     let v = one(3, 64);
     recs.add(b"other", &v);
-    ix.change(b"k", &Entries::default(), &[v], 0)
-        .expect("insert");
-    assert!(matches!(ix.get(b"k", 9), Err(Error::Corrupt { .. })));
-    assert!(matches!(ix.versions(b"k"), Err(Error::Corrupt { .. })));
+    ix.change(b"k", None, Some(&v), 0).expect("insert");
+    assert!(matches!(ix.newest(b"k"), Err(Error::Corrupt { .. })));
 }
 
 #[test]
 fn a_damaged_entry_key_is_corruption_never_a_key() {
     let mut out = Vec::new();
-    for bad in [&b""[..], b"a", b"a\0", b"a\0\x01", b"a\0\0\x01\x02"] {
+    for bad in [
+        &b""[..],
+        b"a",
+        b"a\0",
+        b"a\0\x01",
+        b"a\0\0\x01",
+        b"a\0\0\0\0",
+    ] {
         assert!(decode_key(bad, &mut out).is_err(), "{bad:?}");
     }
-    let k = version_key(b"a\0b", 9);
-    assert_eq!(decode_key(&k, &mut out).expect("decode"), Some(9));
+    decode_key(&tree_key(b"a\0b"), &mut out).expect("decode");
     assert_eq!(out, b"a\0b");
-    assert_eq!(
-        decode_key(&head_key(b"a\0b"), &mut out).expect("head"),
-        None
-    );
-    assert_eq!(out, b"a\0b");
+    decode_key(&tree_key(b""), &mut out).expect("empty");
+    assert!(out.is_empty());
 }
 
 /// Point reads and merges' inserts against the volatile index, one thread, 200,000 keys of
@@ -349,7 +318,7 @@ fn timing_against_the_volatile_index() {
             tomb: false,
             blob: false,
         };
-        ix.change(k, &Entries::default(), &[v], 0).expect("insert");
+        ix.change(k, None, Some(&v), 0).expect("insert");
     }
     let pm_insert = rate(t);
     let t = Instant::now();
@@ -359,7 +328,7 @@ fn timing_against_the_volatile_index() {
     let vol_insert = rate(t);
     let t = Instant::now();
     for (i, k) in keys.iter().enumerate().rev() {
-        let v = ix.get(k, u64::MAX >> 1).expect("get").expect("found");
+        let (v, _) = ix.newest(k).expect("get").expect("found");
         assert_eq!(v.seq, i as u64 + 1);
     }
     let pm_get = rate(t);
@@ -405,11 +374,10 @@ fn a_flipped_value_in_the_pool_reads_as_corruption() {
     let ix = open_on(&pool, &recs);
     let v = one(3, 0x1238);
     recs.add(b"key", &v);
-    ix.change(b"key", &Entries::default(), &[v], 2)
-        .expect("insert");
+    ix.change(b"key", None, Some(&v), 2).expect("insert");
     let w = encode_value(&v, 2).expect("encode");
     drop(ix);
-    // Find the value word in the image and flip one bit of its ghost count.
+    // Find the value word in the image and flip one bit of its count.
     let mut image = pool.sim().expect("sim").crash(CrashPolicy::KeepAll);
     let at = image
         .chunks_exact(8)
@@ -420,14 +388,10 @@ fn a_flipped_value_in_the_pool_reads_as_corruption() {
     let pool =
         Arc::new(Pool::open_sim(image, &PoolOptions::with_backend(Backend::Sim)).expect("image"));
     let ix = open_on(&pool, &recs);
-    assert!(matches!(ix.get(b"key", 9), Err(Error::Corrupt { .. })));
-    assert!(matches!(ix.entries(b"key"), Err(Error::Corrupt { .. })));
-    let have = Entries {
-        head: Some(w),
-        older: Vec::new(),
-    };
+    assert!(matches!(ix.newest(b"key"), Err(Error::Corrupt { .. })));
+    assert!(matches!(ix.scan(None, 8), Err(Error::Corrupt { .. })));
     assert!(matches!(
-        ix.change(b"key", &have, &[v], 1),
+        ix.change(b"key", Some(w), Some(&v), 1),
         Err(Error::Corrupt { .. })
     ));
 }
@@ -446,25 +410,18 @@ fn indexes_in_one_forest_stay_apart_and_a_dropped_one_goes() {
         let (va, vb) = (one(i + 1, 8 * (i + 1)), one(i + 1, 8 * (i + 1000)));
         recs.add(key.as_bytes(), &va);
         recs.add(key.as_bytes(), &vb);
-        a.change(key.as_bytes(), &Entries::default(), &[va], 0)
-            .expect("a");
-        b.change(key.as_bytes(), &Entries::default(), &[vb], 0)
-            .expect("b");
+        a.change(key.as_bytes(), None, Some(&va), 0).expect("a");
+        b.change(key.as_bytes(), None, Some(&vb), 0).expect("b");
     }
-    assert_eq!(
-        a.get(b"key7", 100).expect("a").map(|v| v.at),
-        Some(PmOffset(64))
-    );
-    assert_eq!(
-        b.get(b"key7", 100).expect("b").map(|v| v.at),
-        Some(PmOffset(8 * 1007))
-    );
+    let at = |ix: &PersistentIndex| ix.newest(b"key7").expect("get").map(|(v, _)| v.at);
+    assert_eq!(at(&a), Some(PmOffset(64)));
+    assert_eq!(at(&b), Some(PmOffset(8 * 1007)));
     // A spilled generation's index is dropped whole; the other is untouched.
     drop(b);
     assert!(forest.drop_tree(3).expect("drop"));
     let b = PersistentIndex::in_forest(&forest, 3, recs.seq_of()).expect("b again");
-    assert_eq!(b.get(b"key7", 100).expect("b"), None);
-    assert_eq!(a.versions(b"key299").expect("a").0.len(), 1);
+    assert_eq!(at(&b), None);
+    assert!(a.newest(b"key299").expect("a").is_some());
 }
 
 #[test]
@@ -478,7 +435,7 @@ fn a_full_node_pool_is_pool_full_never_corruption() {
         let key = format!("key{i:06}");
         let v = one(i + 1, 8 * (i + 1));
         recs.add(key.as_bytes(), &v);
-        if let Err(e) = ix.change(key.as_bytes(), &Entries::default(), &[v], 0) {
+        if let Err(e) = ix.change(key.as_bytes(), None, Some(&v), 0) {
             refused = Some(e);
             break;
         }
@@ -487,7 +444,7 @@ fn a_full_node_pool_is_pool_full_never_corruption() {
     assert!(matches!(e, Error::PoolFull { .. }), "{e:?}");
     // What went in before is still read back.
     assert_eq!(
-        ix.get(b"key000000", 9).expect("get").map(|v| v.at),
+        ix.newest(b"key000000").expect("get").map(|(v, _)| v.at),
         Some(PmOffset(8))
     );
 }
