@@ -124,6 +124,9 @@ pub enum RecoveryMutation {
     /// Recovery gives back the zones of memtables a spill already holds without first
     /// dropping the subtable's persistent index trees (M2 in gi/mirror.rs).
     KeepSpilledTrees,
+    /// Recovery trusts the persistent index's trees even when the engine root says a run
+    /// without the index, or a stale tree, left them behind (`index_trusted` in store.rs).
+    TrustIndexAlways,
 }
 
 /// A fault injected so that a test can reach a failure path. Never set outside such tests.

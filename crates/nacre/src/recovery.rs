@@ -435,9 +435,22 @@ pub(crate) fn recover(
     }
     rep.scan_elapsed = t_scan.elapsed();
     let t_gi = Instant::now();
-    if let (Some(f), true) = (&store.gi_forest, store.audit_index) {
-        let n = f.audit(store)?;
-        tracing::debug!(entries = n, "persistent index audited before reconciling");
+    if let Some(f) = &store.gi_forest {
+        if store.audit_index && store.index_failed() {
+            // The audit's runs expect no failure of the trees before a crash (one after it
+            // cannot reach the pool).
+            return Err(Error::corrupt(
+                "persistent index: a tree failed in the last run (M4), so it is not trusted",
+            ));
+        }
+        if !store.index_trusted() && mutation != Some(RecoveryMutation::TrustIndexAlways) {
+            // A run without the index or a stale tree: entries may name zones given back
+            // since, so the trees start over (the reconcile below writes them again).
+            f.drop_others(store.max_subtables, &[]);
+        } else if store.audit_index {
+            let n = f.audit(store)?;
+            tracing::debug!(entries = n, "persistent index audited before reconciling");
+        }
     }
     let mut subtables = Vec::new();
     for ((id, name, obj, list), act, recs) in parts {
@@ -479,6 +492,10 @@ pub(crate) fn recover(
     if let Some(f) = &store.gi_forest {
         let live: Vec<u32> = subtables.iter().map(|s: &Subtable| s.id()).collect();
         f.drop_others(store.max_subtables, &live);
+        // Every tree follows the volatile index from here (M1), unless one failed (M4).
+        if !f.is_stale() && !store.index_trusted() {
+            store.set_index_trusted(true)?;
+        }
     }
     // B3: the newest blobs keep their zones; every other zone no memtable names goes.
     let referenced: HashSet<ObjId> = all.iter().flat_map(|m| m.zones()).map(|(_, z)| z).collect();

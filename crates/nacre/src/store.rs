@@ -2,7 +2,7 @@
 //!
 //! Engine root (region `nacre.engine`, pool root slot 1), 8-byte words:
 //! `magic | version | commit_id | clean | zone_size | memtable slots | memtables | subtables |
-//! zones | run | settled_run | births | shape_crc | disk_tier`. `commit_id` is the last sequence number of the last committed
+//! zones | run | settled_run | births | shape_crc | disk_tier | index_trusted`. `commit_id` is the last sequence number of the last committed
 //! group (C1); `clean` is 1 only between a clean close and the next open. `run` numbers the
 //! engine's runs (opens): items carry the run that wrote them. `settled_run == run` records
 //! that recovery of that run's writes has decided and applied its rollbacks, so a crash during
@@ -11,7 +11,11 @@
 //! memtable object records it, so no two incarnations ever share one (T5 in memtable.rs).
 //! `disk_tier` is 0 for a PM-only database, else the identity of its disk levels (written in
 //! their directory too, so a database is never opened on another one's disk levels, nor
-//! without its own). Word 12 (`shape_crc`) is the crc32c of the words written once (magic, version, shape) and
+//! without its own). `index_trusted` is 1 while the persistent Global Index's trees have
+//! followed every change since the open that last reconciled them. A run without
+//! `Options::persistent_index` sets it to 0, and a tree that went stale (M4 in
+//! gi/mirror.rs) to 2, before it changes anything the trees name; the next open with the
+//! index starts the trees over instead of trusting entries whose zones may be gone. Word 12 (`shape_crc`) is the crc32c of the words written once (magic, version, shape) and
 //! the root's offset; each word written later (`commit_id`, `clean`, `run`, `settled_run`,
 //! `births`, `disk_tier`) checks itself: a 48-bit value under the low 16 bits of the crc32c of the value
 //! and the word's offset. Open validates all of them, so a flipped bit is `Corrupt` naming
@@ -27,7 +31,7 @@ use crate::gi::mirror::GiForest;
 use crate::options::Options;
 
 const MAGIC: u64 = u64::from_le_bytes(*b"NACREDB1");
-const VERSION: u64 = 8;
+const VERSION: u64 = 9;
 const ROOT_SLOT: usize = 1;
 const ROOT_REGION: &str = "nacre.engine";
 const ROOT_LEN: u64 = 128;
@@ -38,14 +42,18 @@ const SETTLED_RUN: u64 = 80;
 const BIRTHS: u64 = 88;
 const SHAPE_CRC: u64 = 96;
 const DISK_TIER: u64 = 104;
+const INDEX_TRUSTED: u64 = 112;
+/// `index_trusted` after a tree failed (M4 in gi/mirror.rs).
+const INDEX_FAILED: u64 = 2;
 /// The words written after creation, each checked by itself (see [`seal`]).
-const CHECKED: [(u64, &str); 6] = [
+const CHECKED: [(u64, &str); 7] = [
     (COMMIT_ID, "engine root commit_id"),
     (CLEAN, "engine root clean flag"),
     (RUN, "engine root run"),
     (SETTLED_RUN, "engine root settled_run"),
     (BIRTHS, "engine root births"),
     (DISK_TIER, "engine root disk_tier"),
+    (INDEX_TRUSTED, "engine root index_trusted"),
 ];
 /// Values of checked root words stay below this (sequence numbers, runs, births).
 const VALUE_LIMIT: u64 = 1 << 48;
@@ -187,6 +195,7 @@ fn open_gi_forest(
     opts: &Options,
     subtables: u64,
     planned: Option<u64>,
+    distrust: crate::gi::mirror::Distrust,
 ) -> Result<Option<Arc<GiForest>>> {
     if !opts.persistent_index {
         return Ok(None);
@@ -211,8 +220,8 @@ fn open_gi_forest(
     GiForest::open(
         halloc,
         &fo,
-        opts.recovery_mutation,
-        opts.persistent_index_reads,
+        (opts.recovery_mutation, opts.persistent_index_reads),
+        distrust,
     )
     .map(Some)
 }
@@ -280,6 +289,7 @@ impl Store {
             let crc = shape_crc(&pool, r);
             pool.store_u64(r.add(SHAPE_CRC), crc);
             pool.store_u64(r.add(DISK_TIER), seal(0, r.add(DISK_TIER)));
+            pool.store_u64(r.add(INDEX_TRUSTED), seal(0, r.add(INDEX_TRUSTED)));
             pool.persist(r, ROOT_LEN as usize)?;
             pool.set_root(ROOT_SLOT, region.offset)?;
             root = region.offset;
@@ -302,8 +312,12 @@ impl Store {
         let zones = halloc
             .zone_pool("zones", s.zone_size, s.zones)
             .map_err(Error::from_alloc)?;
-        let gi_forest = open_gi_forest(&halloc, opts, s.subtables, planned)?;
-        Ok(Store {
+        let distrust = {
+            let (pool, at) = (pool.clone(), root.add(INDEX_TRUSTED));
+            Arc::new(move || Ok(pool.persist_u64(at, seal(INDEX_FAILED, at))?))
+        };
+        let gi_forest = open_gi_forest(&halloc, opts, s.subtables, planned, distrust)?;
+        let store = Store {
             pool,
             gi_forest,
             zones,
@@ -316,7 +330,12 @@ impl Store {
             created,
             root,
             _halloc: halloc,
-        })
+        };
+        if store.gi_forest.is_none() && store.index_trusted() {
+            // A run without the index: nothing it changes reaches the trees.
+            store.set_index_trusted(false)?;
+        }
+        Ok(store)
     }
 
     /// The value of checked root word `at` (validated at open; only this process writes it
@@ -381,6 +400,22 @@ impl Store {
     /// Durably records the identity of the database's disk levels.
     pub fn set_disk_tier(&self, id: u64) -> Result<()> {
         self.put(DISK_TIER, id)
+    }
+
+    /// Whether the persistent Global Index's trees can be trusted (see the module doc).
+    pub fn index_trusted(&self) -> bool {
+        self.get(INDEX_TRUSTED) == 1
+    }
+
+    /// Whether the trees are untrusted because one failed in the last run that had them
+    /// (not because a run went without them).
+    pub fn index_failed(&self) -> bool {
+        self.get(INDEX_TRUSTED) == INDEX_FAILED
+    }
+
+    /// Durably records whether the trees can be trusted.
+    pub fn set_index_trusted(&self, trusted: bool) -> Result<()> {
+        self.put(INDEX_TRUSTED, u64::from(trusted))
     }
 
     /// Whether the last close was clean.

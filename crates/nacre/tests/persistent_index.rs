@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use nacre::{Db, Error, Options};
+use nacre::{Db, Error, Options, RecoveryMutation};
 use nacre_pmem::{Backend, SplitMix64};
 
 fn opts(dir: &Path) -> Options {
@@ -124,21 +124,41 @@ fn a_run_without_the_index_is_caught_up_by_the_next_open_with_it() {
     assert!(db.stats().persistent_index.is_none());
     workload(&db, &mut model, &mut rng, 4);
     db.close().expect("close");
-    // The run without it freed zones its entries point into: the audit sees that (which is
-    // why an open that trusts the tree will need to know such a run happened).
-    match Db::open(opts(dir.path())) {
+    // The run without it freed zones its entries point into, and marked the trees
+    // untrusted: the next open starts them over instead of trusting them, so the audit
+    // never sees them.
+    let db = Db::open(opts(dir.path())).expect("open with it again");
+    verify(&db, &model);
+    drop(db);
+    // Reconciled and trusted again: the trees pass the audit.
+    let db = Db::open(opts(dir.path())).expect("audited open");
+    verify(&db, &model);
+    workload(&db, &mut model, &mut rng, 2);
+    drop(db);
+    let db = Db::open(opts(dir.path())).expect("audited open");
+    verify(&db, &model);
+}
+
+#[test]
+fn trusting_the_trees_after_a_run_without_the_index_is_caught() {
+    let dir = tempfile::tempdir_in("/dev/shm").expect("dir");
+    let mut model = Model::new();
+    let mut rng = SplitMix64::new(5);
+    let db = Db::open(opts(dir.path())).expect("open");
+    workload(&db, &mut model, &mut rng, 4);
+    db.close().expect("close");
+    let mut off = opts(dir.path());
+    off.persistent_index = false;
+    let db = Db::open(off).expect("open without the index");
+    workload(&db, &mut model, &mut rng, 4);
+    db.close().expect("close");
+    let mut mutated = opts(dir.path());
+    mutated.recovery_mutation = Some(RecoveryMutation::TrustIndexAlways);
+    match Db::open(mutated) {
         Err(Error::Corrupt { .. }) => {}
         Err(e) => panic!("{e}"),
         Ok(_) => panic!("the audit passed entries the run without the index left behind"),
     }
-    let mut catch_up = opts(dir.path());
-    catch_up.audit_persistent_index = false;
-    let db = Db::open(catch_up).expect("open with it again");
-    verify(&db, &model);
-    drop(db);
-    // Reconciled: the trees pass the audit again.
-    let db = Db::open(opts(dir.path())).expect("audited open");
-    verify(&db, &model);
 }
 
 #[test]
@@ -171,6 +191,14 @@ fn a_full_node_pool_leaves_the_index_stale_and_the_data_right() {
     db.check().unwrap_or_else(|e| panic!("{e}"));
     drop(t);
     db.close().expect("close");
+    // The failure reached the engine root: an audited open says so, a plain one starts the
+    // trees over.
+    match Db::open(o.clone()) {
+        Err(Error::Corrupt { .. }) => {}
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("an audited open trusted a tree that failed"),
+    }
+    o.audit_persistent_index = false;
     let db = Db::open(o).expect("reopen");
     let t = db.subtable("t").expect("subtable");
     for i in (0..6000u32).step_by(97) {

@@ -67,9 +67,15 @@ pub(crate) struct GiForest {
     reads: bool,
     /// Slots a [`Mirror`] holds now (M5).
     leased: std::sync::Mutex<std::collections::HashSet<u32>>,
-    /// Reads a head's sequence number from its record (P3 in persistent.rs).
+    /// Reads an entry's sequence number from its record (P3 in persistent.rs).
     seq_of: SeqOf,
+    /// Durably marks the trees untrusted (M4).
+    distrust: Distrust,
 }
+
+/// Durably records that the trees stopped following the volatile index (the engine root's
+/// `index_trusted` word, store.rs).
+pub(crate) type Distrust = Arc<dyn Fn() -> Result<()> + Send + Sync>;
 
 /// The options of the engine's forest for `max_subtables` subtables and `nodes` nodes.
 pub(crate) fn forest_options(max_subtables: u64, nodes: u64) -> BzTreeOptions {
@@ -93,8 +99,8 @@ impl GiForest {
     pub fn open(
         halloc: &Halloc,
         opts: &BzTreeOptions,
-        mutation: Option<RecoveryMutation>,
-        reads: bool,
+        (mutation, reads): (Option<RecoveryMutation>, bool),
+        distrust: Distrust,
     ) -> Result<Arc<GiForest>> {
         let (forest, stats) =
             BzForest::open(halloc, opts).map_err(super::persistent::index_error)?;
@@ -108,6 +114,7 @@ impl GiForest {
         });
         Ok(Arc::new(GiForest {
             seq_of,
+            distrust,
             forest,
             stale: AtomicBool::new(false),
             long_versions: AtomicU64::new(0),
@@ -127,9 +134,13 @@ impl GiForest {
         self.long_versions.load(Ordering::Relaxed)
     }
 
-    /// M4: mirroring stops, once, with the reason logged.
+    /// M4: mirroring stops, once, with the reason logged; the trees are durably marked
+    /// untrusted before the caller goes on (so before anything they name can be freed).
     fn fail(&self, what: &str, e: &Error) {
         if !self.stale.swap(true, Ordering::AcqRel) {
+            if let Err(d) = (self.distrust)() {
+                tracing::error!(error = %d, "could not mark the persistent Global Index untrusted");
+            }
             tracing::error!(
                 error = %e,
                 step = what,
@@ -579,7 +590,13 @@ mod tests {
             Pool::create_sim(8 << 20, &PoolOptions::with_backend(Backend::Sim)).expect("pool"),
         );
         let halloc = Halloc::open(pool).expect("halloc");
-        GiForest::open(&halloc, &forest_options(4, 256), None, false).expect("forest")
+        GiForest::open(
+            &halloc,
+            &forest_options(4, 256),
+            (None, false),
+            Arc::new(|| Ok(())),
+        )
+        .expect("forest")
     }
 
     #[test]
