@@ -9,7 +9,8 @@
 //! +32  birth     u64  the engine's number for this incarnation of the object (never reused)
 //! +40  role      u64  what the engine uses the memtable for (its meaning belongs to the engine)
 //! +48  head_crc  u64  crc32c of subtable, slots, birth, role and the object's offset
-//! +56  reserved  8 bytes (0)
+//! +56  merged    u64  a checked value: 1 once the engine recorded every record of the
+//!                     memtable in its persistent index, else 0
 //! +64  slot[i]   u64  a checked value: zone id + 1 of the i-th zone; 0 = empty;
 //!                     u32::MAX = reclaimed (the zone held data once and was given back)
 //! ```
@@ -40,6 +41,7 @@ const NSLOTS: u64 = 24;
 const BIRTH: u64 = 32;
 const ROLE: u64 = 40;
 const HEAD_CRC: u64 = 48;
+const MERGED: u64 = 56;
 const SLOTS: u64 = 64;
 /// Slot value of a zone that was given back.
 const RECLAIMED: u32 = u32::MAX;
@@ -156,6 +158,7 @@ impl MemtablePool {
             HEAD_CRC,
             Self::head_crc(off, subtable, self.slots, birth, role),
         );
+        put(MERGED, seal(0, off.add(MERGED)));
         for s in 0..self.slots {
             put(SLOTS + 8 * s, seal(0, off.add(SLOTS + 8 * s)));
         }
@@ -307,6 +310,18 @@ impl MemtablePool {
             }
         };
         Ok(self.inner.pmem().persist_u64(at, seal(v, at))?)
+    }
+
+    /// Whether the `merged` mark is set, checked.
+    pub fn merged(&self, id: ObjId) -> Result<bool> {
+        let at = self.word(id, MERGED);
+        Ok(unseal(self.load(at), at, "memtable merged mark")? == 1)
+    }
+
+    /// Durably sets the `merged` mark.
+    pub fn set_merged(&self, id: ObjId) -> Result<()> {
+        let at = self.word(id, MERGED);
+        Ok(self.inner.pmem().persist_u64(at, seal(1, at))?)
     }
 
     /// The object pool underneath.

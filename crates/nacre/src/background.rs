@@ -20,6 +20,7 @@ use crate::engine::Engine;
 use crate::error::{FullCause, Result};
 use crate::gi::{apply, Version};
 use crate::index::MemIndex;
+use crate::options::RecoveryMutation;
 use crate::record::{read_record_meta, Kind};
 use crate::space::cleaner::{
     clean_one, register_zones, retire_blobs, worth_closing, Cleaned, Pass, Retired, Want,
@@ -224,7 +225,21 @@ fn merge_ready(db: &Engine, sub: &Subtable) -> Result<bool> {
         return Ok(false);
     }
     drop(view);
+    let mark = |db: &Engine| -> Result<()> {
+        // Every key of the memtable is in the persistent index now (the mirror's changes
+        // were PMwCAS operations, durable when done), unless a tree failed (M4).
+        if sub.inner.gi().mirror().is_some_and(|m| m.following()) {
+            db.store.mems.set_merged(oldest.src.mem.obj)?;
+        }
+        Ok(())
+    };
+    if db.opts.recovery_mutation == Some(RecoveryMutation::MarkMergedEarly) {
+        mark(db)?;
+    }
     let gone = merge(db, sub, &oldest)?;
+    if db.opts.recovery_mutation != Some(RecoveryMutation::MarkMergedEarly) {
+        mark(db)?;
+    }
     let visible = db.visible.load(Ordering::Acquire);
     let ticket = sub.inner.replace_view(&db.tickets, visible, |v| {
         let mut imm = v.immutables.clone();

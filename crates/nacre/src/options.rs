@@ -127,6 +127,9 @@ pub enum RecoveryMutation {
     /// Recovery trusts the persistent index's trees even when the engine root says a run
     /// without the index, or a stale tree, left them behind (`index_trusted` in store.rs).
     TrustIndexAlways,
+    /// The worker marks a memtable merged into the persistent index before it merges it,
+    /// instead of after (the `merged` mark in docs/format.md).
+    MarkMergedEarly,
 }
 
 /// A fault injected so that a test can reach a failure path. Never set outside such tests.

@@ -373,13 +373,13 @@ pub(crate) fn recover(
     // left the frozen generation's tree, whose entries point into the zones given back
     // here. Which of the subtable's two trees that is is not recorded, so both go (the
     // reconcile below rebuilds the live one).
+    let spilled_subs: HashSet<u64> = on_disk.iter().map(|&i| found[owner[i]].0).collect();
     if let Some(f) = store
         .gi_forest
         .as_ref()
         .filter(|_| mutation != Some(RecoveryMutation::KeepSpilledTrees))
     {
-        let spilled_subs: HashSet<u64> = on_disk.iter().map(|&i| found[owner[i]].0).collect();
-        for id in spilled_subs {
+        for &id in &spilled_subs {
             f.drop_subtable(u32::try_from(id).unwrap_or(u32::MAX));
         }
     }
@@ -393,7 +393,7 @@ pub(crate) fn recover(
     let every_blob = mutation == Some(RecoveryMutation::ClaimEveryBlob);
     // Records naming blobs whose zones stay (B3 in blob.rs): each key's newest version.
     let mut claims: Vec<Claim> = Vec::new();
-    let mut parts: Vec<(Found0, Option<MemSource>, Vec<Found>)> = Vec::new();
+    let mut parts: Vec<Part> = Vec::new();
     for (fi, (id, name, obj, list)) in found.into_iter().enumerate() {
         if gone.contains_key(&fi) {
             lost.push(LostSubtable {
@@ -405,6 +405,11 @@ pub(crate) fn recover(
         }
         let mut act = None;
         let mut recs = Vec::new();
+        // The audit's view of what the trees must hold (trusted trees of a subtable whose
+        // trees stayed).
+        let mut expect =
+            (store.audit_index && store.index_trusted() && !spilled_subs.contains(&id))
+                .then(Completeness::default);
         for m in &list {
             let Some(i) = pos(m) else { continue };
             match std::mem::replace(&mut by_mem[i], Rebuilt::Taken) {
@@ -426,12 +431,15 @@ pub(crate) fn recover(
                 }
                 Rebuilt::Global(r) => {
                     register_zones(space, id as u32, m, 0);
+                    if let Some(e) = expect.as_mut() {
+                        e.add(&r, m.role == Role::User && store.mems.merged(m.obj)?);
+                    }
                     recs.extend(r);
                 }
                 Rebuilt::Taken => {}
             }
         }
-        parts.push(((id, name, obj, list), act, recs));
+        parts.push(((id, name, obj, list), act, recs, expect));
     }
     rep.scan_elapsed = t_scan.elapsed();
     let t_gi = Instant::now();
@@ -452,8 +460,15 @@ pub(crate) fn recover(
             tracing::debug!(entries = n, "persistent index audited before reconciling");
         }
     }
+    if let Some(f) = &store.gi_forest {
+        for ((id, ..), _, _, expect) in &parts {
+            if let Some(e) = expect {
+                f.check_complete(*id as u32, &e.keys)?;
+            }
+        }
+    }
     let mut subtables = Vec::new();
-    for ((id, name, obj, list), act, recs) in parts {
+    for ((id, name, obj, list), act, recs, _) in parts {
         let (mut gi, revisit, blobs) = build_gi(
             store,
             space,
@@ -641,6 +656,30 @@ fn salvaged<T>(
         }
     }
     Ok(out)
+}
+
+/// A subtable on its way through recovery: what was found, its active memtable, its Global
+/// Index's records, and the audit's expectations of its trees.
+type Part = (Found0, Option<MemSource>, Vec<Found>, Option<Completeness>);
+
+/// Per key of a subtable's Global Index memtables (the audit of `Options::
+/// audit_persistent_index`): the newest sequence number found anywhere, and the newest
+/// version found in a memtable marked merged into the persistent index.
+#[derive(Default)]
+struct Completeness {
+    keys: HashMap<Vec<u8>, crate::gi::mirror::Expected>,
+}
+
+impl Completeness {
+    fn add(&mut self, recs: &[Found], marked: bool) {
+        for r in recs {
+            let e = self.keys.entry(r.key.clone()).or_default();
+            e.newest = e.newest.max(r.seq);
+            if marked && e.marked.is_none_or(|(s, _, _)| s < r.seq) {
+                e.marked = Some((r.seq, r.tomb, r.blob));
+            }
+        }
+    }
 }
 
 /// A record naming a blob whose zones stay (B3 in blob.rs): where it is and its size.

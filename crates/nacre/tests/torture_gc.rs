@@ -423,6 +423,15 @@ fn torture_catches_an_index_not_reconciled_at_open() {
     );
 }
 
+#[test]
+fn torture_catches_a_memtable_marked_merged_before_its_keys_are_in() {
+    mutation_is_caught_with(
+        RecoveryMutation::MarkMergedEarly,
+        60,
+        Cleaning::PressureIndexed,
+    );
+}
+
 fn mutation_is_caught(mutation: RecoveryMutation, crashes: u64) {
     mutation_is_caught_with(mutation, crashes, Cleaning::Pressure)
 }

@@ -55,6 +55,15 @@ const NAME: &str = "gi";
 /// Node size of the engine's trees: room for eight entries of the longest key.
 const NODE_SIZE: u32 = 2048;
 
+/// What the audit expects of one key's entry (see [`GiForest::check_complete`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Expected {
+    /// The newest sequence number of the key's records in the Global Index's memtables.
+    pub newest: u64,
+    /// The newest version in a memtable marked merged: sequence, tombstone, blob.
+    pub marked: Option<(u64, bool, bool)>,
+}
+
 /// The engine's forest of Global Index trees.
 pub(crate) struct GiForest {
     forest: BzForest,
@@ -315,6 +324,69 @@ impl GiForest {
         Ok(checked)
     }
 
+    /// The audit's completeness check of subtable `id`'s trees as a crash left them
+    /// (before anything is reconciled), against `expected` per key: a key whose newest
+    /// version in a memtable marked merged is `(s, tomb, blob)` has an entry naming a
+    /// version at least as new, and exactly that one when it names sequence `s` (the mark
+    /// is set only once every key is in); no entry names a version newer than any found.
+    /// The one exception is a lone tombstone the horizon dropped (its record stays in PM
+    /// until its zone goes).
+    pub fn check_complete(
+        &self,
+        id: u32,
+        expected: &std::collections::HashMap<Vec<u8>, Expected>,
+    ) -> Result<()> {
+        let (a, b) = Self::slots(id);
+        let mut trees = Vec::new();
+        for slot in [a, b] {
+            if self
+                .forest
+                .existing(slot)
+                .map_err(super::persistent::index_error)?
+                .is_some()
+            {
+                trees.push(PersistentIndex::in_forest(
+                    &self.forest,
+                    slot,
+                    self.seq_of.clone(),
+                )?);
+            }
+        }
+        let Some(first) = trees.first() else {
+            return Ok(());
+        };
+        for (key, e) in expected {
+            if !first.fits(key) {
+                continue;
+            }
+            let mut best: Option<PmVersion> = None;
+            for t in &trees {
+                if let Some((v, _)) = t.newest(key)? {
+                    if best.is_none_or(|b| v.seq > b.seq) {
+                        best = Some(v);
+                    }
+                }
+            }
+            let ok = match (e.marked, best) {
+                (_, Some(v)) if v.seq > e.newest => false,
+                (Some((s, tomb, _)), None) => tomb || s > e.newest,
+                (Some((s, tomb, blob)), Some(v)) => {
+                    v.seq > s || (v.seq == s && v.tomb == tomb && v.blob == blob)
+                }
+                (None, _) => true,
+            };
+            if !ok {
+                return Err(Error::corrupt(format!(
+                    "persistent index of subtable {id}: key {key:?} has {best:?} in the trees, \
+                     but its newest version in memtables marked merged is {:?} (newest \
+                     anywhere: {})",
+                    e.marked, e.newest
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// Drops both trees of subtable `id`.
     fn drop_pair(&self, id: u32) -> Result<()> {
         let (a, b) = Self::slots(id);
@@ -379,6 +451,12 @@ fn pm(v: &Version) -> PmVersion {
 }
 
 impl Mirror {
+    /// Whether this generation's tree follows the volatile index (M1): the forest is not
+    /// stale and the tree was not dropped.
+    pub fn following(&self) -> bool {
+        !self.forest.is_stale() && !self.dropped.load(Ordering::Acquire)
+    }
+
     /// Whether point reads of `key` go to this tree: reads are asked for, the tree is not
     /// stale, and the key fits it.
     pub fn serves(&self, key: &[u8]) -> bool {
