@@ -397,7 +397,18 @@ fn close_reloc(db: &Engine) -> bool {
         }
         let mut st = sub.inner.lock();
         if st.reloc.as_ref().is_some_and(|m| m.committed() > 0) {
-            st.reloc = None;
+            let closed = st.reloc.take();
+            drop(st);
+            // Every record relocated into it is in the persistent index (its relocations
+            // were mirrored as they were made), unless a tree failed (M4). An unmarked one
+            // is only rebuilt, so a mark that cannot be written is left out.
+            if let Some(m) = closed {
+                if sub.inner.gi().mirror().is_some_and(|g| g.following()) {
+                    if let Err(e) = db.store.mems.set_merged(m.obj) {
+                        tracing::warn!(error = %e, "could not mark a relocation memtable merged");
+                    }
+                }
+            }
             return true;
         }
     }

@@ -432,7 +432,7 @@ pub(crate) fn recover(
                 Rebuilt::Global(r) => {
                     register_zones(space, id as u32, m, 0);
                     if let Some(e) = expect.as_mut() {
-                        e.add(&r, m.role == Role::User && store.mems.merged(m.obj)?);
+                        e.add(&r, store.mems.merged(m.obj)?);
                     }
                     recs.extend(r);
                 }
