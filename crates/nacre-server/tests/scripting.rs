@@ -212,3 +212,44 @@ fn info_memory_counts_scripts_and_functions() {
         lib.len().to_string()
     );
 }
+
+/// SCRIPT KILL racing a script's first write: a kill answered OK saw no write, so the
+/// script writes nothing after it (Redis's kill lands between two commands). Each round's
+/// script spins a little longer before its write, so the kills land all around it.
+#[test]
+fn a_kill_answered_ok_means_the_script_wrote_nothing() {
+    let s = Server::start(&[]);
+    let mut admin = s.conn();
+    let mut killed = 0;
+    for round in 0..150u32 {
+        let key = format!("k{round}");
+        let spin = 2_000 + 400 * round;
+        let script = format!(
+            "for i = 1, {spin} do end redis.call('set', '{key}', '1') \
+             for i = 1, 200000 do end return 1"
+        );
+        let h = eval_in_thread::<redis::Value>(&s, &script);
+        let answer = loop {
+            let r: redis::RedisResult<redis::Value> =
+                redis::cmd("SCRIPT").arg("KILL").query(&mut admin);
+            match r {
+                Err(e) if e.code() == Some("NOTBUSY") && !h.is_finished() => continue,
+                other => break other,
+            }
+        };
+        let ran = h.join().expect("script thread");
+        let written: Option<String> = redis::cmd("GET").arg(&key).query(&mut admin).expect("get");
+        if let Ok(redis::Value::Okay) = answer {
+            killed += 1;
+            assert!(
+                ran.is_err(),
+                "round {round}: a killed script answered {ran:?}"
+            );
+            assert_eq!(written, None, "round {round}: killed with OK, yet it wrote");
+        } else {
+            assert!(ran.is_ok(), "round {round}: {answer:?}, then {ran:?}");
+            assert_eq!(written.as_deref(), Some("1"), "round {round}");
+        }
+    }
+    assert!(killed > 0, "no kill landed before a write in 150 rounds");
+}

@@ -275,6 +275,18 @@ impl Scripts {
         Some(if r.eval { BUSY } else { BUSY_FUNCTION })
     }
 
+    /// A run's first write command: marks it written (`dirty`) unless SCRIPT KILL stopped
+    /// it first; whether it may write. Taken under the same lock as [`Scripts::kill`], so a
+    /// kill either sees the write (UNKILLABLE) or comes before it (and the write is refused).
+    pub fn first_write(&self, dirty: &AtomicBool, kill: &AtomicBool) -> bool {
+        let _running = self.running.lock();
+        if kill.load(Ordering::Acquire) {
+            return false;
+        }
+        dirty.store(true, Ordering::Release);
+        true
+    }
+
     /// SCRIPT KILL (`eval`) or FUNCTION KILL: stops the running scripts that have not
     /// written.
     pub fn kill(&self, eval: bool) -> Reply {

@@ -21,6 +21,8 @@ const ABANDONED: &str = "the script is run again holding the whole keyspace";
 
 /// Redis's refusal of a command that adds data while the pool is full.
 const OOM: &str = "-OOM command not allowed when used memory > 'maxmemory'.";
+/// A run's error once SCRIPT KILL stopped it.
+const KILLED: &str = "-ERR Script killed by user with SCRIPT KILL...";
 
 /// The state of one run, which the interpreter calls back into.
 struct Ctx<'a, 's> {
@@ -39,6 +41,8 @@ struct Ctx<'a, 's> {
     allow_oom: bool,
     full_at_start: bool,
     dirty: Arc<AtomicBool>,
+    /// The run's SCRIPT KILL flag.
+    kill: Arc<AtomicBool>,
     adds: bool,
     events: Vec<crate::notify::Raised>,
     written: Vec<(usize, Vec<u8>)>,
@@ -222,8 +226,13 @@ impl Host for Ctx<'_, '_> {
             }
             self.adds = true;
         }
-        if flags.contains(Flags::WRITE) {
-            self.dirty.store(true, Ordering::Release);
+        if flags.contains(Flags::WRITE)
+            && !self.dirty.load(Ordering::Acquire)
+            && !self.shared.scripts.first_write(&self.dirty, &self.kill)
+        {
+            // A SCRIPT KILL answered OK before this first write: it saw none, so none
+            // happens (as in Redis, where the kill lands between two commands).
+            return Err(KILLED.into());
         }
         if flags.contains(Flags::READONLY) {
             self.read_any = true;
@@ -435,6 +444,7 @@ pub fn run_in(
         allow_oom: flags.contains(ScriptFlags::ALLOW_OOM),
         full_at_start: full,
         dirty,
+        kill: kill.clone(),
         adds: false,
         events: Vec::new(),
         written: Vec::new(),
