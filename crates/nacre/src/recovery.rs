@@ -663,8 +663,8 @@ fn salvaged<T>(
 type Part = (Found0, Option<MemSource>, Vec<Found>, Option<Completeness>);
 
 /// Per key of a subtable's Global Index memtables (the audit of `Options::
-/// audit_persistent_index`): the newest sequence number found anywhere, and the newest
-/// version found in a memtable marked merged into the persistent index.
+/// audit_persistent_index`): the newest version found anywhere, and the newest found in a
+/// memtable not marked merged into the persistent index.
 #[derive(Default)]
 struct Completeness {
     keys: HashMap<Vec<u8>, crate::gi::mirror::Expected>,
@@ -672,11 +672,18 @@ struct Completeness {
 
 impl Completeness {
     fn add(&mut self, recs: &[Found], marked: bool) {
+        let newer = |cur: Option<(u64, bool, bool)>, r: &Found| {
+            if cur.is_none_or(|(s, _, _)| s < r.seq) {
+                Some((r.seq, r.tomb, r.blob))
+            } else {
+                cur
+            }
+        };
         for r in recs {
             let e = self.keys.entry(r.key.clone()).or_default();
-            e.newest = e.newest.max(r.seq);
-            if marked && e.marked.is_none_or(|(s, _, _)| s < r.seq) {
-                e.marked = Some((r.seq, r.tomb, r.blob));
+            e.newest = newer(e.newest, r);
+            if !marked {
+                e.unmarked = newer(e.unmarked, r);
             }
         }
     }

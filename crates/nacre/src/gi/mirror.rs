@@ -55,13 +55,13 @@ const NAME: &str = "gi";
 /// Node size of the engine's trees: room for eight entries of the longest key.
 const NODE_SIZE: u32 = 2048;
 
-/// What the audit expects of one key's entry (see [`GiForest::check_complete`]).
+/// What the audit knows of one key (see [`GiForest::check_complete`]): its newest version
+/// in the Global Index's memtables, and its newest in those not marked merged (sequence,
+/// tombstone, blob).
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Expected {
-    /// The newest sequence number of the key's records in the Global Index's memtables.
-    pub newest: u64,
-    /// The newest version in a memtable marked merged: sequence, tombstone, blob.
-    pub marked: Option<(u64, bool, bool)>,
+    pub newest: Option<(u64, bool, bool)>,
+    pub unmarked: Option<(u64, bool, bool)>,
 }
 
 /// The engine's forest of Global Index trees.
@@ -325,12 +325,12 @@ impl GiForest {
     }
 
     /// The audit's completeness check of subtable `id`'s trees as a crash left them
-    /// (before anything is reconciled), against `expected` per key: a key whose newest
-    /// version in a memtable marked merged is `(s, tomb, blob)` has an entry naming a
-    /// version at least as new, and exactly that one when it names sequence `s` (the mark
-    /// is set only once every key is in); no entry names a version newer than any found.
-    /// The one exception is a lone tombstone the horizon dropped (its record stays in PM
-    /// until its zone goes).
+    /// (before anything is reconciled), against `expected` per key: the trees together with
+    /// the memtables not marked merged answer every key as all the memtables do. The newer
+    /// of a key's entry and its newest version in unmarked memtables is its newest version
+    /// anywhere, when that is not a tombstone; otherwise it is a tombstone or nothing (the
+    /// horizon drops a lone tombstone, whose record stays in PM until its zone goes). This
+    /// is what an open that rebuilds only unmarked memtables relies on.
     pub fn check_complete(
         &self,
         id: u32,
@@ -355,33 +355,56 @@ impl GiForest {
         let Some(first) = trees.first() else {
             return Ok(());
         };
+        let bad = |key: &[u8], what: String| {
+            Err(Error::corrupt(format!(
+                "persistent index of subtable {id}: key {key:?} {what}"
+            )))
+        };
         for (key, e) in expected {
             if !first.fits(key) {
                 continue;
             }
-            let mut best: Option<PmVersion> = None;
+            let mut tree: Option<(u64, bool, bool)> = None;
             for t in &trees {
                 if let Some((v, _)) = t.newest(key)? {
-                    if best.is_none_or(|b| v.seq > b.seq) {
-                        best = Some(v);
+                    if tree.is_none_or(|(s, _, _)| v.seq > s) {
+                        tree = Some((v.seq, v.tomb, v.blob));
                     }
                 }
             }
-            let ok = match (e.marked, best) {
-                (_, Some(v)) if v.seq > e.newest => false,
-                (Some((s, tomb, _)), None) => tomb || s > e.newest,
-                (Some((s, tomb, blob)), Some(v)) => {
-                    v.seq > s || (v.seq == s && v.tomb == tomb && v.blob == blob)
-                }
-                (None, _) => true,
+            let both = match (tree, e.unmarked) {
+                (Some(t), Some(u)) => Some(if t.0 >= u.0 { t } else { u }),
+                (t, u) => t.or(u),
+            };
+            let ok = match e.newest {
+                Some(n) if !n.1 => both == Some(n),
+                _ => both.is_none_or(|(_, tomb, _)| tomb),
             };
             if !ok {
-                return Err(Error::corrupt(format!(
-                    "persistent index of subtable {id}: key {key:?} has {best:?} in the trees, \
-                     but its newest version in memtables marked merged is {:?} (newest \
-                     anywhere: {})",
-                    e.marked, e.newest
-                )));
+                return bad(
+                    key,
+                    format!(
+                        "reads as {both:?} from the trees ({tree:?}) and the unmarked memtables \
+                         ({:?}), as {:?} from all the memtables",
+                        e.unmarked, e.newest
+                    ),
+                );
+            }
+        }
+        // Entries of keys no memtable holds: at most a dropped tombstone's leftovers.
+        for t in &trees {
+            let mut after: Option<Vec<u8>> = None;
+            loop {
+                let batch = t.scan(after.as_deref(), 256)?;
+                for it in &batch {
+                    if !it.tomb && !expected.contains_key(&it.key) {
+                        return bad(&it.key, "has an entry and no record in any memtable".into());
+                    }
+                }
+                if batch.len() < 256 {
+                    break;
+                }
+                after = batch.last().map(|it| it.tree_key.clone());
             }
         }
         Ok(())
