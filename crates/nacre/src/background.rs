@@ -363,6 +363,7 @@ fn free_retired(db: &Engine, retired: &mut Vec<Retired>) -> Result<u64> {
         }
         let r = retired.swap_remove(i);
         r.mem.reclaim_slot(&db.store, r.slot)?;
+        r.count_out();
         db.space.zones_freed.fetch_add(1, Ordering::Relaxed);
         freed += 1;
     }

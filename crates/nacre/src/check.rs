@@ -143,23 +143,55 @@ impl Engine {
             // does at the last level on disk instead (G4).
             return Ok(());
         }
-        // GI2: recount every key's ghosts from the records in the Global Index zones.
-        let mut ghosts: HashMap<(u32, Vec<u8>), u64> = HashMap::new();
+        // GI2: recount every key's ghosts from the records in the Global Index zones, and in
+        // the zones the cleaner retired that are not given back yet (their copies are counted
+        // out only then).
+        let mut scan: Vec<(
+            crate::Subtable,
+            std::sync::Arc<crate::memtable::Memtable>,
+            u64,
+        )> = Vec::new();
         for info in zones.values() {
             let Some(sub) = self.with_subtable(info.sub, crate::Subtable::clone) else {
                 return Err(format!("zone of unknown subtable {}", info.sub));
             };
-            info.mem
-                .scan_slot(store, info.slot, |r| {
-                    if let Some(e) = sub.inner.gi().entry(&r.key) {
-                        let pointed = e.value().versions().iter().any(|v| v.at == r.at);
-                        if !pointed && r.seq >= e.value().born() {
-                            *ghosts.entry((info.sub, r.key)).or_insert(0) += 1;
-                        }
+            scan.push((sub, info.mem.clone(), info.slot));
+        }
+        let accounted: std::collections::HashSet<u64> = zones.keys().copied().collect();
+        // Not held while subtables' states are locked below.
+        drop(zones);
+        for sub in self.all_subtables() {
+            let view = sub.inner.view.load_full();
+            let user = |m: &std::sync::Arc<crate::memtable::Memtable>| {
+                view.active
+                    .as_ref()
+                    .is_some_and(|a| std::sync::Arc::ptr_eq(&a.mem, m))
+                    || view
+                        .immutables
+                        .iter()
+                        .any(|i| std::sync::Arc::ptr_eq(&i.src.mem, m))
+            };
+            let chain = sub.inner.lock().chain.clone();
+            for m in chain.iter().filter(|m| !user(m)) {
+                for (slot, z) in m.zones() {
+                    if !accounted.contains(&z.0) {
+                        scan.push((sub.clone(), m.clone(), slot));
                     }
-                    Ok(())
-                })
-                .map_err(|e| format!("scanning zone for ghosts: {e}"))?;
+                }
+            }
+        }
+        let mut ghosts: HashMap<(u32, Vec<u8>), u64> = HashMap::new();
+        for (sub, mem, slot) in scan {
+            mem.scan_slot(store, slot, |r| {
+                if let Some(e) = sub.inner.gi().entry(&r.key) {
+                    let pointed = e.value().versions().iter().any(|v| v.at == r.at);
+                    if !pointed && r.seq >= e.value().born() {
+                        *ghosts.entry((sub.id(), r.key)).or_insert(0) += 1;
+                    }
+                }
+                Ok(())
+            })
+            .map_err(|e| format!("scanning zone for ghosts: {e}"))?;
         }
         for sub in self.all_subtables() {
             for e in sub.inner.gi().entries() {

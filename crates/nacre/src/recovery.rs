@@ -682,6 +682,7 @@ impl Completeness {
         for r in recs {
             let e = self.keys.entry(r.key.clone()).or_default();
             e.newest = newer(e.newest, r);
+            e.values += u64::from(!r.tomb);
             if !marked {
                 e.unmarked = newer(e.unmarked, r);
             }

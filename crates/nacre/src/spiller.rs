@@ -418,6 +418,7 @@ fn finish(db: &Engine, done: Done, retired: &mut Vec<Retired>) -> Result<()> {
                     ticket,
                     mem: m.clone(),
                     slot,
+                    ghosts: None,
                 });
             }
         }

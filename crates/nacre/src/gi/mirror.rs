@@ -62,6 +62,8 @@ const NODE_SIZE: u32 = 2048;
 pub(crate) struct Expected {
     pub newest: Option<(u64, bool, bool)>,
     pub unmarked: Option<(u64, bool, bool)>,
+    /// Records of the key that are not tombstones (copies included).
+    pub values: u64,
 }
 
 /// The engine's forest of Global Index trees.
@@ -365,10 +367,12 @@ impl GiForest {
                 continue;
             }
             let mut tree: Option<(u64, bool, bool)> = None;
+            let mut copies = 0;
             for t in &trees {
-                if let Some((v, _)) = t.newest(key)? {
+                if let Some((v, c)) = t.newest(key)? {
                     if tree.is_none_or(|(s, _, _)| v.seq > s) {
                         tree = Some((v.seq, v.tomb, v.blob));
+                        copies = c;
                     }
                 }
             }
@@ -387,6 +391,19 @@ impl GiForest {
                         "reads as {both:?} from the trees ({tree:?}) and the unmarked memtables \
                          ({:?}), as {:?} from all the memtables",
                         e.unmarked, e.newest
+                    ),
+                );
+            }
+            // P4: an entry that is all there is of its key counts at least the key's other
+            // records that could come back after a crash (tombstones cannot).
+            let named = u64::from(tree.is_some_and(|(_, tomb, _)| !tomb));
+            let others = e.values.saturating_sub(named);
+            if e.unmarked.is_none() && tree.is_some() && copies < others.min(GHOST_MAX) {
+                return bad(
+                    key,
+                    format!(
+                        "counts {copies} other copies in its entry, and PM holds {others} \
+                         other records of it that are not tombstones"
                     ),
                 );
             }
@@ -549,6 +566,10 @@ impl Mirror {
         want: &[Version],
         ghosts: u64,
     ) {
+        if self.dropped.load(Ordering::Acquire) {
+            // A spilled generation's tree is gone, and its slot maybe another's (M5).
+            return;
+        }
         self.forest.guard("mirror a change", || {
             if !self.index.fits(key) {
                 self.forest

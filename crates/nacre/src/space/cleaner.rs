@@ -16,7 +16,7 @@ use std::sync::Arc;
 use crate::commit::{GroupError, Moved};
 use crate::engine::Engine;
 use crate::error::{Error, FullCause, Result};
-use crate::gi::{apply, Horizon, Version};
+use crate::gi::{apply, GlobalIndex, Horizon, Version};
 use crate::memtable::{Found, Memtable};
 use crate::record::{read_record, ITEM_HEADER};
 use crate::space::{Space, ZoneInfo};
@@ -28,6 +28,29 @@ pub(crate) struct Retired {
     pub ticket: u64,
     pub mem: Arc<Memtable>,
     pub slot: u64,
+    /// The copies that leave PM with the zone, with the Global Index that counts them as
+    /// ghosts (GI2): counted out only once the zone's slot is durably reclaimed, so that no
+    /// crash leaves a copy in PM that a count (the persistent index's too) no longer covers.
+    pub ghosts: Option<(Arc<GlobalIndex>, Copies)>,
+}
+
+/// Copies of keys' records: key and sequence number.
+pub(crate) type Copies = Vec<(Vec<u8>, u64)>;
+
+impl Retired {
+    /// The zone is given back: its copies leave their keys' ghost counts.
+    pub fn count_out(self) {
+        let Some((gi, ghosts)) = self.ghosts else {
+            return;
+        };
+        for (k, seq) in ghosts {
+            if let Some(e) = gi.entry(&k) {
+                let (vs, before) = (e.value().versions(), e.value().ghosts());
+                e.value().ghost_gone(seq);
+                gi.mirror_change(&k, (&vs, before), (&vs, e.value().ghosts()));
+            }
+        }
+    }
 }
 
 /// The victim: (zone, subtable, memtable, slot).
@@ -349,7 +372,8 @@ pub(crate) fn clean_one(db: &Engine, retired: &mut Vec<Retired>, want: Want) -> 
         return Ok(Cleaned::Nothing);
     };
     let store = &db.store;
-    let gi = &*sub.inner.gi();
+    let gi_arc = sub.inner.gi();
+    let gi = &*gi_arc;
     let mut found: Vec<Found> = Vec::new();
     let scanned = mem.scan_slot(store, slot, |r| {
         found.push(r);
@@ -435,14 +459,9 @@ pub(crate) fn clean_one(db: &Engine, retired: &mut Vec<Retired>, want: Want) -> 
             return Ok(Cleaned::NoRoom(why));
         }
     }
-    // The zone's ghosts and the moved records' old copies leave PM with the zone (GI2).
-    for (k, seq) in ghosts.into_iter().chain(moved) {
-        if let Some(e) = gi.entry(&k) {
-            let (vs, before) = (e.value().versions(), e.value().ghosts());
-            e.value().ghost_gone(seq);
-            gi.mirror_change(&k, (&vs, before), (&vs, e.value().ghosts()));
-        }
-    }
+    // The zone's ghosts and the moved records' old copies leave PM with the zone (GI2):
+    // counted out once it is given back.
+    let ghosts: Vec<(Vec<u8>, u64)> = ghosts.into_iter().chain(moved).collect();
     db.space.zones.lock().remove(&zone);
     sub.inner.retires.fetch_add(1, Ordering::AcqRel);
     let ticket = sub
@@ -450,7 +469,12 @@ pub(crate) fn clean_one(db: &Engine, retired: &mut Vec<Retired>, want: Want) -> 
         .replace_view(&db.tickets, db.visible.load(Ordering::Acquire), |v| {
             (v.active.clone(), v.immutables.clone())
         });
-    retired.push(Retired { ticket, mem, slot });
+    retired.push(Retired {
+        ticket,
+        mem,
+        slot,
+        ghosts: Some((gi_arc.clone(), ghosts)),
+    });
     Ok(set.map_or(Cleaned::Even, |set| Cleaned::Zone { set }))
 }
 
