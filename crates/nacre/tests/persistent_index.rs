@@ -110,8 +110,9 @@ fn the_index_follows_merges_drops_and_relocations_and_survives_reopens() {
     verify(&db, &model);
 }
 
-#[test]
-fn a_run_without_the_index_is_caught_up_by_the_next_open_with_it() {
+/// A database written with the index, then by a run without it; its directory, model and
+/// random stream.
+fn after_a_run_without_the_index() -> (tempfile::TempDir, Model, SplitMix64) {
     let dir = tempfile::tempdir_in("/dev/shm").expect("dir");
     let mut model = Model::new();
     let mut rng = SplitMix64::new(5);
@@ -124,6 +125,12 @@ fn a_run_without_the_index_is_caught_up_by_the_next_open_with_it() {
     assert!(db.stats().persistent_index.is_none());
     workload(&db, &mut model, &mut rng, 4);
     db.close().expect("close");
+    (dir, model, rng)
+}
+
+#[test]
+fn a_run_without_the_index_is_caught_up_by_the_next_open_with_it() {
+    let (dir, mut model, mut rng) = after_a_run_without_the_index();
     // The run without it freed zones its entries point into, and marked the trees
     // untrusted: the next open starts them over instead of trusting them, so the audit
     // never sees them.
@@ -141,17 +148,7 @@ fn a_run_without_the_index_is_caught_up_by_the_next_open_with_it() {
 
 #[test]
 fn trusting_the_trees_after_a_run_without_the_index_is_caught() {
-    let dir = tempfile::tempdir_in("/dev/shm").expect("dir");
-    let mut model = Model::new();
-    let mut rng = SplitMix64::new(5);
-    let db = Db::open(opts(dir.path())).expect("open");
-    workload(&db, &mut model, &mut rng, 4);
-    db.close().expect("close");
-    let mut off = opts(dir.path());
-    off.persistent_index = false;
-    let db = Db::open(off).expect("open without the index");
-    workload(&db, &mut model, &mut rng, 4);
-    db.close().expect("close");
+    let (dir, _, _) = after_a_run_without_the_index();
     let mut mutated = opts(dir.path());
     mutated.recovery_mutation = Some(RecoveryMutation::TrustIndexAlways);
     match Db::open(mutated) {
