@@ -24,10 +24,17 @@
 //! - M3 (open): after the volatile index is rebuilt, each subtable's tree is brought to M1
 //!   (entries of keys the volatile index lacks removed, the rest synced); the pair's other
 //!   slot and the slots of subtables that do not exist are dropped. A crash at any point of
-//!   the previous run therefore leaves nothing the next open keeps by mistake.
+//!   the previous run therefore leaves nothing the next open keeps by mistake. Trees the
+//!   engine root does not trust (`index_trusted` in store.rs: a run without the index, or
+//!   M4) are all dropped first and written again.
 //! - M4 (failure): an error from the tree (a full node pool, damage, I/O) marks the forest
-//!   stale, logged once: mirroring stops and M1 no longer holds until the next open
-//!   reconciles again. The volatile index is not affected, and point reads go back to it.
+//!   stale, logged once, and durably untrusted before the caller goes on: mirroring stops
+//!   and M1 no longer holds until the next open writes the trees again. The volatile index
+//!   is not affected, and point reads go back to it.
+//! - M6 (merged marks): a memtable is marked merged (its object's `merged` word) only once
+//!   every key of it is in the tree: a user memtable after its merge, a relocation memtable
+//!   when the cleaner closes it. An audited open checks the trees as a crash left them
+//!   against the marks ([`GiForest::check_complete`]).
 //! - M5 (slots in use): a slot's tree is created or dropped only while no [`Mirror`] of an
 //!   earlier generation holds it: a spilled generation keeps its slot until its tree is
 //!   dropped (M2). The spiller does not freeze a generation while the other slot is held
