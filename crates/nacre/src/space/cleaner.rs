@@ -38,16 +38,21 @@ pub(crate) struct Retired {
 pub(crate) type Copies = Vec<(Vec<u8>, u64)>;
 
 impl Retired {
-    /// The zone is given back: its copies leave their keys' ghost counts.
+    /// The zone is given back: its copies leave their keys' ghost counts (one change of
+    /// the persistent index per key, however many of its copies the zone held).
     pub fn count_out(self) {
-        let Some((gi, ghosts)) = self.ghosts else {
+        let Some((gi, mut ghosts)) = self.ghosts else {
             return;
         };
-        for (k, seq) in ghosts {
-            if let Some(e) = gi.entry(&k) {
+        ghosts.sort_unstable();
+        for copies in ghosts.chunk_by(|a, b| a.0 == b.0) {
+            let k = &copies[0].0;
+            if let Some(e) = gi.entry(k) {
                 let (vs, before) = (e.value().versions(), e.value().ghosts());
-                e.value().ghost_gone(seq);
-                gi.mirror_change(&k, (&vs, before), (&vs, e.value().ghosts()));
+                for (_, seq) in copies {
+                    e.value().ghost_gone(*seq);
+                }
+                gi.mirror_change(k, (&vs, before), (&vs, e.value().ghosts()));
             }
         }
     }
