@@ -310,12 +310,11 @@ pub fn read_record_checked(
     }
 }
 
-/// The sequence number and kind of the record at `off`, which the caller's index names as a
-/// record of `key`: its header's lengths, kind and key must pass its identity check
-/// (`id_crc`) and the key must be `key`, so a damaged header or an offset that names another
-/// record is `Corrupt`, never another record's sequence number. Reads only the header and the
-/// key.
-pub fn read_identity(pool: &Pool, off: PmOffset, key: &[u8]) -> Result<(u64, Kind)> {
+/// The sequence number of the record at `off`, which the caller's index names as a record of
+/// `key`: its header's lengths, kind and key must pass its identity check (`id_crc`) and the
+/// key must be `key`, so a damaged header or an offset that names another record is
+/// `Corrupt`, never another record's sequence number. Reads only the header and the key.
+pub fn read_identity(pool: &Pool, off: PmOffset, key: &[u8]) -> Result<u64> {
     let end = off
         .get()
         .checked_add((RECORD_HEADER + key.len()) as u64)
@@ -332,13 +331,13 @@ pub fn read_identity(pool: &Pool, off: PmOffset, key: &[u8]) -> Result<(u64, Kin
     let mut k = vec![0u8; key.len()];
     // SAFETY: as above.
     unsafe { pool.read(off.add(RECORD_HEADER as u64), &mut k) };
-    match Kind::from_u8(h[16]) {
-        Some(kind) if k == key && id_crc(&h, &k) == u32_at(&h, 16) >> 8 => {
-            Ok((u64_at(&h, 0), kind))
-        }
-        Some(_) if k != key => Err(Error::corrupt_at("record names another key", off)),
-        _ => Err(Error::corrupt_at("record fails its identity check", off)),
+    if k != key {
+        return Err(Error::corrupt_at("record names another key", off));
     }
+    if Kind::from_u8(h[16]).is_none() || id_crc(&h, &k) != u32_at(&h, 16) >> 8 {
+        return Err(Error::corrupt_at("record fails its identity check", off));
+    }
+    Ok(u64_at(&h, 0))
 }
 
 /// The size a record occupies and its kind, from its header alone.

@@ -459,8 +459,6 @@ pub(crate) fn recover(
             let n = f.audit(store)?;
             tracing::debug!(entries = n, "persistent index audited before reconciling");
         }
-    }
-    if let Some(f) = &store.gi_forest {
         for ((id, ..), _, _, expect) in &parts {
             if let Some(e) = expect {
                 f.check_complete(*id as u32, &e.keys)?;

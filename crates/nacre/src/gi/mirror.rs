@@ -127,9 +127,7 @@ impl GiForest {
             .map_err(super::persistent::index_error)?;
         tracing::debug!(?stats, "persistent Global Index opened");
         let pool = halloc.pmem().clone();
-        let seq_of: SeqOf = Arc::new(move |at, key| {
-            crate::record::read_identity(&pool, at, key).map(|(seq, _)| seq)
-        });
+        let seq_of: SeqOf = Arc::new(move |at, key| crate::record::read_identity(&pool, at, key));
         Ok(Arc::new(GiForest {
             seq_of,
             distrust,
@@ -272,8 +270,21 @@ impl GiForest {
         Some(m)
     }
 
+    /// The index in slot `slot`, if it holds a tree (none is created).
+    fn existing_index(&self, slot: u32) -> Result<Option<PersistentIndex>> {
+        if self
+            .forest
+            .existing(slot)
+            .map_err(super::persistent::index_error)?
+            .is_none()
+        {
+            return Ok(None);
+        }
+        PersistentIndex::in_forest(&self.forest, slot, self.seq_of.clone()).map(Some)
+    }
+
     /// Audit (`Options::audit_persistent_index`, tests): every entry of every tree names a
-    /// record in a zone the pool holds, with the entry's key, sequence and flags. The
+    /// record in a zone the pool holds, with the entry's key and flags. The
     /// engine relies on this without reading the tree back once open stops rebuilding the
     /// index; recovery runs it before it reconciles anything, so it sees the trees exactly
     /// as a crash left them. How many entries it checked.
@@ -281,54 +292,41 @@ impl GiForest {
         use crate::record::{read_record, Kind};
         let mut checked = 0;
         for slot in 1..self.forest.trees() {
-            if self
-                .forest
-                .existing(slot)
-                .map_err(super::persistent::index_error)?
-                .is_none()
-            {
+            let Some(index) = self.existing_index(slot)? else {
                 continue;
-            }
-            let index = PersistentIndex::in_forest(&self.forest, slot, self.seq_of.clone())?;
-            let mut after: Option<Vec<u8>> = None;
-            loop {
-                let batch = index.scan(after.as_deref(), 256)?;
-                for it in &batch {
-                    let bad = |why: &str| {
-                        Error::corrupt_at(
-                            format!(
-                                "persistent index tree {slot}: the entry of {:?} {why}",
-                                it.key
-                            ),
-                            it.at,
-                        )
-                    };
-                    let zone = store
-                        .zones
-                        .zone_of(it.at)
-                        .ok_or_else(|| bad("points outside every zone"))?;
-                    if !store.zones.is_owned(zone).map_err(Error::from_alloc)? {
-                        return Err(bad("points into a free zone"));
-                    }
-                    let room = crate::blob::room_in_zone(&store.zones, it.at)?;
-                    let rec = read_record(&store.pool, it.at, room)
-                        .map_err(|e| bad(&format!("names no record ({e})")))?;
-                    if rec.key != it.key
-                        || (rec.kind == Kind::Delete) != it.tomb
-                        || (rec.kind == Kind::Blob) != it.blob
-                    {
-                        return Err(bad(&format!(
-                            "names the record of {:?} at sequence {} ({:?})",
-                            rec.key, rec.seq, rec.kind
-                        )));
-                    }
-                    checked += 1;
+            };
+            index.walk(|it| {
+                let bad = |why: &str| {
+                    Error::corrupt_at(
+                        format!(
+                            "persistent index tree {slot}: the entry of {:?} {why}",
+                            it.key
+                        ),
+                        it.at,
+                    )
+                };
+                let zone = store
+                    .zones
+                    .zone_of(it.at)
+                    .ok_or_else(|| bad("points outside every zone"))?;
+                if !store.zones.is_owned(zone).map_err(Error::from_alloc)? {
+                    return Err(bad("points into a free zone"));
                 }
-                if batch.len() < 256 {
-                    break;
+                let room = crate::blob::room_in_zone(&store.zones, it.at)?;
+                let rec = read_record(&store.pool, it.at, room)
+                    .map_err(|e| bad(&format!("names no record ({e})")))?;
+                if rec.key != it.key
+                    || (rec.kind == Kind::Delete) != it.tomb
+                    || (rec.kind == Kind::Blob) != it.blob
+                {
+                    return Err(bad(&format!(
+                        "names the record of {:?} at sequence {} ({:?})",
+                        rec.key, rec.seq, rec.kind
+                    )));
                 }
-                after = batch.last().map(|it| it.tree_key.clone());
-            }
+                checked += 1;
+                Ok(())
+            })?;
         }
         Ok(checked)
     }
@@ -348,18 +346,7 @@ impl GiForest {
         let (a, b) = Self::slots(id);
         let mut trees = Vec::new();
         for slot in [a, b] {
-            if self
-                .forest
-                .existing(slot)
-                .map_err(super::persistent::index_error)?
-                .is_some()
-            {
-                trees.push(PersistentIndex::in_forest(
-                    &self.forest,
-                    slot,
-                    self.seq_of.clone(),
-                )?);
-            }
+            trees.extend(self.existing_index(slot)?);
         }
         let Some(first) = trees.first() else {
             return Ok(());
@@ -417,19 +404,12 @@ impl GiForest {
         }
         // Entries of keys no memtable holds: at most a dropped tombstone's leftovers.
         for t in &trees {
-            let mut after: Option<Vec<u8>> = None;
-            loop {
-                let batch = t.scan(after.as_deref(), 256)?;
-                for it in &batch {
-                    if !it.tomb && !expected.contains_key(&it.key) {
-                        return bad(&it.key, "has an entry and no record in any memtable".into());
-                    }
+            t.walk(|it| {
+                if !it.tomb && !expected.contains_key(&it.key) {
+                    return bad(&it.key, "has an entry and no record in any memtable".into());
                 }
-                if batch.len() < 256 {
-                    break;
-                }
-                after = batch.last().map(|it| it.tree_key.clone());
-            }
+                Ok(())
+            })?;
         }
         Ok(())
     }
@@ -596,13 +576,8 @@ impl Mirror {
                     }
                 }
             }
-            let c = copies(want, ghosts);
-            if let (Some(x), Some(w)) = (have, &newest) {
-                if encode_value(w, c)? == x {
-                    return Ok(());
-                }
-            }
-            self.index.change(key, have, newest.as_ref(), c)
+            self.index
+                .change(key, have, newest.as_ref(), copies(want, ghosts))
         });
     }
 
@@ -610,25 +585,15 @@ impl Mirror {
     /// what differs: entries of keys `gi` lacks go, keys only `gi` holds are written, and
     /// keys in both are brought to the volatile entry.
     fn reconcile(&self, gi: &GlobalIndex) -> Result<()> {
-        const BATCH: usize = 256;
         let mut vol = gi.entries().filter(|e| self.index.fits(e.key())).peekable();
-        let mut after: Option<Vec<u8>> = None;
-        loop {
-            // Changes land at or before the cursor, so the walk goes on after it.
-            let batch = self.index.scan(after.as_deref(), BATCH)?;
-            let done = batch.len() < BATCH;
-            after = batch.last().map(|it| it.tree_key.clone());
-            for it in batch {
-                while let Some(e) = vol.next_if(|e| e.key().as_slice() < it.key.as_slice()) {
-                    self.put(e.key(), None, Some(e.value()))?;
-                }
-                let e = vol.next_if(|e| *e.key() == it.key);
-                self.put(&it.key, Some(it.word), e.as_ref().map(|e| e.value()))?;
+        // Changes land at or before the walk's cursor.
+        self.index.walk(|it| {
+            while let Some(e) = vol.next_if(|e| e.key().as_slice() < it.key.as_slice()) {
+                self.put(e.key(), None, Some(e.value()))?;
             }
-            if done {
-                break;
-            }
-        }
+            let e = vol.next_if(|e| *e.key() == it.key);
+            self.put(&it.key, Some(it.word), e.as_ref().map(|e| e.value()))
+        })?;
         for e in vol {
             self.put(e.key(), None, Some(e.value()))?;
         }
@@ -640,14 +605,9 @@ impl Mirror {
         match e {
             Some(e) => {
                 let vs = e.versions();
-                let c = copies(&vs, e.ghosts());
                 let want = vs.first().map(pm);
-                if let (Some(x), Some(w)) = (have, &want) {
-                    if encode_value(w, c)? == x {
-                        return Ok(());
-                    }
-                }
-                self.index.change(key, have, want.as_ref(), c)
+                self.index
+                    .change(key, have, want.as_ref(), copies(&vs, e.ghosts()))
             }
             None => self.index.change(key, have, None, 0),
         }
@@ -688,15 +648,12 @@ impl Mirror {
         }
         // No entry of a key the volatile index lacks: the totals agree.
         let mut total = 0u64;
-        let mut after: Option<Vec<u8>> = None;
-        loop {
-            let batch = self.index.scan(after.as_deref(), 256).map_err(err)?;
-            total += batch.len() as u64;
-            if batch.len() < 256 {
-                break;
-            }
-            after = batch.last().map(|it| it.tree_key.clone());
-        }
+        self.index
+            .walk(|_| {
+                total += 1;
+                Ok(())
+            })
+            .map_err(err)?;
         if total != expected {
             return Err(format!(
                 "persistent index (tree {}): {total} entries, the volatile index {expected} \

@@ -188,16 +188,16 @@ pub(crate) fn encode_value(v: &PmVersion, copies: u64) -> Result<u64> {
     Ok(body | crc8(body >> CRC_BITS))
 }
 
-/// The version (sequence number `seq`) and copy count a value word holds; one failing its
-/// CRC is corruption.
-fn decode_value(seq: u64, w: u64) -> Result<(PmVersion, u64)> {
+/// The version (its sequence number left 0: it is the record's, P3) and copy count a value
+/// word holds; one failing its CRC is corruption.
+fn decode_value(w: u64) -> Result<(PmVersion, u64)> {
     if crc8(w >> CRC_BITS) != w & ((1 << CRC_BITS) - 1) {
         return Err(Error::corrupt(format!(
             "persistent index: value {w:#x} fails its check"
         )));
     }
     let v = PmVersion {
-        seq,
+        seq: 0,
         at: PmOffset((w >> OFFSET_SHIFT) << 3),
         tomb: w & TOMB_BIT != 0,
         blob: w & BLOB_BIT != 0,
@@ -280,7 +280,7 @@ impl PersistentIndex {
         let Some(w) = self.word(key)? else {
             return Ok(None);
         };
-        let (v, copies) = decode_value(0, w)?;
+        let (v, copies) = decode_value(w)?;
         let seq = (self.seq_of)(v.at, key)?;
         Ok(Some((PmVersion { seq, ..v }, copies)))
     }
@@ -298,7 +298,7 @@ impl PersistentIndex {
             .map(|(tree_key, word)| {
                 let mut key = Vec::new();
                 decode_key(&tree_key, &mut key)?;
-                let (v, _) = decode_value(0, word)?;
+                let (v, _) = decode_value(word)?;
                 Ok(Item {
                     tree_key,
                     key,
@@ -309,6 +309,24 @@ impl PersistentIndex {
                 })
             })
             .collect()
+    }
+
+    /// Calls `f` on every entry in tree order, fetched a batch at a time. `f` may change the
+    /// entry it is given or earlier ones: the walk goes on after the last entry fetched.
+    pub fn walk(&self, mut f: impl FnMut(Item) -> Result<()>) -> Result<()> {
+        const BATCH: usize = 256;
+        let mut after: Option<Vec<u8>> = None;
+        loop {
+            let batch = self.scan(after.as_deref(), BATCH)?;
+            let done = batch.len() < BATCH;
+            after = batch.last().map(|it| it.tree_key.clone());
+            for it in batch {
+                f(it)?;
+            }
+            if done {
+                return Ok(());
+            }
+        }
     }
 
     /// Brings `key`'s entry from value word `have` (what the writer last left there; `None`:
@@ -322,6 +340,13 @@ impl PersistentIndex {
         want: Option<&PmVersion>,
         copies: u64,
     ) -> Result<()> {
+        if let (Some(x), Some(w)) = (have, want) {
+            // The common no-op (a merge that only kept or dropped older versions), without
+            // touching the tree.
+            if encode_value(w, copies)? == x {
+                return Ok(());
+            }
+        }
         if !self.fits(key) {
             return Err(Error::TooLarge {
                 what: "key in the persistent index",
@@ -366,7 +391,7 @@ impl PersistentIndex {
             let Some(x) = cur else {
                 return Err(Self::changed_under(key));
             };
-            decode_value(0, x)?;
+            decode_value(x)?;
             let c = if copies_in(x) == GHOST_MAX {
                 GHOST_MAX
             } else {
