@@ -39,8 +39,20 @@ fn eval_in_thread<T: redis::FromRedisValue + Send + 'static>(
 fn busy_then_killed(s: &Server, script: &str, kill: &str) {
     short_threshold(s);
     let looping = eval_in_thread::<redis::Value>(s, script);
+    answered_busy_then_killed(s, looping, kill);
+}
+
+/// Other clients are told BUSY while `looping` runs; SCRIPT `kill` ends it with an error.
+fn answered_busy_then_killed(
+    s: &Server,
+    looping: std::thread::JoinHandle<redis::RedisResult<redis::Value>>,
+    kill: &str,
+) {
     let t = Instant::now();
     let mut other = s.conn();
+    other
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
     loop {
         match redis::cmd("PING").query::<String>(&mut other) {
             Err(e) if e.code() == Some("BUSY") => break,
@@ -72,6 +84,55 @@ fn a_script_that_loops_forever_is_answered_busy_and_killed() {
         "while true do pcall(function() while true do end end) end",
         "KILL",
     );
+}
+
+/// A script whose runs were short runs in place, on the worker that read its command; a
+/// run of it that turns long (here on a server with one worker) must still let others be
+/// answered and SCRIPT KILL end it. So must a script that loops inside EXEC.
+#[test]
+fn a_run_that_turns_long_in_place_leaves_a_single_worker_serving() {
+    let s = Server::start(&["--io-threads", "1"]);
+    let script = "if ARGV[1] == 'loop' then while true do end end return 1";
+    let mut c = s.conn();
+    for _ in 0..50 {
+        let one: i64 = redis::cmd("EVAL")
+            .arg(script)
+            .arg(0)
+            .arg("once")
+            .query(&mut c)
+            .expect("short run");
+        assert_eq!(one, 1);
+    }
+    short_threshold(&s);
+    let url = s.url();
+    let looping = std::thread::spawn(move || {
+        let mut c = redis::Client::open(url.as_str())?.get_connection()?;
+        redis::cmd("EVAL")
+            .arg(script)
+            .arg(0)
+            .arg("loop")
+            .query::<redis::Value>(&mut c)
+    });
+    answered_busy_then_killed(&s, looping, "KILL");
+
+    let url = s.url();
+    let in_exec = std::thread::spawn(move || {
+        let mut c = redis::Client::open(url.as_str())?.get_connection()?;
+        let r: redis::Value = redis::pipe()
+            .atomic()
+            .cmd("EVAL")
+            .arg("while true do end")
+            .arg(0)
+            .query(&mut c)?;
+        match r {
+            redis::Value::Array(mut v) if v.len() == 1 => match v.remove(0) {
+                redis::Value::ServerError(e) => Err(redis::RedisError::from(e)),
+                other => Ok(other),
+            },
+            other => Ok(other),
+        }
+    });
+    answered_busy_then_killed(&s, in_exec, "KILL");
 }
 
 #[test]

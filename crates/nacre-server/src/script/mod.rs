@@ -23,6 +23,7 @@ mod libs;
 mod lstruct;
 mod run;
 mod vm;
+mod worker;
 
 pub use run::release;
 
@@ -105,7 +106,7 @@ impl Pace {
     /// Runs `f` where this script's runs belong (see [`Pace`]).
     fn run<R>(&self, f: impl FnOnce() -> R) -> R {
         if self.may_be_long() {
-            off_worker(f)
+            worker::off_worker(f)
         } else {
             f()
         }
@@ -427,17 +428,6 @@ fn target_function(
 /// `FUNCTION LOAD|LIST|DELETE|FLUSH|DUMP|RESTORE|STATS|KILL|HELP`.
 fn function(shared: &Shared, _: &mut Client, args: &[Vec<u8>]) -> Outcome {
     Outcome::Reply(functions::function(shared, args), Ticket(0))
-}
-
-/// Runs `f`, which may take long (a script), with the runtime's other tasks moved to another
-/// thread first, so that other clients are served (and told BUSY) meanwhile.
-fn off_worker<R>(f: impl FnOnce() -> R) -> R {
-    match tokio::runtime::Handle::try_current() {
-        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(f)
-        }
-        _ => f(),
-    }
 }
 
 /// An `EVAL`-family command queued in `MULTI`, run inside EXEC's transaction `txn` (which

@@ -508,6 +508,7 @@ impl Hook {
                     "ERR FUNCTION LOAD timeout".into(),
                 )));
             }
+            super::worker::run_went_long(self.count.get());
             Ok(VmState::Continue)
         })
     }

@@ -127,12 +127,15 @@ impl Server {
         format!("redis://127.0.0.1:{}/", self.port)
     }
 
-    /// A `redis` crate connection.
+    /// A `redis` crate connection. Its reads give up after [`REPLY_WAIT`], so a server that
+    /// stops answering fails the test instead of holding it forever.
     pub fn conn(&self) -> redis::Connection {
-        redis::Client::open(self.url())
+        let c = redis::Client::open(self.url())
             .expect("client")
             .get_connection()
-            .expect("connect")
+            .expect("connect");
+        c.set_read_timeout(Some(REPLY_WAIT)).expect("read timeout");
+        c
     }
 
     /// A raw TCP connection.
@@ -193,6 +196,9 @@ impl Server {
             .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
     }
 }
+
+/// The longest any test waits for one reply from a server under test.
+pub const REPLY_WAIT: Duration = Duration::from_secs(60);
 
 impl Drop for Server {
     /// Stops the server; a panic anywhere in it (a connection's task survives its own panic,
