@@ -30,13 +30,31 @@ fn value(round: u64, n: u64, i: u64) -> Vec<u8> {
         .into_bytes()
 }
 
+/// Opens the database in a child. The parent's own handle is closed before the child
+/// starts, but a sibling test of this binary that forks a child of its own while the parent
+/// has the pool open leaves a copy of its descriptor, and of its lock, in that fork until
+/// the fork execs: a lock held this way is waited for, any other error is the test's.
+fn open_in_child(o: Options) -> Db {
+    let t = Instant::now();
+    loop {
+        match Db::open(o.clone()) {
+            Err(nacre::Error::Pmem(nacre_pmem::PmemError::Locked { .. }))
+                if t.elapsed() < Duration::from_secs(10) =>
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            r => return r.expect("child open"),
+        }
+    }
+}
+
 /// A child's start: the database at the pool path of `env`'s spec, its subtable and round,
 /// with `OPEN` printed; `None` when `env` is not set (the parent's own test run).
 fn child(env: &str) -> Option<(Db, nacre::Subtable, u64)> {
     let spec = std::env::var(env).ok()?;
     let (path, round) = spec.rsplit_once(':').expect("spec");
     let round: u64 = round.parse().expect("round");
-    let db = Db::open(opts(path)).expect("child open");
+    let db = open_in_child(opts(path));
     let sub = db.subtable("crash").expect("subtable");
     ack("OPEN");
     Some((db, sub, round))
@@ -104,11 +122,13 @@ fn kill_child(
     spec: String,
     ms: u64,
 ) -> Option<String> {
+    // The child's stderr goes to a file, shown if it never opens the database.
+    let log = tempfile::NamedTempFile::new().expect("child log");
     let mut child = Command::new(exe)
         .args([body, "--exact", "--nocapture", "--test-threads=1"])
         .env(env, spec)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(log.reopen().expect("child log"))
         .spawn()
         .expect("spawn child");
     let stdout = child.stdout.take().expect("stdout");
@@ -126,9 +146,12 @@ fn kill_child(
         }
         last
     });
-    opened
-        .recv_timeout(Duration::from_secs(60))
-        .expect("child opened the database");
+    if let Err(e) = opened.recv_timeout(Duration::from_secs(60)) {
+        let _ = child.kill();
+        let _ = child.wait();
+        let said = std::fs::read_to_string(log.path()).unwrap_or_default();
+        panic!("the child did not open the database ({e}); its stderr:\n{said}");
+    }
     let t = Instant::now();
     std::thread::sleep(Duration::from_millis(ms));
     child.kill().expect("SIGKILL");
@@ -263,7 +286,7 @@ fn cleaner_child_body() {
     };
     let (path, round) = spec.rsplit_once(':').expect("spec");
     let round: u64 = round.parse().expect("round");
-    let db = Db::open(cleaner_opts(path)).expect("child open");
+    let db = open_in_child(cleaner_opts(path));
     let sub = db.subtable("hot").expect("subtable");
     use std::io::Write;
     let mut out = std::io::stdout().lock();
@@ -374,7 +397,7 @@ fn spill_child_body() {
     };
     let (path, round) = spec.rsplit_once(':').expect("spec");
     let round: u64 = round.parse().expect("round");
-    let db = Db::open(spill_opts(path)).expect("child open");
+    let db = open_in_child(spill_opts(path));
     let sub = db.subtable("spill").expect("subtable");
     ack("OPEN");
     for n in 0.. {
@@ -522,7 +545,7 @@ fn groups_child_body() {
     };
     let (path, round) = spec.rsplit_once(':').expect("spec");
     let round: u64 = round.parse().expect("round");
-    let db = Db::open(groups_opts(path)).expect("child open");
+    let db = open_in_child(groups_opts(path));
     let subs: Vec<nacre::Subtable> = (0..GROUPS_SUBTABLES)
         .map(|s| db.subtable(&format!("g{s}")).expect("subtable"))
         .collect();
