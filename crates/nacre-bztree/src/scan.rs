@@ -47,6 +47,39 @@ impl BzTree {
         Ok(out)
     }
 
+    /// Hands `f` the entries with `start <= key < end` (no upper bound when `end` is `None`)
+    /// one leaf at a time, in key order: each leaf's snapshot as [`BzTree::scan`] takes it,
+    /// sorted, never empty. No guard is held while `f` runs, so `f` may change the tree; the
+    /// walk goes on from the leaf's upper bound as it was when the leaf was read, so every
+    /// key in the range that was there throughout is handed over once. `f` returns whether
+    /// to go on.
+    pub fn for_each_leaf(
+        &self,
+        start: &[u8],
+        end: Option<&[u8]>,
+        mut f: impl FnMut(Vec<(Vec<u8>, u64)>) -> Result<bool>,
+    ) -> Result<()> {
+        let mut cur = start.to_vec();
+        loop {
+            let (mut entries, upper) = {
+                let g = self.pm.pin()?;
+                let (path, upper) = self.traverse(&g, &cur, true)?;
+                let leaf = path[path.len() - 1].node;
+                (self.entries(&g, &leaf)?, upper)
+            };
+            entries.retain(|(k, _)| {
+                k.as_slice() >= cur.as_slice() && end.is_none_or(|e| k.as_slice() < e)
+            });
+            if !entries.is_empty() && !f(entries)? {
+                return Ok(());
+            }
+            match upper {
+                Some(u) if end.is_none_or(|e| u.as_slice() < e) => cur = u,
+                _ => return Ok(()),
+            }
+        }
+    }
+
     /// The first entry whose key is at least `key`: in the leaf for `key`, a binary search
     /// of its sorted records and a look at its unsorted tail (nothing copied but the entry
     /// found); then, if none there, the leaves after it as a scan finds them.

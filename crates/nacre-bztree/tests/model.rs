@@ -59,6 +59,16 @@ fn apply(t: &BzTree, m: &mut BTreeMap<Vec<u8>, u64>, op: &Op) {
                 .map(|(k, v)| (k.clone(), *v))
                 .collect();
             assert_eq!(t.scan(&a, Some(&b), limit).expect("scan"), want, "{op:?}");
+            // The same range a leaf at a time, stopped once it has `limit` entries.
+            let mut walked = Vec::new();
+            t.for_each_leaf(&a, Some(&b), |es| {
+                assert!(!es.is_empty(), "an empty leaf is not handed over");
+                walked.extend(es);
+                Ok(walked.len() < limit)
+            })
+            .expect("walk");
+            walked.truncate(limit);
+            assert_eq!(walked, want, "walk {op:?}");
         }
         Op::UpdateIf(k, right, v) => {
             let cur = m.get(&key(k)).copied();
@@ -144,6 +154,42 @@ fn random_operations_match_a_btreemap_through_many_smos() {
     assert!(!stats.created);
     assert_eq!(contents(&t), m);
     check_memory(&t).expect("check after reopen");
+}
+
+/// A walk whose callback changes the tree (each key it is handed updated, a new key after
+/// it inserted, splitting leaves as it goes) hands over every key that was there before,
+/// once and in order.
+#[test]
+fn a_walk_that_changes_the_tree_hands_over_every_earlier_key_once() {
+    let pool = new_pool(8 << 20);
+    let opts = nacre_bztree::BzTreeOptions {
+        nodes: 4096,
+        ..options()
+    };
+    let (t, _) = open(&pool, &opts).expect("open");
+    let before: Vec<Vec<u8>> = (0..3000u64).map(|k| key(k * 2)).collect();
+    for k in &before {
+        t.insert(k, 1).expect("insert");
+    }
+    let mut seen = Vec::new();
+    t.for_each_leaf(b"", None, |es| {
+        for (k, v) in es {
+            if v == 1 {
+                t.update(&k, 2).expect("update");
+                let mut after = k.clone();
+                after.push(b'x');
+                t.insert(&after, 3).expect("insert after");
+                seen.push(k);
+            } else {
+                assert_eq!(v, 3, "{k:?}: only keys the walk inserted are new");
+            }
+        }
+        Ok(true)
+    })
+    .expect("walk");
+    assert_eq!(seen, before);
+    assert!(t.smo_stats().splits > 10, "{:?}", t.smo_stats());
+    check_memory(&t).expect("check");
 }
 
 #[test]

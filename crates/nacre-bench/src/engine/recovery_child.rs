@@ -320,6 +320,7 @@ pub fn open(a: &OpenArgs) -> Result<()> {
                 "released_zones": r.released_zones,
                 "scan_ns": r.scan_elapsed.as_nanos() as u64,
                 "gi_ns": r.gi_elapsed.as_nanos() as u64,
+                "reconcile_ns": r.reconcile_elapsed.as_nanos() as u64,
             });
             let table = db.subtable(DEFAULT_SUBTABLE)?;
             (Box::new(NacreChild { db, table }), v)

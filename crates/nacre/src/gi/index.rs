@@ -182,6 +182,33 @@ impl GlobalIndex {
         self.map.iter()
     }
 
+    /// The entries of keys `from <= key < to` (no bound where `None`), in key order.
+    pub fn entries_range<'a>(
+        &'a self,
+        from: Option<&'a [u8]>,
+        to: Option<&'a [u8]>,
+    ) -> impl Iterator<Item = crossbeam_skiplist::map::Entry<'a, Vec<u8>, KeyEntry>> + 'a {
+        let lo = from.map_or(Bound::Unbounded, Bound::Included);
+        let hi = to.map_or(Bound::Unbounded, Bound::Excluded);
+        self.map.range::<[u8], _>((lo, hi))
+    }
+
+    /// Up to `parts - 1` keys that cut the index into `parts` runs of about as many keys,
+    /// in order (none when it holds fewer keys than `parts`).
+    pub fn split_keys(&self, parts: usize) -> Vec<Vec<u8>> {
+        let n = self.map.len();
+        if parts < 2 || n < parts {
+            return Vec::new();
+        }
+        let step = n / parts;
+        self.map
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i > 0 && i % step == 0 && i / step < parts)
+            .map(|(_, e)| e.key().clone())
+            .collect()
+    }
+
     /// Keys with an entry.
     pub fn keys(&self) -> usize {
         self.map.len()

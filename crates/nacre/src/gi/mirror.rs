@@ -42,7 +42,8 @@
 //!   anyway leaves the forest stale (M4).
 //!
 //! Thread safety: the background worker is the only writer of a generation's tree (as of
-//! its volatile index), recovery reconciles before the database is shared, and checks run
+//! its volatile index), recovery reconciles before the database is shared (with several
+//! threads, each writing the entries of its own run of keys only), and checks run
 //! with the worker paused. Readers never write; they read a generation's tree only through
 //! a view, which keeps the tree from being dropped (M2).
 
@@ -237,7 +238,12 @@ impl GiForest {
 
     /// M3 for subtable `id` after recovery rebuilt `gi`: picks the slot holding a tree (the
     /// first when both or neither do), drops the other, and brings the kept one to M1.
-    pub fn reconcile(self: &Arc<Self>, id: u32, gi: &GlobalIndex) -> Option<Mirror> {
+    pub fn reconcile(
+        self: &Arc<Self>,
+        id: u32,
+        gi: &GlobalIndex,
+        threads: usize,
+    ) -> Option<Mirror> {
         let (a, b) = Self::slots(id);
         let slot = self.guard("pick a tree", || {
             let has = |s| self.forest.existing(s).map(|t| t.is_some());
@@ -265,7 +271,7 @@ impl GiForest {
             dropped: AtomicBool::new(false),
         };
         if self.mutation != Some(RecoveryMutation::SkipIndexReconcile) {
-            self.guard("reconcile a tree", || m.reconcile(gi))?;
+            self.guard("reconcile a tree", || m.reconcile(gi, threads))?;
         }
         Some(m)
     }
@@ -581,13 +587,52 @@ impl Mirror {
         });
     }
 
-    /// M3: one ordered pass over the tree beside the volatile index, which changes only
-    /// what differs: entries of keys `gi` lacks go, keys only `gi` holds are written, and
-    /// keys in both are brought to the volatile entry.
-    fn reconcile(&self, gi: &GlobalIndex) -> Result<()> {
-        let mut vol = gi.entries().filter(|e| self.index.fits(e.key())).peekable();
+    /// M3: ordered passes over the tree beside the volatile index, which change only what
+    /// differs: entries of keys `gi` lacks go, keys only `gi` holds are written, and keys in
+    /// both are brought to the volatile entry. With `threads` above one, each thread takes
+    /// its own run of keys (the tree takes concurrent writers; no two touch one key).
+    fn reconcile(&self, gi: &GlobalIndex, threads: usize) -> Result<()> {
+        let cuts = gi.split_keys(threads);
+        if cuts.is_empty() {
+            return self.reconcile_range(gi, None, None);
+        }
+        let bounds: Vec<Option<&[u8]>> = std::iter::once(None)
+            .chain(cuts.iter().map(|k| Some(k.as_slice())))
+            .chain(std::iter::once(None))
+            .collect();
+        std::thread::scope(|s| {
+            let runs: Vec<_> = bounds
+                .windows(2)
+                .map(|w| {
+                    let (from, to) = (w[0], w[1]);
+                    s.spawn(move || self.reconcile_range(gi, from, to))
+                })
+                .collect();
+            // Every run is joined (a panic goes on up); the first error is the answer.
+            let mut first = Ok(());
+            for h in runs {
+                let r = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+                if first.is_ok() {
+                    first = r;
+                }
+            }
+            first
+        })
+    }
+
+    /// [`Mirror::reconcile`] over the keys `from <= key < to` (no bound where `None`).
+    fn reconcile_range(
+        &self,
+        gi: &GlobalIndex,
+        from: Option<&[u8]>,
+        to: Option<&[u8]>,
+    ) -> Result<()> {
+        let mut vol = gi
+            .entries_range(from, to)
+            .filter(|e| self.index.fits(e.key()))
+            .peekable();
         // Changes land at or before the walk's cursor.
-        self.index.walk(|it| {
+        self.index.walk_range(from, to, |it| {
             while let Some(e) = vol.next_if(|e| e.key().as_slice() < it.key.as_slice()) {
                 self.put(e.key(), None, Some(e.value()))?;
             }

@@ -81,8 +81,6 @@ pub(crate) struct PersistentIndex {
 /// One entry in tree order, as a walk finds it (its sequence number unread).
 #[derive(Clone, Debug)]
 pub(crate) struct Item {
-    /// The tree key (where a walk goes on from).
-    pub tree_key: Vec<u8>,
     pub key: Vec<u8>,
     pub word: u64,
     pub at: PmOffset,
@@ -135,6 +133,20 @@ fn tree_key(key: &[u8]) -> Vec<u8> {
     }
     k.extend_from_slice(&[0, 0]);
     k
+}
+
+/// The item of entry (`tree_key`, `word`).
+fn item(tree_key: Vec<u8>, word: u64) -> Result<Item> {
+    let mut key = Vec::with_capacity(tree_key.len());
+    decode_key(&tree_key, &mut key)?;
+    let (v, _) = decode_value(word)?;
+    Ok(Item {
+        key,
+        word,
+        at: v.at,
+        tomb: v.tomb,
+        blob: v.blob,
+    })
 }
 
 /// The user key of a tree key, into `out`; an ill-formed key is corruption.
@@ -285,48 +297,37 @@ impl PersistentIndex {
         Ok(Some((PmVersion { seq, ..v }, copies)))
     }
 
-    /// Up to `max` entries after tree key `after` (from the first when `None`), in tree order.
-    pub fn scan(&self, after: Option<&[u8]>, max: usize) -> Result<Vec<Item>> {
-        let from = after.map_or_else(Vec::new, |a| {
-            let mut k = a.to_vec();
-            k.push(0);
-            k
-        });
-        let batch = self.tree.scan(&from, None, max).map_err(index_error)?;
-        batch
-            .into_iter()
-            .map(|(tree_key, word)| {
-                let mut key = Vec::new();
-                decode_key(&tree_key, &mut key)?;
-                let (v, _) = decode_value(word)?;
-                Ok(Item {
-                    tree_key,
-                    key,
-                    word,
-                    at: v.at,
-                    tomb: v.tomb,
-                    blob: v.blob,
-                })
-            })
-            .collect()
+    /// Calls `f` on every entry in tree order, fetched a leaf at a time. `f` may change the
+    /// entry it is given or earlier ones: the walk goes on after the leaf it read last.
+    pub fn walk(&self, f: impl FnMut(Item) -> Result<()>) -> Result<()> {
+        self.walk_range(None, None, f)
     }
 
-    /// Calls `f` on every entry in tree order, fetched a batch at a time. `f` may change the
-    /// entry it is given or earlier ones: the walk goes on after the last entry fetched.
-    pub fn walk(&self, mut f: impl FnMut(Item) -> Result<()>) -> Result<()> {
-        const BATCH: usize = 256;
-        let mut after: Option<Vec<u8>> = None;
-        loop {
-            let batch = self.scan(after.as_deref(), BATCH)?;
-            let done = batch.len() < BATCH;
-            after = batch.last().map(|it| it.tree_key.clone());
-            for it in batch {
-                f(it)?;
-            }
-            if done {
-                return Ok(());
-            }
-        }
+    /// [`PersistentIndex::walk`] over the entries of user keys `from <= key < to` (no bound
+    /// where `None`).
+    pub fn walk_range(
+        &self,
+        from: Option<&[u8]>,
+        to: Option<&[u8]>,
+        mut f: impl FnMut(Item) -> Result<()>,
+    ) -> Result<()> {
+        // Tree keys sort as their user keys, and a user key's tree key is the least tree key
+        // of that user key or any above it (the escape keeps order; the terminator is 00 00).
+        let start = from.map_or_else(Vec::new, tree_key);
+        let end = to.map(tree_key);
+        let mut failed = None;
+        self.tree
+            .for_each_leaf(&start, end.as_deref(), |entries| {
+                for (k, w) in entries {
+                    if let Err(e) = item(k, w).and_then(&mut f) {
+                        failed = Some(e);
+                        return Ok(false);
+                    }
+                }
+                Ok(true)
+            })
+            .map_err(index_error)?;
+        failed.map_or(Ok(()), Err)
     }
 
     /// Brings `key`'s entry from value word `have` (what the writer last left there; `None`:

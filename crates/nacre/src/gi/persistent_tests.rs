@@ -69,24 +69,33 @@ type Model = BTreeMap<Vec<u8>, (PmVersion, u64)>;
 /// Every entry in tree order, and every key's read, against the model.
 fn check_all(ix: &PersistentIndex, m: &Model) {
     let mut got = Vec::new();
-    let mut after: Option<Vec<u8>> = None;
-    loop {
-        let batch = ix.scan(after.as_deref(), 5).expect("scan");
-        let done = batch.len() < 5;
-        after = batch.last().map(|it| it.tree_key.clone());
-        got.extend(
-            batch
-                .into_iter()
-                .map(|it| (it.key, it.at, it.tomb, it.blob)),
-        );
-        if done {
-            break;
-        }
-    }
+    ix.walk(|it| {
+        got.push((it.key, it.at, it.tomb, it.blob));
+        Ok(())
+    })
+    .expect("walk");
     let want: Vec<_> = m
         .iter()
         .map(|(k, (v, _))| (k.clone(), v.at, v.tomb, v.blob))
         .collect();
+    // Every range between two of the keys (escaped bytes and prefixes included).
+    for from in KEYS.iter().map(|k| Some(*k)).chain([None]) {
+        for to in KEYS.iter().map(|k| Some(*k)).chain([None]) {
+            let mut part = Vec::new();
+            ix.walk_range(from, to, |it| {
+                part.push(it.key);
+                Ok(())
+            })
+            .expect("walk_range");
+            let expect: Vec<Vec<u8>> = m
+                .keys()
+                .filter(|k| from.is_none_or(|f| k.as_slice() >= f))
+                .filter(|k| to.is_none_or(|t| k.as_slice() < t))
+                .cloned()
+                .collect();
+            assert_eq!(part, expect, "walk_range({from:?}, {to:?})");
+        }
+    }
     assert_eq!(got, want, "entries in tree order");
     for key in KEYS {
         assert_eq!(
@@ -389,7 +398,7 @@ fn a_flipped_value_in_the_pool_reads_as_corruption() {
         Arc::new(Pool::open_sim(image, &PoolOptions::with_backend(Backend::Sim)).expect("image"));
     let ix = open_on(&pool, &recs);
     assert!(matches!(ix.newest(b"key"), Err(Error::Corrupt { .. })));
-    assert!(matches!(ix.scan(None, 8), Err(Error::Corrupt { .. })));
+    assert!(matches!(ix.walk(|_| Ok(())), Err(Error::Corrupt { .. })));
     assert!(matches!(
         ix.change(b"key", Some(w), Some(&v), 1),
         Err(Error::Corrupt { .. })
