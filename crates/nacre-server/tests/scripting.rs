@@ -42,7 +42,8 @@ fn busy_then_killed(s: &Server, script: &str, kill: &str) {
     answered_busy_then_killed(s, looping, kill);
 }
 
-/// Other clients are told BUSY while `looping` runs; SCRIPT `kill` ends it with an error.
+/// Other clients are told BUSY while `looping` runs; `kill` KILL (SCRIPT or FUNCTION) ends
+/// it with an error.
 fn answered_busy_then_killed(
     s: &Server,
     looping: std::thread::JoinHandle<redis::RedisResult<redis::Value>>,
@@ -62,8 +63,8 @@ fn answered_busy_then_killed(
             r => panic!("no BUSY reply while the script loops: {r:?}"),
         }
     }
-    let ok: String = redis::cmd("SCRIPT")
-        .arg(kill)
+    let ok: String = redis::cmd(kill)
+        .arg("KILL")
         .query(&mut other)
         .expect("kill");
     assert_eq!(ok, "OK");
@@ -77,12 +78,12 @@ fn answered_busy_then_killed(
 #[test]
 fn a_script_that_loops_forever_is_answered_busy_and_killed() {
     let s = Server::start(&[]);
-    busy_then_killed(&s, "while true do end", "KILL");
+    busy_then_killed(&s, "while true do end", "SCRIPT");
     // Caught errors do not save it: the hook raises again.
     busy_then_killed(
         &s,
         "while true do pcall(function() while true do end end) end",
-        "KILL",
+        "SCRIPT",
     );
 }
 
@@ -113,7 +114,7 @@ fn a_run_that_turns_long_in_place_leaves_a_single_worker_serving() {
             .arg("loop")
             .query::<redis::Value>(&mut c)
     });
-    answered_busy_then_killed(&s, looping, "KILL");
+    answered_busy_then_killed(&s, looping, "SCRIPT");
 
     let url = s.url();
     let in_exec = std::thread::spawn(move || {
@@ -132,7 +133,37 @@ fn a_run_that_turns_long_in_place_leaves_a_single_worker_serving() {
             other => Ok(other),
         }
     });
-    answered_busy_then_killed(&s, in_exec, "KILL");
+    answered_busy_then_killed(&s, in_exec, "SCRIPT");
+
+    // A function, the same way: short runs first, then one that loops.
+    let _: String = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg(
+            "#!lua name=turns\n\
+             redis.register_function('f', function(keys, args) \
+             if args[1] == 'loop' then while true do end end return 1 end)",
+        )
+        .query(&mut c)
+        .expect("function load");
+    for _ in 0..50 {
+        let one: i64 = redis::cmd("FCALL")
+            .arg("f")
+            .arg(0)
+            .arg("once")
+            .query(&mut c)
+            .expect("short call");
+        assert_eq!(one, 1);
+    }
+    let url = s.url();
+    let looping = std::thread::spawn(move || {
+        let mut c = redis::Client::open(url.as_str())?.get_connection()?;
+        redis::cmd("FCALL")
+            .arg("f")
+            .arg(0)
+            .arg("loop")
+            .query::<redis::Value>(&mut c)
+    });
+    answered_busy_then_killed(&s, looping, "FUNCTION");
 }
 
 #[test]
