@@ -471,7 +471,12 @@ pub(crate) fn recover(
     }
     let mut subtables = Vec::new();
     for ((id, name, obj, list), act, recs, _) in parts {
-        let (mut gi, revisit, blobs) = build_gi(
+        let Built {
+            mut gi,
+            revisit,
+            blobs,
+            cuts,
+        } = build_gi(
             store,
             space,
             recs,
@@ -485,7 +490,7 @@ pub(crate) fn recover(
         claims.extend(blobs);
         if let Some(f) = &store.gi_forest {
             let t = Instant::now();
-            let m = f.reconcile(id as u32, &gi, threads);
+            let m = f.reconcile(id as u32, &gi, &cuts);
             rep.reconcile_elapsed += t.elapsed();
             gi.set_mirror(m);
         }
@@ -717,7 +722,7 @@ fn build_gi(
     recs: Vec<Found>,
     active: Option<&MemSource>,
     (threads, disk, keep_tombstones): (usize, bool, bool),
-) -> Result<(GlobalIndex, Vec<Vec<u8>>, Vec<Claim>)> {
+) -> Result<Built> {
     // Every copy of a key goes to one bucket; buckets are sorted and inserted in parallel
     // (the index is a concurrent skip list).
     let buckets = threads.max(1);
@@ -757,6 +762,19 @@ fn build_gi(
                 x.key.cmp(&y.key).then(y.seq.cmp(&x.seq))
             })
         });
+        // A bucket holds keys drawn by hash, so its quantiles cut the whole key space into
+        // runs of about as many keys: the persistent index's reconcile splits there.
+        let cuts: Vec<Vec<u8>> = if b == 0 && order.len() >= buckets {
+            (1..buckets)
+                .map(|i| {
+                    recs[order[order.len() * i / buckets].1 as usize]
+                        .key
+                        .clone()
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         // Per zone: live bytes and the largest live record.
         let mut live: std::collections::HashMap<u64, (u64, u32)> = std::collections::HashMap::new();
         let mut revisit: Vec<Vec<u8>> = Vec::new();
@@ -805,14 +823,16 @@ fn build_gi(
             }
             i = j;
         }
-        Ok((live, revisit, blobs))
+        Ok((live, revisit, blobs, cuts))
     })?;
     let mut zones = space.zones.lock();
     let mut revisit = Vec::new();
     let mut blobs = Vec::new();
-    for (live, r, b) in built {
+    let mut cuts = Vec::new();
+    for (live, r, b, c) in built {
         revisit.extend(r);
         blobs.extend(b);
+        cuts.extend(c);
         for (z, (n, max)) in live {
             if let Some(info) = zones.get_mut(&z) {
                 info.live += n;
@@ -820,7 +840,22 @@ fn build_gi(
             }
         }
     }
-    Ok((gi, revisit, blobs))
+    Ok(Built {
+        gi,
+        revisit,
+        blobs,
+        cuts,
+    })
+}
+
+/// What [`build_gi`] gives: the subtable's Global Index, the tombstones to look at again
+/// once their ghosts leave PM, the blob claims, and keys in order that cut the index into
+/// runs of about as many keys (one fewer than the recovery threads, or none).
+struct Built {
+    gi: GlobalIndex,
+    revisit: Vec<Vec<u8>>,
+    blobs: Vec<Claim>,
+    cuts: Vec<Vec<u8>>,
 }
 
 /// Runs `f(0..n)` on up to `threads` threads; results in index order, the first error wins.

@@ -193,22 +193,6 @@ impl GlobalIndex {
         self.map.range::<[u8], _>((lo, hi))
     }
 
-    /// Up to `parts - 1` keys that cut the index into `parts` runs of about as many keys,
-    /// in order (none when it holds fewer keys than `parts`).
-    pub fn split_keys(&self, parts: usize) -> Vec<Vec<u8>> {
-        let n = self.map.len();
-        if parts < 2 || n < parts {
-            return Vec::new();
-        }
-        let step = n / parts;
-        self.map
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| *i > 0 && i % step == 0 && i / step < parts)
-            .map(|(_, e)| e.key().clone())
-            .collect()
-    }
-
     /// Keys with an entry.
     pub fn keys(&self) -> usize {
         self.map.len()

@@ -242,7 +242,7 @@ impl GiForest {
         self: &Arc<Self>,
         id: u32,
         gi: &GlobalIndex,
-        threads: usize,
+        cuts: &[Vec<u8>],
     ) -> Option<Mirror> {
         let (a, b) = Self::slots(id);
         let slot = self.guard("pick a tree", || {
@@ -271,7 +271,7 @@ impl GiForest {
             dropped: AtomicBool::new(false),
         };
         if self.mutation != Some(RecoveryMutation::SkipIndexReconcile) {
-            self.guard("reconcile a tree", || m.reconcile(gi, threads))?;
+            self.guard("reconcile a tree", || m.reconcile(gi, cuts))?;
         }
         Some(m)
     }
@@ -589,10 +589,10 @@ impl Mirror {
 
     /// M3: ordered passes over the tree beside the volatile index, which change only what
     /// differs: entries of keys `gi` lacks go, keys only `gi` holds are written, and keys in
-    /// both are brought to the volatile entry. With `threads` above one, each thread takes
-    /// its own run of keys (the tree takes concurrent writers; no two touch one key).
-    fn reconcile(&self, gi: &GlobalIndex, threads: usize) -> Result<()> {
-        let cuts = gi.split_keys(threads);
+    /// both are brought to the volatile entry. Keys `cuts` (in order) split the work: a
+    /// thread per run of keys between two of them (the tree takes concurrent writers; no two
+    /// threads touch one key).
+    fn reconcile(&self, gi: &GlobalIndex, cuts: &[Vec<u8>]) -> Result<()> {
         if cuts.is_empty() {
             return self.reconcile_range(gi, None, None);
         }
