@@ -24,35 +24,22 @@ impl BzTree {
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, u64)>> {
         let mut out: Vec<(Vec<u8>, u64)> = Vec::new();
-        let mut cur = start.to_vec();
-        while out.len() < limit {
-            let upper = {
-                let g = self.pm.pin()?;
-                let (path, upper) = self.traverse(&g, &cur, true)?;
-                let leaf = path[path.len() - 1].node;
-                for (k, v) in self.entries(&g, &leaf)? {
-                    let below_end = end.is_none_or(|e| k.as_slice() < e);
-                    let after_last = out.last().is_none_or(|(l, _)| &k > l);
-                    if k.as_slice() >= start && below_end && after_last && out.len() < limit {
-                        out.push((k, v));
-                    }
-                }
-                upper
-            };
-            match upper {
-                Some(u) if end.is_none_or(|e| u.as_slice() < e) => cur = u,
-                _ => break,
-            }
+        if limit == 0 {
+            return Ok(out);
         }
+        self.for_each_leaf(start, end, |entries| {
+            out.extend(entries.into_iter().take(limit - out.len()));
+            Ok(out.len() < limit)
+        })?;
         Ok(out)
     }
 
     /// Hands `f` the entries with `start <= key < end` (no upper bound when `end` is `None`)
-    /// one leaf at a time, in key order: each leaf's snapshot as [`BzTree::scan`] takes it,
-    /// sorted, never empty. No guard is held while `f` runs, so `f` may change the tree; the
-    /// walk goes on from the leaf's upper bound as it was when the leaf was read, so every
-    /// key in the range that was there throughout is handed over once. `f` returns whether
-    /// to go on.
+    /// one leaf at a time, in key order: each leaf's snapshot, sorted, never empty, and
+    /// only keys above the last one handed over. No guard is held while `f` runs, so `f`
+    /// may change the tree; the walk goes on from the leaf's upper bound as it was when the
+    /// leaf was read, so every key in the range that was there throughout is handed over
+    /// once. `f` returns whether to go on.
     pub fn for_each_leaf(
         &self,
         start: &[u8],
@@ -60,6 +47,7 @@ impl BzTree {
         mut f: impl FnMut(Vec<(Vec<u8>, u64)>) -> Result<bool>,
     ) -> Result<()> {
         let mut cur = start.to_vec();
+        let mut last: Option<Vec<u8>> = None;
         loop {
             let (mut entries, upper) = {
                 let g = self.pm.pin()?;
@@ -68,10 +56,15 @@ impl BzTree {
                 (self.entries(&g, &leaf)?, upper)
             };
             entries.retain(|(k, _)| {
-                k.as_slice() >= cur.as_slice() && end.is_none_or(|e| k.as_slice() < e)
+                k.as_slice() >= start
+                    && end.is_none_or(|e| k.as_slice() < e)
+                    && last.as_ref().is_none_or(|l| k > l)
             });
-            if !entries.is_empty() && !f(entries)? {
-                return Ok(());
+            if let Some((k, _)) = entries.last() {
+                last = Some(k.clone());
+                if !f(entries)? {
+                    return Ok(());
+                }
             }
             match upper {
                 Some(u) if end.is_none_or(|e| u.as_slice() < e) => cur = u,

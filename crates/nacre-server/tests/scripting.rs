@@ -25,14 +25,23 @@ fn eval_in_thread<T: redis::FromRedisValue + Send + 'static>(
     s: &Server,
     script: &str,
 ) -> std::thread::JoinHandle<redis::RedisResult<T>> {
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(script).arg(0);
+    query_in_thread(s, cmd)
+}
+
+/// Sends `cmd` on a connection of its own, in a thread.
+fn query_in_thread<T: redis::FromRedisValue + Send + 'static>(
+    s: &Server,
+    cmd: redis::Cmd,
+) -> std::thread::JoinHandle<redis::RedisResult<T>> {
     let url = s.url();
-    let script = script.to_string();
     std::thread::spawn(move || {
         let mut c = redis::Client::open(url.as_str())
             .expect("client")
             .get_connection()
             .expect("connect");
-        redis::cmd("EVAL").arg(script).arg(0).query::<T>(&mut c)
+        cmd.query::<T>(&mut c)
     })
 }
 
@@ -105,16 +114,9 @@ fn a_run_that_turns_long_in_place_leaves_a_single_worker_serving() {
         assert_eq!(one, 1);
     }
     short_threshold(&s);
-    let url = s.url();
-    let looping = std::thread::spawn(move || {
-        let mut c = redis::Client::open(url.as_str())?.get_connection()?;
-        redis::cmd("EVAL")
-            .arg(script)
-            .arg(0)
-            .arg("loop")
-            .query::<redis::Value>(&mut c)
-    });
-    answered_busy_then_killed(&s, looping, "SCRIPT");
+    let mut looping = redis::cmd("EVAL");
+    looping.arg(script).arg(0).arg("loop");
+    answered_busy_then_killed(&s, query_in_thread(&s, looping), "SCRIPT");
 
     let url = s.url();
     let in_exec = std::thread::spawn(move || {
@@ -154,16 +156,9 @@ fn a_run_that_turns_long_in_place_leaves_a_single_worker_serving() {
             .expect("short call");
         assert_eq!(one, 1);
     }
-    let url = s.url();
-    let looping = std::thread::spawn(move || {
-        let mut c = redis::Client::open(url.as_str())?.get_connection()?;
-        redis::cmd("FCALL")
-            .arg("f")
-            .arg(0)
-            .arg("loop")
-            .query::<redis::Value>(&mut c)
-    });
-    answered_busy_then_killed(&s, looping, "FUNCTION");
+    let mut looping = redis::cmd("FCALL");
+    looping.arg("f").arg(0).arg("loop");
+    answered_busy_then_killed(&s, query_in_thread(&s, looping), "FUNCTION");
 }
 
 #[test]

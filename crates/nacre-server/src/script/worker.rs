@@ -22,16 +22,22 @@ const HAND_OFF_WAIT: Duration = Duration::from_millis(200);
 /// Runs `f`, which may take long (a script), with the runtime's other tasks moved to another
 /// thread first, so that other clients are served (and told BUSY) meanwhile.
 pub fn off_worker<R>(f: impl FnOnce() -> R) -> R {
-    match tokio::runtime::Handle::try_current() {
-        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(|| {
-                let was = OFF_WORKER.replace(true);
-                let _restore = Restore(was);
-                f()
-            })
-        }
-        _ => f(),
+    if multi_thread_runtime().is_none() {
+        return f();
     }
+    tokio::task::block_in_place(|| {
+        let was = OFF_WORKER.replace(true);
+        let _restore = Restore(was);
+        f()
+    })
+}
+
+/// The runtime this thread runs in, when it is multi-threaded (where `block_in_place` may
+/// move a worker's queue away).
+fn multi_thread_runtime() -> Option<tokio::runtime::Handle> {
+    tokio::runtime::Handle::try_current()
+        .ok()
+        .filter(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
 }
 
 /// Puts [`OFF_WORKER`] back as it was, also when the run unwinds.
@@ -51,12 +57,9 @@ pub fn run_went_long(hooks: u32) {
     if OFF_WORKER.get() || !hooks.is_power_of_two() {
         return;
     }
-    let Ok(h) = tokio::runtime::Handle::try_current() else {
+    let Some(h) = multi_thread_runtime() else {
         return;
     };
-    if h.runtime_flavor() != tokio::runtime::RuntimeFlavor::MultiThread {
-        return;
-    }
     // A task spawned here joins this worker's own queue. `block_in_place` gives that queue
     // to a new thread; the marker runs once that thread (or a worker stealing from the
     // queue, when there are others to serve clients anyway) takes it. Waiting for it keeps
