@@ -15,13 +15,14 @@
 //! - (N4) Replies are written without blocking the task; output over the client class's
 //!   `client-output-buffer-limit` disconnects the client, as Redis does.
 //! - (N5) A connection runs one round (the requests it has buffered) per turn: after a
-//!   round that ran requests, its task yields before it reads again, so every other ready
-//!   client, and the runtime's I/O driver that finds them ready, get their turn first (as
-//!   Redis serves each ready client once per pass of its event loop). Without it, a client
-//!   whose next pipeline is already in the socket when its replies go out kept its task
-//!   running round after round, while the runtime, which looks for ready sockets only
-//!   every few dozen task polls when it is never idle, left the other clients' requests
-//!   unread: at `-P 16` on one key, requests waited 100-470 ms.
+//!   round that ran requests, its task queues itself again behind the tasks already ready
+//!   before it reads again, so every other ready client, and the runtime's I/O driver that
+//!   finds them ready, get their turn first (as Redis serves each ready client once per
+//!   pass of its event loop). Without it, a client whose next pipeline is already in the
+//!   socket when its replies go out kept its task running round after round, while the
+//!   runtime, which looks for ready sockets only every few dozen task polls when it is
+//!   never idle, left the other clients' requests unread: at `-P 16` on one key, requests
+//!   waited 100-470 ms.
 
 use std::collections::VecDeque;
 use std::io::ErrorKind;
@@ -37,6 +38,29 @@ use crate::client::Client;
 use crate::cmd::{execute, Outcome};
 use crate::config::OutputLimit;
 use crate::shared::{ClientInfo, Shared};
+
+/// Gives the thread back for one turn (N5): the task is queued again at once, behind the
+/// tasks already ready. (`tokio::task::yield_now` instead waits until the runtime has looked
+/// for ready sockets, which puts clients whose requests arrived after this one's ahead of
+/// it: an `EXEC` sent before another client's `LPUSH` would run after it.)
+struct Requeue(bool);
+
+impl std::future::Future for Requeue {
+    type Output = ();
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        if self.0 {
+            return std::task::Poll::Ready(());
+        }
+        self.0 = true;
+        // A task that wakes itself while it runs goes to the back of its thread's queue.
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
+    }
+}
 
 /// Replies held (unsent, or waiting for their commit) before requests stop running.
 const MAX_QUEUED: usize = 1024;
@@ -686,7 +710,7 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, info: Arc<ClientInfo>
         }
         // N5: a round ran; the other ready clients go before this one reads again.
         if ran {
-            tokio::task::yield_now().await;
+            Requeue(false).await;
         }
         // Wait for input, room in the socket, the next commit, a monitor line or a kill.
         let waiting = io.q.waiting();

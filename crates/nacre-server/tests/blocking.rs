@@ -385,3 +385,90 @@ fn client_unblock_and_swapdb_wake_parked_clients() {
         .unwrap();
     assert_eq!(h.join().unwrap(), Value::Array(vec![bulk("k"), bulk("v")]));
 }
+
+/// Redis's list.tcl "BRPOPLPUSH does not affect WATCH while still blocked": a client's
+/// `EXEC`, sent before another client's `LPUSH` serves a parked BRPOPLPUSH into the key it
+/// watches, runs first and commits. (A connection that gave its thread back after each round
+/// with tokio's `yield_now` came back only after the runtime looked for ready sockets, so
+/// the `LPUSH` sent after its `EXEC` could run first and abort it; see N5 in conn.rs.)
+#[test]
+fn an_exec_sent_before_another_clients_push_runs_first() {
+    use std::io::{BufRead, BufReader, Write};
+    let s = Server::start(&["--io-threads", "1"]);
+    let mut c = s.conn();
+    let line = |r: &mut BufReader<std::net::TcpStream>| {
+        let mut l = String::new();
+        r.read_line(&mut l).expect("reply");
+        l
+    };
+    // Other clients keep the serving thread busy, as the rest of a test suite would.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let busy: Vec<_> = (0..4)
+        .map(|_| {
+            let (w, stop) = (s.raw(), stop.clone());
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(w.try_clone().unwrap());
+                let batch = b"INCR busy\r\n".repeat(16);
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    (&w).write_all(&batch).unwrap();
+                    for _ in 0..16 {
+                        let mut l = String::new();
+                        r.read_line(&mut l).unwrap();
+                    }
+                }
+            })
+        })
+        .collect();
+    let rounds = 50;
+    let mut aborted = 0;
+    for _ in 0..rounds {
+        let _: () = redis::cmd("DEL")
+            .arg(&["srclist", "dstlist", "somekey"])
+            .query(&mut c)
+            .unwrap();
+        let _: () = redis::cmd("SET")
+            .arg("somekey")
+            .arg("somevalue")
+            .query(&mut c)
+            .unwrap();
+        let mut blocked = s.raw();
+        blocked
+            .write_all(b"BRPOPLPUSH srclist dstlist 0\r\n")
+            .unwrap();
+        wait_blocked(&s, 1);
+        let w = s.raw();
+        let mut r = BufReader::new(w.try_clone().unwrap());
+        for (req, want) in [
+            (&b"WATCH dstlist\r\n"[..], "+OK\r\n"),
+            (b"MULTI\r\n", "+OK\r\n"),
+            (b"GET somekey\r\n", "+QUEUED\r\n"),
+        ] {
+            (&w).write_all(req).unwrap();
+            assert_eq!(line(&mut r), want);
+        }
+        (&w).write_all(b"EXEC\r\n").unwrap();
+        let _: () = redis::cmd("LPUSH")
+            .arg("srclist")
+            .arg("element")
+            .query(&mut c)
+            .unwrap();
+        let head = line(&mut r);
+        if head == "*1\r\n" {
+            assert_eq!(line(&mut r), "$9\r\n");
+            assert_eq!(line(&mut r), "somevalue\r\n");
+        } else {
+            assert_eq!(head, "*-1\r\n", "EXEC's reply");
+            aborted += 1;
+        }
+        drop(blocked);
+        wait_blocked(&s, 0);
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for b in busy {
+        b.join().unwrap();
+    }
+    assert_eq!(
+        aborted, 0,
+        "{aborted} of {rounds} EXECs ran after the later LPUSH"
+    );
+}
