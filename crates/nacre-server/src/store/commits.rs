@@ -70,6 +70,10 @@ struct Handed {
     /// The engine's token of every commit handed over and not known resolved when the
     /// last batches were taken: what a staged batch that read from it names (K7).
     tokens: VecDeque<(u64, WriteToken)>,
+    /// Commits handed to the engine's committer thread and resolved by the completer, since
+    /// the start (`INFO nacre`'s `commits_via_committer`): on `dax` and `emulated` only
+    /// those the engine could not commit on the flushing thread without waiting (K6).
+    via_committer: u64,
 }
 
 /// Rounds closer together than this (microseconds) count as a crowd.
@@ -185,6 +189,7 @@ fn to_completer(q: &mut Handed, meta: Meta, fut: WriteFuture, left: &mut Vec<InF
         deltas,
     };
     q.async_last = ticket;
+    q.via_committer += 1;
     match &q.tx {
         Some(tx) => {
             if let Err(e) = tx.send(f) {
@@ -254,6 +259,7 @@ impl Commits {
                 async_last: 0,
                 tx: Some(tx),
                 tokens: VecDeque::new(),
+                via_committer: 0,
             }),
             rx: Mutex::new(Some(rx)),
             durable: watch::Sender::new(0),
@@ -615,6 +621,12 @@ impl Commits {
         self.failures.lock().insert(ticket, why);
         self.any_failed
             .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// How many commits went through the engine's committer thread (see
+    /// `Handed::via_committer`).
+    pub fn via_committer(&self) -> u64 {
+        self.handed.lock().via_committer
     }
 
     /// The last ticket handed out.
