@@ -412,8 +412,7 @@ fn an_exec_sent_before_another_clients_push_runs_first() {
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     (&w).write_all(&batch).unwrap();
                     for _ in 0..16 {
-                        let mut l = String::new();
-                        r.read_line(&mut l).unwrap();
+                        line(&mut r);
                     }
                 }
             })

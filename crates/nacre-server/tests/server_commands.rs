@@ -929,10 +929,8 @@ fn info_counts_the_commits_that_went_through_the_committer() {
             .query(&mut c)
             .unwrap();
     }
-    let queued: u64 = common::info_field(&mut c, "nacre", "commits_queued")
-        .parse()
-        .unwrap();
-    let via: u64 = common::info_field(&mut c, "nacre", "commits_via_committer")
+    let queued: u64 = info(&mut c, "nacre", "commits_queued").parse().unwrap();
+    let via: u64 = info(&mut c, "nacre", "commits_via_committer")
         .parse()
         .unwrap();
     assert!(queued >= 50, "{queued}");
