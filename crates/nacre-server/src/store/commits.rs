@@ -70,8 +70,9 @@ struct Handed {
     /// The engine's token of every commit handed over and not known resolved when the
     /// last batches were taken: what a staged batch that read from it names (K7).
     tokens: VecDeque<(u64, WriteToken)>,
-    /// Commits handed to the engine's committer thread since the start (`INFO nacre`'s `commits_via_committer`): on `dax` and `emulated` only
-    /// those the engine could not commit on the flushing thread without waiting (K6).
+    /// Commits handed to the engine's committer thread since the start (`INFO nacre`'s
+    /// `commits_via_committer`): on `dax` and `emulated` only those the engine could not
+    /// commit on the flushing thread without waiting (K6).
     via_committer: u64,
 }
 
