@@ -712,6 +712,11 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, info: Arc<ClientInfo>
         if ran {
             Requeue(false).await;
         }
+        // What CLIENT LIST shows of its replies while it waits.
+        info.omem.store(io.q.unsent(), Ordering::Relaxed);
+        info.oll.store(io.q.marks.len(), Ordering::Relaxed);
+        info.out_cap.store(io.q.bytes.capacity(), Ordering::Relaxed);
+        info.wants_write.store(io.q.writable(), Ordering::Relaxed);
         // Wait for input, room in the socket, the next commit, a monitor line or a kill.
         let waiting = io.q.waiting();
         tokio::select! {

@@ -68,6 +68,14 @@ pub struct ClientInfo {
     pub qbuf: AtomicUsize,
     /// Its query buffer's capacity (`qbuf` + `qbuf-free`), as its last round left it.
     pub qbuf_cap: AtomicUsize,
+    /// Reply bytes not yet written to its socket, as its last round left them (`omem`).
+    pub omem: AtomicUsize,
+    /// Replies held until their commits are durable (`oll`).
+    pub oll: AtomicUsize,
+    /// Its reply buffer's capacity (with the query buffer's, `tot-mem`).
+    pub out_cap: AtomicUsize,
+    /// Whether it waits for room in its socket (`events=rw`).
+    pub wants_write: AtomicBool,
     /// Asks the connection to resize its query buffer (see [`crate::conn::trim_cron`]).
     pub trim: Notify,
     /// Set by `CLIENT KILL`; the connection closes.
@@ -126,6 +134,10 @@ impl ClientInfo {
             last_cmd: Mutex::new(("NULL", None)),
             qbuf: AtomicUsize::new(0),
             qbuf_cap: AtomicUsize::new(0),
+            omem: AtomicUsize::new(0),
+            oll: AtomicUsize::new(0),
+            out_cap: AtomicUsize::new(0),
+            wants_write: AtomicBool::new(false),
             trim: Notify::new(),
             killed: AtomicBool::new(false),
             kill: Notify::new(),
@@ -192,7 +204,7 @@ impl ClientInfo {
             flags.push('N');
         }
         format!(
-            "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db={} sub={} psub={} ssub=0 multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user={} redir=-1 resp={}",
+            "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db={} sub={} psub={} ssub=0 multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll={} omem={} tot-mem={} events={} cmd={} user={} redir=-1 resp={}",
             self.id,
             self.addr,
             self.laddr,
@@ -208,6 +220,14 @@ impl ClientInfo {
             self.qbuf_cap
                 .load(Ordering::Relaxed)
                 .saturating_sub(self.qbuf.load(Ordering::Relaxed)),
+            self.oll.load(Ordering::Relaxed),
+            self.omem.load(Ordering::Relaxed),
+            self.qbuf_cap.load(Ordering::Relaxed) + self.out_cap.load(Ordering::Relaxed),
+            if self.wants_write.load(Ordering::Relaxed) {
+                "rw"
+            } else {
+                "r"
+            },
             {
                 let (name, sub) = *self.last_cmd.lock();
                 crate::cmd::registry::full_name(name, sub)

@@ -412,20 +412,63 @@ fn client_reply_off_skip_and_on() {
     assert_eq!(got, ["*3", "$7", "$2", "$2"]);
 }
 
-/// `qbuf` + `qbuf-free` of the client named `name` in `CLIENT LIST`.
-fn query_buffer(c: &mut redis::Connection, name: &str) -> usize {
+/// Field `f` (with its `=`) of the client named `name` in `CLIENT LIST`.
+fn client_field(c: &mut redis::Connection, name: &str, f: &str) -> String {
     let list: String = redis::cmd("CLIENT").arg("LIST").query(c).unwrap();
     let line = list
         .lines()
         .find(|l| l.contains(&format!(" name={name} ")))
         .unwrap_or_else(|| panic!("no client {name} in {list}"));
-    let field = |f: &str| -> usize {
-        line.split(' ')
-            .find_map(|kv| kv.strip_prefix(f))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("no {f} in {line}"))
-    };
-    field("qbuf=") + field("qbuf-free=")
+    line.split(' ')
+        .find_map(|kv| kv.strip_prefix(f))
+        .unwrap_or_else(|| panic!("no {f} in {line}"))
+        .to_string()
+}
+
+/// A numeric field of the client named `name` in `CLIENT LIST`.
+fn client_number(c: &mut redis::Connection, name: &str, f: &str) -> usize {
+    let v = client_field(c, name, f);
+    v.parse().unwrap_or_else(|_| panic!("{f}{v}"))
+}
+
+/// `qbuf` + `qbuf-free` of the client named `name` in `CLIENT LIST`.
+fn query_buffer(c: &mut redis::Connection, name: &str) -> usize {
+    client_number(c, name, "qbuf=") + client_number(c, name, "qbuf-free=")
+}
+
+/// `CLIENT LIST` shows the replies a client has not read: `omem` (bytes not yet written to
+/// its socket) and `events=rw` while the server waits for room in it; once it reads them,
+/// `omem=0` and `events=r`. (They were always 0 and `r`.)
+#[test]
+fn client_list_shows_the_replies_a_client_has_not_read() {
+    let s = Server::start(&[]);
+    let mut admin = s.conn();
+    let _: () = redis::cmd("SET")
+        .arg("big")
+        .arg(vec![b'v'; 1 << 20])
+        .query(&mut admin)
+        .unwrap();
+    let mut slow = s.raw();
+    slow.write_all(&cmd(&[b"CLIENT", b"SETNAME", b"slow"]))
+        .expect("send");
+    let mut r = BufReader::new(slow.try_clone().expect("clone"));
+    assert_eq!(read_replies(&mut r, 1), ["+OK"]);
+    assert_eq!(client_number(&mut admin, "slow", "omem="), 0);
+    assert_eq!(client_field(&mut admin, "slow", "events="), "r");
+    // 16 MB of replies it does not read: more than the socket takes.
+    let gets: Vec<u8> = (0..16).flat_map(|_| cmd(&[b"GET", b"big"])).collect();
+    slow.write_all(&gets).expect("send");
+    common::wait_for("omem and events=rw", Duration::from_secs(10), || {
+        client_number(&mut admin, "slow", "omem=") > 1 << 20
+            && client_field(&mut admin, "slow", "events=") == "rw"
+    });
+    let tot = client_number(&mut admin, "slow", "tot-mem=");
+    assert!(tot > 1 << 20, "tot-mem={tot}");
+    assert_eq!(read_replies(&mut r, 16).len(), 16);
+    common::wait_for("omem=0 and events=r", Duration::from_secs(10), || {
+        client_number(&mut admin, "slow", "omem=") == 0
+            && client_field(&mut admin, "slow", "events=") == "r"
+    });
 }
 
 #[test]
