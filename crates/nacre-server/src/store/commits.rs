@@ -76,6 +76,11 @@ struct Handed {
     via_committer: u64,
 }
 
+/// How many times one flush takes the staged batches (K6): under a steady stream of
+/// commands from other threads there is always more staged, and a flush that took it all
+/// would hold its connection's replies as long as the stream lasts.
+pub const FLUSH_ROUNDS: u32 = 4;
+
 /// Rounds closer together than this (microseconds) count as a crowd.
 pub const CROWD_GAP_US: u64 = 25;
 /// Rounds in a row that make a crowd.
@@ -143,6 +148,9 @@ pub struct Commits {
     ready: Mutex<std::collections::BTreeMap<u64, Outcomes>>,
     /// Held by the thread resolving `ready`'s runs.
     resolver: Mutex<()>,
+    /// A flush that stopped after [`FLUSH_ROUNDS`] with batches still staged hands the
+    /// flush on through this: one connection waiting for a ticket wakes and flushes.
+    flush_turn: tokio::sync::Notify,
 }
 
 /// Batches a flush gave their places in the engine's commit order (see
@@ -273,6 +281,7 @@ impl Commits {
             turn: std::sync::atomic::AtomicU64::new(1),
             ready: Mutex::new(std::collections::BTreeMap::new()),
             resolver: Mutex::new(()),
+            flush_turn: tokio::sync::Notify::new(),
         }
     }
 
@@ -431,19 +440,30 @@ impl Commits {
     /// Resolves the runs in `ready` whose turn it is, unless another thread is resolving
     /// (it looks again after it lets go, so a run left meanwhile is not forgotten).
     fn resolve_ready(&self, store: &Store) {
+        // Every run whose turn has come, as one: consecutive runs resolve together (each
+        // resolution locks the stripes of its keys, which a hot key's commands contend for).
         let next = |commits: &Commits| {
             let mut r = commits.ready.lock();
-            let turn = commits.turn.load(std::sync::atomic::Ordering::Acquire);
-            match r.first_entry() {
-                Some(e) if *e.key() == turn => Some(e.remove()),
-                _ => None,
+            let mut want = commits.turn.load(std::sync::atomic::Ordering::Acquire);
+            let mut out: Outcomes = Vec::new();
+            while let Some(e) = r.first_entry() {
+                if *e.key() != want {
+                    break;
+                }
+                let run = e.remove();
+                want = run.last().map_or(want, |d| d.0 .0 + 1);
+                out.extend(run);
             }
+            out
         };
-        loop {
+        // Under a steady stream other threads keep leaving runs: after FLUSH_ROUNDS, a
+        // connection waiting for a ticket resolves the rest (K6).
+        for _ in 0..FLUSH_ROUNDS {
             let Some(resolver) = self.resolver.try_lock() else {
                 return;
             };
-            while let Some(run) = next(self) {
+            let run = next(self);
+            if !run.is_empty() {
                 self.resolve_run(store, run);
             }
             drop(resolver);
@@ -457,6 +477,7 @@ impl Commits {
                 return;
             }
         }
+        self.hand_on();
     }
 
     /// Resolves consecutive commits whose turn it is: records failures, drops their
@@ -512,7 +533,9 @@ impl Commits {
         // looks again once it lets go (what was staged before a flush found it busy is seen
         // by that look). The records are written after it lets go, so the next flush gives
         // its batches their places meanwhile and several write theirs at once.
-        loop {
+        // Under a steady stream from other threads there is always more: after
+        // FLUSH_ROUNDS takes, a connection waiting for a ticket flushes the rest.
+        for _ in 0..FLUSH_ROUNDS {
             let Some(resolving) = self.resolving.try_lock() else {
                 return;
             };
@@ -525,6 +548,37 @@ impl Commits {
                 return;
             }
         }
+        self.hand_on();
+    }
+
+    /// A flush stopped with batches staged, or a resolution with runs in turn: one
+    /// connection waiting for a ticket goes on with both ([`Commits::help`]; a stored
+    /// permit if none waits now, taken by the next).
+    fn hand_on(&self) {
+        if !super::mutated(super::MUTATE_NO_FLUSH_HANDOFF) {
+            self.flush_turn.notify_one();
+        }
+    }
+
+    /// What a connection handed the flush does (K6): flushes what is staged and resolves
+    /// the runs whose turn has come.
+    fn help(&self, store: &Store) {
+        self.flush(store);
+        self.resolve_ready(store);
+    }
+
+    /// Keeps every flush from starting until the guard goes, as a flush busy on another
+    /// thread does (tests only).
+    #[cfg(feature = "testing")]
+    pub fn hold_flushes(&self) -> MutexGuard<'_, ()> {
+        self.resolving.lock()
+    }
+
+    /// What a flush does when it stops after [`FLUSH_ROUNDS`] with batches staged (tests
+    /// only, with [`Commits::hold_flushes`]).
+    #[cfg(feature = "testing")]
+    pub fn flush_stopped(&self) {
+        self.hand_on();
     }
 
     /// The body of [`Commits::commit_here`] under `resolving`: takes the staged batches and
@@ -642,8 +696,14 @@ impl Commits {
         if *self.durable.borrow() < ticket {
             self.flush(store);
             let mut rx = self.durable.subscribe();
-            // The sender lives as long as `self`.
-            let _ = rx.wait_for(|d| *d >= ticket).await;
+            loop {
+                tokio::select! {
+                    // The sender lives as long as `self`.
+                    _ = rx.wait_for(|d| *d >= ticket) => break,
+                    // K6: a flush stopped with batches staged; this one may be among them.
+                    () = self.flush_turn.notified() => self.help(store),
+                }
+            }
         }
         self.failed(ticket).map_or(Ok(()), Err)
     }
@@ -661,6 +721,8 @@ impl Commits {
                 break;
             }
             std::thread::sleep(std::time::Duration::from_micros(100));
+            // K6: a flush may have stopped with this ticket's batch staged.
+            self.help(store);
         }
         self.failed(ticket).map_or(Ok(()), Err)
     }

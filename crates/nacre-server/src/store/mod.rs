@@ -28,6 +28,11 @@
 //!   dropped before it is published durable. A batch the engine cannot
 //!   commit without waiting goes to the committer, and every later one with it, and the
 //!   completer resolves them in order, in turn.
+//!   A flush takes the staged batches, and a resolver the runs in turn, at most
+//!   [`commits::FLUSH_ROUNDS`] times; if more are left after its last take, it hands on to
+//!   a connection waiting for a ticket (`Commits::wait` flushes and resolves when handed
+//!   it), so its own connection's replies never wait behind other connections' commits
+//!   for more than those rounds, and nothing is left staged or unresolved.
 //! - K7 (a failure spreads only to what read it): a command's batch depends on the commits
 //!   whose pending entries it read (`WriteBatch::after`, which fails it if one of them
 //!   failed, and commits it only after they did or with them); a read-only reply that read
@@ -89,6 +94,9 @@ pub const MUTATE_NO_NAMESPACE_RECORD: u8 = 2;
 /// `MUTATION`: a stream delivery records the group's pending entry without the consumer's
 /// (breaks G1, which the torture test checks after every recovery).
 pub const MUTATE_STREAM_NO_OWNER: u8 = 3;
+/// `MUTATION`: a flush that stops with batches staged does not hand the flush on (breaks
+/// K6: a batch can be left staged with nobody to flush it).
+pub const MUTATE_NO_FLUSH_HANDOFF: u8 = 4;
 
 /// Whether the torture test switched rule `m` off (never without the `testing` feature).
 #[inline]
