@@ -196,7 +196,7 @@ impl Engine {
         for sub in self.all_subtables() {
             for e in sub.inner.gi().entries() {
                 let want = ghosts
-                    .get(&(sub.id(), e.key().clone()))
+                    .get(&(sub.id(), e.key().to_vec()))
                     .copied()
                     .unwrap_or(0);
                 if e.value().ghosts() != want {

@@ -56,7 +56,7 @@ pub(crate) fn spill(
                 value_at(pool, zones, v.at, verify)?
             };
             Ok(Entry {
-                key: key.clone(),
+                key: key.to_vec(),
                 seq: v.seq,
                 value,
             })

@@ -39,9 +39,21 @@ pub(crate) struct Version {
     pub blob: bool,
 }
 
+/// A key's versions, newest first: one is kept inline (most keys have one), more on the heap.
+pub(crate) type Versions = smallvec::SmallVec<[Version; 1]>;
+
+/// `v` as [`Versions`]: inline when it holds at most one version.
+fn compact(v: Vec<Version>) -> Versions {
+    if v.len() <= 1 {
+        v.into_iter().collect()
+    } else {
+        Versions::from_vec(v)
+    }
+}
+
 /// A key's entry.
 pub(crate) struct KeyEntry {
-    versions: ArcSwap<Vec<Version>>,
+    versions: ArcSwap<Versions>,
     ghosts: AtomicU64,
     born: AtomicU64,
 }
@@ -49,18 +61,18 @@ pub(crate) struct KeyEntry {
 impl KeyEntry {
     pub fn new(versions: Vec<Version>, ghosts: u64, born: u64) -> KeyEntry {
         KeyEntry {
-            versions: ArcSwap::from_pointee(versions),
+            versions: ArcSwap::from_pointee(compact(versions)),
             ghosts: AtomicU64::new(ghosts),
             born: AtomicU64::new(born),
         }
     }
 
-    pub fn versions(&self) -> Arc<Vec<Version>> {
+    pub fn versions(&self) -> Arc<Versions> {
         self.versions.load_full()
     }
 
     pub fn set_versions(&self, v: Vec<Version>) {
-        self.versions.store(Arc::new(v));
+        self.versions.store(Arc::new(compact(v)));
     }
 
     pub fn ghosts(&self) -> u64 {
@@ -96,7 +108,8 @@ impl KeyEntry {
 /// The Global Index of one subtable.
 #[derive(Default)]
 pub(crate) struct GlobalIndex {
-    map: SkipMap<Vec<u8>, KeyEntry>,
+    /// Keys boxed: a `Vec`'s capacity word would be in every node.
+    map: SkipMap<Box<[u8]>, KeyEntry>,
     versions: AtomicU64,
     /// Its copy in PM, with `Options::persistent_index` (mirror.rs).
     pm: Option<Mirror>,
@@ -153,13 +166,13 @@ impl GlobalIndex {
     pub fn entry(
         &self,
         key: &[u8],
-    ) -> Option<crossbeam_skiplist::map::Entry<'_, Vec<u8>, KeyEntry>> {
+    ) -> Option<crossbeam_skiplist::map::Entry<'_, Box<[u8]>, KeyEntry>> {
         self.map.get(key)
     }
 
     /// Inserts or replaces `key`'s entry (writer only).
     pub fn put_entry(&self, key: Vec<u8>, e: KeyEntry) {
-        self.map.insert(key, e);
+        self.map.insert(key.into_boxed_slice(), e);
     }
 
     /// Removes `key`'s entry (writer only).
@@ -178,7 +191,7 @@ impl GlobalIndex {
     }
 
     /// Every entry, in key order (checks).
-    pub fn entries(&self) -> crossbeam_skiplist::map::Iter<'_, Vec<u8>, KeyEntry> {
+    pub fn entries(&self) -> crossbeam_skiplist::map::Iter<'_, Box<[u8]>, KeyEntry> {
         self.map.iter()
     }
 
@@ -187,7 +200,7 @@ impl GlobalIndex {
         &'a self,
         from: Option<&'a [u8]>,
         to: Option<&'a [u8]>,
-    ) -> impl Iterator<Item = crossbeam_skiplist::map::Entry<'a, Vec<u8>, KeyEntry>> + 'a {
+    ) -> impl Iterator<Item = crossbeam_skiplist::map::Entry<'a, Box<[u8]>, KeyEntry>> + 'a {
         let lo = from.map_or(Bound::Unbounded, Bound::Included);
         let hi = to.map_or(Bound::Unbounded, Bound::Excluded);
         self.map.range::<[u8], _>((lo, hi))
@@ -248,8 +261,7 @@ impl MemIndex for GlobalIndex {
                 e.value().set_versions(vs);
             }
             None => {
-                self.map
-                    .insert(key.to_vec(), KeyEntry::new(vec![v], 0, seq));
+                self.map.insert(key.into(), KeyEntry::new(vec![v], 0, seq));
             }
         }
         self.count_versions(1, 0);

@@ -633,10 +633,10 @@ impl Mirror {
             .peekable();
         // Changes land at or before the walk's cursor.
         self.index.walk_range(from, to, |it| {
-            while let Some(e) = vol.next_if(|e| e.key().as_slice() < it.key.as_slice()) {
+            while let Some(e) = vol.next_if(|e| e.key()[..] < it.key[..]) {
                 self.put(e.key(), None, Some(e.value()))?;
             }
-            let e = vol.next_if(|e| *e.key() == it.key);
+            let e = vol.next_if(|e| e.key()[..] == it.key[..]);
             self.put(&it.key, Some(it.word), e.as_ref().map(|e| e.value()))
         })?;
         for e in vol {
