@@ -2,15 +2,17 @@
 //! read what it queued, on the connection's thread (`emulated`) and through the committer
 //! (`msync`), and no other client's writes.
 
+mod common;
+
 use std::sync::Arc;
 
-use nacre::{Db, Options};
+use nacre::Options;
 use nacre_pmem::Backend;
 use nacre_resp::Reply;
 use nacre_server::client::Client;
 use nacre_server::cmd::{execute, Outcome};
 use nacre_server::shared::{ClientInfo, Shared};
-use nacre_server::store::{self, Commits};
+use nacre_server::store::Commits;
 
 fn open(backend: Backend, dir: &std::path::Path) -> Arc<Shared> {
     let mut o = Options::new(dir.join("db.pool")).backend(backend);
@@ -18,17 +20,7 @@ fn open(backend: Backend, dir: &std::path::Path) -> Arc<Shared> {
     o.zone_size = 256 << 10;
     o.memtable_size = 1 << 20;
     o.recovery_threads = 2;
-    let db = Db::open(o).expect("open");
-    let (st, report, snap) = store::open::open_db(db, 1, Default::default()).expect("keyspace");
-    let st = Arc::new(st);
-    if let Some(s) = snap {
-        st.count_keys(s).expect("count");
-    }
-    let cfg = nacre_server::Config {
-        databases: 1,
-        ..Default::default()
-    };
-    Shared::new(st, cfg, report).into_arc()
+    common::in_process(o)
 }
 
 /// Runs a command without waiting for its commit: its reply and the ticket it waits for.

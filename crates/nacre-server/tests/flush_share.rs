@@ -8,11 +8,13 @@
 //! that: the other threads are rarely all queueing at once.) Mutation check (the ignored
 //! test below): without the hand-off, the client behind a stopped flush waits forever.
 
+mod common;
+
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use nacre::{Db, Options};
+use nacre::Options;
 use nacre_pmem::Backend;
 use nacre_server::client::Client;
 use nacre_server::cmd::{execute, Outcome};
@@ -23,17 +25,7 @@ fn open(dir: &std::path::Path) -> Arc<Shared> {
     let mut o = Options::new(dir.join("db.pool")).backend(Backend::Emulated);
     o.pool_size = 256 << 20;
     o.recovery_threads = 2;
-    let db = Db::open(o).expect("open");
-    let (st, report, snap) = store::open::open_db(db, 1, Default::default()).expect("keyspace");
-    let st = Arc::new(st);
-    if let Some(s) = snap {
-        st.count_keys(s).expect("count");
-    }
-    let cfg = nacre_server::Config {
-        databases: 1,
-        ..Default::default()
-    };
-    Shared::new(st, cfg, report).into_arc()
+    common::in_process(o)
 }
 
 /// What one thread saw: its longest flush and whether every wait ended in time.

@@ -421,3 +421,20 @@ pub fn wait_for(what: &str, within: Duration, mut f: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// The server's keyspace and shared state in this process, on an engine opened with `o`
+/// (one database), for tests that drive commands and commits directly.
+pub fn in_process(o: nacre::Options) -> std::sync::Arc<nacre_server::shared::Shared> {
+    let db = nacre::Db::open(o).expect("open");
+    let (st, report, snap) =
+        nacre_server::store::open::open_db(db, 1, Default::default()).expect("keyspace");
+    let st = std::sync::Arc::new(st);
+    if let Some(s) = snap {
+        st.count_keys(s).expect("count");
+    }
+    let cfg = nacre_server::Config {
+        databases: 1,
+        ..Default::default()
+    };
+    nacre_server::shared::Shared::new(st, cfg, report).into_arc()
+}
