@@ -60,20 +60,105 @@ thread_local! {
     };
 }
 
+/// Memory a full-size chunk of an arena lives in: mapped directly, so that it goes back to
+/// the kernel when the tree drops. Trees are filled by the threads that commit and dropped
+/// by the background worker once merged; a general-purpose allocator keeps memory freed on
+/// another thread than the one that took it, and the freed indexes of merged memtables
+/// stayed resident.
+struct Mapped {
+    ptr: std::ptr::NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: `Mapped` owns its mapping exclusively, as a `Box` owns its allocation.
+unsafe impl Send for Mapped {}
+// SAFETY: as above; shared access only reads the pointer and length.
+unsafe impl Sync for Mapped {}
+
+impl Mapped {
+    /// `len` bytes of fresh anonymous memory, or `None` if the kernel refuses.
+    fn new(len: usize) -> Option<Mapped> {
+        // SAFETY: an anonymous private mapping at an address of the kernel's choosing
+        // touches no existing memory.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return None;
+        }
+        std::ptr::NonNull::new(p.cast::<u8>()).map(|ptr| Mapped { ptr, len })
+    }
+}
+
+impl Drop for Mapped {
+    fn drop(&mut self) {
+        // SAFETY: the mapping was made by `Mapped::new` with this length and nothing
+        // refers to it once its tree is dropped (A4).
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}
+
+/// One chunk of an arena: small ones from the allocator, full-size ones mapped.
+enum Chunk {
+    Heap(Box<[std::mem::MaybeUninit<u8>]>),
+    Mapped(Mapped),
+}
+
+impl Chunk {
+    fn new(len: usize) -> Chunk {
+        if len >= CHUNK {
+            if let Some(m) = Mapped::new(len) {
+                return Chunk::Mapped(m);
+            }
+        }
+        Chunk::Heap(Box::new_uninit_slice(len))
+    }
+
+    /// Where it starts, for writing.
+    fn start(&mut self) -> *mut u8 {
+        match self {
+            Chunk::Heap(b) => b.as_mut_ptr().cast::<u8>(),
+            Chunk::Mapped(m) => m.ptr.as_ptr(),
+        }
+    }
+
+    /// Its address.
+    fn addr(&self) -> usize {
+        match self {
+            Chunk::Heap(b) => b.as_ptr() as usize,
+            Chunk::Mapped(m) => m.ptr.as_ptr() as usize,
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Chunk::Heap(b) => b.len(),
+            Chunk::Mapped(m) => m.len,
+        }
+    }
+}
+
 /// Bump allocator for every node, leaf, version and key of one tree. Only the writer (under
 /// the writer mutex) allocates; everything is freed at once when the tree drops (A4), so
 /// nothing in it may own heap memory of its own.
 #[derive(Default)]
 struct Arena {
-    chunks: Vec<Box<[std::mem::MaybeUninit<u8>]>>,
+    chunks: Vec<Chunk>,
     used: usize,
 }
 
 impl Arena {
     fn raw(&mut self, size: usize, align: usize) -> *mut u8 {
         let fits = self.chunks.last().is_some_and(|c| {
-            let start =
-                (c.as_ptr() as usize + self.used).next_multiple_of(align) - c.as_ptr() as usize;
+            let base = c.addr();
+            let start = (base + self.used).next_multiple_of(align) - base;
             start + size <= c.len()
         });
         if !fits {
@@ -83,14 +168,13 @@ impl Arena {
                 .chunks
                 .last()
                 .map_or(FIRST_CHUNK, |c| (c.len() * 2).min(CHUNK));
-            self.chunks
-                .push(Box::new_uninit_slice(next.max(size + align)));
+            self.chunks.push(Chunk::new(next.max(size + align)));
             self.used = 0;
         }
         let Some(c) = self.chunks.last_mut() else {
             unreachable!("a chunk was just pushed")
         };
-        let base = c.as_mut_ptr() as usize;
+        let base = c.start() as usize;
         let start = (base + self.used).next_multiple_of(align);
         self.used = start - base + size;
         start as *mut u8
