@@ -1129,6 +1129,30 @@ mod tests {
     use crate::index::SkipListIndex;
     use nacre_pmem::SplitMix64;
 
+    #[test]
+    fn an_arena_maps_its_full_size_chunks_and_keeps_what_it_holds() {
+        let mut a = Arena::default();
+        let mut written = Vec::new();
+        for i in 0..(3 * CHUNK / 64) as u64 {
+            let p = a.alloc([i; 8]);
+            written.push((p, i));
+        }
+        let mapped = a
+            .chunks
+            .iter()
+            .filter(|c| matches!(c, Chunk::Mapped(_)))
+            .count();
+        assert!(mapped >= 2, "{mapped} of {} chunks mapped", a.chunks.len());
+        assert!(a
+            .chunks
+            .iter()
+            .all(|c| matches!(c, Chunk::Mapped(_)) == (c.len() >= CHUNK)));
+        for (p, i) in written {
+            // SAFETY: `p` was written by `alloc` above and the arena is alive.
+            assert_eq!(unsafe { *p }, [i; 8]);
+        }
+    }
+
     fn random_key(rng: &mut SplitMix64) -> Vec<u8> {
         // short alphabets and lengths force shared prefixes, keys that prefix others, and
         // every node kind
