@@ -12,7 +12,6 @@ use nacre_resp::Reply;
 use nacre_server::client::Client;
 use nacre_server::cmd::{execute, Outcome};
 use nacre_server::shared::{ClientInfo, Shared};
-use nacre_server::store::Commits;
 
 fn open(backend: Backend, dir: &std::path::Path) -> Arc<Shared> {
     let mut o = Options::new(dir.join("db.pool")).backend(backend);
@@ -48,14 +47,6 @@ fn run(shared: &Shared, c: &mut Client, args: &[&[u8]]) -> Result<Reply, String>
 fn a_failed_commit_fails_only_what_read_it(backend: Backend) {
     let dir = tempfile::tempdir_in("/dev/shm").expect("tempdir");
     let shared = open(backend, dir.path());
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let _completer = std::thread::spawn({
-        let store = shared.store.clone();
-        move || rt.block_on(Commits::run_completer(store))
-    });
     let mut a = Client::new(Arc::new(ClientInfo::detached(1)), true);
     let mut b = Client::new(Arc::new(ClientInfo::detached(2)), true);
     run(&shared, &mut a, &[b"SET", b"n", b"1"]).expect("set");

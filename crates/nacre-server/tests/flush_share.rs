@@ -19,7 +19,7 @@ use nacre_pmem::Backend;
 use nacre_server::client::Client;
 use nacre_server::cmd::{execute, Outcome};
 use nacre_server::shared::{ClientInfo, Shared};
-use nacre_server::store::{self, Commits};
+use nacre_server::store;
 
 fn open(dir: &std::path::Path) -> Arc<Shared> {
     let mut o = Options::new(dir.join("db.pool")).backend(Backend::Emulated);
@@ -42,14 +42,6 @@ struct Seen {
 fn hammer(threads: usize, secs: f64) -> Vec<Seen> {
     let dir = tempfile::tempdir_in("/dev/shm").expect("tempdir");
     let shared = open(dir.path());
-    let completer_rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let _completer = std::thread::spawn({
-        let store = shared.store.clone();
-        move || completer_rt.block_on(Commits::run_completer(store))
-    });
     let until = Instant::now() + Duration::from_secs_f64(secs);
     let handles: Vec<_> = (0..threads)
         .map(|i| {

@@ -423,7 +423,8 @@ pub fn wait_for(what: &str, within: Duration, mut f: impl FnMut() -> bool) {
 }
 
 /// The server's keyspace and shared state in this process, on an engine opened with `o`
-/// (one database), for tests that drive commands and commits directly.
+/// (one database), for tests that drive commands and commits directly; its commit completer
+/// runs on a thread of its own, as the server runs it on its runtime.
 pub fn in_process(o: nacre::Options) -> std::sync::Arc<nacre_server::shared::Shared> {
     let db = nacre::Db::open(o).expect("open");
     let (st, report, snap) =
@@ -436,5 +437,13 @@ pub fn in_process(o: nacre::Options) -> std::sync::Arc<nacre_server::shared::Sha
         databases: 1,
         ..Default::default()
     };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    std::thread::spawn({
+        let store = st.clone();
+        move || rt.block_on(nacre_server::store::Commits::run_completer(store))
+    });
     nacre_server::shared::Shared::new(st, cfg, report).into_arc()
 }
