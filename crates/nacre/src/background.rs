@@ -32,6 +32,27 @@ use crate::view::Sealed;
 
 /// Runs the worker until the database asks it to stop.
 pub(crate) fn run(db: Arc<Engine>) {
+    // R2 in gi/pending.rs: the rebuild open left comes before every other step.
+    let deferred = db.deferred.lock().take();
+    if let Some(d) = deferred {
+        db.index_ready.wait_released();
+        let done = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            let _round = db.pause.lock();
+            crate::rebuild::finish(&db, d)
+        }));
+        let why = match done {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(e.to_string()),
+            Err(panic) => Some(crate::error::panic_message(&*panic)),
+        };
+        if let Some(why) = why {
+            let why = format!("rebuilding the Global Index failed: {why}");
+            db.index_ready.set(Err(why.clone()));
+            db.poison(why);
+            return;
+        }
+        db.index_ready.set(Ok(()));
+    }
     let mut retired: Vec<Retired> = Vec::new();
     let mut stuck = 0u32;
     let mut pass = Pass::new(&db.space);

@@ -16,6 +16,8 @@ use crate::record::{read_value, Kind};
 impl Engine {
     /// Runs the check with the background worker paused; the first violation found.
     pub(crate) fn check(&self) -> Result<(), String> {
+        // R3 in gi/pending.rs: the rebuilt Global Index is what is checked.
+        self.index_ready.wait().map_err(|e| e.to_string())?;
         let _paused = self.pause.lock();
         if let Some(why) = self.poisoned() {
             return Err(format!("poisoned: {why}"));

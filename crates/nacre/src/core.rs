@@ -48,6 +48,10 @@ pub(crate) struct Shared {
     /// Spilled Global Index generations whose persistent trees go once no view can read
     /// them, before their zones do (M2 in gi/mirror.rs): (ticket, index).
     pub retired_trees: parking_lot::Mutex<Vec<(u64, Arc<crate::gi::GlobalIndex>)>>,
+    /// Whether the volatile Global Indexes are installed (R3 in gi/pending.rs).
+    pub index_ready: Arc<crate::gi::pending::IndexReady>,
+    /// What the background worker rebuilds first, if open left it (rebuild.rs).
+    pub deferred: parking_lot::Mutex<Option<crate::recovery::Deferred>>,
 }
 
 impl Shared {

@@ -136,13 +136,22 @@ impl Db {
                 Some(on)
             }
         };
+        let index_ready = Arc::new(crate::gi::pending::IndexReady::default());
+        if opts.hold_rebuild {
+            index_ready.hold();
+        }
         let how = recovery::How {
             threads: opts.recovery_threads,
             mutation: opts.recovery_mutation,
             salvage: opts.salvage,
             spilled,
+            ready: index_ready.clone(),
         };
-        let (subs, rec) = recovery::recover(&store, how, db_id, &tickets, &space, &blobs)?;
+        let (subs, rec, deferred) =
+            recovery::recover(&store, how, db_id, &tickets, &space, &blobs)?;
+        if deferred.is_none() {
+            index_ready.set(Ok(()));
+        }
         store.set_clean(false)?;
         let mut by_name = HashMap::new();
         let mut by_id: Vec<Option<Subtable>> = Vec::new();
@@ -167,7 +176,9 @@ impl Db {
             pipelined = opts.pipelining.resolve(store.pool.backend()),
             micros = rec.elapsed.as_micros() as u64, memtables = rec.memtables,
             records = rec.records, bytes = rec.bytes_scanned, rolled_back = rec.rolled_back,
-            created = rec.created,
+            created = rec.created, scan_micros = rec.scan_elapsed.as_micros() as u64,
+            gi_micros = rec.gi_elapsed.as_micros() as u64,
+            reconcile_micros = rec.reconcile_elapsed.as_micros() as u64,
             "opened database"
         );
         let inner = Arc::new(Engine {
@@ -189,6 +200,8 @@ impl Db {
                 disk,
                 spill_all: AtomicBool::new(false),
                 retired_trees: parking_lot::Mutex::new(Vec::new()),
+                index_ready,
+                deferred: parking_lot::Mutex::new(deferred),
                 store,
                 opts,
             },
@@ -624,6 +637,19 @@ impl Db {
         self.inner.verify()
     }
 
+    /// Lets a Global Index rebuild held back by `Options::hold_rebuild` go (tests).
+    #[doc(hidden)]
+    pub fn release_rebuild(&self) {
+        self.inner.index_ready.release();
+    }
+
+    /// Whether open left the Global Index's rebuild to the background and it is not done
+    /// yet (tests).
+    #[doc(hidden)]
+    pub fn rebuilding(&self) -> bool {
+        !self.inner.index_ready.is_ready()
+    }
+
     /// Checks what the engine holds for consistency (zone ownership, Global Index order and
     /// accounting), pausing background work; the first violation found. For tests.
     #[doc(hidden)]
@@ -636,6 +662,9 @@ impl Db {
     pub fn stats(&self) -> crate::Stats {
         use std::sync::atomic::Ordering::Relaxed;
         let inner = &self.inner;
+        // R3 in gi/pending.rs: the figures of the rebuilt Global Index (a failed rebuild
+        // poisoned the database; what it shows then is what there is).
+        let _ = inner.index_ready.wait();
         let space = &inner.space;
         let mut subs = Vec::new();
         {
@@ -727,6 +756,7 @@ impl Db {
 
     /// Stops the background worker and waits for it.
     fn stop_worker(&mut self) {
+        self.inner.index_ready.release();
         self.inner.writes.stop();
         self.inner.stop.store(true, Ordering::Release);
         self.inner.space.kick();

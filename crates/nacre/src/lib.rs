@@ -42,6 +42,7 @@ mod oneshot;
 mod options;
 mod outcome;
 mod read;
+mod rebuild;
 mod record;
 mod recovery;
 mod ring;

@@ -130,6 +130,13 @@ pub enum RecoveryMutation {
     /// The worker marks a memtable merged into the persistent index before it merges it,
     /// instead of after (the `merged` mark in docs/format.md).
     MarkMergedEarly,
+    /// While the Global Index is rebuilt in the background, reads answer from the trees
+    /// alone, without the memtables not marked merged (R1 in gi/pending.rs).
+    NoShadowIndexes,
+    /// While the Global Index is rebuilt in the background, reads use a subtable's first
+    /// tree even when both of its slots hold one (a crash during a spill), dropping the
+    /// other (R1 in gi/pending.rs).
+    ReadsFromEitherTree,
 }
 
 /// A fault injected so that a test can reach a failure path. Never set outside such tests.
@@ -236,6 +243,14 @@ pub struct Options {
     /// index. For measuring the tree's read cost on the way to an open that does not
     /// rebuild the volatile index.
     pub persistent_index_reads: bool,
+    /// With `persistent_index`, open serves reads as soon as the memtables not yet merged
+    /// into the persistent index have their volatile indexes, and the background worker
+    /// rebuilds the volatile Global Index from the rest before it merges, cleans or spills
+    /// anything (default on; docs/persistent-index.md). Until then point reads answer from
+    /// those memtables and the trees; iterators, `Db::check`, `Db::stats` and reads of keys
+    /// too long for the trees wait for the rebuild. Applies when the trees are trusted (the
+    /// last run kept them following every change); otherwise open rebuilds as without it.
+    pub background_index_rebuild: bool,
     /// Open checks every entry of the persistent index against the record it names before
     /// reconciling it (tests: the trees as a crash left them never name a freed zone or
     /// another record). Costs a read of every record the index names.
@@ -245,6 +260,10 @@ pub struct Options {
     pub recovery_mutation: Option<RecoveryMutation>,
     #[doc(hidden)]
     pub inject: Option<Inject>,
+    /// A background rebuild of the Global Index waits for `Db::release_rebuild` (tests that
+    /// read through the stand-ins of gi/pending.rs).
+    #[doc(hidden)]
+    pub hold_rebuild: bool,
 }
 
 impl Options {
@@ -272,9 +291,11 @@ impl Options {
             persistent_index: false,
             persistent_index_share: 12,
             persistent_index_reads: false,
+            background_index_rebuild: true,
             audit_persistent_index: false,
             recovery_mutation: None,
             inject: None,
+            hold_rebuild: false,
         }
     }
 

@@ -68,6 +68,8 @@ impl Engine {
     /// at the latest acknowledged write.
     pub(crate) fn iter_at(&self, subtable: &Subtable, opts: IterOptions<'_>) -> Result<DbIterator> {
         self.check_subtable(subtable)?;
+        // R3 in gi/pending.rs: iterators walk the rebuilt Global Index.
+        self.index_ready.wait()?;
         let visible = &self.visible;
         let pin = match opts.snapshot {
             Some(s) => self.snapshots.register(Holder::Iterator, || s.sequence()),

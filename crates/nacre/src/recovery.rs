@@ -29,6 +29,7 @@ use crate::art::ArtIndex;
 use crate::blob::Blobs;
 use crate::error::{Error, Result};
 use crate::gi::index::KeyEntry;
+use crate::gi::pending::{IndexReady, Pending};
 use crate::gi::{fresh, GlobalIndex, Version};
 use crate::index::MemIndex;
 use crate::memtable::{Found, Memtable, Role, ScanStats, Tail, TailFacts};
@@ -96,6 +97,10 @@ pub struct RecoveryReport {
     /// Time spent building the Global Indexes from the scanned records (the reconcile
     /// included).
     pub gi_elapsed: Duration,
+    /// Whether open left the Global Index's rebuild to the background worker
+    /// (`Options::background_index_rebuild`, gi/pending.rs): reads were served at once,
+    /// and `gi_elapsed` covers only what open did.
+    pub background_rebuild: bool,
     /// Of `gi_elapsed`, the time spent bringing the persistent index's trees to the rebuilt
     /// Global Indexes (M3 in gi/mirror.rs); zero without `Options::persistent_index`.
     pub reconcile_elapsed: Duration,
@@ -114,6 +119,9 @@ pub(crate) struct How {
     pub salvage: bool,
     /// With disk levels: what their newest spills hold.
     pub spilled: Option<OnDisk>,
+    /// Set once the volatile Global Indexes are installed (pending.rs); recovery sets it
+    /// unless it leaves the rebuild to the background worker.
+    pub ready: Arc<IndexReady>,
 }
 
 /// What the disk levels hold, from each subtable's newest spill marker.
@@ -136,12 +144,13 @@ pub(crate) fn recover(
     tickets: &Arc<Tickets>,
     space: &Space,
     blobs: &Blobs,
-) -> Result<(Vec<Subtable>, RecoveryReport)> {
+) -> Result<(Vec<Subtable>, RecoveryReport, Option<Deferred>)> {
     let How {
         threads,
         mutation,
         salvage,
         spilled,
+        ready,
     } = how;
     let t0 = Instant::now();
     let mut rep = RecoveryReport {
@@ -306,6 +315,20 @@ pub(crate) fn recover(
         .filter_map(|(_, _, _, list)| list.iter().find(|m| m.role == Role::User))
         .map(|m| m.obj)
         .collect();
+    // R1 in gi/pending.rs: with trusted trees, reads need only the memtables not marked
+    // merged besides the trees, and the rest of the rebuild can wait.
+    let defer = store.background_rebuild
+        && !salvage
+        && !store.created
+        && store.gi_forest.as_ref().is_some_and(|f| !f.is_stale())
+        && (store.index_trusted() || mutation == Some(RecoveryMutation::TrustIndexAlways));
+    let shadow: Vec<bool> = if defer {
+        all.iter()
+            .map(|m| Ok(!store.mems.merged(m.obj)?))
+            .collect::<Result<_>>()?
+    } else {
+        vec![false; all.len()]
+    };
     let t_scan = Instant::now();
     let rebuilt = parallel_each(all.len(), threads, |i| {
         let m = &all[i];
@@ -314,6 +337,14 @@ pub(crate) fn recover(
         } else if active.contains(&m.obj) {
             let (index, st, blobs) = m.rebuild_index(store, cur[i])?;
             Ok((st, Rebuilt::Active(Arc::new(index), blobs)))
+        } else if shadow[i] {
+            let index = ArtIndex::default();
+            let mut recs = Vec::new();
+            let st = m.rebuild(store, cur[i], |r| {
+                index.insert(&r.key, r.seq, r.at);
+                recs.push(r);
+            })?;
+            Ok((st, Rebuilt::Shadow(Arc::new(index), recs)))
         } else {
             let mut recs = Vec::new();
             let st = m.rebuild(store, cur[i], |r| recs.push(r))?;
@@ -409,6 +440,7 @@ pub(crate) fn recover(
         }
         let mut act = None;
         let mut recs = Vec::new();
+        let mut shadows = Vec::new();
         // The audit's view of what the trees must hold (trusted trees of a subtable whose
         // trees stayed).
         let mut expect =
@@ -440,10 +472,20 @@ pub(crate) fn recover(
                     }
                     recs.extend(r);
                 }
+                Rebuilt::Shadow(index, r) => {
+                    register_zones(space, id as u32, m, 0);
+                    if let Some(e) = expect.as_mut() {
+                        e.add(&r, store.mems.merged(m.obj)?);
+                    }
+                    recs.extend(r);
+                    if mutation != Some(RecoveryMutation::NoShadowIndexes) {
+                        shadows.push(index);
+                    }
+                }
                 Rebuilt::Taken => {}
             }
         }
-        parts.push(((id, name, obj, list), act, recs, expect));
+        parts.push(((id, name, obj, list), act, recs, expect, shadows));
     }
     rep.scan_elapsed = t_scan.elapsed();
     let t_gi = Instant::now();
@@ -463,47 +505,85 @@ pub(crate) fn recover(
             let n = f.audit(store)?;
             tracing::debug!(entries = n, "persistent index audited before reconciling");
         }
-        for ((id, ..), _, _, expect) in &parts {
+        for ((id, ..), _, _, expect, _) in &parts {
             if let Some(e) = expect {
                 f.check_complete(*id as u32, &e.keys)?;
             }
         }
     }
     let mut subtables = Vec::new();
-    for ((id, name, obj, list), act, recs, _) in parts {
-        let Built {
-            mut gi,
-            revisit,
-            blobs,
-            cuts,
-        } = build_gi(
-            store,
-            space,
-            recs,
-            act.as_ref(),
-            (
-                threads,
-                spilled.is_some(),
-                spilled.is_some() && mutation != Some(RecoveryMutation::DropTombstonesAboveDisk),
-            ),
-        )?;
-        claims.extend(blobs);
-        if let Some(f) = &store.gi_forest {
-            let t = Instant::now();
-            let m = f.reconcile(id as u32, &gi, &cuts);
-            rep.reconcile_elapsed += t.elapsed();
-            gi.set_mirror(m);
-        }
+    let mut later: Vec<DeferredSub> = Vec::new();
+    for ((id, name, obj, list), act, recs, _, shadows) in parts {
         let active_mem = act.as_ref().map(|a| a.mem.clone());
+        let (gi, revisit) = if defer {
+            // R1: reads answer from the shadows and the tree until the worker installs
+            // the rebuilt index; a subtable whose trees recovery dropped waits for it.
+            // With two trees or none, the tree is picked once the index is rebuilt.
+            let mirror = store
+                .gi_forest
+                .as_ref()
+                .filter(|f| {
+                    !spilled_subs.contains(&id)
+                        && (f.one_tree(id as u32)
+                            || mutation == Some(RecoveryMutation::ReadsFromEitherTree))
+                })
+                .and_then(|f| f.pick(id as u32))
+                .map(Arc::new);
+            let readable = mirror.clone();
+            let gi = Arc::new(GlobalIndex::pending(Pending {
+                shadows,
+                mirror: readable,
+                ready: ready.clone(),
+                rebuilt: std::sync::OnceLock::new(),
+            }));
+            later.push(DeferredSub {
+                id,
+                recs,
+                active: act.as_ref().map(|a| a.index.clone()),
+                mirror,
+                pending: gi.clone(),
+                sub: None,
+            });
+            (gi, Vec::new())
+        } else {
+            let Built {
+                mut gi,
+                revisit,
+                blobs,
+                cuts,
+            } = build_gi(
+                store,
+                space,
+                recs,
+                act.as_ref().map(|a| (&*a.index, u64::MAX)),
+                (
+                    threads,
+                    spilled.is_some(),
+                    spilled.is_some()
+                        && mutation != Some(RecoveryMutation::DropTombstonesAboveDisk),
+                ),
+            )?;
+            claims.extend(blobs);
+            if let Some(f) = &store.gi_forest {
+                let t = Instant::now();
+                let m = f.reconcile(id as u32, &gi, &cuts);
+                rep.reconcile_elapsed += t.elapsed();
+                gi.set_mirror(m.map(Arc::new));
+            }
+            (Arc::new(gi), revisit)
+        };
         let view = View {
             active: act,
             immutables: Vec::new(),
-            gi: Arc::new(gi),
+            gi,
             frozen: None,
             _ticket: tickets.issue(rep.commit_id),
         };
         let sub = Subtable::new(db, id as u32, name, obj, list.clone(), view);
         sub.inner.revisit.lock().extend(revisit);
+        if let Some(d) = later.last_mut().filter(|d| d.id == id && d.sub.is_none()) {
+            d.sub = Some(sub.clone());
+        }
         // Memtables left without zones (a crash after their last zone was given back).
         for m in &list {
             let is_active = active_mem.as_ref().is_some_and(|a| Arc::ptr_eq(a, m));
@@ -523,41 +603,40 @@ pub(crate) fn recover(
     }
     // B3: the newest blobs keep their zones; every other zone no memtable names goes.
     let referenced: HashSet<ObjId> = all.iter().flat_map(|m| m.zones()).map(|(_, z)| z).collect();
-    let mut unreadable = 0usize;
-    if mutation != Some(RecoveryMutation::SkipBlobClaims) {
-        for (at, size) in claims {
-            match crate::record::read_record(&store.pool, at, size as usize) {
-                Ok(rec) => blobs.claim(store, &rec.value, &referenced)?,
-                Err(Error::Corrupt { .. }) => unreadable += 1,
-                Err(e) => return Err(e),
-            }
-        }
-    }
-    let (registered, _) = blobs.zones();
-    let orphans: Vec<ObjId> = store
+    // Zones no memtable names now: only these can be orphans (zones taken after open belong
+    // to writes made since).
+    let unnamed: Vec<ObjId> = store
         .zones
         .objects()
         .committed_ids()
         .into_iter()
-        .filter(|z| !referenced.contains(z) && !registered.contains_key(&z.0))
+        .filter(|z| !referenced.contains(z))
         .collect();
-    if unreadable == 0 && lost.is_empty() {
-        store.zones.reclaim(&orphans)?;
-        rep.released_zones += orphans.len();
-    } else if !lost.is_empty() {
-        // Lost subtables' zones are among them: keep every one (salvage frees nothing).
-        blobs.quarantine(&orphans);
-        rep.quarantined_zones = orphans.len();
+    let deferred = if defer {
+        rep.background_rebuild = true;
+        Some(Deferred {
+            subs: later,
+            claims,
+            referenced,
+            unnamed,
+            threads,
+            disk: (
+                spilled.is_some(),
+                spilled.is_some() && mutation != Some(RecoveryMutation::DropTombstonesAboveDisk),
+            ),
+            bound: rep.commit_id,
+        })
     } else {
-        // Damaged descriptors may name any of them: keep them all for this run.
-        tracing::warn!(
-            blobs = unreadable,
-            zones = orphans.len(),
-            "blob records with damaged descriptors: unnamed zones kept, not freed"
-        );
-        blobs.quarantine(&orphans);
-        rep.quarantined_zones = orphans.len();
-    }
+        let rel = release_orphans(
+            store,
+            blobs,
+            mutation,
+            (claims, &referenced, unnamed),
+            &lost,
+        )?;
+        (rep.released_zones, rep.quarantined_zones) = rel;
+        None
+    };
     for l in &lost {
         tracing::warn!(id = ?l.id, name = ?l.name, reason = %l.reason, "salvage: subtable lost");
     }
@@ -567,7 +646,80 @@ pub(crate) fn recover(
     rep.threads = threads;
     rep.gi_elapsed = t_gi.elapsed();
     rep.elapsed = t0.elapsed();
-    Ok((subtables, rep))
+    Ok((subtables, rep, deferred))
+}
+
+/// B3 at the end of recovery: registers the zones of each key's newest blob (`claims`)
+/// and gives back every zone of `unnamed` (no memtable names it) that no blob holds.
+/// Returns the zones released and the zones quarantined instead (damaged blob descriptors,
+/// or a salvage open that lost subtables).
+pub(crate) fn release_orphans(
+    store: &Store,
+    blobs: &Blobs,
+    mutation: Option<RecoveryMutation>,
+    (claims, referenced, unnamed): (Vec<Claim>, &HashSet<ObjId>, Vec<ObjId>),
+    lost: &[LostSubtable],
+) -> Result<(usize, usize)> {
+    let mut unreadable = 0usize;
+    if mutation != Some(RecoveryMutation::SkipBlobClaims) {
+        for (at, size) in claims {
+            match crate::record::read_record(&store.pool, at, size as usize) {
+                Ok(rec) => blobs.claim(store, &rec.value, referenced)?,
+                Err(Error::Corrupt { .. }) => unreadable += 1,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    let (registered, _) = blobs.zones();
+    let orphans: Vec<ObjId> = unnamed
+        .into_iter()
+        .filter(|z| !registered.contains_key(&z.0))
+        .collect();
+    if unreadable == 0 && lost.is_empty() {
+        store.zones.reclaim(&orphans)?;
+        Ok((orphans.len(), 0))
+    } else if !lost.is_empty() {
+        // Lost subtables' zones are among them: keep every one (salvage frees nothing).
+        blobs.quarantine(&orphans);
+        Ok((0, orphans.len()))
+    } else {
+        // Damaged descriptors may name any of them: keep them all for this run.
+        tracing::warn!(
+            blobs = unreadable,
+            zones = orphans.len(),
+            "blob records with damaged descriptors: unnamed zones kept, not freed"
+        );
+        blobs.quarantine(&orphans);
+        Ok((0, orphans.len()))
+    }
+}
+
+/// What recovery leaves to the background worker when it defers the Global Index's
+/// rebuild (gi/pending.rs): per subtable, the records to index; the blob claims and the
+/// zones to judge once the claims are in (B3).
+pub(crate) struct Deferred {
+    pub subs: Vec<DeferredSub>,
+    pub claims: Vec<Claim>,
+    pub referenced: HashSet<ObjId>,
+    pub unnamed: Vec<ObjId>,
+    pub threads: usize,
+    /// Disk levels present; tombstones kept for them.
+    pub disk: (bool, bool),
+    /// The commit id at open: the active memtable's versions above it were written since.
+    pub bound: u64,
+}
+
+/// One subtable's share of [`Deferred`].
+pub(crate) struct DeferredSub {
+    pub id: u64,
+    pub recs: Vec<Found>,
+    /// The active memtable's index (its versions up to `bound` shadow older blobs).
+    pub active: Option<Arc<ArtIndex>>,
+    /// The tree to bring to the rebuilt index (M3); none: picked then, as open does.
+    pub mirror: Option<Arc<crate::gi::mirror::Mirror>>,
+    /// The stand-in the subtable's views hold until then.
+    pub pending: Arc<GlobalIndex>,
+    pub sub: Option<Subtable>,
 }
 
 /// A subtable a salvage open left out, and why.
@@ -669,7 +821,13 @@ fn salvaged<T>(
 
 /// A subtable on its way through recovery: what was found, its active memtable, its Global
 /// Index's records, and the audit's expectations of its trees.
-type Part = (Found0, Option<MemSource>, Vec<Found>, Option<Completeness>);
+type Part = (
+    Found0,
+    Option<MemSource>,
+    Vec<Found>,
+    Option<Completeness>,
+    Vec<Arc<ArtIndex>>,
+);
 
 /// Per key of a subtable's Global Index memtables (the audit of `Options::
 /// audit_persistent_index`): the newest version found anywhere, and the newest found in a
@@ -700,7 +858,7 @@ impl Completeness {
 }
 
 /// A record naming a blob whose zones stay (B3 in blob.rs): where it is and its size.
-type Claim = (PmOffset, u32);
+pub(crate) type Claim = (PmOffset, u32);
 
 /// What rebuilding one memtable produced.
 enum Rebuilt {
@@ -708,6 +866,9 @@ enum Rebuilt {
     Active(Arc<ArtIndex>, Vec<Found>),
     /// The records of a memtable that belongs to the Global Index.
     Global(Vec<Found>),
+    /// Those of one not marked merged into the persistent index, with an index for reads
+    /// while the Global Index is rebuilt in the background (R1 in gi/pending.rs).
+    Shadow(Arc<ArtIndex>, Vec<Found>),
     Taken,
 }
 
@@ -716,11 +877,11 @@ enum Rebuilt {
 /// as ghosts (GI2), and a tombstone with no other copy goes (GI3). Also returns the records
 /// naming blobs that are their key's newest version in the Global Index (in PM-only mode, none
 /// shadowed by the `active` memtable).
-fn build_gi(
+pub(crate) fn build_gi(
     store: &Store,
     space: &Space,
     recs: Vec<Found>,
-    active: Option<&MemSource>,
+    active: Option<(&ArtIndex, u64)>,
     (threads, disk, keep_tombstones): (usize, bool, bool),
 ) -> Result<Built> {
     // Every copy of a key goes to one bucket; buckets are sorted and inserted in parallel
@@ -739,7 +900,7 @@ fn build_gi(
     let every_blob = store.mutation == Some(RecoveryMutation::ClaimEveryBlob);
     // A version the active memtable shadows is never read in PM-only mode, so its blob's
     // zones can go; with disk levels it is spilled, value and all, so its blob stays.
-    let shadowed = |k: &[u8]| !disk && active.is_some_and(|a| a.index.get(k, u64::MAX).is_some());
+    let shadowed = |k: &[u8]| !disk && active.is_some_and(|(a, bound)| a.get(k, bound).is_some());
     let zone_of = |at| store.zones.zone_of(at).map_or(u64::MAX, |z| z.0);
     let built = parallel(buckets, buckets, |b| {
         let mut recs = std::mem::take(&mut *parts[b].lock().unwrap_or_else(|e| e.into_inner()));
@@ -851,11 +1012,11 @@ fn build_gi(
 /// What [`build_gi`] gives: the subtable's Global Index, the tombstones to look at again
 /// once their ghosts leave PM, the blob claims, and keys in order that cut the index into
 /// runs of about as many keys (one fewer than the recovery threads, or none).
-struct Built {
-    gi: GlobalIndex,
-    revisit: Vec<Vec<u8>>,
-    blobs: Vec<Claim>,
-    cuts: Vec<Vec<u8>>,
+pub(crate) struct Built {
+    pub gi: GlobalIndex,
+    pub revisit: Vec<Vec<u8>>,
+    pub blobs: Vec<Claim>,
+    pub cuts: Vec<Vec<u8>>,
 }
 
 /// Runs `f(0..n)` on up to `threads` threads; results in index order, the first error wins.

@@ -105,6 +105,8 @@ pub(crate) struct Store {
     pub mutation: Option<crate::options::RecoveryMutation>,
     /// `Options::audit_persistent_index`.
     pub audit_index: bool,
+    /// `Options::background_index_rebuild`.
+    pub background_rebuild: bool,
     /// Whether this open wrote the engine root: a new database, with nothing to recover.
     pub created: bool,
     root: PmOffset,
@@ -327,6 +329,7 @@ impl Store {
             max_subtables: s.subtables,
             mutation: opts.recovery_mutation,
             audit_index: opts.audit_persistent_index,
+            background_rebuild: opts.background_index_rebuild,
             created,
             root,
             _halloc: halloc,

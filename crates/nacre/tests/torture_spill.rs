@@ -41,6 +41,8 @@ fn opts(disk: &Path, mutation: Option<RecoveryMutation>) -> Options {
         o.persistent_index = true;
         o.audit_persistent_index = true;
         o.persistent_index_reads = true;
+        // Every recovery's gets run first while the Global Index is rebuilt (gi/pending.rs).
+        o.hold_rebuild = true;
     }
     o.recovery_mutation = mutation;
     o.commit_mode = nacre::CommitMode::SingleFence;
@@ -271,7 +273,16 @@ fn phase(
     Ok((image, expect, in_flight))
 }
 
+std::thread_local! {
+    /// Recoveries on this test thread that left the Global Index's rebuild to the
+    /// background and were read through its stand-ins (R1 in gi/pending.rs).
+    static READ_WHILE_REBUILDING: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
 fn verify(db: &Db, expect: &Expect) -> Result<State, String> {
+    if crash_check::verify_while_rebuilding(db, &subtables(db), subtable_of, expect)? {
+        READ_WHILE_REBUILDING.set(READ_WHILE_REBUILDING.get() + 1);
+    }
     let state = crash_check::verify(db, &subtables(db), subtable_of, expect)?;
     if db.stats().persistent_index.is_some_and(|p| p.stale) {
         return Err("the persistent index went stale".into());
@@ -377,6 +388,26 @@ fn power_failures_during_spills_with_the_persistent_index() {
     let cov = torture(100, None).unwrap_or_else(|e| panic!("{e}"));
     eprintln!("{cov:?}");
     assert!(cov.spilled > cov.phases / 4, "crashes hit spills: {cov:?}");
+    // Most recoveries served their gets before the volatile Global Index was rebuilt.
+    let deferred = READ_WHILE_REBUILDING.get();
+    eprintln!("recoveries read while rebuilding: {deferred}");
+    assert!(
+        deferred > cov.phases / 2,
+        "recoveries read while rebuilding: {deferred} of {}",
+        cov.phases
+    );
+}
+
+#[test]
+fn torture_catches_reads_that_skip_unmerged_memtables_while_rebuilding() {
+    INDEXED.set(true);
+    mutation_is_caught(RecoveryMutation::NoShadowIndexes, 40);
+}
+
+#[test]
+fn torture_catches_reads_from_a_frozen_tree_while_rebuilding() {
+    INDEXED.set(true);
+    mutation_is_caught(RecoveryMutation::ReadsFromEitherTree, 100);
 }
 
 #[test]

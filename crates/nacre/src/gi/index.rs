@@ -25,6 +25,7 @@ use crossbeam_skiplist::SkipMap;
 use nacre_pmem::PmOffset;
 
 use crate::gi::mirror::Mirror;
+use crate::gi::pending::Pending;
 use crate::index::{Entry, IKey, MemIndex};
 
 /// One version of a key in the Global Index.
@@ -112,31 +113,50 @@ pub(crate) struct GlobalIndex {
     map: SkipMap<Box<[u8]>, KeyEntry>,
     versions: AtomicU64,
     /// Its copy in PM, with `Options::persistent_index` (mirror.rs).
-    pm: Option<Mirror>,
+    pm: Option<Arc<Mirror>>,
+    /// Set while the index is being rebuilt in the background: the index is empty and
+    /// point reads go to this (pending.rs).
+    pending: Option<Pending>,
 }
 
 impl GlobalIndex {
     /// An empty index whose changes `pm` mirrors.
     pub fn mirrored(pm: Option<Mirror>) -> GlobalIndex {
         GlobalIndex {
-            pm,
+            pm: pm.map(Arc::new),
             ..GlobalIndex::default()
         }
     }
 
+    /// The stand-in for an index rebuilt in the background (pending.rs).
+    pub fn pending(p: Pending) -> GlobalIndex {
+        GlobalIndex {
+            pending: Some(p),
+            ..GlobalIndex::default()
+        }
+    }
+
+    /// The stand-in's state, if this index is one (pending.rs).
+    pub fn pending_state(&self) -> Option<&Pending> {
+        self.pending.as_ref()
+    }
+
     /// Sets the mirror (recovery, once the tree is reconciled).
-    pub fn set_mirror(&mut self, pm: Option<Mirror>) {
+    pub fn set_mirror(&mut self, pm: Option<Arc<Mirror>>) {
         self.pm = pm;
     }
 
     /// The mirror, if any.
     pub fn mirror(&self) -> Option<&Mirror> {
-        self.pm.as_ref()
+        self.pm.as_deref()
     }
 
     /// The newest version of `key` at or below `seq`: from the persistent index when it
     /// serves reads (`Options::persistent_index_reads`), else from the skip list.
     pub fn get_at(&self, key: &[u8], seq: u64) -> crate::error::Result<Option<(u64, PmOffset)>> {
+        if let Some(p) = &self.pending {
+            return p.get_at(key, seq);
+        }
         match self.pm.as_ref().filter(|m| m.serves(key)) {
             Some(m) => match m.newest(key)? {
                 Some((s, at)) if s <= seq => Ok(Some((s, at))),

@@ -244,6 +244,24 @@ impl GiForest {
         gi: &GlobalIndex,
         cuts: &[Vec<u8>],
     ) -> Option<Mirror> {
+        let m = self.pick(id)?;
+        self.reconcile_picked(&m, gi, cuts).then_some(m)
+    }
+
+    /// Whether exactly one of subtable `id`'s slots holds a tree: the live generation's, so
+    /// reads may use it while the volatile index is rebuilt (R1 in pending.rs). Two trees
+    /// (a crash during a spill: which is frozen is not recorded) or none, and reads wait.
+    pub fn one_tree(&self, id: u32) -> bool {
+        let (a, b) = Self::slots(id);
+        let has = |s| self.forest.existing(s).map(|t| t.is_some());
+        matches!((has(a), has(b)), (Ok(x), Ok(y)) if x != y)
+    }
+
+    /// The first half of [`GiForest::reconcile`]: picks the slot of subtable `id` holding a
+    /// tree (or the first), drops the other, and opens it. Open uses it alone when the
+    /// volatile index is rebuilt in the background (reads then use the tree as it is, R1 in
+    /// pending.rs).
+    pub fn pick(self: &Arc<Self>, id: u32) -> Option<Mirror> {
         let (a, b) = Self::slots(id);
         let slot = self.guard("pick a tree", || {
             let has = |s| self.forest.existing(s).map(|t| t.is_some());
@@ -264,16 +282,22 @@ impl GiForest {
             self.unlease(slot);
             return None;
         };
-        let m = Mirror {
+        Some(Mirror {
             forest: self.clone(),
             index,
             slot,
             dropped: AtomicBool::new(false),
-        };
-        if self.mutation != Some(RecoveryMutation::SkipIndexReconcile) {
-            self.guard("reconcile a tree", || m.reconcile(gi, cuts))?;
+        })
+    }
+
+    /// The second half of [`GiForest::reconcile`]: brings `m`'s tree to `gi` (M3); false if
+    /// that failed (the forest is then stale, M4).
+    pub fn reconcile_picked(&self, m: &Mirror, gi: &GlobalIndex, cuts: &[Vec<u8>]) -> bool {
+        if self.mutation == Some(RecoveryMutation::SkipIndexReconcile) {
+            return true;
         }
-        Some(m)
+        self.guard("reconcile a tree", || m.reconcile(gi, cuts))
+            .is_some()
     }
 
     /// The index in slot `slot`, if it holds a tree (none is created).
@@ -497,6 +521,12 @@ impl Mirror {
             && !self.forest.is_stale()
             && !self.dropped.load(Ordering::Acquire)
             && self.index.fits(key)
+    }
+
+    /// Whether this tree can answer point reads of `key` while the volatile index is
+    /// rebuilt (R1 in pending.rs): the tree is not stale or dropped, and the key fits it.
+    pub fn can_serve(&self, key: &[u8]) -> bool {
+        !self.forest.is_stale() && !self.dropped.load(Ordering::Acquire) && self.index.fits(key)
     }
 
     /// The newest version of `key`: its sequence number and record.

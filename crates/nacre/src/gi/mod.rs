@@ -6,6 +6,7 @@
 pub(crate) mod index;
 pub(crate) mod merge;
 pub(crate) mod mirror;
+pub(crate) mod pending;
 pub(crate) mod persistent;
 
 pub(crate) use index::{GlobalIndex, Version};

@@ -1,0 +1,82 @@
+//! The second half of an open that left the Global Index's rebuild to the background
+//! (gi/pending.rs): the worker runs it before anything else, so merges, the cleaner and
+//! spills start only once every subtable's view holds its rebuilt index (R2).
+//!
+//! Per subtable, in order: the index is built from the records recovery read (as open
+//! does otherwise), the tree is brought to it (M3 in gi/mirror.rs), and it is installed in
+//! the subtable's view (under the subtable's lock, so no seal or merge installs a view
+//! over it). Then the newest blobs' zones are claimed and the zones no memtable and no
+//! blob names are given back (B3 in blob.rs), exactly as open would have; only then is
+//! the index reported ready. A crash anywhere in between leaves PM as open found it but
+//! for what the reconcile wrote, which the next open's trees take as they are (R1).
+
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use crate::engine::Engine;
+use crate::error::Result;
+use crate::recovery::{build_gi, release_orphans, Built, Deferred};
+
+/// Builds and installs every deferred subtable's Global Index, then settles the zones.
+pub(crate) fn finish(db: &Engine, d: Deferred) -> Result<()> {
+    let t0 = Instant::now();
+    let Deferred {
+        subs,
+        mut claims,
+        referenced,
+        unnamed,
+        threads,
+        disk,
+        bound,
+    } = d;
+    let mutation = db.opts.recovery_mutation;
+    let mut records = 0usize;
+    for s in subs {
+        records += s.recs.len();
+        let Built {
+            mut gi,
+            revisit,
+            blobs,
+            cuts,
+        } = build_gi(
+            &db.store,
+            &db.space,
+            s.recs,
+            s.active.as_deref().map(|a| (a, bound)),
+            (threads, disk.0, disk.1),
+        )?;
+        claims.extend(blobs);
+        let mirror = match (&db.store.gi_forest, s.mirror) {
+            (Some(f), Some(m)) => f.reconcile_picked(&m, &gi, &cuts).then_some(m),
+            (Some(f), None) => f
+                .reconcile(s.id as u32, &gi, &cuts)
+                .map(std::sync::Arc::new),
+            (None, _) => None,
+        };
+        gi.set_mirror(mirror);
+        let gi = std::sync::Arc::new(gi);
+        let Some(sub) = s.sub else { continue };
+        sub.inner.revisit.lock().extend(revisit);
+        let visible = db.visible.load(Ordering::Acquire);
+        sub.inner
+            .replace_tiers(&db.tickets, visible, |v, _| (gi.clone(), v.frozen.clone()));
+        if let Some(p) = s.pending.pending_state() {
+            let _ = p.rebuilt.set(gi);
+        }
+    }
+    let (released, quarantined) = release_orphans(
+        &db.store,
+        &db.blobs,
+        mutation,
+        (claims, &referenced, unnamed),
+        &[],
+    )?;
+    tracing::info!(
+        micros = t0.elapsed().as_micros() as u64,
+        records,
+        released_zones = released,
+        quarantined_zones = quarantined,
+        "rebuilt the Global Index in the background"
+    );
+    Ok(())
+}
