@@ -660,23 +660,7 @@ impl Memtable {
     /// record in `[0, cur)`, `cur` being the commit point after any rollback.
     pub fn rebuild(&self, store: &Store, cur: u64, mut f: impl FnMut(Found)) -> Result<ScanStats> {
         let mut stats = ScanStats::default();
-        {
-            let zs = store.zone_size;
-            let mut zones = lock(&self.zones);
-            for (slot, z) in zones.iter_mut().enumerate() {
-                if let Slot::Zone(id) = *z {
-                    if !store.zones.is_owned(id)? {
-                        if (slot as u64) * zs < cur {
-                            return Err(Error::corrupt(format!(
-                                "zone {id:?} holds committed data but is free"
-                            )));
-                        }
-                        store.mems.set_zone(self.obj, slot as u64, None)?;
-                        *z = Slot::Empty;
-                    }
-                }
-            }
-        }
+        self.prepare(store, cur)?;
         self.walk(store, cur, |_, at, h| {
             stats.items += 1;
             stats.bytes += u64::from(h.len);
@@ -697,9 +681,33 @@ impl Memtable {
             })
         })
         .map_err(|(_, e)| e)?;
+        Ok(stats)
+    }
+
+    /// Recovery, phase 2 without reading records: clears slots whose zones are not owned
+    /// (T3) and sets the commit point to `cur`. Before any zone is taken again, so a free
+    /// zone a slot still names is never handed to another memtable while named here.
+    pub fn prepare(&self, store: &Store, cur: u64) -> Result<()> {
+        {
+            let zs = store.zone_size;
+            let mut zones = lock(&self.zones);
+            for (slot, z) in zones.iter_mut().enumerate() {
+                if let Slot::Zone(id) = *z {
+                    if !store.zones.is_owned(id)? {
+                        if (slot as u64) * zs < cur {
+                            return Err(Error::corrupt(format!(
+                                "zone {id:?} holds committed data but is free"
+                            )));
+                        }
+                        store.mems.set_zone(self.obj, slot as u64, None)?;
+                        *z = Slot::Empty;
+                    }
+                }
+            }
+        }
         *lock(&self.cursor) = cur;
         self.committed.store(cur, Ordering::Release);
-        Ok(stats)
+        Ok(())
     }
 
     /// Recovery of an active memtable: [`Memtable::rebuild`] into a fresh index.

@@ -137,6 +137,9 @@ pub enum RecoveryMutation {
     /// tree even when both of its slots hold one (a crash during a spill), dropping the
     /// other (R1 in gi/pending.rs).
     ReadsFromEitherTree,
+    /// Open leaves the memtables merged into the trees to the background rebuild even when
+    /// the newest record it read is below the commit id (which it then lowers without them).
+    ScanMergedLater,
 }
 
 /// A fault injected so that a test can reach a failure path. Never set outside such tests.

@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use crate::engine::Engine;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::recovery::{build_gi, release_orphans, Built, Deferred};
 
 /// Builds and installs every deferred subtable's Global Index, then settles the zones.
@@ -31,7 +31,29 @@ pub(crate) fn finish(db: &Engine, d: Deferred) -> Result<()> {
     } = d;
     let mutation = db.opts.recovery_mutation;
     let mut records = 0usize;
-    for s in subs {
+    for mut s in subs {
+        // The memtables merged into the trees, read now (open read their tails only).
+        let read = crate::recovery::parallel(s.mems.len(), threads, |i| {
+            let (m, cur) = &s.mems[i];
+            let mut recs = Vec::new();
+            let st = m.rebuild(&db.store, *cur, |r| recs.push(r))?;
+            Ok((st, recs))
+        })?;
+        for (st, recs) in read {
+            if st.max_seq > bound {
+                return Err(Error::corrupt(format!(
+                    "record sequence {} above commit id {bound}",
+                    st.max_seq
+                )));
+            }
+            if st.damaged > 0 {
+                tracing::warn!(
+                    records = st.damaged,
+                    "records whose values fail their checksums"
+                );
+            }
+            s.recs.extend(recs);
+        }
         records += s.recs.len();
         let Built {
             mut gi,

@@ -101,6 +101,9 @@ pub struct RecoveryReport {
     /// (`Options::background_index_rebuild`, gi/pending.rs): reads were served at once,
     /// and `gi_elapsed` covers only what open did.
     pub background_rebuild: bool,
+    /// Memtables merged into the persistent index whose records open left to the
+    /// background rebuild (it read their tails only).
+    pub deferred_memtables: usize,
     /// Of `gi_elapsed`, the time spent bringing the persistent index's trees to the rebuilt
     /// Global Indexes (M3 in gi/mirror.rs); zero without `Options::persistent_index`.
     pub reconcile_elapsed: Duration,
@@ -337,6 +340,10 @@ pub(crate) fn recover(
         } else if active.contains(&m.obj) {
             let (index, st, blobs) = m.rebuild_index(store, cur[i])?;
             Ok((st, Rebuilt::Active(Arc::new(index), blobs)))
+        } else if defer && !shadow[i] {
+            // Merged into the trees: its records wait for the background rebuild.
+            m.prepare(store, cur[i])?;
+            Ok((ScanStats::default(), Rebuilt::Later))
         } else if shadow[i] {
             let index = ArtIndex::default();
             let mut recs = Vec::new();
@@ -361,14 +368,51 @@ pub(crate) fn recover(
         .filter(|_| mutation != Some(RecoveryMutation::IgnoreDiskSequences))
         .map_or(0, |s| s.max_seq);
     let mut by_mem: Vec<Rebuilt> = Vec::with_capacity(all.len());
+    let mut stats: Vec<ScanStats> = Vec::with_capacity(all.len());
     for (st, r) in rebuilt {
+        stats.push(st);
+        by_mem.push(r);
+    }
+    // The commit id is lowered to the newest record found (below). Records of memtables
+    // left to the background rebuild are below the commit id, so they cannot change that
+    // while the newest record scanned reaches it; where it does not, they are read now.
+    let scanned = stats
+        .iter()
+        .map(|s| s.max_seq)
+        .max()
+        .unwrap_or(0)
+        .max(max_seq);
+    if !settled
+        && scanned < rep.commit_id
+        && mutation != Some(RecoveryMutation::ScanMergedLater)
+        && by_mem.iter().any(|r| matches!(r, Rebuilt::Later))
+    {
+        let now = parallel_each(all.len(), threads, |i| match by_mem[i] {
+            Rebuilt::Later => {
+                let mut recs = Vec::new();
+                let st = all[i].rebuild(store, cur[i], |r| recs.push(r))?;
+                Ok(Some((st, recs)))
+            }
+            _ => Ok(None),
+        });
+        for (i, r) in now.into_iter().enumerate() {
+            if let Some((st, recs)) = r? {
+                stats[i] = st;
+                by_mem[i] = Rebuilt::Global(recs);
+            }
+        }
+    }
+    rep.deferred_memtables = by_mem
+        .iter()
+        .filter(|r| matches!(r, Rebuilt::Later))
+        .count();
+    for st in stats {
         let st: ScanStats = st;
         rep.items += st.items;
         rep.records += st.records;
         rep.damaged_records += st.damaged;
         rep.bytes_scanned += st.bytes;
         max_seq = max_seq.max(st.max_seq);
-        by_mem.push(r);
     }
     if max_seq > rep.commit_id {
         return Err(Error::corrupt(format!(
@@ -441,6 +485,7 @@ pub(crate) fn recover(
         let mut act = None;
         let mut recs = Vec::new();
         let mut shadows = Vec::new();
+        let mut later_mems = Vec::new();
         // The audit's view of what the trees must hold (trusted trees of a subtable whose
         // trees stayed).
         let mut expect =
@@ -482,10 +527,26 @@ pub(crate) fn recover(
                         shadows.push(index);
                     }
                 }
+                Rebuilt::Later => {
+                    register_zones(space, id as u32, m, 0);
+                    if let Some(e) = expect.as_mut() {
+                        // The audit reads now what the rebuild reads again later.
+                        let mut r = Vec::new();
+                        m.rebuild(store, cur[i], |x| r.push(x))?;
+                        e.add(&r, store.mems.merged(m.obj)?);
+                    }
+                    later_mems.push((m.clone(), cur[i]));
+                }
                 Rebuilt::Taken => {}
             }
         }
-        parts.push(((id, name, obj, list), act, recs, expect, shadows));
+        parts.push((
+            (id, name, obj, list),
+            act,
+            recs,
+            expect,
+            (shadows, later_mems),
+        ));
     }
     rep.scan_elapsed = t_scan.elapsed();
     let t_gi = Instant::now();
@@ -513,7 +574,7 @@ pub(crate) fn recover(
     }
     let mut subtables = Vec::new();
     let mut later: Vec<DeferredSub> = Vec::new();
-    for ((id, name, obj, list), act, recs, _, shadows) in parts {
+    for ((id, name, obj, list), act, recs, _, (shadows, later_mems)) in parts {
         let active_mem = act.as_ref().map(|a| a.mem.clone());
         let (gi, revisit) = if defer {
             // R1: reads answer from the shadows and the tree until the worker installs
@@ -539,6 +600,7 @@ pub(crate) fn recover(
             later.push(DeferredSub {
                 id,
                 recs,
+                mems: later_mems,
                 active: act.as_ref().map(|a| a.index.clone()),
                 mirror,
                 pending: gi.clone(),
@@ -713,6 +775,9 @@ pub(crate) struct Deferred {
 pub(crate) struct DeferredSub {
     pub id: u64,
     pub recs: Vec<Found>,
+    /// Memtables merged into the trees, with their commit points: their records are read
+    /// by the rebuild.
+    pub mems: Vec<(Arc<Memtable>, u64)>,
     /// The active memtable's index (its versions up to `bound` shadow older blobs).
     pub active: Option<Arc<ArtIndex>>,
     /// The tree to bring to the rebuilt index (M3); none: picked then, as open does.
@@ -826,7 +891,7 @@ type Part = (
     Option<MemSource>,
     Vec<Found>,
     Option<Completeness>,
-    Vec<Arc<ArtIndex>>,
+    (Vec<Arc<ArtIndex>>, Vec<(Arc<Memtable>, u64)>),
 );
 
 /// Per key of a subtable's Global Index memtables (the audit of `Options::
@@ -869,6 +934,8 @@ enum Rebuilt {
     /// Those of one not marked merged into the persistent index, with an index for reads
     /// while the Global Index is rebuilt in the background (R1 in gi/pending.rs).
     Shadow(Arc<ArtIndex>, Vec<Found>),
+    /// One marked merged: read by the background rebuild.
+    Later,
     Taken,
 }
 
@@ -1020,7 +1087,7 @@ pub(crate) struct Built {
 }
 
 /// Runs `f(0..n)` on up to `threads` threads; results in index order, the first error wins.
-fn parallel<T: Send>(
+pub(crate) fn parallel<T: Send>(
     n: usize,
     threads: usize,
     f: impl Fn(usize) -> Result<T> + Sync,

@@ -282,11 +282,16 @@ std::thread_local! {
     /// Recoveries on this test thread that left the Global Index's rebuild to the
     /// background and were read through its stand-ins (R1 in gi/pending.rs).
     static READ_WHILE_REBUILDING: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    /// Of those, recoveries that left memtables' records to the rebuild.
+    static SCANS_LEFT: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 fn verify(db: &Db, expect: &Expect) -> Result<State, String> {
     if crash_check::verify_while_rebuilding(db, &subtables(db), subtable_of, expect)? {
         READ_WHILE_REBUILDING.set(READ_WHILE_REBUILDING.get() + 1);
+        if db.recovery_report().deferred_memtables > 0 {
+            SCANS_LEFT.set(SCANS_LEFT.get() + 1);
+        }
     }
     let state = crash_check::verify(db, &subtables(db), subtable_of, expect)?;
     // Recovery rebuilt the persistent index to match (M3), so `check` compared it.
@@ -378,6 +383,12 @@ fn power_failures_with_the_persistent_index_leave_it_equal_to_the_volatile_one()
         "recoveries read while rebuilding: {deferred} of {}",
         cov.phases
     );
+    let left = SCANS_LEFT.get();
+    eprintln!("recoveries read while rebuilding: {deferred}, leaving scans: {left}");
+    assert!(
+        left > 0,
+        "no recovery left a memtable's records to the rebuild"
+    );
 }
 
 #[test]
@@ -446,6 +457,15 @@ fn torture_catches_reads_that_skip_unmerged_memtables_while_rebuilding() {
     mutation_is_caught_with(
         RecoveryMutation::NoShadowIndexes,
         40,
+        Cleaning::PressureIndexed,
+    );
+}
+
+#[test]
+fn torture_catches_merged_memtables_left_unread_when_the_commit_id_is_lowered() {
+    mutation_is_caught_with(
+        RecoveryMutation::ScanMergedLater,
+        60,
         Cleaning::PressureIndexed,
     );
 }

@@ -277,11 +277,16 @@ std::thread_local! {
     /// Recoveries on this test thread that left the Global Index's rebuild to the
     /// background and were read through its stand-ins (R1 in gi/pending.rs).
     static READ_WHILE_REBUILDING: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    /// Of those, recoveries that left memtables' records to the rebuild.
+    static SCANS_LEFT: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 fn verify(db: &Db, expect: &Expect) -> Result<State, String> {
     if crash_check::verify_while_rebuilding(db, &subtables(db), subtable_of, expect)? {
         READ_WHILE_REBUILDING.set(READ_WHILE_REBUILDING.get() + 1);
+        if db.recovery_report().deferred_memtables > 0 {
+            SCANS_LEFT.set(SCANS_LEFT.get() + 1);
+        }
     }
     let state = crash_check::verify(db, &subtables(db), subtable_of, expect)?;
     if db.stats().persistent_index.is_some_and(|p| p.stale) {
@@ -390,7 +395,12 @@ fn power_failures_during_spills_with_the_persistent_index() {
     assert!(cov.spilled > cov.phases / 4, "crashes hit spills: {cov:?}");
     // Most recoveries served their gets before the volatile Global Index was rebuilt.
     let deferred = READ_WHILE_REBUILDING.get();
-    eprintln!("recoveries read while rebuilding: {deferred}");
+    let left = SCANS_LEFT.get();
+    eprintln!("recoveries read while rebuilding: {deferred}, leaving scans: {left}");
+    assert!(
+        left > 0,
+        "no recovery left a memtable's records to the rebuild"
+    );
     assert!(
         deferred > cov.phases / 2,
         "recoveries read while rebuilding: {deferred} of {}",
