@@ -72,6 +72,10 @@ pub struct ServerBenchConfig {
     /// nacre-server pool size.
     #[arg(long, default_value = "2gb")]
     pub pmem_size: String,
+    /// Start nacre-server with `persistent-index yes` (its Global Index kept in PM: restart
+    /// serves before the volatile index is rebuilt).
+    #[arg(long)]
+    pub persistent_index: bool,
     /// Also measure restart after SIGKILL with this many GiB of data (0: skip).
     #[arg(long, default_value_t = 0.0)]
     pub restart_gib: f64,
@@ -168,6 +172,9 @@ pub fn start_nowait(cfg: &ServerBenchConfig, kind: &str, dir: &Path) -> Result<R
             .args(["--pmem-size", &cfg.pmem_size, "--loglevel", "warning"])
             .arg("--dir")
             .arg(dir);
+        if cfg.persistent_index {
+            c.args(["--persistent-index", "yes"]);
+        }
         c
     } else if let Some(mode) = kind.strip_prefix("redis-") {
         let mut c = Command::new(&cfg.redis_server);
