@@ -86,7 +86,9 @@ pub struct Config {
     pub gi_size_limit: u64,
     /// Nacre: keep the Global Index's copy in PM beside the volatile one
     /// (`persistent-index`, default no; `Options::persistent_index`). Fixed when the pool
-    /// is created: a pool created without it cannot turn it on.
+    /// is created: a pool created without it cannot turn it on. With it, a restart serves
+    /// as soon as the memtables not yet merged into it are indexed; the volatile index is
+    /// rebuilt in the background (key counts after a crash wait for it).
     pub persistent_index: bool,
     /// Keyspace notification classes (`notify-keyspace-events`, default none; flags of
     /// `crate::notify`).

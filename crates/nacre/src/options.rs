@@ -230,10 +230,11 @@ pub struct Options {
     /// Bytes of the block cache all disk levels share (default 64 MiB).
     pub disk_cache_size: u64,
     /// Keeps a copy of the Global Index in PM, a BzTree per subtable generation
-    /// (docs/persistent-index.md), beside the volatile one (default off). Today the tree is
-    /// written by every merge, relocation and spill, reconciled with the volatile index at
-    /// open and checked against it (`Db::check`); point reads use it only with
-    /// `persistent_index_reads`, and open does not use it yet. It takes
+    /// (docs/persistent-index.md), beside the volatile one (default off). The tree is
+    /// written by every merge, relocation and spill, reconciled with the volatile index
+    /// after open and checked against it (`Db::check`); open serves point reads from it
+    /// while the volatile index is rebuilt in the background (`background_index_rebuild`),
+    /// and afterwards point reads use it only with `persistent_index_reads`. It takes
     /// `persistent_index_share` of a new pool; a database created without it cannot turn it
     /// on.
     pub persistent_index: bool,
