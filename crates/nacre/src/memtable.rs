@@ -541,10 +541,22 @@ impl Memtable {
         &self,
         store: &Store,
         end: u64,
+        f: impl FnMut(u64, PmOffset, crate::record::ItemHeader) -> Result<()>,
+    ) -> std::result::Result<(), (u64, Error)> {
+        self.walk_from(store, 0, end, f)
+    }
+
+    /// [`Memtable::walk`] from position `from`, a zone's start (items never span zones).
+    fn walk_from(
+        &self,
+        store: &Store,
+        from: u64,
+        end: u64,
         mut f: impl FnMut(u64, PmOffset, crate::record::ItemHeader) -> Result<()>,
     ) -> std::result::Result<(), (u64, Error)> {
         let zs = store.zone_size;
-        let mut pos = 0u64;
+        debug_assert_eq!(from % zs, 0, "walks start at a zone's start");
+        let mut pos = from.min(end);
         while pos < end {
             let Some((at, room)) = self.zone_at(store, pos).map_err(|e| (pos, e))? else {
                 // A reclaimed slot (T6): its items are gone, the commit point may lie in it.
@@ -591,17 +603,38 @@ impl Memtable {
         };
         let same = |a: &ItemHeader, b: &ItemHeader| a.seq == b.seq && a.run == b.run;
         let mut tail: Vec<(PmOffset, ItemHeader)> = Vec::new();
-        let walked = self.walk(store, cur, |pos, at, h| {
-            if pos < prev {
-                facts.before = match facts.before {
-                    Some((b, n)) if same(&b, &h) && !one_item => Some((h, n + 1)),
-                    _ => Some((h, 1)),
-                };
-            } else {
-                tail.push((at, h));
+        // Items never span zones, so a walk may start at any zone's start. It starts at the
+        // zone of the last item before `prev` and moves a zone back while every item it
+        // found before `prev` belongs to that item's group (the group's run of items may go
+        // on before it) or it found none: `before` then counts the whole run, as a walk
+        // from the memtable's start would. Items before the window are read by the rebuild.
+        let zs = store.zone_size;
+        let mut zone = prev.saturating_sub(1) / zs;
+        let walked = loop {
+            facts.before = None;
+            tail.clear();
+            let mut seen = 0u64;
+            let walked = self.walk_from(store, zone * zs, cur, |pos, at, h| {
+                if pos < prev {
+                    seen += 1;
+                    facts.before = match facts.before {
+                        Some((b, n)) if same(&b, &h) && !one_item => Some((h, n + 1)),
+                        _ => Some((h, 1)),
+                    };
+                } else {
+                    tail.push((at, h));
+                }
+                Ok(())
+            });
+            let whole_run = facts.before.is_none_or(|(_, n)| u64::from(n) == seen);
+            if zone == 0
+                || !whole_run
+                || store.mutation == Some(crate::options::RecoveryMutation::TailWindowOneZone)
+            {
+                break walked;
             }
-            Ok(())
-        });
+            zone -= 1;
+        };
         match walked {
             Ok(()) => {}
             Err((pos, _)) if pos >= prev && run.is_some() => {

@@ -140,6 +140,9 @@ pub enum RecoveryMutation {
     /// Open leaves the memtables merged into the trees to the background rebuild even when
     /// the newest record it read is below the commit id (which it then lowers without them).
     ScanMergedLater,
+    /// Open finds a memtable's tail from the zone of its last item before `prev` alone, even
+    /// when the last group's run of items may begin in an earlier zone.
+    TailWindowOneZone,
 }
 
 /// A fault injected so that a test can reach a failure path. Never set outside such tests.
