@@ -261,3 +261,97 @@ fn spills_to_the_disk_levels_drop_each_frozen_generation() {
     let db = Db::open(o).expect("reopen");
     verify(&db, &model);
 }
+
+/// While the volatile index is rebuilt in the background (held back here), reads answer
+/// from the trees and the memtables not merged into them; writes, snapshots and
+/// transactions work; what needs the rebuilt index (long keys, iterators, checks) waits
+/// for it; and a database closed before the rebuild ran opens again whole.
+#[test]
+fn reads_writes_and_waits_while_the_index_is_rebuilt() {
+    let dir = tempfile::tempdir_in("/dev/shm").expect("dir");
+    let mut model = Model::new();
+    let mut rng = SplitMix64::new(11);
+    let db = Db::open(opts(dir.path())).expect("open");
+    workload(&db, &mut model, &mut rng, 8);
+    // Unmerged writes on top, so reads need the trees and the memtables both.
+    let a = db.subtable("a").expect("a");
+    for i in 0..300u32 {
+        let k = format!("k{:04}", i * 2).into_bytes();
+        let v = format!("late-{i}").into_bytes();
+        db.put(&a, &k, &v).expect("put");
+        model.insert((0, k), v);
+    }
+    drop(a);
+    drop(db);
+    let mut held = opts(dir.path());
+    held.hold_rebuild = true;
+    // Closed before the rebuild ran: nothing of it was needed.
+    let db = Db::open(held.clone()).expect("open held");
+    assert!(db.recovery_report().background_rebuild);
+    assert!(db.rebuilding());
+    db.close().expect("close while rebuilding");
+    let db = Db::open(held).expect("open held again");
+    assert!(db.rebuilding(), "the rebuild is held back");
+    let rep = db.recovery_report();
+    assert!(rep.deferred_memtables > 0, "{rep:?}");
+    let subs: Vec<nacre::Subtable> = ["a", "b", "c"]
+        .iter()
+        .map(|n| db.subtable(n).expect("subtable"))
+        .collect();
+    let fits = |k: &[u8]| k.len() <= nacre::limits::PERSISTENT_INDEX_KEY_MAX;
+    for ((s, k), v) in model.iter().filter(|((_, k), _)| fits(k)) {
+        assert_eq!(
+            db.get(&subs[*s], k).expect("get").as_ref(),
+            Some(v),
+            "{k:?}"
+        );
+    }
+    assert_eq!(db.get(&subs[1], b"never written").expect("get"), None);
+    assert!(db.rebuilding(), "short keys are served without the rebuild");
+    // Writes, a snapshot, and a transaction that reads and writes.
+    let snap = db.snapshot();
+    db.put(&subs[2], b"k0002", b"new").expect("put");
+    assert_eq!(
+        db.get(&subs[2], b"k0002").expect("get").as_deref(),
+        Some(&b"new"[..])
+    );
+    let old = model.get(&(2, b"k0002".to_vec()));
+    assert_eq!(
+        db.get_at(&subs[2], b"k0002", &snap)
+            .expect("get at")
+            .as_ref(),
+        old
+    );
+    let mut t = db.begin_optimistic();
+    let before = t.get(&subs[0], b"k0000").expect("txn get");
+    assert_eq!(before.as_ref(), model.get(&(0, b"k0000".to_vec())));
+    t.put(&subs[0], b"k0000", b"txn").expect("txn put");
+    t.commit().expect("commit");
+    model.insert((2, b"k0002".to_vec()), b"new".to_vec());
+    model.insert((0, b"k0000".to_vec()), b"txn".to_vec());
+    drop(snap);
+    assert!(db.rebuilding(), "none of that waited for the rebuild");
+    // A long key waits for the rebuild (and lets it go).
+    let ((s, k), v) = model
+        .iter()
+        .find(|((_, k), _)| !fits(k))
+        .expect("the workload wrote long keys");
+    assert_eq!(db.get(&subs[*s], k).expect("get").as_ref(), Some(v));
+    assert!(!db.rebuilding(), "a long key's read waited for the rebuild");
+    // Iterators see the rebuilt index.
+    for (i, sub) in subs.iter().enumerate() {
+        let rows: Vec<(Vec<u8>, Vec<u8>)> = db
+            .iter(sub, Default::default())
+            .expect("iter")
+            .collect::<Result<_, _>>()
+            .expect("scan");
+        let want: Vec<(Vec<u8>, Vec<u8>)> = model
+            .iter()
+            .filter(|((s, _), _)| *s == i)
+            .map(|((_, k), v)| (k.clone(), v.clone()))
+            .collect();
+        assert_eq!(rows, want, "subtable {i}");
+    }
+    assert!(!db.rebuilding());
+    verify(&db, &model);
+}
