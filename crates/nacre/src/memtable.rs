@@ -40,7 +40,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use nacre_halloc::{ObjId, Slot};
 use nacre_pmem::PmOffset;
 
+use crate::art::ArtIndex;
 use crate::error::{Error, Result};
+use crate::index::MemIndex;
 use crate::record::{
     item_body_matches, read_item_header, read_record_checked, record_size, Checked, ItemHeader,
     Kind, Place, ITEM_HEADER, ZONE_END,
@@ -94,6 +96,9 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock()
 }
 
+/// The volatile index memtables use (any [`MemIndex`] works; the tests compare them).
+pub(crate) type MemtableIndex = ArtIndex;
+
 /// Space granted to one group in one memtable.
 #[derive(Clone, Debug)]
 pub(crate) struct Reservation {
@@ -119,17 +124,6 @@ pub(crate) struct ScanStats {
     pub damaged: u64,
     pub bytes: u64,
     pub max_seq: u64,
-}
-
-impl ScanStats {
-    /// Adds another part's figures.
-    pub fn add(&mut self, o: &ScanStats) {
-        self.items += o.items;
-        self.records += o.records;
-        self.damaged += o.damaged;
-        self.bytes += o.bytes;
-        self.max_seq = self.max_seq.max(o.max_seq);
-    }
 }
 
 /// The items of the last group that committed into a memtable, as recovery found them.
@@ -164,7 +158,7 @@ pub(crate) struct TailFacts {
 }
 
 /// A memtable's persistent side in DRAM: its PM object, zones and cursors. The volatile
-/// index of an active or immutable memtable is held beside it (an `ArtIndex` in the read
+/// index of an active or immutable memtable is held beside it (an [`ArtIndex`] in the read
 /// view), so a memtable merged into the Global Index keeps its zones without its index.
 pub(crate) struct Memtable {
     pub obj: ObjId,
@@ -697,34 +691,10 @@ impl Memtable {
 
     /// Recovery, phase 2: clears slots whose zones are not owned (T3) and visits every
     /// record in `[0, cur)`, `cur` being the commit point after any rollback.
-    pub fn rebuild(&self, store: &Store, cur: u64, f: impl FnMut(Found)) -> Result<ScanStats> {
-        self.prepare(store, cur)?;
-        self.scan_range(store, 0, cur, f)
-    }
-
-    /// The records of zone slot `zone` below the commit point `cur` (items never span
-    /// zones, so zones are read apart, by several threads); [`Memtable::prepare`] first.
-    pub fn rebuild_zone(
-        &self,
-        store: &Store,
-        cur: u64,
-        zone: u64,
-        f: impl FnMut(Found),
-    ) -> Result<ScanStats> {
-        let zs = store.zone_size;
-        self.scan_range(store, zone * zs, ((zone + 1) * zs).min(cur), f)
-    }
-
-    /// Visits every record of the items in `[from, to)`, `from` a zone's start.
-    fn scan_range(
-        &self,
-        store: &Store,
-        from: u64,
-        to: u64,
-        mut f: impl FnMut(Found),
-    ) -> Result<ScanStats> {
+    pub fn rebuild(&self, store: &Store, cur: u64, mut f: impl FnMut(Found)) -> Result<ScanStats> {
         let mut stats = ScanStats::default();
-        self.walk_from(store, from, to, |_, at, h| {
+        self.prepare(store, cur)?;
+        self.walk(store, cur, |_, at, h| {
             stats.items += 1;
             stats.bytes += u64::from(h.len);
             self.item_records(store, at, &h, &mut |r: Found| {
@@ -771,5 +741,23 @@ impl Memtable {
         *lock(&self.cursor) = cur;
         self.committed.store(cur, Ordering::Release);
         Ok(())
+    }
+
+    /// Recovery of an active memtable: [`Memtable::rebuild`] into a fresh index.
+    /// Also returns the records that name blobs.
+    pub fn rebuild_index(
+        &self,
+        store: &Store,
+        cur: u64,
+    ) -> Result<(MemtableIndex, ScanStats, Vec<Found>)> {
+        let index = MemtableIndex::default();
+        let mut blobs = Vec::new();
+        let stats = self.rebuild(store, cur, |r| {
+            index.insert(&r.key, r.seq, r.at);
+            if r.blob {
+                blobs.push(r);
+            }
+        })?;
+        Ok((index, stats, blobs))
     }
 }

@@ -333,84 +333,31 @@ pub(crate) fn recover(
         vec![false; all.len()]
     };
     let t_scan = Instant::now();
-    // What each memtable's rebuild makes; the ones read now are read a zone per job, so
-    // that a few large memtables keep every thread busy.
-    let plan: Vec<Plan> = (0..all.len())
-        .map(|i| {
-            if gone.contains_key(&owner[i]) || on_disk.contains(&i) {
-                Plan::Taken
-            } else if active.contains(&all[i].obj) {
-                Plan::Active
-            } else if defer && !shadow[i] {
-                // Merged into the trees: its records wait for the background rebuild.
-                Plan::Later
-            } else if shadow[i] {
-                Plan::Shadow
-            } else {
-                Plan::Global
-            }
-        })
-        .collect();
-    let prepared = parallel_each(all.len(), threads, |i| match plan[i] {
-        Plan::Taken => Ok(()),
-        _ => all[i].prepare(store, cur[i]),
-    });
-    let indexes: Vec<Option<Arc<ArtIndex>>> = plan
-        .iter()
-        .map(|p| matches!(p, Plan::Active | Plan::Shadow).then(|| Arc::new(ArtIndex::default())))
-        .collect();
-    let zs = store.zone_size;
-    let jobs: Vec<(usize, u64)> = (0..all.len())
-        .filter(|&i| plan[i].reads_now() && prepared[i].is_ok())
-        .flat_map(|i| (0..cur[i].div_ceil(zs)).map(move |z| (i, z)))
-        .collect();
-    let read = parallel_each(jobs.len(), threads, |j| {
-        let (i, z) = jobs[j];
-        let mut recs = Vec::new();
-        let st = all[i].rebuild_zone(store, cur[i], z, |r| {
-            if let Some(ix) = &indexes[i] {
-                ix.insert(&r.key, r.seq, r.at);
-            }
-            // The active memtable's index is all it needs, but for its blobs (B3).
-            if plan[i] != Plan::Active || r.blob {
+    let rebuilt = parallel_each(all.len(), threads, |i| {
+        let m = &all[i];
+        if gone.contains_key(&owner[i]) || on_disk.contains(&i) {
+            Ok((ScanStats::default(), Rebuilt::Taken))
+        } else if active.contains(&m.obj) {
+            let (index, st, blobs) = m.rebuild_index(store, cur[i])?;
+            Ok((st, Rebuilt::Active(Arc::new(index), blobs)))
+        } else if defer && !shadow[i] {
+            // Merged into the trees: its records wait for the background rebuild.
+            m.prepare(store, cur[i])?;
+            Ok((ScanStats::default(), Rebuilt::Later))
+        } else if shadow[i] {
+            let index = ArtIndex::default();
+            let mut recs = Vec::new();
+            let st = m.rebuild(store, cur[i], |r| {
+                index.insert(&r.key, r.seq, r.at);
                 recs.push(r);
-            }
-        })?;
-        Ok((st, recs))
-    });
-    let mut per: Vec<Result<(ScanStats, Vec<Found>)>> = prepared
-        .into_iter()
-        .map(|p| p.map(|()| (ScanStats::default(), Vec::new())))
-        .collect();
-    for (j, r) in read.into_iter().enumerate() {
-        let i = jobs[j].0;
-        match (&mut per[i], r) {
-            (Ok((acc, recs)), Ok((st, more))) => {
-                acc.add(&st);
-                recs.extend(more);
-            }
-            (Ok(_), Err(e)) => per[i] = Err(e),
-            (Err(_), _) => {}
+            })?;
+            Ok((st, Rebuilt::Shadow(Arc::new(index), recs)))
+        } else {
+            let mut recs = Vec::new();
+            let st = m.rebuild(store, cur[i], |r| recs.push(r))?;
+            Ok((st, Rebuilt::Global(recs)))
         }
-    }
-    let rebuilt: Vec<Result<(ScanStats, Rebuilt)>> = per
-        .into_iter()
-        .enumerate()
-        .map(|(i, r)| {
-            let (st, recs) = r?;
-            let index = || indexes[i].clone().unwrap_or_default();
-            Ok((
-                st,
-                match plan[i] {
-                    Plan::Taken => Rebuilt::Taken,
-                    Plan::Active => Rebuilt::Active(index(), recs),
-                    Plan::Later => Rebuilt::Later,
-                    Plan::Shadow => Rebuilt::Shadow(index(), recs),
-                    Plan::Global => Rebuilt::Global(recs),
-                },
-            ))
-        })
-        .collect();
+    });
     let rebuilt: Vec<(ScanStats, Rebuilt)> = salvaged(rebuilt, salvage, &owner, &mut gone)?
         .into_iter()
         .map(|r| r.unwrap_or((ScanStats::default(), Rebuilt::Taken)))
@@ -977,28 +924,6 @@ impl Completeness {
 
 /// A record naming a blob whose zones stay (B3 in blob.rs): where it is and its size.
 pub(crate) type Claim = (PmOffset, u32);
-
-/// What recovery does with one memtable's records.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Plan {
-    /// Nothing (a spilled memtable, or a lost subtable's).
-    Taken,
-    /// Index them: the subtable's active memtable.
-    Active,
-    /// Leave them to the background rebuild (gi/pending.rs).
-    Later,
-    /// Index them for reads until the background rebuild, and keep them for it.
-    Shadow,
-    /// Keep them for the Global Index.
-    Global,
-}
-
-impl Plan {
-    /// Whether open reads the memtable's records.
-    fn reads_now(self) -> bool {
-        matches!(self, Plan::Active | Plan::Shadow | Plan::Global)
-    }
-}
 
 /// What rebuilding one memtable produced.
 enum Rebuilt {
