@@ -75,6 +75,12 @@ pub(crate) fn finish(db: &Engine, d: Deferred) -> Result<()> {
                 .map(std::sync::Arc::new),
             (None, _) => None,
         };
+        if mirror.as_ref().is_some_and(|m| m.following()) {
+            // M6: the reconciled tree holds every key of these memtables.
+            for m in &s.unmarked {
+                db.store.mems.set_merged(m.obj)?;
+            }
+        }
         gi.set_mirror(mirror);
         let gi = std::sync::Arc::new(gi);
         let Some(sub) = s.sub else { continue };

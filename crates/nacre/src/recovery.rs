@@ -486,6 +486,7 @@ pub(crate) fn recover(
         let mut recs = Vec::new();
         let mut shadows = Vec::new();
         let mut later_mems = Vec::new();
+        let mut unmarked = Vec::new();
         // The audit's view of what the trees must hold (trusted trees of a subtable whose
         // trees stayed).
         let mut expect =
@@ -526,6 +527,7 @@ pub(crate) fn recover(
                     if mutation != Some(RecoveryMutation::NoShadowIndexes) {
                         shadows.push(index);
                     }
+                    unmarked.push(m.clone());
                 }
                 Rebuilt::Later => {
                     register_zones(space, id as u32, m, 0);
@@ -545,7 +547,7 @@ pub(crate) fn recover(
             act,
             recs,
             expect,
-            (shadows, later_mems),
+            (shadows, later_mems, unmarked),
         ));
     }
     rep.scan_elapsed = t_scan.elapsed();
@@ -574,7 +576,7 @@ pub(crate) fn recover(
     }
     let mut subtables = Vec::new();
     let mut later: Vec<DeferredSub> = Vec::new();
-    for ((id, name, obj, list), act, recs, _, (shadows, later_mems)) in parts {
+    for ((id, name, obj, list), act, recs, _, (shadows, later_mems, unmarked)) in parts {
         let active_mem = act.as_ref().map(|a| a.mem.clone());
         let (gi, revisit) = if defer {
             // R1: reads answer from the shadows and the tree until the worker installs
@@ -601,6 +603,7 @@ pub(crate) fn recover(
                 id,
                 recs,
                 mems: later_mems,
+                unmarked,
                 active: act.as_ref().map(|a| a.index.clone()),
                 mirror,
                 pending: gi.clone(),
@@ -778,6 +781,9 @@ pub(crate) struct DeferredSub {
     /// Memtables merged into the trees, with their commit points: their records are read
     /// by the rebuild.
     pub mems: Vec<(Arc<Memtable>, u64)>,
+    /// Memtables not marked merged: once the tree is reconciled, every key of theirs is in
+    /// it (M1), so they are marked (M6) and the next open need not read them.
+    pub unmarked: Vec<Arc<Memtable>>,
     /// The active memtable's index (its versions up to `bound` shadow older blobs).
     pub active: Option<Arc<ArtIndex>>,
     /// The tree to bring to the rebuilt index (M3); none: picked then, as open does.
@@ -891,7 +897,11 @@ type Part = (
     Option<MemSource>,
     Vec<Found>,
     Option<Completeness>,
-    (Vec<Arc<ArtIndex>>, Vec<(Arc<Memtable>, u64)>),
+    (
+        Vec<Arc<ArtIndex>>,
+        Vec<(Arc<Memtable>, u64)>,
+        Vec<Arc<Memtable>>,
+    ),
 );
 
 /// Per key of a subtable's Global Index memtables (the audit of `Options::

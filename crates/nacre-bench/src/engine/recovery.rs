@@ -319,7 +319,18 @@ fn one_size(cfg: &RecoveryConfig, exe: &std::path::Path, mib: u64) -> Result<Vec
     let args = load_args(cfg, mib, &p, pool, memtable);
     tracing::info!(mib, pool, path = %p, "loading, then SIGKILL");
     let loaded = load_child(exe, args)?;
+    // Every open starts from the pool as the crash left it: an open that finishes its work
+    // changes it (with the persistent index, the background rebuild marks the memtables it
+    // merged), and each timed open must recover the same crash.
+    let crashed = path.with_extension("crashed");
+    let _crashed = TempFile::new(crashed.clone());
+    std::fs::copy(&path, &crashed).map_err(io_err("copy the crashed pool to", &crashed))?;
+    let fresh = || -> Result<()> {
+        std::fs::copy(&crashed, &path).map_err(io_err("restore the crashed pool to", &path))?;
+        Ok(())
+    };
     let most = cfg.threads.iter().copied().max().unwrap_or(1);
+    fresh()?;
     let first_open = open_once(cfg, exe, Engine::Nacre, &p, most, &loaded)?.0;
     tracing::info!(mib, threads = most, report = %first_open, "first open after the crash (warm-up)");
     let mut rows: Vec<RecoveryRow> = cfg
@@ -340,6 +351,7 @@ fn one_size(cfg: &RecoveryConfig, exe: &std::path::Path, mib: u64) -> Result<Vec
         .collect();
     for rep in 0..cfg.repeats {
         for row in rows.iter_mut() {
+            fresh()?;
             let (v, secs) = open_once(cfg, exe, Engine::Nacre, &p, row.threads, &loaded)?;
             tracing::info!(mib, threads = row.threads, rep, report = %v, "recovered");
             if v["clean"].as_bool() != Some(false) {
@@ -413,7 +425,8 @@ pub fn markdown(cfg: &RecoveryConfig, machine: &MachineInfo, rows: &[RecoveryRow
         "Emulated backend, pools in {} ({EMULATED_SURVIVES}). A child process loads the data \
          ({} writers, {}-byte keys, {}-byte values, {} MiB memtables) and is SIGKILLed; each \
          open runs in a fresh process that is SIGKILLed after its first `get`, so every open \
-         recovers a crashed database (RocksDB: from a fresh copy of the crashed directory, WAL \
+         recovers a crashed database, each from a copy of the pool as the crash left it \
+         (RocksDB: from a fresh copy of the crashed directory, WAL \
          on, not synced, same directory, same keys and values); an untimed warm-up open runs \
          first for Nacre (the first process to \
          rebuild the DRAM index after the loader died pays extra page-zeroing faults on this \

@@ -63,6 +63,28 @@ fn show(v: &Option<Vec<u8>>) -> Option<String> {
         .map(|v| String::from_utf8_lossy(&v[..16.min(v.len())]).into_owned())
 }
 
+/// `key`'s value in `sub`, which must be one of `options` (`when` says when, in the error).
+fn get_one_of(
+    db: &Db,
+    sub: &Subtable,
+    k: &[u8],
+    options: &[Option<Vec<u8>>],
+    when: &str,
+) -> Result<Option<Vec<u8>>, String> {
+    let got = db
+        .get(sub, k)
+        .map_err(|e| format!("get {k:?}{when}: {e}"))?;
+    if !options.contains(&got) {
+        return Err(format!(
+            "key {:?}: holds {:?}{when}, expected one of {:?}",
+            String::from_utf8_lossy(k),
+            show(&got),
+            options.iter().map(show).collect::<Vec<_>>()
+        ));
+    }
+    Ok(got)
+}
+
 /// With a Global Index rebuild held back (`Options::hold_rebuild`): checks every key's get
 /// against `expect` while reads answer from the stand-ins (gi/pending.rs), then lets the
 /// rebuild go. Whether the open had left the rebuild to the background.
@@ -76,17 +98,13 @@ pub fn verify_while_rebuilding(
     let rebuilding = db.rebuilding();
     let gets = || -> Result<(), String> {
         for (k, options) in expect {
-            let got = db
-                .get(&subs[of(k)], k)
-                .map_err(|e| format!("get {k:?} while rebuilding: {e}"))?;
-            if !options.contains(&got) {
-                return Err(format!(
-                    "key {:?}: holds {:?} while the Global Index is rebuilt, expected one of {:?}",
-                    String::from_utf8_lossy(k),
-                    show(&got),
-                    options.iter().map(show).collect::<Vec<_>>()
-                ));
-            }
+            get_one_of(
+                db,
+                &subs[of(k)],
+                k,
+                options,
+                " while the Global Index is rebuilt",
+            )?;
         }
         Ok(())
     };
@@ -105,17 +123,7 @@ pub fn verify(
 ) -> Result<State, String> {
     let mut state = State::new();
     for (k, options) in expect {
-        let got = db
-            .get(&subs[of(k)], k)
-            .map_err(|e| format!("get {k:?}: {e}"))?;
-        if !options.contains(&got) {
-            return Err(format!(
-                "key {:?}: holds {:?}, expected one of {:?}",
-                String::from_utf8_lossy(k),
-                show(&got),
-                options.iter().map(show).collect::<Vec<_>>()
-            ));
-        }
+        let got = get_one_of(db, &subs[of(k)], k, options, "")?;
         state.insert(k.clone(), got);
     }
     for (i, sub) in subs.iter().enumerate() {
