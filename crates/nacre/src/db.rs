@@ -643,9 +643,10 @@ impl Db {
         self.inner.index_ready.release();
     }
 
-    /// Whether open left the Global Index's rebuild to the background and it is not done
-    /// yet (tests).
-    #[doc(hidden)]
+    /// Whether open left the Global Index's rebuild to the background
+    /// (`Options::background_index_rebuild`) and it is not done yet: until then iterators,
+    /// `Db::check`, `Db::stats` and reads of keys too long for the persistent index wait
+    /// for it.
     pub fn rebuilding(&self) -> bool {
         !self.inner.index_ready.is_ready()
     }
