@@ -645,7 +645,7 @@ impl Db {
 
     /// Whether open left the Global Index's rebuild to the background
     /// (`Options::background_index_rebuild`) and it is not done yet: until then iterators,
-    /// `Db::check`, `Db::stats` and reads of keys too long for the persistent index wait
+    /// `Db::check` and reads of keys too long for the persistent index wait
     /// for it.
     pub fn rebuilding(&self) -> bool {
         !self.inner.index_ready.is_ready()
@@ -663,9 +663,8 @@ impl Db {
     pub fn stats(&self) -> crate::Stats {
         use std::sync::atomic::Ordering::Relaxed;
         let inner = &self.inner;
-        // R3 in gi/pending.rs: the figures of the rebuilt Global Index (a failed rebuild
-        // poisoned the database; what it shows then is what there is).
-        let _ = inner.index_ready.wait();
+        // Taken first: figures read after the rebuild is installed include it.
+        let rebuilding = !inner.index_ready.is_ready();
         let space = &inner.space;
         let mut subs = Vec::new();
         {
@@ -695,6 +694,7 @@ impl Db {
         let zones_free = inner.store.zones.free_zones();
         let blob_zones = inner.blobs.zone_count();
         crate::Stats {
+            rebuilding,
             live_bytes: subs
                 .iter()
                 .map(|s| s.gi_live_bytes + s.memtable_bytes)

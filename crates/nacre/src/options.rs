@@ -254,7 +254,7 @@ pub struct Options {
     /// into the persistent index have their volatile indexes, and the background worker
     /// rebuilds the volatile Global Index from the rest before it merges, cleans or spills
     /// anything (default on; docs/persistent-index.md). Until then point reads answer from
-    /// those memtables and the trees; iterators, `Db::check`, `Db::stats` and reads of keys
+    /// those memtables and the trees; iterators, `Db::check` and reads of keys
     /// too long for the trees wait for the rebuild. Applies when the trees are trusted (the
     /// last run kept them following every change); otherwise open rebuilds as without it.
     pub background_index_rebuild: bool,

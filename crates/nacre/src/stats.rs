@@ -65,6 +65,10 @@ impl DiskStats {
 pub struct Stats {
     /// Per subtable, by name.
     pub subtables: Vec<SubtableStats>,
+    /// The Global Index is being rebuilt in the background after open
+    /// (`Options::background_index_rebuild`): its figures (`gi_keys`, `gi_versions`,
+    /// `gi_live_bytes`, `gi_zones`, and `live_bytes` with them) count nothing of it yet.
+    pub rebuilding: bool,
     /// Live data: Global Index bytes, memtable bytes and blob zones.
     pub live_bytes: u64,
     /// Zones in the pool.

@@ -294,6 +294,9 @@ fn reads_writes_and_waits_while_the_index_is_rebuilt() {
     assert!(db.rebuilding(), "the rebuild is held back");
     let rep = db.recovery_report();
     assert!(rep.deferred_memtables > 0, "{rep:?}");
+    // Statistics do not wait: they say the index is not rebuilt yet.
+    assert!(db.stats().rebuilding);
+    assert!(db.rebuilding());
     let subs: Vec<nacre::Subtable> = ["a", "b", "c"]
         .iter()
         .map(|n| db.subtable(n).expect("subtable"))
@@ -353,5 +356,6 @@ fn reads_writes_and_waits_while_the_index_is_rebuilt() {
         assert_eq!(rows, want, "subtable {i}");
     }
     assert!(!db.rebuilding());
+    assert!(!db.stats().rebuilding);
     verify(&db, &model);
 }

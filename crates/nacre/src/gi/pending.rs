@@ -21,8 +21,8 @@
 //!   which writes each entry to the key's newest version found in PM (R1 holds before and
 //!   after each write). New writes go to the active memtable, read before the Global Index.
 //! - R3 (what waits): a key the tree cannot hold (too long), a subtable without a usable
-//!   tree (its trees dropped by recovery, or stale), iterators, checks and statistics wait
-//!   for the rebuild, then read the rebuilt index. A rebuild that fails poisons the
+//!   tree (its trees dropped by recovery, or stale), iterators and checks wait for the
+//!   rebuild, then read the rebuilt index; statistics say it is not rebuilt yet. A rebuild that fails poisons the
 //!   database and every waiter gets the error.
 //!
 //! Thread safety: shadow indexes are only read; the tree is latch-free; the rebuilt index
