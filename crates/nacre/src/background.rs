@@ -36,16 +36,7 @@ pub(crate) fn run(db: Arc<Engine>) {
     let deferred = db.deferred.lock().take();
     if let Some(d) = deferred {
         db.index_ready.wait_released();
-        let done = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            let _round = db.pause.lock();
-            crate::rebuild::finish(&db, d)
-        }));
-        let why = match done {
-            Ok(Ok(())) => None,
-            Ok(Err(e)) => Some(e.to_string()),
-            Err(panic) => Some(crate::error::panic_message(&*panic)),
-        };
-        if let Some(why) = why {
+        if let Err(why) = paused(&db, || crate::rebuild::finish(&db, d)) {
             let why = format!("rebuilding the Global Index failed: {why}");
             db.index_ready.set(Err(why.clone()));
             db.poison(why);
@@ -58,21 +49,29 @@ pub(crate) fn run(db: Arc<Engine>) {
     let mut pass = Pass::new(&db.space);
     let mut compaction = Compaction::new();
     while !db.stopping() {
-        let step = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            let _round = db.pause.lock();
+        match paused(&db, || {
             step(&db, &mut retired, &mut stuck, &mut pass, &mut compaction)
-        }));
-        let why = match step {
-            Ok(Ok(true)) => continue,
-            Ok(Ok(false)) => {
-                db.space.worker_wait(Duration::from_millis(20));
-                continue;
+        }) {
+            Ok(true) => {}
+            Ok(false) => db.space.worker_wait(Duration::from_millis(20)),
+            Err(why) => {
+                db.poison(format!("background worker failed: {why}"));
+                return;
             }
-            Ok(Err(e)) => e.to_string(),
-            Err(panic) => crate::error::panic_message(&*panic),
-        };
-        db.poison(format!("background worker failed: {why}"));
-        return;
+        }
+    }
+}
+
+/// Runs `f` as one round of the worker (holding `pause`); its error or panic as text.
+fn paused<T>(db: &Engine, f: impl FnOnce() -> Result<T>) -> std::result::Result<T, String> {
+    let done = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        let _round = db.pause.lock();
+        f()
+    }));
+    match done {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(panic) => Err(crate::error::panic_message(&*panic)),
     }
 }
 

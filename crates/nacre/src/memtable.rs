@@ -743,21 +743,23 @@ impl Memtable {
         Ok(())
     }
 
-    /// Recovery of an active memtable: [`Memtable::rebuild`] into a fresh index.
-    /// Also returns the records that name blobs.
+    /// Recovery of a memtable reads go to: [`Memtable::rebuild`] into a fresh index. Also
+    /// returns the records `keep` picks (an active memtable's blobs; every record of one
+    /// the Global Index is rebuilt from in the background).
     pub fn rebuild_index(
         &self,
         store: &Store,
         cur: u64,
+        keep: impl Fn(&Found) -> bool,
     ) -> Result<(MemtableIndex, ScanStats, Vec<Found>)> {
         let index = MemtableIndex::default();
-        let mut blobs = Vec::new();
+        let mut kept = Vec::new();
         let stats = self.rebuild(store, cur, |r| {
             index.insert(&r.key, r.seq, r.at);
-            if r.blob {
-                blobs.push(r);
+            if keep(&r) {
+                kept.push(r);
             }
         })?;
-        Ok((index, stats, blobs))
+        Ok((index, stats, kept))
     }
 }

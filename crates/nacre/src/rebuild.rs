@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::recovery::{build_gi, release_orphans, Built, Deferred};
+use crate::recovery::{index_subtable, release_orphans, Deferred};
 
 /// Builds and installs every deferred subtable's Global Index, then settles the zones.
 pub(crate) fn finish(db: &Engine, d: Deferred) -> Result<()> {
@@ -31,7 +31,8 @@ pub(crate) fn finish(db: &Engine, d: Deferred) -> Result<()> {
     } = d;
     let mutation = db.opts.recovery_mutation;
     let mut records = 0usize;
-    for mut s in subs {
+    for s in subs {
+        let mut recs = s.recs;
         // The memtables merged into the trees, read now (open read their tails only).
         let read = crate::recovery::parallel(s.mems.len(), threads, |i| {
             let (m, cur) = &s.mems[i];
@@ -39,7 +40,7 @@ pub(crate) fn finish(db: &Engine, d: Deferred) -> Result<()> {
             let st = m.rebuild(&db.store, *cur, |r| recs.push(r))?;
             Ok((st, recs))
         })?;
-        for (st, recs) in read {
+        for (st, more) in read {
             if st.max_seq > bound {
                 return Err(Error::corrupt(format!(
                     "record sequence {} above commit id {bound}",
@@ -52,39 +53,28 @@ pub(crate) fn finish(db: &Engine, d: Deferred) -> Result<()> {
                     "records whose values fail their checksums"
                 );
             }
-            s.recs.extend(recs);
+            recs.extend(more);
         }
-        records += s.recs.len();
-        let Built {
-            mut gi,
-            revisit,
-            blobs,
-            cuts,
-        } = build_gi(
+        records += recs.len();
+        let active = s.active.as_deref().map(|a| (a, bound));
+        let id = u64::from(s.sub.id());
+        let (built, _) = index_subtable(
             &db.store,
             &db.space,
-            s.recs,
-            s.active.as_deref().map(|a| (a, bound)),
-            (threads, disk.0, disk.1),
+            (id, recs, active),
+            (threads, disk),
+            s.mirror,
         )?;
-        claims.extend(blobs);
-        let mirror = match (&db.store.gi_forest, s.mirror) {
-            (Some(f), Some(m)) => f.reconcile_picked(&m, &gi, &cuts).then_some(m),
-            (Some(f), None) => f
-                .reconcile(s.id as u32, &gi, &cuts)
-                .map(std::sync::Arc::new),
-            (None, _) => None,
-        };
-        if mirror.as_ref().is_some_and(|m| m.following()) {
+        claims.extend(built.blobs);
+        if built.gi.mirror().is_some_and(|m| m.following()) {
             // M6: the reconciled tree holds every key of these memtables.
             for m in &s.unmarked {
                 db.store.mems.set_merged(m.obj)?;
             }
         }
-        gi.set_mirror(mirror);
-        let gi = std::sync::Arc::new(gi);
-        let Some(sub) = s.sub else { continue };
-        sub.inner.revisit.lock().extend(revisit);
+        let gi = std::sync::Arc::new(built.gi);
+        let sub = s.sub;
+        sub.inner.revisit.lock().extend(built.revisit);
         let visible = db.visible.load(Ordering::Acquire);
         sub.inner
             .replace_tiers(&db.tickets, visible, |v, _| (gi.clone(), v.frozen.clone()));

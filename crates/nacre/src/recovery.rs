@@ -338,19 +338,14 @@ pub(crate) fn recover(
         if gone.contains_key(&owner[i]) || on_disk.contains(&i) {
             Ok((ScanStats::default(), Rebuilt::Taken))
         } else if active.contains(&m.obj) {
-            let (index, st, blobs) = m.rebuild_index(store, cur[i])?;
+            let (index, st, blobs) = m.rebuild_index(store, cur[i], |r: &Found| r.blob)?;
             Ok((st, Rebuilt::Active(Arc::new(index), blobs)))
         } else if defer && !shadow[i] {
             // Merged into the trees: its records wait for the background rebuild.
             m.prepare(store, cur[i])?;
             Ok((ScanStats::default(), Rebuilt::Later))
         } else if shadow[i] {
-            let index = ArtIndex::default();
-            let mut recs = Vec::new();
-            let st = m.rebuild(store, cur[i], |r| {
-                index.insert(&r.key, r.seq, r.at);
-                recs.push(r);
-            })?;
+            let (index, st, recs) = m.rebuild_index(store, cur[i], |_: &Found| true)?;
             Ok((st, Rebuilt::Shadow(Arc::new(index), recs)))
         } else {
             let mut recs = Vec::new();
@@ -574,10 +569,17 @@ pub(crate) fn recover(
             }
         }
     }
+    // Disk levels present; tombstones kept for them.
+    let disk = (
+        spilled.is_some(),
+        spilled.is_some() && mutation != Some(RecoveryMutation::DropTombstonesAboveDisk),
+    );
     let mut subtables = Vec::new();
     let mut later: Vec<DeferredSub> = Vec::new();
     for ((id, name, obj, list), act, recs, _, (shadows, later_mems, unmarked)) in parts {
         let active_mem = act.as_ref().map(|a| a.mem.clone());
+        // What the background rebuild takes (gi/pending.rs), and the stand-in views hold.
+        let mut deferred = None;
         let (gi, revisit) = if defer {
             // R1: reads answer from the shadows and the tree until the worker installs
             // the rebuilt index; a subtable whose trees recovery dropped waits for it.
@@ -592,51 +594,23 @@ pub(crate) fn recover(
                 })
                 .and_then(|f| f.pick(id as u32))
                 .map(Arc::new);
-            let readable = mirror.clone();
             let gi = Arc::new(GlobalIndex::pending(Pending {
                 shadows,
-                mirror: readable,
+                mirror: mirror.clone(),
                 ready: ready.clone(),
                 rebuilt: std::sync::OnceLock::new(),
             }));
-            later.push(DeferredSub {
-                id,
-                recs,
-                mems: later_mems,
-                unmarked,
-                active: act.as_ref().map(|a| a.index.clone()),
-                mirror,
-                pending: gi.clone(),
-                sub: None,
-            });
+            deferred = Some((recs, mirror, gi.clone()));
             (gi, Vec::new())
         } else {
-            let Built {
-                mut gi,
-                revisit,
-                blobs,
-                cuts,
-            } = build_gi(
-                store,
-                space,
-                recs,
-                act.as_ref().map(|a| (&*a.index, u64::MAX)),
-                (
-                    threads,
-                    spilled.is_some(),
-                    spilled.is_some()
-                        && mutation != Some(RecoveryMutation::DropTombstonesAboveDisk),
-                ),
-            )?;
-            claims.extend(blobs);
-            if let Some(f) = &store.gi_forest {
-                let t = Instant::now();
-                let m = f.reconcile(id as u32, &gi, &cuts);
-                rep.reconcile_elapsed += t.elapsed();
-                gi.set_mirror(m.map(Arc::new));
-            }
-            (Arc::new(gi), revisit)
+            let active = act.as_ref().map(|a| (&*a.index, u64::MAX));
+            let (built, reconciled) =
+                index_subtable(store, space, (id, recs, active), (threads, disk), None)?;
+            rep.reconcile_elapsed += reconciled;
+            claims.extend(built.blobs);
+            (Arc::new(built.gi), built.revisit)
         };
+        let index = act.as_ref().map(|a| a.index.clone());
         let view = View {
             active: act,
             immutables: Vec::new(),
@@ -646,8 +620,16 @@ pub(crate) fn recover(
         };
         let sub = Subtable::new(db, id as u32, name, obj, list.clone(), view);
         sub.inner.revisit.lock().extend(revisit);
-        if let Some(d) = later.last_mut().filter(|d| d.id == id && d.sub.is_none()) {
-            d.sub = Some(sub.clone());
+        if let Some((recs, mirror, pending)) = deferred {
+            later.push(DeferredSub {
+                sub: sub.clone(),
+                recs,
+                mems: later_mems,
+                unmarked,
+                active: index,
+                mirror,
+                pending,
+            });
         }
         // Memtables left without zones (a crash after their last zone was given back).
         for m in &list {
@@ -685,10 +667,7 @@ pub(crate) fn recover(
             referenced,
             unnamed,
             threads,
-            disk: (
-                spilled.is_some(),
-                spilled.is_some() && mutation != Some(RecoveryMutation::DropTombstonesAboveDisk),
-            ),
+            disk,
             bound: rep.commit_id,
         })
     } else {
@@ -776,7 +755,7 @@ pub(crate) struct Deferred {
 
 /// One subtable's share of [`Deferred`].
 pub(crate) struct DeferredSub {
-    pub id: u64,
+    pub sub: Subtable,
     pub recs: Vec<Found>,
     /// Memtables merged into the trees, with their commit points: their records are read
     /// by the rebuild.
@@ -790,7 +769,28 @@ pub(crate) struct DeferredSub {
     pub mirror: Option<Arc<crate::gi::mirror::Mirror>>,
     /// The stand-in the subtable's views hold until then.
     pub pending: Arc<GlobalIndex>,
-    pub sub: Option<Subtable>,
+}
+
+/// Builds subtable `id`'s Global Index from `recs` ([`build_gi`], the active memtable's
+/// index with its bound) and brings its tree to it (M3): `picked`, the tree open already
+/// chose, or the one chosen now. The index holds the tree unless that failed (M4). Also
+/// how long the reconcile took.
+pub(crate) fn index_subtable(
+    store: &Store,
+    space: &Space,
+    (id, recs, active): (u64, Vec<Found>, Option<(&ArtIndex, u64)>),
+    (threads, disk): (usize, (bool, bool)),
+    picked: Option<Arc<crate::gi::mirror::Mirror>>,
+) -> Result<(Built, Duration)> {
+    let mut built = build_gi(store, space, recs, active, (threads, disk.0, disk.1))?;
+    let t = Instant::now();
+    let mirror = match (&store.gi_forest, picked) {
+        (Some(f), Some(m)) => f.reconcile_picked(&m, &built.gi, &built.cuts).then_some(m),
+        (Some(f), None) => f.reconcile(id as u32, &built.gi, &built.cuts).map(Arc::new),
+        (None, _) => None,
+    };
+    built.gi.set_mirror(mirror);
+    Ok((built, t.elapsed()))
 }
 
 /// A subtable a salvage open left out, and why.
@@ -954,7 +954,7 @@ enum Rebuilt {
 /// as ghosts (GI2), and a tombstone with no other copy goes (GI3). Also returns the records
 /// naming blobs that are their key's newest version in the Global Index (in PM-only mode, none
 /// shadowed by the `active` memtable).
-pub(crate) fn build_gi(
+fn build_gi(
     store: &Store,
     space: &Space,
     recs: Vec<Found>,

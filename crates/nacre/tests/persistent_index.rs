@@ -36,13 +36,18 @@ fn key(rng: &mut SplitMix64) -> Vec<u8> {
 
 type Model = BTreeMap<(usize, Vec<u8>), Vec<u8>>;
 
+/// The workload's three subtables, in the model's order.
+fn subtables(db: &Db) -> Vec<nacre::Subtable> {
+    ["a", "b", "c"]
+        .iter()
+        .map(|n| db.subtable(n).expect("subtable"))
+        .collect()
+}
+
 /// Writes, overwrites and deletes across three subtables, with a snapshot held now and then
 /// (older versions stay indexed), merges and compactions on request; checks as it goes.
 fn workload(db: &Db, model: &mut Model, rng: &mut SplitMix64, rounds: u64) {
-    let subs: Vec<nacre::Subtable> = ["a", "b", "c"]
-        .iter()
-        .map(|n| db.subtable(n).expect("subtable"))
-        .collect();
+    let subs = subtables(db);
     let mut held = None;
     for r in 0..rounds {
         for _ in 0..400 {
@@ -72,10 +77,7 @@ fn workload(db: &Db, model: &mut Model, rng: &mut SplitMix64, rounds: u64) {
 }
 
 fn verify(db: &Db, model: &Model) {
-    let subs: Vec<nacre::Subtable> = ["a", "b", "c"]
-        .iter()
-        .map(|n| db.subtable(n).expect("subtable"))
-        .collect();
+    let subs = subtables(db);
     for ((s, k), v) in model {
         assert_eq!(
             db.get(&subs[*s], k).expect("get").as_ref(),
@@ -297,10 +299,7 @@ fn reads_writes_and_waits_while_the_index_is_rebuilt() {
     // Statistics do not wait: they say the index is not rebuilt yet.
     assert!(db.stats().rebuilding);
     assert!(db.rebuilding());
-    let subs: Vec<nacre::Subtable> = ["a", "b", "c"]
-        .iter()
-        .map(|n| db.subtable(n).expect("subtable"))
-        .collect();
+    let subs = subtables(&db);
     let fits = |k: &[u8]| k.len() <= nacre::limits::PERSISTENT_INDEX_KEY_MAX;
     for ((s, k), v) in model.iter().filter(|((_, k), _)| fits(k)) {
         assert_eq!(

@@ -517,10 +517,7 @@ impl Mirror {
     /// Whether point reads of `key` go to this tree: reads are asked for, the tree is not
     /// stale, and the key fits it.
     pub fn serves(&self, key: &[u8]) -> bool {
-        self.forest.reads
-            && !self.forest.is_stale()
-            && !self.dropped.load(Ordering::Acquire)
-            && self.index.fits(key)
+        self.forest.reads && self.can_serve(key)
     }
 
     /// Whether this tree can answer point reads of `key` while the volatile index is

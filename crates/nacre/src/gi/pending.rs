@@ -119,23 +119,21 @@ impl Pending {
     /// The newest version of `key` at or below `seq` in PM besides the memtables a view
     /// reads first (R1), waiting for the rebuild where the tree cannot say (R3).
     pub fn get_at(&self, key: &[u8], seq: u64) -> Result<Option<(u64, PmOffset)>> {
-        let mut best: Option<(u64, PmOffset)> = None;
-        for ix in &self.shadows {
-            if let Some(hit) = ix.get(key, seq) {
-                if best.is_none_or(|b| hit.0 > b.0) {
-                    best = Some(hit);
-                }
-            }
-        }
+        // The newer of two versions by sequence number (a record and its relocated copy
+        // share one: either answers).
+        let newer = |a: Option<(u64, PmOffset)>, b: (u64, PmOffset)| match a {
+            Some(a) if a.0 >= b.0 => Some(a),
+            _ => Some(b),
+        };
+        let best = self
+            .shadows
+            .iter()
+            .filter_map(|ix| ix.get(key, seq))
+            .fold(None, newer);
         if let Some(m) = self.mirror.as_ref().filter(|m| m.can_serve(key)) {
             match m.newest(key)? {
                 None => return Ok(best),
-                Some((s, at)) if s <= seq => {
-                    if best.is_none_or(|b| s > b.0) {
-                        best = Some((s, at));
-                    }
-                    return Ok(best);
-                }
+                Some(hit) if hit.0 <= seq => return Ok(newer(best, hit)),
                 // Every entry is at most the commit id at open, and every read point is at
                 // or above it; should one not be, the rebuilt index answers.
                 Some(_) => {}
