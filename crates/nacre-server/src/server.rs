@@ -59,10 +59,16 @@ pub async fn run(
             .spawn(move || {
                 let t = Instant::now();
                 match s.count_keys(snap) {
-                    Ok(n) => tracing::info!(
+                    Ok(c) if c.disagreed.is_empty() => tracing::info!(
                         "counted {} keys in {} ms (in the background, while serving)",
-                        thousands(n),
+                        thousands(c.keys),
                         t.elapsed().as_millis()
+                    ),
+                    Ok(c) => tracing::error!(
+                        "counted {} keys in {} ms: {} databases' key count records were wrong (corrected)",
+                        thousands(c.keys),
+                        t.elapsed().as_millis(),
+                        c.disagreed.len()
                     ),
                     Err(e) => tracing::error!(error = %e, "counting keys failed; DBSIZE will wait"),
                 }
@@ -90,6 +96,12 @@ pub async fn run(
     } else if report.clean {
         tracing::info!(
             "recovered in {} ms; {} keys (clean shutdown: key counts read from its record)",
+            report.recovery.as_millis(),
+            thousands(report.keys)
+        );
+    } else if report.counts_kept {
+        tracing::info!(
+            "recovered in {} ms; {} keys (no clean shutdown: key counts read from their records, checked by a count in the background)",
             report.recovery.as_millis(),
             thousands(report.keys)
         );

@@ -6,8 +6,10 @@
 //! image, and then: the keyspace is the state after the last acknowledged command or after
 //! one of the later ones, each command whole (whole-keyspace comparison); collection versions are never reused
 //! (K5: the version mark is above every version in use); no member is left under a version
-//! that is neither live nor queued for the cleaner; key counts match the keys. A mutation
-//! check per recovery rule (version mark, namespace record) shows the test catches its loss.
+//! that is neither live nor queued for the cleaner; key counts, read from their records at
+//! once, match the keys (and the background count agrees). A mutation check per recovery rule
+//! (version mark, namespace record, stream owner, key count records) shows the test catches
+//! its loss.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -45,19 +47,23 @@ impl Rng {
     }
 }
 
-/// A keyspace on `db`, serving in-process, commits completing in the caller.
-fn serve(db: Db) -> Arc<Shared> {
-    let (st, report, snap) = store::open::open_db(db, DBS, Default::default()).expect("open");
+/// A keyspace on `db`, serving in-process, commits completing in the caller; and after a
+/// crash, whether its key counts came from their records and what the background count found
+/// wrong in them (C3, C4 in counts.rs).
+fn serve(db: Db) -> (Arc<Shared>, bool, Vec<(u32, i64, i64)>) {
+    let (st, report, job) = store::open::open_db(db, DBS, Default::default()).expect("open");
     let st = Arc::new(st);
-    if let Some(s) = snap {
-        st.count_keys(s).expect("count");
-    }
     st.commits.close(&st);
+    let disagreed = match job {
+        Some(j) => st.count_keys(j).expect("count").disagreed,
+        None => Vec::new(),
+    };
     let cfg = nacre_server::Config {
         databases: DBS as u64,
         ..Default::default()
     };
-    Shared::new(st, cfg, report).into_arc()
+    let kept = report.counts_kept;
+    (Shared::new(st, cfg, report).into_arc(), kept, disagreed)
 }
 
 fn run(shared: &Shared, c: &mut Client, args: &[&str]) -> Reply {
@@ -337,7 +343,7 @@ fn run_once(base: &[u8], seed: u64) -> Result<(), String> {
         Pool::open_sim(base.to_vec(), &PoolOptions::with_backend(Backend::Sim)).expect("image");
     let db = Db::open_pool(pool, opts()).expect("open");
     let sim = db.sim().expect("sim");
-    let shared = serve(db);
+    let (shared, ..) = serve(db);
     let start = sim.fence_count();
     sim.stop_at_fence(start + 1 + r.next() % 120);
     let mut c = Client::new(Arc::new(ClientInfo::detached(1)), true);
@@ -385,7 +391,18 @@ fn run_once(base: &[u8], seed: u64) -> Result<(), String> {
         Pool::open_sim(image, &PoolOptions::with_backend(Backend::Sim)).expect("crash image");
     let db =
         Db::open_pool(pool, opts()).map_err(|e| format!("seed {seed}: engine recovery: {e}"))?;
-    let shared = serve(db);
+    let (shared, kept, disagreed) = serve(db);
+    // C3: a crash's start reads the counts from their records, and C4's count agrees.
+    if !kept {
+        return Err(format!(
+            "seed {seed}: the start did not read the key count records"
+        ));
+    }
+    if !disagreed.is_empty() {
+        return Err(format!(
+            "seed {seed}: the key count records disagree with the keys (namespace, recorded, counted): {disagreed:?}"
+        ));
+    }
     shared
         .functions
         .restore(&shared)
@@ -455,7 +472,7 @@ fn run_once(base: &[u8], seed: u64) -> Result<(), String> {
 fn base_image() -> Vec<u8> {
     let db = Db::open(opts()).expect("open");
     let sim = db.sim().expect("sim");
-    let shared = serve(db);
+    let (shared, ..) = serve(db);
     drop(shared);
     sim.crash(CrashPolicy::KeepNone)
 }
@@ -486,6 +503,7 @@ fn power_failures_lose_no_acknowledged_command_and_each_rule_matters() {
             "neither the acknowledged state",
         ),
         (store::MUTATE_STREAM_NO_OWNER, "pending lists disagree"),
+        (store::MUTATE_NO_COUNT_RECORD, "key count records disagree"),
     ] {
         store::MUTATION.store(m, Ordering::Relaxed);
         let r = torture(60, 1);

@@ -267,6 +267,7 @@ fn drop_namespace(store: &Store, ns: &[u8], t: Instant, budget: Duration) -> Res
             .take(GC_BATCH)
             .collect::<nacre::Result<_>>()?;
         if metas.is_empty() {
+            store.commits.slots.forget(gen);
             return Ok(true);
         }
         let mut b = WriteBatch::new();

@@ -33,8 +33,16 @@ pub struct InFlight {
     fut: WriteFuture,
     /// (stripe, meta key) of every key it wrote: their pending entries go once it is durable.
     keys: Vec<(usize, Vec<u8>)>,
-    /// Key count changes per database, counted when queued: undone if it fails.
-    deltas: Vec<(usize, i64)>,
+    /// Key count changes, counted when queued: undone if it fails.
+    deltas: Deltas,
+}
+
+/// A batch's key count changes: per database (what `DBSIZE` reads), counted when queued,
+/// and the count slot it took in PM with its changes per namespace (C2 in counts.rs).
+#[derive(Default)]
+pub struct Deltas {
+    dbs: Vec<(usize, i64)>,
+    slot: Option<super::counts::Taken>,
 }
 
 /// A batch given its ticket but not yet handed to the engine.
@@ -44,7 +52,7 @@ struct Staged {
     /// The unresolved commits whose pending entries the command read (K7).
     deps: Vec<u64>,
     keys: Vec<(usize, Vec<u8>)>,
-    deltas: Vec<(usize, i64)>,
+    deltas: Deltas,
 }
 
 /// What every command touches when it queues its batch: held for a few stores only (each
@@ -151,6 +159,8 @@ pub struct Commits {
     /// A flush that stopped after [`FLUSH_ROUNDS`] with batches still staged hands the
     /// flush on through this: one connection waiting for a ticket wakes and flushes.
     flush_turn: tokio::sync::Notify,
+    /// The key count slots in PM (counts.rs), taken under `queue`'s lock.
+    pub slots: super::counts::Slots,
 }
 
 /// Batches a flush gave their places in the engine's commit order (see
@@ -172,6 +182,9 @@ pub struct Submission {
     pub keys: Vec<(usize, Vec<u8>)>,
     /// Key count changes per database.
     pub deltas: Vec<(usize, i64)>,
+    /// Key count changes per namespace (the metadata records it adds and removes): the
+    /// batch carries a count slot's record with them (C1 in counts.rs).
+    pub ns_deltas: Vec<(u32, i64)>,
     /// Commits it read from (K7).
     pub deps: Vec<u64>,
     /// What replicas run for it, encoded (R1 in repl_log.rs).
@@ -179,7 +192,7 @@ pub struct Submission {
 }
 
 /// A staged commit's ticket, whether it frees space, its keys and its count changes.
-type Meta = (u64, bool, Vec<(usize, Vec<u8>)>, Vec<(usize, i64)>);
+type Meta = (u64, bool, Vec<(usize, Vec<u8>)>, Deltas);
 
 /// Consecutive commits with their outcomes, to resolve together.
 type Outcomes = Vec<(Meta, nacre::Result<()>)>;
@@ -254,7 +267,7 @@ impl Commits {
     /// Commit tracking starting after ticket 0, with versions below `version_mark` covered.
     /// `inline`: the backend's fence costs nanoseconds (`dax`, `emulated`), so a flush
     /// commits on its own thread rather than through the committer thread.
-    pub fn new(version_mark: u64, inline: bool) -> Commits {
+    pub fn new(version_mark: u64, inline: bool, slots: super::counts::Slots) -> Commits {
         let (tx, rx) = mpsc::unbounded_channel();
         Commits {
             queue: Mutex::new(Queue {
@@ -282,6 +295,7 @@ impl Commits {
             ready: Mutex::new(std::collections::BTreeMap::new()),
             resolver: Mutex::new(()),
             flush_turn: tokio::sync::Notify::new(),
+            slots,
         }
     }
 
@@ -296,7 +310,8 @@ impl Commits {
             max_version,
             keys,
             deltas,
-            deps,
+            ns_deltas,
+            mut deps,
             effects,
         } = c;
         let mut q = self.queue.lock();
@@ -308,6 +323,16 @@ impl Commits {
         }
         let ticket = q.next;
         q.next += 1;
+        // C1, C2 (counts.rs): the slot is taken under the queue's lock, in ticket order.
+        let slot = (!ns_deltas.is_empty()).then(|| {
+            let (taken, record, dep) = self.slots.take(ticket, ns_deltas);
+            if !super::mutated(super::MUTATE_NO_COUNT_RECORD) {
+                batch.put(&store.subs.sys, super::counts::slot_key(taken.slot), record);
+            }
+            deps.extend(dep.filter(|&d| !self.is_done(d)));
+            taken
+        });
+        let deltas = Deltas { dbs: deltas, slot };
         // R1 (repl_log.rs): staged before any flush can take the batch.
         store.repl.stage(ticket, effects);
         q.staged.push(Staged {
@@ -734,12 +759,15 @@ impl Commits {
         store: &Store,
         ticket: u64,
         frees: bool,
-        deltas: &[(usize, i64)],
+        deltas: &Deltas,
         r: nacre::Result<()>,
     ) {
+        if let Some(t) = &deltas.slot {
+            self.slots.release(ticket, t, r.is_ok());
+        }
         match r {
             Err(e) => {
-                for &(db, d) in deltas {
+                for &(db, d) in &deltas.dbs {
                     store.counts[db].fetch_sub(d, std::sync::atomic::Ordering::Relaxed);
                 }
                 self.record_failure(ticket, e)

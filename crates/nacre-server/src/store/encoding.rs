@@ -340,6 +340,15 @@ pub fn ns_prefix(ns: u32) -> [u8; 4] {
     ns.to_be_bytes()
 }
 
+/// The namespace a `meta` key is in.
+pub fn ns_of(mkey: &[u8]) -> u32 {
+    u32::from_be_bytes(
+        mkey.get(..4)
+            .and_then(|b| b.try_into().ok())
+            .unwrap_or([0; 4]),
+    )
+}
+
 /// The `meta` key of `key` in namespace `ns`.
 pub fn meta_key(ns: u32, key: &[u8]) -> Vec<u8> {
     if is_long(key) {

@@ -50,6 +50,7 @@ pub mod access;
 pub mod background;
 pub mod checkpoint;
 pub mod commits;
+pub mod counts;
 pub mod encoding;
 pub mod open;
 pub mod repl_log;
@@ -94,6 +95,8 @@ pub const MUTATE_NO_NAMESPACE_RECORD: u8 = 2;
 /// `MUTATION`: a stream delivery records the group's pending entry without the consumer's
 /// (breaks G1, which the torture test checks after every recovery).
 pub const MUTATE_STREAM_NO_OWNER: u8 = 3;
+/// `MUTATION`: batches that add or remove keys carry no key count record (C1 in counts.rs).
+pub const MUTATE_NO_COUNT_RECORD: u8 = 5;
 /// `MUTATION`: a flush that stops with batches staged does not hand the flush on (breaks
 /// K6: a batch can be left staged with nobody to flush it).
 pub const MUTATE_NO_FLUSH_HANDOFF: u8 = 4;

@@ -2,8 +2,10 @@
 //!
 //! A clean close leaves a `clean` record in `sys` with every database's key count and the
 //! next collection version; the next start reads it (and deletes it, durably, before serving)
-//! instead of counting keys. After a crash there is no such record and the start counts each
-//! database's keys (one pass over the `meta` subtable).
+//! instead of counting keys. After a crash there is no such record: the start reads the
+//! key counts from their records in PM (counts.rs) and checks them with a count of each
+//! database's keys in the background (one pass over the `meta` subtable); a pool without
+//! those records waits for that count instead.
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -11,7 +13,7 @@ use std::time::{Duration, Instant};
 use nacre::{Db, IterOptions, Options, WriteBatch};
 
 use super::commits::{Commits, VERSION_MARK};
-use super::encoding;
+use super::{counts, encoding};
 use super::{Namespaces, Result, Store, StoreError, Subtables, STRIPES};
 use crate::config::Config;
 
@@ -35,6 +37,9 @@ pub struct StartReport {
     pub clean: bool,
     /// Whether this start created the database (nothing to recover, no keys to count).
     pub created: bool,
+    /// Whether the key counts came from their records in PM after a crash (checked by a
+    /// count in the background) rather than from a clean shutdown or that count.
+    pub counts_kept: bool,
     /// Keys in all databases.
     pub keys: u64,
     /// The backend in use.
@@ -95,19 +100,68 @@ pub fn open_db(db: Db, databases: usize, recovery: Duration) -> Result<Opened> {
     };
     let t1 = Instant::now();
     let clean = db.get(&subs.sys, CLEAN)?;
-    let (counts, next_version, was_clean) = match clean.map(|c| decode_clean(&c, &ns)) {
-        Some(Ok(Some((counts, next)))) => (counts, next, true),
+    let (clean_counts, next_version) = match clean.map(|c| decode_clean(&c, &ns)) {
+        Some(Ok(Some((counts, next)))) => (Some(counts), next),
         Some(Err(e)) => return Err(e),
-        // Counted in the background (see `Store::count_keys`).
-        _ => (vec![0; ns.gens.len()], mark, false),
+        _ => (None, mark),
     };
+    let was_clean = clean_counts.is_some();
     if was_clean {
         first.delete(&subs.sys, CLEAN);
     }
-    let counting = t1.elapsed();
     // A new database has no keys: nothing to count.
     let created = db.recovery_report().created;
-    let counted = was_clean || created;
+    let mut slots = counts::read(&db, &subs.sys)?;
+    for &s in &slots.malformed {
+        first.delete(&subs.sys, counts::slot_key(s));
+    }
+    // Dropped namespaces' counts are left out (their slots' records lose them when next
+    // written).
+    for m in &mut slots.slots {
+        m.retain(|g, _| ns.gens.contains(g));
+    }
+    let kept = slots.kept && slots.malformed.is_empty();
+    let recorded: Vec<(u32, i64)> = ns.gens.iter().map(|&g| (g, slots.total(g))).collect();
+    let (counts, counted, job) = match clean_counts {
+        // C3: the counts are known; the records are made to agree with them.
+        Some(known) => {
+            let mut fix = false;
+            for (&(g, r), &n) in recorded.iter().zip(&known) {
+                if n != r {
+                    if kept {
+                        tracing::error!(
+                            namespace = g,
+                            recorded = r,
+                            counted = n,
+                            "the key count records disagree with the clean shutdown's counts"
+                        );
+                    }
+                    counts::add(&mut slots.slots[0], g, n - r);
+                    fix = true;
+                }
+            }
+            if fix {
+                first.put(
+                    &subs.sys,
+                    counts::slot_key(0),
+                    counts::encode(&slots.slots[0]),
+                );
+            }
+            if !kept {
+                first.put(&subs.sys, counts::KEPT, []);
+            }
+            (known, true, None)
+        }
+        None if created => {
+            first.put(&subs.sys, counts::KEPT, []);
+            (vec![0; ns.gens.len()], true, None)
+        }
+        // C3, C4: the records' counts at once, checked in the background.
+        None if kept => (recorded.iter().map(|&(_, n)| n).collect(), true, Some(true)),
+        // Counted in the background (see `Store::count_keys`).
+        None => (vec![0; ns.gens.len()], false, Some(false)),
+    };
+    let counting = t1.elapsed();
     if !first.is_empty() {
         // A few bytes of metadata, which a full pool must still take to start.
         first.mark_frees_space();
@@ -116,13 +170,18 @@ pub fn open_db(db: Db, databases: usize, recovery: Duration) -> Result<Opened> {
     let keys = counts.iter().sum::<i64>().max(0) as u64;
     // Taken before anything is written: the background count reads this snapshot, and every
     // later change is in `counts` as a delta.
-    let snapshot = (!counted).then(|| db.snapshot());
+    let job = job.map(|check| Count {
+        snap: db.snapshot(),
+        recorded,
+        check,
+    });
     let backend = db.backend_report();
     let report = StartReport {
         recovery,
         counting,
         clean: was_clean,
         created,
+        counts_kept: counted && !was_clean && !created,
         keys,
         backend: backend.active.to_string(),
         survives: backend.survives().to_string(),
@@ -133,7 +192,11 @@ pub fn open_db(db: Db, databases: usize, recovery: Duration) -> Result<Opened> {
         ns: parking_lot::RwLock::new(ns),
         versions: AtomicU64::new(next_version.max(1)),
         stripes: (0..STRIPES).map(|_| Default::default()).collect(),
-        commits: Commits::new(mark, backend.active.uses_cache_flush()),
+        commits: Commits::new(
+            mark,
+            backend.active.uses_cache_flush(),
+            counts::Slots::new(slots.slots),
+        ),
         expired_keys: AtomicU64::new(0),
         gc_records: AtomicU64::new(0),
         gc_pending: AtomicU64::new(0),
@@ -146,18 +209,46 @@ pub fn open_db(db: Db, databases: usize, recovery: Duration) -> Result<Opened> {
         db,
         subs,
     };
-    Ok((store, report, snapshot))
+    Ok((store, report, job))
 }
 
-/// What [`open`] returns: the keyspace, the start's report, and the snapshot to count keys
-/// in when the counts were not recorded (see [`Store::count_keys`]).
-pub type Opened = (Store, StartReport, Option<nacre::Snapshot>);
+/// What [`open`] returns: the keyspace, the start's report, and the count to run in the
+/// background after a crash (see [`Store::count_keys`]).
+pub type Opened = (Store, StartReport, Option<Count>);
+
+/// A background count of every namespace's keys (C3, C4 in counts.rs).
+pub struct Count {
+    /// Taken at open, before any write.
+    snap: nacre::Snapshot,
+    /// Per namespace, what the count records said at open.
+    recorded: Vec<(u32, i64)>,
+    /// Whether the counts came from the records (the count checks them) rather than
+    /// waiting for it.
+    check: bool,
+}
+
+/// What a background count found.
+#[derive(Debug, Default)]
+pub struct Counted {
+    /// Keys in all databases at the snapshot.
+    pub keys: u64,
+    /// Namespaces whose records disagreed with the count: (namespace, recorded, counted).
+    /// Always empty after a crash unless something is wrong (C4).
+    pub disagreed: Vec<(u32, i64, i64)>,
+}
 
 impl Store {
-    /// Counts every database's keys in `snap` (taken at open, before any write) and adds
-    /// them to the counts, which hold the changes made since; then marks them whole.
-    pub fn count_keys(&self, snap: nacre::Snapshot) -> Result<u64> {
-        let gens = self.ns.read().gens.clone();
+    /// Counts every database's keys in the job's snapshot (taken at open, before any
+    /// write). Without count records, adds them to the counts, which hold the changes made
+    /// since, and marks them whole; with them, compares (C4). Either way the records are
+    /// then put right and marked whole (C3).
+    pub fn count_keys(&self, job: Count) -> Result<Counted> {
+        let Count {
+            snap,
+            recorded,
+            check,
+        } = job;
+        let gens: Vec<u32> = recorded.iter().map(|&(g, _)| g).collect();
         let mut total = 0u64;
         let mut base = Vec::with_capacity(gens.len());
         for g in gens {
@@ -182,14 +273,51 @@ impl Store {
         // The count of a namespace goes to the database that has it now (SWAPDB moves
         // namespaces; a flushed one is gone, its database restarted from zero).
         let ns = self.ns.read();
-        for (g, n) in base {
-            if let Some(i) = ns.gens.iter().position(|&x| x == g) {
+        let mut out = Counted {
+            keys: total,
+            disagreed: Vec::new(),
+        };
+        let mut fixes = Vec::new();
+        for ((g, n), &(_, r)) in base.into_iter().zip(&recorded) {
+            let Some(i) = ns.gens.iter().position(|&x| x == g) else {
+                continue;
+            };
+            if !check {
                 self.counts[i].fetch_add(n, Ordering::Relaxed);
+            } else if n != r {
+                tracing::error!(
+                    namespace = g,
+                    recorded = r,
+                    counted = n,
+                    "the key count records disagree with the keys: corrected"
+                );
+                self.counts[i].fetch_add(n - r, Ordering::Relaxed);
+                out.disagreed.push((g, r, n));
+            }
+            if n != r {
+                fixes.push((g, n - r));
             }
         }
         drop(ns);
         self.counted.send_replace(true);
-        Ok(total)
+        if !fixes.is_empty() || !check {
+            let mut b = WriteBatch::new();
+            b.put(&self.subs.sys, counts::KEPT, []);
+            // A few bytes that make counting unnecessary next time: a full pool takes them.
+            b.mark_frees_space();
+            let t = self.commits.submit(
+                self,
+                b,
+                super::commits::Submission {
+                    ns_deltas: fixes,
+                    ..Default::default()
+                },
+            );
+            self.commits
+                .wait_blocking(self, t)
+                .map_err(|e| StoreError::Commit(e.to_string()))?;
+        }
+        Ok(out)
     }
 }
 

@@ -1070,6 +1070,8 @@ impl<'s> Txn<'s> {
             }
         }
         let mut deltas = std::mem::take(&mut self.count_delta);
+        // Per namespace, by the namespace each record is written in (C1 in counts.rs).
+        let mut ns_deltas: Vec<(u32, i64)> = Vec::new();
         let mut changed: Vec<(usize, Vec<u8>, usize)> = Vec::new();
         // Member writes belong to the key whose collection holds their version now (a
         // RENAME inside EXEC moves a collection with its version).
@@ -1156,6 +1158,11 @@ impl<'s> Txn<'s> {
                 let delta = i64::from(k.cur.is_some()) - i64::from(k.orig().is_some());
                 if delta != 0 {
                     deltas.push((k.db, delta));
+                    let ns = encoding::ns_of(&k.mkey);
+                    match ns_deltas.iter_mut().find(|(g, _)| *g == ns) {
+                        Some((_, d)) => *d += delta,
+                        None => ns_deltas.push((ns, delta)),
+                    }
                 }
             }
             if self.offline {
@@ -1175,6 +1182,7 @@ impl<'s> Txn<'s> {
             subs_all.extend(subs_out);
             pendings.push((k.stripe, k.mkey.clone(), meta_out, subs_all));
         }
+        ns_deltas.retain(|(_, d)| *d != 0);
         if batch.is_empty() {
             return self.read_ticket();
         }
@@ -1192,6 +1200,7 @@ impl<'s> Txn<'s> {
                 max_version: self.max_version,
                 keys: written,
                 deltas: deltas.clone(),
+                ns_deltas,
                 deps,
                 effects: store.repl.encode(std::mem::take(&mut self.effects)),
             },

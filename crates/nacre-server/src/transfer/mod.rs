@@ -133,12 +133,13 @@ impl OfflinePool {
             .map_err(|e| TransferError::Runtime(format!("cannot start the runtime: {e}")))?;
         let (store, report, snapshot) = crate::store::open::open(cfg)?;
         let store = Arc::new(store);
+        let completer = rt.spawn(crate::store::Commits::run_completer(store.clone()));
         if let Some(snap) = snapshot {
-            // After a crash the key counts are counted before the import adds to them, so
-            // that the clean close records whole counts.
+            // After a crash the key counts are counted (or checked) before the import adds
+            // to them, so that the clean close records whole counts; with the completer
+            // running, as the count may correct the count records.
             store.count_keys(snap)?;
         }
-        let completer = rt.spawn(crate::store::Commits::run_completer(store.clone()));
         Ok(OfflinePool {
             store,
             report,

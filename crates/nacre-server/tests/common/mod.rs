@@ -430,9 +430,6 @@ pub fn in_process(o: nacre::Options) -> std::sync::Arc<nacre_server::shared::Sha
     let (st, report, snap) =
         nacre_server::store::open::open_db(db, 1, Default::default()).expect("keyspace");
     let st = std::sync::Arc::new(st);
-    if let Some(s) = snap {
-        st.count_keys(s).expect("count");
-    }
     let cfg = nacre_server::Config {
         databases: 1,
         ..Default::default()
@@ -445,5 +442,9 @@ pub fn in_process(o: nacre::Options) -> std::sync::Arc<nacre_server::shared::Sha
         let store = st.clone();
         move || rt.block_on(nacre_server::store::Commits::run_completer(store))
     });
+    // After the completer starts: the count may correct the key count records.
+    if let Some(s) = snap {
+        st.count_keys(s).expect("count");
+    }
     nacre_server::shared::Shared::new(st, cfg, report).into_arc()
 }
