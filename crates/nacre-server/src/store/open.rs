@@ -48,6 +48,24 @@ pub struct StartReport {
     pub survives: String,
 }
 
+impl StartReport {
+    /// Where the start's key counts came from (`INFO nacre`'s `key_counts_at_start`):
+    /// `created`, `clean` (the clean shutdown's record), `records` (their records in PM,
+    /// after a crash) or `counted` (a count in the background, which commands that read
+    /// the counts wait for).
+    pub fn counts_source(&self) -> &'static str {
+        if self.created {
+            "created"
+        } else if self.clean {
+            "clean"
+        } else if self.counts_kept {
+            "records"
+        } else {
+            "counted"
+        }
+    }
+}
+
 fn le_u64(b: &[u8], at: usize) -> Result<u64> {
     b.get(at..at + 8)
         .and_then(|s| s.try_into().ok())
