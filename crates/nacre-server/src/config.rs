@@ -107,6 +107,12 @@ pub struct Config {
     pub users: Vec<Vec<Vec<u8>>>,
 }
 
+/// Tests only (the `testing` feature): the engine's background index rebuild after a start
+/// is held back for this many milliseconds (`nacre::Options::hold_rebuild`), so that tests
+/// can see what the server does meanwhile.
+#[cfg(feature = "testing")]
+pub const HOLD_REBUILD_ENV: &str = "NACRE_TEST_HOLD_REBUILD_MS";
+
 impl Config {
     /// `latency-monitor-threshold` in milliseconds (0: the monitor is off).
     pub fn latency_threshold_ms(&self) -> u64 {
@@ -383,6 +389,10 @@ impl Config {
         o.pool_size = self.pmem_size;
         o.gi_size_limit = self.gi_size_limit;
         o.persistent_index = self.persistent_index;
+        #[cfg(feature = "testing")]
+        {
+            o.hold_rebuild = std::env::var_os(HOLD_REBUILD_ENV).is_some();
+        }
         o.disk_dir = match (&self.disk_dir, checkpoint) {
             (None, _) => None,
             (Some(_), true) => Some(dir.join("disk")),

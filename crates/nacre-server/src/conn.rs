@@ -553,6 +553,12 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, info: Arc<ClientInfo>
                         client.clock.round();
                         execute(&shared, &mut client, args)
                     }
+                    Outcome::AfterRebuild(args) => {
+                        // I1: this connection waits; the others on its thread go on.
+                        shared.store.wait_rebuilt().await;
+                        client.clock.round();
+                        execute(&shared, &mut client, args)
+                    }
                     Outcome::Paused(until, args) => {
                         let left = until.saturating_sub(crate::shared::now_ms());
                         tokio::select! {
@@ -663,6 +669,7 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, info: Arc<ClientInfo>
                 Outcome::Nothing
                 | Outcome::After(..)
                 | Outcome::AfterCount(..)
+                | Outcome::AfterRebuild(..)
                 | Outcome::Paused(..) => {}
             }
             if awaits {

@@ -57,6 +57,12 @@ pub async fn run(
         std::thread::Builder::new()
             .name("nacre-count".into())
             .spawn(move || {
+                // The count walks records, which waits for the engine's background index
+                // rebuild: it starts once that is done (the counts from the records serve
+                // meanwhile; without them, DBSIZE waits for both anyway).
+                while s.db.rebuilding() {
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                }
                 let t = Instant::now();
                 match s.count_keys(snap) {
                     Ok(c) if c.disagreed.is_empty() => tracing::info!(
@@ -112,6 +118,26 @@ pub async fn run(
         );
     }
     let shared = Shared::new(store.clone(), cfg.clone(), report).into_arc();
+    #[cfg(feature = "testing")]
+    if let Some(ms) = std::env::var(crate::config::HOLD_REBUILD_ENV)
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        let s = store.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(ms));
+            s.db.release_rebuild();
+        });
+    }
+    if store.db.rebuilding() {
+        // I1 (store/txn.rs): clients that parked meanwhile are served once the rebuild is
+        // done (pops wait for it).
+        let s = shared.clone();
+        tokio::spawn(async move {
+            s.store.wait_rebuilt().await;
+            s.waiters.serve_all(&s);
+        });
+    }
     crate::cmd::server::configure_access_clock(&shared, &cfg);
     shared.repl.configure(&cfg);
     match crate::cmd::acl::restore(&shared) {

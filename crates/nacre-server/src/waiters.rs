@@ -117,7 +117,9 @@ impl Waiters {
     /// Serves clients parked on `keys` (after a write to them), and on the keys those
     /// serves write in turn (a BLMOVE's destination), in parking order (W2).
     pub fn serve(&self, shared: &Shared, keys: &[(usize, Vec<u8>)]) {
-        if self.count() == 0 {
+        // I1 (store/txn.rs): while the engine rebuilds its index, a pop would walk records;
+        // the server serves every parked client once it is done.
+        if self.count() == 0 || shared.store.db.rebuilding() {
             return;
         }
         let mut g = self.inner.lock();

@@ -600,6 +600,7 @@ fn walk(
     mut f: impl FnMut(u64, &[u8], &Meta) -> bool,
 ) -> Result<u64, Reply> {
     let gen = ctx.txn.gen(ctx.db);
+    ctx.txn.may_iterate()?;
     let store = &ctx.shared.store;
     let it = store
         .db

@@ -112,6 +112,9 @@ pub enum Outcome {
     /// Wait until key counts are whole (after a crash, while they are counted in the
     /// background), then run the request again.
     AfterCount(Vec<Vec<u8>>),
+    /// Wait until the engine has rebuilt its Global Index after a start, then run the
+    /// request again (I1 in store/txn.rs: it walks records, and walks wait for that).
+    AfterRebuild(Vec<Vec<u8>>),
     /// Wait for `CLIENT PAUSE` to end (its end, ms), then run the request again.
     Paused(u64, Vec<Vec<u8>>),
     /// Park until a write gives one of the request's keys something, or its timeout.
@@ -442,6 +445,15 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
     if cmd.local.contains(Local::COUNTS) && !shared.store.is_counted() {
         return Outcome::AfterCount(args.to_vec());
     }
+    // I1: a transaction or a script runs whole once the rebuild is done (its commands
+    // cannot each run again).
+    if matches!(
+        cmd.name,
+        "exec" | "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro"
+    ) && shared.store.db.rebuilding()
+    {
+        return Outcome::AfterRebuild(args.to_vec());
+    }
     match cmd.run {
         Run::Conn(f) => f(shared, client, args),
         Run::Key(_) => {
@@ -471,6 +483,11 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
                 txn.record_events();
             }
             let reply = run_key(cmd, &mut txn, client, shared, args, false);
+            if txn.refused_iteration() {
+                // I1: nothing it did is kept; it runs again after the rebuild.
+                drop(txn);
+                return Outcome::AfterRebuild(args.to_vec());
+            }
             let raised = txn.take_raised(0);
             if cmd.flags.contains(Flags::BLOCKING) && matches!(reply, Reply::Nil) {
                 // Nothing to pop: park (outside MULTI; EXEC answers nil instead).

@@ -208,8 +208,8 @@ pub fn exec(shared: &Shared, client: &mut Client, _: &[Vec<u8>]) -> Outcome {
                     Reply::Nil
                 }
                 Outcome::Many(rs) => Reply::Array(rs),
-                Outcome::After(..) | Outcome::AfterCount(..) => {
-                    err("the server is still counting keys after a restart; try again")
+                Outcome::After(..) | Outcome::AfterCount(..) | Outcome::AfterRebuild(..) => {
+                    err("the server is still counting keys or rebuilding its index after a restart; try again")
                 }
                 // As Redis: a transaction's commands cannot block or take over the client.
                 Outcome::Monitor => err("MONITOR isn't allowed for DENY BLOCKING client"),

@@ -1120,6 +1120,10 @@ async fn run(
                 store.wait_counted().await;
                 req = a;
             }
+            Outcome::AfterRebuild(a) => {
+                store.wait_rebuilt().await;
+                req = a;
+            }
             Outcome::Blocking(f) => {
                 tokio::task::spawn_blocking(f)
                     .await

@@ -142,8 +142,8 @@ impl Ctx<'_, '_> {
             Outcome::Reply(r, _) | Outcome::Close(r) | Outcome::Delay(_, r) => r,
             Outcome::Many(mut rs) if rs.len() == 1 => rs.remove(0),
             Outcome::Many(rs) => Reply::Array(rs),
-            Outcome::After(..) | Outcome::AfterCount(..) => {
-                err("the server is still counting keys after a restart; try again")
+            Outcome::After(..) | Outcome::AfterCount(..) | Outcome::AfterRebuild(..) => {
+                err("the server is still counting keys or rebuilding its index after a restart; try again")
             }
             _ => err("This Redis command is not allowed from script"),
         };

@@ -42,6 +42,11 @@ pub fn run(store: Arc<Store>, stop: Arc<AtomicBool>, on_expired: OnExpired<'_>) 
     let mut merged_at = store.gc_records.load(Ordering::Relaxed);
     while !stop.load(Ordering::Acquire) {
         std::thread::sleep(Duration::from_millis(100));
+        // Both passes walk records, which wait for the engine's background index rebuild
+        // after a start: they start once it is done (reads see expired keys gone already).
+        if store.db.rebuilding() {
+            continue;
+        }
         let t = Instant::now();
         loop {
             match expire_step(&store, on_expired) {

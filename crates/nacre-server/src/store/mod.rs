@@ -42,6 +42,13 @@
 //!   in `meta` by its digest and its record holds the key; every load checks that the
 //!   record it found holds the key asked for (a short key's record holds none), so a
 //!   collision or a damaged byte is an error, never another key's data.
+//! - I1 (walks do not block a serving thread): while the engine rebuilds its Global Index
+//!   in the background after a start (`persistent-index yes`), its iterators wait for the
+//!   rebuild. A command's walk is refused then (`Txn::may_iterate`), the command's txn is
+//!   dropped with nothing kept, and the connection waits asynchronously and runs it again
+//!   once the rebuild is done; EXEC and scripts wait before they start; parked clients are
+//!   served once it is done; the expire cycle, the cleaner and the key count check start
+//!   after it.
 //! - K5 (versions are never reused): a batch that uses a collection version at or above the
 //!   recorded high-water mark carries a new mark, and batches are queued in ticket order, so
 //!   the mark that survives a crash is above every version that did.
@@ -79,6 +86,10 @@ pub enum StoreError {
     /// A queued commit failed.
     #[error("{0}")]
     Commit(String),
+    /// A walk over records while the engine still rebuilds its Global Index after a start
+    /// (iterators wait for it): the command runs again once it is done (I1 in txn.rs).
+    #[error("the index is still being rebuilt after a restart")]
+    Rebuilding,
 }
 
 /// Shorthand.
@@ -324,6 +335,14 @@ impl Store {
     /// Whether key counts are whole.
     pub fn is_counted(&self) -> bool {
         *self.counted.borrow()
+    }
+
+    /// Waits until the engine has rebuilt its Global Index after the start (I1 in
+    /// txn.rs), without holding up the runtime thread.
+    pub async fn wait_rebuilt(&self) {
+        while self.db.rebuilding() {
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
     }
 
     /// Waits until key counts are whole.

@@ -155,6 +155,8 @@ pub struct Txn<'s> {
     fresh: Vec<u64>,
     /// An offline load's txn (see [`Txn::offline`]): its commit leaves no pending entries.
     offline: bool,
+    /// A walk was refused while the engine rebuilds its Global Index (I1).
+    refused: bool,
     /// Whether reading or writing a key counts as a use of it (see [`Txn::set_touch`]).
     touch: bool,
     /// What replicas run for this commit (see [`Txn::propagate`]).
@@ -299,6 +301,7 @@ impl<'s> Txn<'s> {
             snap: None,
             fresh: Vec::new(),
             offline: false,
+            refused: false,
             touch,
             effects: Vec::new(),
             changes: 0,
@@ -717,6 +720,7 @@ impl<'s> Txn<'s> {
             }
             return Ok(());
         }
+        self.may_iterate()?;
         // The overlays are walked lazily (a pending entry of a hot key may hold many
         // records; a walk usually needs few). A snapshot's reader has none.
         let pos = match self.snap {
@@ -962,6 +966,24 @@ impl<'s> Txn<'s> {
             NsGuard::Exclusive(g) => Some(g),
             NsGuard::Shared(_) | NsGuard::Fixed(_) => None,
         }
+    }
+
+    /// I1: a command does not wait on its runtime thread for the engine's background index
+    /// rebuild (iterators wait for it, holding up that thread's other connections): a walk
+    /// over the engine while it rebuilds is refused, the txn is dropped (nothing it did is
+    /// kept) and the command runs again once the rebuild is done
+    /// ([`Txn::refused_iteration`]). A snapshot's reader (on a thread of its own) waits.
+    pub fn may_iterate(&mut self) -> Result<()> {
+        if self.snap.is_none() && self.store.db.rebuilding() {
+            self.refused = true;
+            return Err(StoreError::Rebuilding);
+        }
+        Ok(())
+    }
+
+    /// Whether a walk was refused (I1): the command must run again after the rebuild.
+    pub fn refused_iteration(&self) -> bool {
+        self.refused
     }
 
     /// Exclusive txns: a change to the key count of database `db`, applied at commit.

@@ -33,6 +33,8 @@ pub struct Server {
     child: Option<Child>,
     _tmp: Option<tempfile::TempDir>,
     args: Vec<String>,
+    /// Environment variables later starts get.
+    env: Vec<(String, String)>,
     /// Where the server's standard error goes (every start of it), checked for panics when
     /// the server is dropped.
     stderr: tempfile::NamedTempFile,
@@ -50,6 +52,7 @@ impl Server {
             child: None,
             _tmp: Some(tmp),
             args: extra.iter().map(|s| s.to_string()).collect(),
+            env: Vec::new(),
             stderr: tempfile::NamedTempFile::new().expect("stderr file"),
         };
         s.spawn();
@@ -64,6 +67,7 @@ impl Server {
             child: None,
             _tmp: None,
             args: extra.iter().map(|s| s.to_string()).collect(),
+            env: Vec::new(),
             stderr: tempfile::NamedTempFile::new().expect("stderr file"),
         };
         s.spawn();
@@ -111,6 +115,7 @@ impl Server {
             .arg("--loglevel")
             .arg("warning")
             .args(&self.args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
             .stderr(
                 std::fs::OpenOptions::new()
@@ -181,6 +186,14 @@ impl Server {
     /// The extra arguments later starts use.
     pub fn set_args(&mut self, extra: &[&str]) {
         self.args = extra.iter().map(|s| s.to_string()).collect();
+    }
+
+    /// The environment variables later starts get.
+    pub fn set_env(&mut self, env: &[(&str, &str)]) {
+        self.env = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
     }
 
     /// Starts the process again on the same directory and port.
