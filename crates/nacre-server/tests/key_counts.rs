@@ -217,3 +217,35 @@ fn a_pool_without_count_records_is_counted_once_then_keeps_them() {
     assert_eq!(source, "records");
     assert_eq!(shared.store.dbsize(0), 120);
 }
+
+#[test]
+fn more_batches_in_flight_than_slots_share_them() {
+    // The commits are not closed: batches stay staged (each holding its slot, C2) until
+    // someone waits; past 1,024 a batch shares a slot and depends on its holder.
+    let shared = common::in_process(opts());
+    let sim = shared.store.db.sim().expect("sim");
+    let mut c = Client::new(Arc::new(ClientInfo::detached(1)), true);
+    let n = counts::SLOTS + 300;
+    let mut last = 0;
+    for i in 0..n {
+        let args = vec![b"SET".to_vec(), format!("k{i}").into_bytes(), b"v".to_vec()];
+        match execute(&shared, &mut c, args) {
+            Outcome::Reply(_, t) => last = t.0,
+            _ => panic!("unexpected outcome"),
+        }
+    }
+    assert_eq!(shared.store.commits.slots.held(), counts::SLOTS);
+    shared
+        .store
+        .commits
+        .wait_blocking(&shared.store, last)
+        .expect("commit");
+    assert_eq!(shared.store.commits.slots.held(), 0);
+    assert_eq!(shared.store.dbsize(0), n as i64);
+    let image = sim.crash(CrashPolicy::KeepAll);
+    drop(c);
+    drop(shared);
+    let (source, shared) = start(image);
+    assert_eq!(source, "records");
+    assert_eq!(shared.store.dbsize(0), n as i64);
+}
