@@ -651,6 +651,20 @@ impl Db {
         !self.inner.index_ready.is_ready()
     }
 
+    /// Whether [`Db::get`] of `key` in `subtable` may wait for the background rebuild now
+    /// (see [`Db::rebuilding`]: a key the persistent index cannot hold, or a subtable whose
+    /// tree cannot answer), so that a caller serving many clients on one thread can run the
+    /// read later instead. False once the rebuild is done; may be true for a key a
+    /// memtable would answer without waiting.
+    pub fn get_may_wait(&self, subtable: &Subtable, key: impl AsRef<[u8]>) -> bool {
+        if !self.rebuilding() {
+            return false;
+        }
+        let view = subtable.inner.view.load();
+        let key = key.as_ref();
+        view.gi.would_wait(key) || view.frozen.as_ref().is_some_and(|f| f.gi.would_wait(key))
+    }
+
     /// Checks what the engine holds for consistency (zone ownership, Global Index order and
     /// accounting), pausing background work; the first violation found. For tests.
     #[doc(hidden)]

@@ -44,7 +44,9 @@
 //!   collision or a damaged byte is an error, never another key's data.
 //! - I1 (walks do not block a serving thread): while the engine rebuilds its Global Index
 //!   in the background after a start (`persistent-index yes`), its iterators wait for the
-//!   rebuild. A command's walk is refused then (`Txn::may_iterate`), the command's txn is
+//!   rebuild, and so do point reads of keys too long for the persistent index that no
+//!   memtable answers (`Db::get_may_wait`). A command's walk, or such a read, is refused
+//!   then (`Txn::may_iterate`, `Txn::may_read`), the command's txn is
 //!   dropped with nothing kept, and the connection waits asynchronously and runs it again
 //!   once the rebuild is done; EXEC and scripts wait before they start; parked clients are
 //!   served once it is done; the expire cycle, the cleaner and the key count check start

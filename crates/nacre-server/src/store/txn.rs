@@ -420,7 +420,18 @@ impl<'s> Txn<'s> {
                 None,
                 self.store.db.get_at(&self.store.subs.meta, &mkey, snap)?,
             ),
-            None => meta_record(self.store, self.stripe(stripe), &mkey)?,
+            None => {
+                // A queued record answers without the engine.
+                if !self
+                    .stripe(stripe)
+                    .pending
+                    .get(&mkey)
+                    .is_some_and(|p| p.meta.is_some())
+                {
+                    self.may_read(&self.store.subs.meta, &mkey)?;
+                }
+                meta_record(self.store, self.stripe(stripe), &mkey)?
+            }
         };
         if let Some(t) = ticket {
             self.read_pending(t);
@@ -665,6 +676,7 @@ impl<'s> Txn<'s> {
                 return Ok(v);
             }
         }
+        self.may_read(&self.store.subs.sub, sk)?;
         Ok(self.store.db.get(&self.store.subs.sub, sk)?)
     }
 
@@ -975,6 +987,16 @@ impl<'s> Txn<'s> {
     /// ([`Txn::refused_iteration`]). A snapshot's reader (on a thread of its own) waits.
     pub fn may_iterate(&mut self) -> Result<()> {
         if self.snap.is_none() && self.store.db.rebuilding() {
+            self.refused = true;
+            return Err(StoreError::Rebuilding);
+        }
+        Ok(())
+    }
+
+    /// I1 for a point read of `key` in `sub` that the engine may only answer after its
+    /// rebuild (a key too long for the persistent index): refused like a walk.
+    fn may_read(&mut self, sub: &nacre::Subtable, key: &[u8]) -> Result<()> {
+        if self.store.db.get_may_wait(sub, key) {
             self.refused = true;
             return Err(StoreError::Rebuilding);
         }

@@ -136,6 +136,12 @@ impl GlobalIndex {
         }
     }
 
+    /// Whether a point read of `key` here may wait for the background rebuild (a stand-in
+    /// whose tree cannot answer for `key`, pending.rs).
+    pub fn would_wait(&self, key: &[u8]) -> bool {
+        self.pending.as_ref().is_some_and(|p| p.would_wait(key))
+    }
+
     /// The stand-in's state, if this index is one (pending.rs).
     pub fn pending_state(&self) -> Option<&Pending> {
         self.pending.as_ref()

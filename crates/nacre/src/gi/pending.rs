@@ -118,6 +118,12 @@ pub(crate) struct Pending {
 impl Pending {
     /// The newest version of `key` at or below `seq` in PM besides the memtables a view
     /// reads first (R1), waiting for the rebuild where the tree cannot say (R3).
+    /// Whether a point read of `key` that no unmarked memtable answers would wait for the
+    /// rebuild (R3: the tree cannot answer for it).
+    pub fn would_wait(&self, key: &[u8]) -> bool {
+        !self.ready.is_ready() && !self.mirror.as_ref().is_some_and(|m| m.can_serve(key))
+    }
+
     pub fn get_at(&self, key: &[u8], seq: u64) -> Result<Option<(u64, PmOffset)>> {
         // The newer of two versions by sequence number (a record and its relocated copy
         // share one: either answers).
