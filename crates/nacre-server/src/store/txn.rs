@@ -422,11 +422,11 @@ impl<'s> Txn<'s> {
             ),
             None => {
                 // A queued record answers without the engine.
-                if !self
+                if self
                     .stripe(stripe)
                     .pending
                     .get(&mkey)
-                    .is_some_and(|p| p.meta.is_some())
+                    .is_none_or(|p| p.meta.is_none())
                 {
                     self.may_read(&self.store.subs.meta, &mkey)?;
                 }
