@@ -240,6 +240,20 @@ fn worker(port: u16, w: usize, model: Arc<Mutex<Model>>, stop: Arc<AtomicBool>, 
 
 fn verify(s: &Server, models: &[Arc<Mutex<Model>>]) {
     let mut c = s.conn();
+    // The key counts came from their records (C1-C3 in src/store/counts.rs), and the
+    // background count over a snapshot taken at open agrees with them (C4).
+    assert_eq!(
+        common::info_field(&mut c, "nacre", "key_counts_at_start"),
+        "records"
+    );
+    common::wait_for("the key count check", Duration::from_secs(30), || {
+        common::info_field(&mut c, "nacre", "key_counts_checked") != "no"
+    });
+    assert_eq!(
+        common::info_field(&mut c, "nacre", "key_counts_checked"),
+        "agreed",
+        "the key count records disagreed with the keys"
+    );
     for (w, m) in models.iter().enumerate() {
         let mut m = m.lock().unwrap();
         let keys: Vec<K> = m

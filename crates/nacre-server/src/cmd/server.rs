@@ -406,7 +406,7 @@ pub fn info_text(shared: &Shared, sections: &[String]) -> String {
         let pm_total = stats.zones * stats.zone_size;
         let sum = |f: fn(&nacre::SubtableStats) -> u64| stats.subtables.iter().map(f).sum::<u64>();
         out.push_str(&format!(
-            "# Nacre\r\nbackend:{}\r\nwrite_survives:{}\r\npm_total_bytes:{}\r\npm_used_bytes:{}\r\npm_free_bytes:{}\r\nzones:{}\r\nzones_free:{}\r\nzone_size:{}\r\ncommit_groups:{}\r\ncommits_queued:{}\r\ncommits_via_committer:{}\r\npm_bytes_written:{}\r\nuser_bytes_written:{}\r\ncleaner_zones_freed:{}\r\ncleaner_moved_bytes:{}\r\nstalls:{}\r\nstall_time_ms:{}\r\ndamaged_zones:{}\r\nold_version_records_deleted:{}\r\nsubtables:{}\r\nactive_memtables:{}\r\nimmutable_memtables:{}\r\nmemtable_bytes:{}\r\ngi_keys:{}\r\ngi_versions:{}\r\ngi_live_bytes:{}\r\nsnapshots:{}\r\nkey_counts_at_start:{}\r\nindex_rebuilding:{}\r\n\r\n",
+            "# Nacre\r\nbackend:{}\r\nwrite_survives:{}\r\npm_total_bytes:{}\r\npm_used_bytes:{}\r\npm_free_bytes:{}\r\nzones:{}\r\nzones_free:{}\r\nzone_size:{}\r\ncommit_groups:{}\r\ncommits_queued:{}\r\ncommits_via_committer:{}\r\npm_bytes_written:{}\r\nuser_bytes_written:{}\r\ncleaner_zones_freed:{}\r\ncleaner_moved_bytes:{}\r\nstalls:{}\r\nstall_time_ms:{}\r\ndamaged_zones:{}\r\nold_version_records_deleted:{}\r\nsubtables:{}\r\nactive_memtables:{}\r\nimmutable_memtables:{}\r\nmemtable_bytes:{}\r\ngi_keys:{}\r\ngi_versions:{}\r\ngi_live_bytes:{}\r\nsnapshots:{}\r\nkey_counts_at_start:{}\r\nkey_counts_checked:{}\r\nindex_rebuilding:{}\r\n\r\n",
             shared.start.backend,
             shared.start.survives,
             pm_total,
@@ -435,6 +435,11 @@ pub fn info_text(shared: &Shared, sections: &[String]) -> String {
             sum(|s| s.gi_live_bytes),
             stats.snapshots,
             shared.start.counts_source(),
+            match store.counts_checked.load(Ordering::Acquire) {
+                1 => "agreed",
+                2 => "corrected",
+                _ => "no",
+            },
             u8::from(stats.rebuilding),
         ));
         if let Some(d) = &stats.disk {

@@ -261,6 +261,10 @@ pub struct Store {
     /// Dropped collections whose records the cleaner has deleted (INFO's
     /// `lazyfreed_objects`).
     pub gc_objects: AtomicU64,
+    /// The background count after a crash (C4 in counts.rs): 0 none or not done, 1 done and
+    /// agreed with the count records, 2 done and corrected them (INFO's
+    /// `key_counts_checked`).
+    pub counts_checked: std::sync::atomic::AtomicU8,
 }
 
 /// A write entered (see [`Store::enter_write`]).

@@ -224,6 +224,7 @@ pub fn open_db(db: Db, databases: usize, recovery: Duration) -> Result<Opened> {
         frozen: Default::default(),
         writers: Default::default(),
         gc_objects: AtomicU64::new(0),
+        counts_checked: Default::default(),
         db,
         subs,
     };
@@ -318,6 +319,8 @@ impl Store {
         }
         drop(ns);
         self.counted.send_replace(true);
+        let outcome = if out.disagreed.is_empty() { 1 } else { 2 };
+        self.counts_checked.store(outcome, Ordering::Release);
         if !fixes.is_empty() || !check {
             let mut b = WriteBatch::new();
             b.put(&self.subs.sys, counts::KEPT, []);
