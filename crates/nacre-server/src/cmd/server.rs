@@ -438,6 +438,7 @@ pub fn info_text(shared: &Shared, sections: &[String]) -> String {
             match store.counts_checked.load(Ordering::Acquire) {
                 1 => "agreed",
                 2 => "corrected",
+                3 => "counted",
                 _ => "no",
             },
             u8::from(stats.rebuilding),

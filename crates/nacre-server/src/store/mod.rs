@@ -262,8 +262,8 @@ pub struct Store {
     /// `lazyfreed_objects`).
     pub gc_objects: AtomicU64,
     /// The background count after a crash (C4 in counts.rs): 0 none or not done, 1 done and
-    /// agreed with the count records, 2 done and corrected them (INFO's
-    /// `key_counts_checked`).
+    /// agreed with the count records, 2 done and corrected them, 3 done without records to
+    /// check (it wrote them) (INFO's `key_counts_checked`).
     pub counts_checked: std::sync::atomic::AtomicU8,
 }
 

@@ -319,7 +319,11 @@ impl Store {
         }
         drop(ns);
         self.counted.send_replace(true);
-        let outcome = if out.disagreed.is_empty() { 1 } else { 2 };
+        let outcome = match (check, out.disagreed.is_empty()) {
+            (false, _) => 3,
+            (true, true) => 1,
+            (true, false) => 2,
+        };
         self.counts_checked.store(outcome, Ordering::Release);
         if !fixes.is_empty() || !check {
             let mut b = WriteBatch::new();
