@@ -94,8 +94,19 @@ impl Db {
     }
 
     /// Opens a database on an already open pool (a `sim` crash image, say).
-    pub fn open_pool(pool: Pool, opts: Options) -> Result<Db> {
+    pub fn open_pool(pool: Pool, mut opts: Options) -> Result<Db> {
         opts.validate()?;
+        if opts.persistent_index && pool.report().active == nacre_pmem::ActiveBackend::Msync {
+            // Every persist of the index's PMwCAS is a fence, and a fence on `msync` is an
+            // msync(2) of the lines written since the last: on a disk, merging one 64 MiB
+            // memtable into the tree took about 70 s, and writers stalled behind it.
+            tracing::warn!(
+                "the persistent index is off on the msync backend (each of its persists \
+                 would be a system call); it needs dax or emulated"
+            );
+            opts.persistent_index = false;
+            opts.persistent_index_reads = false;
+        }
         let report = pool.report().to_string();
         let store = Store::open(Arc::new(pool), &opts)?;
         static NEXT_DB: AtomicU64 = AtomicU64::new(1);

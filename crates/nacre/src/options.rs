@@ -239,7 +239,8 @@ pub struct Options {
     /// while the volatile index is rebuilt in the background (`background_index_rebuild`),
     /// and afterwards point reads use it only with `persistent_index_reads`. It takes
     /// `persistent_index_share` of a new pool; a database created without it cannot turn it
-    /// on.
+    /// on. Off on the `msync` backend, with a warning: each of the index's persists would be
+    /// an msync(2) (a run there is caught up by the next open with the index elsewhere).
     pub persistent_index: bool,
     /// Percent of a new pool the persistent index's nodes take, 1 to 50 (default 12). Keys
     /// the index cannot hold (longer than [`crate::limits::PERSISTENT_INDEX_KEY_MAX`]) and

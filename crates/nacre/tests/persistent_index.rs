@@ -358,3 +358,34 @@ fn reads_writes_and_waits_while_the_index_is_rebuilt() {
     assert!(!db.stats().rebuilding);
     verify(&db, &model);
 }
+
+#[test]
+fn the_index_is_off_on_msync_where_each_persist_is_a_system_call() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut model = Model::new();
+    let mut rng = SplitMix64::new(11);
+    // Created with the index (emulated), then two runs on msync without it.
+    let db = Db::open(opts(dir.path())).expect("create");
+    workload(&db, &mut model, &mut rng, 2);
+    verify(&db, &model);
+    db.close().expect("close");
+    for round in 0..2 {
+        let mut o = opts(dir.path()).backend(Backend::Msync);
+        o.audit_persistent_index = false;
+        let db = Db::open(o).expect("open");
+        assert!(
+            db.stats().persistent_index.is_none(),
+            "round {round}: the index is on over msync"
+        );
+        assert!(!db.recovery_report().background_rebuild);
+        workload(&db, &mut model, &mut rng, 2);
+        let subs = subtables(&db);
+        for ((s, k), v) in &model {
+            assert_eq!(db.get(&subs[*s], k).expect("get").as_ref(), Some(v));
+        }
+        db.close().expect("close");
+    }
+    // Back on emulated with the index: caught up as after any run without it.
+    let db = Db::open(opts(dir.path())).expect("open");
+    verify(&db, &model);
+}
