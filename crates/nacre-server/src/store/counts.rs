@@ -18,8 +18,8 @@
 //! - C3 (trusted only when whole): the records answer for the counts only once the
 //!   `counts-kept` record exists, written with the database's creation, with a clean
 //!   shutdown's counts, or once a background count has put the records right. A start
-//!   without it (a pool from an earlier build, a damaged slot record) counts keys in the
-//!   background as before.
+//!   without it, or with a slot record that fails its checksum or does not decode (a pool
+//!   from an earlier build, damaged media), counts keys in the background as before.
 //! - C4 (checked): after a crash the start still counts keys in the background, on a
 //!   snapshot taken before any write, and compares each namespace with its records; a
 //!   difference is logged as an error and corrected in the counts and the records.
@@ -78,7 +78,8 @@ pub fn decode(b: &[u8]) -> Option<BTreeMap<u32, i64>> {
 pub struct Read {
     /// Each slot's counts (empty for a slot without a record or with a malformed one).
     pub slots: Vec<BTreeMap<u32, i64>>,
-    /// Slots whose records are malformed: the caller deletes them and counts keys (C3).
+    /// Slots whose records are malformed or fail their checksum: the caller deletes them and
+    /// counts keys (C3).
     pub malformed: Vec<usize>,
     /// Whether `counts-kept` exists.
     pub kept: bool,
@@ -97,17 +98,30 @@ pub fn read(db: &Db, sys: &Subtable) -> Result<Read> {
     let mut slots = Vec::with_capacity(SLOTS);
     let mut malformed = Vec::new();
     for s in 0..SLOTS {
-        match db.get(sys, slot_key(s))? {
-            None => slots.push(BTreeMap::new()),
-            Some(b) => match decode(&b) {
-                Some(m) => slots.push(m),
-                None => {
-                    tracing::warn!(slot = s, "a key count record is malformed: counting keys");
-                    malformed.push(s);
-                    slots.push(BTreeMap::new());
+        // A record that fails its checksum is as untrusted as one that does not decode: the
+        // counts are derivable, so the start counts keys rather than refuse to start.
+        let damage = match db.get(sys, slot_key(s)) {
+            Ok(None) => {
+                slots.push(BTreeMap::new());
+                continue;
+            }
+            Ok(Some(b)) => match decode(&b) {
+                Some(m) => {
+                    slots.push(m);
+                    continue;
                 }
+                None => "malformed".to_string(),
             },
-        }
+            Err(e @ nacre::Error::Corrupt { .. }) => e.to_string(),
+            Err(e) => return Err(e.into()),
+        };
+        tracing::warn!(
+            slot = s,
+            damage,
+            "a key count record is damaged: counting keys"
+        );
+        malformed.push(s);
+        slots.push(BTreeMap::new());
     }
     Ok(Read {
         slots,
@@ -130,7 +144,7 @@ struct Inner {
 }
 
 /// The slot a batch took, and its changes per namespace (to take out if it fails).
-#[derive(Clone, Debug, Default)]
+#[derive(Debug)]
 pub struct Taken {
     pub slot: usize,
     pub deltas: Vec<(u32, i64)>,
@@ -197,7 +211,7 @@ impl Slots {
         }
     }
 
-    /// Slots held by an unresolved batch (for tests and `INFO`).
+    /// Slots held by an unresolved batch (for tests).
     pub fn held(&self) -> usize {
         let g = self.inner.lock();
         SLOTS - g.free.len()

@@ -421,12 +421,14 @@ impl<'s> Txn<'s> {
                 self.store.db.get_at(&self.store.subs.meta, &mkey, snap)?,
             ),
             None => {
-                // A queued record answers without the engine.
-                if self
-                    .stripe(stripe)
-                    .pending
-                    .get(&mkey)
-                    .is_none_or(|p| p.meta.is_none())
+                // I1, only while the engine rebuilds (one atomic load otherwise); a queued
+                // record answers without the engine.
+                if self.store.db.rebuilding()
+                    && self
+                        .stripe(stripe)
+                        .pending
+                        .get(&mkey)
+                        .is_none_or(|p| p.meta.is_none())
                 {
                     self.may_read(&self.store.subs.meta, &mkey)?;
                 }
