@@ -116,7 +116,7 @@ impl Waiters {
 
     /// Serves clients parked on `keys` (after a write to them), and on the keys those
     /// serves write in turn (a BLMOVE's destination), in parking order (W2).
-    pub fn serve(&self, shared: &Shared, keys: &[(usize, Vec<u8>)]) {
+    pub fn serve<K: AsRef<[u8]>>(&self, shared: &Shared, keys: &[(usize, K)]) {
         // I1 (store/txn.rs): while the engine rebuilds its index, a pop would walk records;
         // the server serves every parked client once it is done.
         if self.count() == 0 || shared.store.db.rebuilding() {
@@ -125,8 +125,8 @@ impl Waiters {
         let mut g = self.inner.lock();
         let mut ready: VecDeque<(usize, Vec<u8>)> = keys
             .iter()
-            .filter(|k| g.by_key.contains_key(*k))
-            .cloned()
+            .map(|(db, k)| (*db, k.as_ref().to_vec()))
+            .filter(|k| g.by_key.contains_key(k))
             .collect();
         while let Some(key) = ready.pop_front() {
             let queue: Vec<u64> = g

@@ -463,11 +463,12 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
                     return Outcome::After(Ticket(last), args.to_vec());
                 }
             }
-            let keys = match registry::keys_of(cmd, client.db, args, shared.store.databases()) {
+            let mut computed = Vec::new();
+            let dbs = shared.store.databases();
+            let refs = match registry::key_refs(cmd, client.db, args, dbs, &mut computed) {
                 Ok(k) => k,
                 Err(e) => return Outcome::Reply(e, Ticket(0)),
             };
-            let refs: Vec<(usize, &[u8])> = keys.iter().map(|(d, k)| (*d, k.as_slice())).collect();
             let exclusive = cmd.local.contains(Local::EXCLUSIVE)
                 || (cmd.local.contains(Local::PATTERNS) && sort::uses_patterns(args));
             let mut txn = if exclusive {
@@ -505,9 +506,9 @@ fn dispatch(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome {
             };
             let ticket = txn.commit();
             crate::notify::publish(shared, raised, ticket.0);
-            tracking::after_read(shared, client, cmd, &keys);
+            tracking::after_read(shared, client, cmd, &refs);
             if flags.contains(Flags::WRITE) {
-                shared.waiters.serve(shared, &keys);
+                shared.waiters.serve(shared, &refs);
                 if exclusive {
                     // SWAPDB gives whole databases new contents: every parked key may be
                     // ready.

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use nacre_resp::Reply;
+use smallvec::SmallVec;
 
 pub use super::flags::{Acl, Flags, Local};
 use super::{CmdResult, Ctx, Outcome};
@@ -234,6 +235,40 @@ pub fn keys_of(
                 return Err(super::arity_error(cmd.name));
             }
             Ok(out)
+        }
+    }
+}
+
+/// A command's keys, as [`keys_of`] finds them, borrowed: from `args` where they are
+/// arguments (no copy), from `owned` where a command computes them.
+pub type KeyRefs<'a> = SmallVec<[(usize, &'a [u8]); 4]>;
+
+/// [`keys_of`] without copying keys that are arguments; computed keys go into `owned`.
+pub fn key_refs<'a>(
+    cmd: &Command,
+    db: usize,
+    args: &'a [Vec<u8>],
+    databases: usize,
+    owned: &'a mut Vec<(usize, Vec<u8>)>,
+) -> Result<KeyRefs<'a>, Reply> {
+    match cmd.keys {
+        Keys::Range(first, last, step) => {
+            let n = args.len() as i32;
+            let last = if last < 0 { n + last } else { last.min(n - 1) };
+            if step == 2 && (n - first) % 2 != 0 {
+                return Err(super::arity_error(cmd.name));
+            }
+            let mut out = KeyRefs::new();
+            let mut i = first;
+            while i <= last && i < n {
+                out.push((db, args[i as usize].as_slice()));
+                i += step;
+            }
+            Ok(out)
+        }
+        _ => {
+            *owned = keys_of(cmd, db, args, databases)?;
+            Ok(owned.iter().map(|(d, k)| (*d, k.as_slice())).collect())
         }
     }
 }

@@ -229,7 +229,12 @@ pub fn trackinginfo(shared: &Shared, client: &Client) -> Reply {
 
 /// After a read-only command of a tracking client: remembers its keys (T1), unless OPTIN
 /// without `CLIENT CACHING yes` or OPTOUT after `CLIENT CACHING no`.
-pub fn after_read(shared: &Shared, client: &mut Client, cmd: &Command, keys: &[(usize, Vec<u8>)]) {
+pub fn after_read<K: AsRef<[u8]>>(
+    shared: &Shared,
+    client: &mut Client,
+    cmd: &Command,
+    keys: &[(usize, K)],
+) {
     let caching = std::mem::take(&mut client.tracking_caching);
     if !shared.tracking.active() || !cmd.flags.contains(Flags::READONLY) || keys.is_empty() {
         return;
@@ -240,7 +245,7 @@ pub fn after_read(shared: &Shared, client: &mut Client, cmd: &Command, keys: &[(
     if t.bcast || (t.optin && !caching) || (t.optout && caching) {
         return;
     }
-    let ks: Vec<Vec<u8>> = keys.iter().map(|(_, k)| k.clone()).collect();
+    let ks: Vec<Vec<u8>> = keys.iter().map(|(_, k)| k.as_ref().to_vec()).collect();
     shared.tracking.remember(client.info.id, &ks);
     enforce_limit(shared);
 }

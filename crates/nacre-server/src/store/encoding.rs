@@ -217,7 +217,24 @@ impl Meta {
     }
 
     /// Decodes a record; anything malformed is corruption, never a value.
-    pub fn decode(mut b: &[u8]) -> Result<Meta, StoreError> {
+    pub fn decode(b: &[u8]) -> Result<Meta, StoreError> {
+        let (m, at) = Meta::decode_header(b)?;
+        Ok(Meta {
+            payload: b[at..].to_vec(),
+            ..m
+        })
+    }
+
+    /// [`Meta::decode`] of a record read into `b`, whose payload is kept in `b`'s buffer.
+    pub fn decode_owned(mut b: Vec<u8>) -> Result<Meta, StoreError> {
+        let (m, at) = Meta::decode_header(&b)?;
+        b.drain(..at);
+        Ok(Meta { payload: b, ..m })
+    }
+
+    /// The record's fields with an empty payload, and where its payload starts.
+    fn decode_header(rec: &[u8]) -> Result<(Meta, usize), StoreError> {
+        let mut b = rec;
         let bad = |why: &str| StoreError::Corrupt(format!("key metadata record: {why}"));
         let (&b0, rest) = b.split_first().ok_or_else(|| bad("empty"))?;
         b = rest;
@@ -260,14 +277,15 @@ impl Meta {
         } else {
             (0, 0)
         };
-        Ok(Meta {
+        let meta = Meta {
             kind,
             expire_at,
             version,
             size,
-            payload: b.to_vec(),
+            payload: Vec::new(),
             hint,
-        })
+        };
+        Ok((meta, rec.len() - b.len()))
     }
 }
 
@@ -640,6 +658,8 @@ mod tests {
             assert_eq!(Meta::decode(&m.encode()).unwrap(), m);
             let rec = m.encode_for(&long);
             assert_eq!(Meta::decode(&rec).unwrap(), m);
+            assert_eq!(Meta::decode_owned(rec.clone()).unwrap(), m);
+            assert_eq!(Meta::decode_owned(m.encode()).unwrap(), m);
             assert_eq!(record_key(&rec), Some(&long[..]));
             assert_eq!(user_key(&meta_key(9, &long), &rec).unwrap(), &long[..]);
             assert!(check_owner(&long, &rec).is_ok());
@@ -687,6 +707,7 @@ mod tests {
             &[0xA1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
         ] {
             assert!(Meta::decode(bad).is_err(), "{bad:?}");
+            assert!(Meta::decode_owned(bad.to_vec()).is_err(), "{bad:?}");
         }
     }
 

@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 
 use nacre::{IterOptions, WriteBatch};
 use parking_lot::{MutexGuard, RwLockReadGuard, RwLockWriteGuard};
+use smallvec::SmallVec;
 
 use super::encoding::{self, Kind, Meta};
 use super::{Namespaces, Result, Store, StoreError, Stripe};
@@ -126,8 +127,9 @@ pub type Change = (usize, Vec<u8>, bool, bool);
 pub struct Txn<'s> {
     store: &'s Store,
     ns: NsGuard<'s>,
-    locks: Vec<(usize, MutexGuard<'s, Stripe>)>,
-    keys: Vec<KeyState>,
+    locks: SmallVec<[(usize, MutexGuard<'s, Stripe>); 2]>,
+    /// Most commands name one key: held inline.
+    keys: SmallVec<[KeyState; 1]>,
     /// Where each key name first stands in `keys`, when there are more than [`SCAN_KEYS`].
     lookup: Option<HashMap<Vec<u8>, usize>>,
     now: u64,
@@ -250,7 +252,7 @@ impl<'s> Txn<'s> {
     }
 
     fn with_ns(store: &'s Store, ns: NsGuard<'s>, keys: &[(usize, &[u8])], now: u64) -> Txn<'s> {
-        let mut states: Vec<KeyState> = Vec::with_capacity(keys.len());
+        let mut states: SmallVec<[KeyState; 1]> = SmallVec::with_capacity(keys.len());
         // Few keys are found by a scan; many (EXEC, MSET) through a map.
         let mut lookup = (keys.len() > SCAN_KEYS).then(HashMap::new);
         for &(db, key) in keys {
@@ -264,7 +266,7 @@ impl<'s> Txn<'s> {
             }
             states.push(KeyState::new(db, key, ns.get().gens[db]));
         }
-        let mut stripes: Vec<usize> = states.iter().map(|k| k.stripe).collect();
+        let mut stripes: SmallVec<[usize; 4]> = states.iter().map(|k| k.stripe).collect();
         stripes.sort_unstable();
         stripes.dedup();
         // A snapshot's reader locks nothing.
@@ -441,7 +443,7 @@ impl<'s> Txn<'s> {
         if let Some(r) = &raw {
             encoding::check_owner(&self.keys[i].key, r)?;
         }
-        let meta = raw.map(|r| Meta::decode(&r)).transpose()?;
+        let meta = raw.map(Meta::decode_owned).transpose()?;
         let k = &mut self.keys[i];
         k.cur = meta;
         k.orig = None;
