@@ -185,7 +185,7 @@ impl Client {
                 a.fetch_add(c[i], Ordering::Relaxed);
             }
         }
-        *self.info.last.lock() = std::time::Instant::now();
+        self.info.ran_at(self.clock.mark);
     }
 
     /// Subscriptions held (channels and patterns).

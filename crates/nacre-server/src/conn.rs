@@ -478,7 +478,7 @@ pub async fn trim_cron(shared: Arc<Shared>) {
             let room = cap.saturating_sub(c.qbuf.load(Ordering::Relaxed));
             let len = cap - room;
             if (room > TRIM_ROOM && cap > TRIM_ABOVE)
-                || (worth_trimming_idle(len, cap) && c.last.lock().elapsed() > TRIM_IDLE)
+                || (worth_trimming_idle(len, cap) && c.idle(Instant::now()) > TRIM_IDLE)
             {
                 c.trim.notify_one();
             }
@@ -756,7 +756,7 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, info: Arc<ClientInfo>
             }
             _ = info.kill.notified() => break,
             _ = info.trim.notified() => {
-                let idle = info.last.lock().elapsed() > TRIM_IDLE;
+                let idle = info.idle(Instant::now()) > TRIM_IDLE;
                 resize_query_buffer(&mut io.buf, &mut peak, idle);
                 info.qbuf_cap.store(io.buf.capacity(), Ordering::Relaxed);
             }

@@ -59,8 +59,8 @@ pub struct ClientInfo {
     pub db: AtomicUsize,
     /// When it connected.
     pub since: Instant,
-    /// When it last ran a command.
-    pub last: Mutex<Instant>,
+    /// When it last ran a command: nanoseconds after `since` (see [`ClientInfo::idle`]).
+    pub last: AtomicU64,
     /// The last command's name.
     pub last_cmd: Mutex<(&'static str, Option<&'static str>)>,
     /// Bytes in its query buffer when its current request started, or left after its last
@@ -118,6 +118,20 @@ pub const ROLE_MASTER: u8 = 1;
 pub const ROLE_REPLICA: u8 = 2;
 
 impl ClientInfo {
+    /// Notes that it ran commands at `at`.
+    pub fn ran_at(&self, at: Instant) {
+        let ns = at.saturating_duration_since(self.since).as_nanos();
+        self.last
+            .store(u64::try_from(ns).unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
+
+    /// How long it has been since it last ran a command, at `now`.
+    pub fn idle(&self, now: Instant) -> std::time::Duration {
+        let last = std::time::Duration::from_nanos(self.last.load(Ordering::Relaxed));
+        now.saturating_duration_since(self.since)
+            .saturating_sub(last)
+    }
+
     /// A client with no connection (commands run in-process, as in tests).
     pub fn detached(id: u64) -> ClientInfo {
         let now = Instant::now();
@@ -130,7 +144,7 @@ impl ClientInfo {
             name: Mutex::new(String::new()),
             db: AtomicUsize::new(0),
             since: now,
-            last: Mutex::new(now),
+            last: AtomicU64::new(0),
             last_cmd: Mutex::new(("NULL", None)),
             qbuf: AtomicUsize::new(0),
             qbuf_cap: AtomicUsize::new(0),
@@ -210,7 +224,7 @@ impl ClientInfo {
             self.laddr,
             self.name.lock(),
             now.duration_since(self.since).as_secs(),
-            now.duration_since(*self.last.lock()).as_secs(),
+            self.idle(now).as_secs(),
             flags,
             self.db.load(Ordering::Relaxed),
             subs,

@@ -1078,7 +1078,7 @@ impl<'s> Txn<'s> {
         let subs = &store.subs;
         let mut batch = std::mem::take(&mut self.extra);
         let mut written: Vec<(usize, Vec<u8>)> = Vec::new();
-        let mut pendings: Vec<PendingWrite> = Vec::new();
+        let mut pendings: SmallVec<[PendingWrite; 1]> = SmallVec::new();
         // Pending member records sit with the key that owns their version (K3): a key whose
         // collection version changes (RENAME, MOVE, DEL, overwrite) gives up its pending
         // records of the old version, and the key that owns that version now takes them.
@@ -1120,7 +1120,8 @@ impl<'s> Txn<'s> {
         let mut deltas = std::mem::take(&mut self.count_delta);
         // Per namespace, by the namespace each record is written in (C1 in counts.rs).
         let mut ns_deltas: Vec<(u32, i64)> = Vec::new();
-        let mut changed: Vec<(usize, Vec<u8>, usize)> = Vec::new();
+        // Keys written, by their place in `keys`, for their watchers.
+        let mut changed: SmallVec<[usize; 2]> = SmallVec::new();
         // Member writes belong to the key whose collection holds their version now (a
         // RENAME inside EXEC moves a collection with its version).
         let mut owners: HashMap<u64, usize> = HashMap::new();
@@ -1147,7 +1148,7 @@ impl<'s> Txn<'s> {
                 }
             }
         }
-        for k in &mut self.keys {
+        for (ki, k) in self.keys.iter_mut().enumerate() {
             if !k.loaded {
                 continue;
             }
@@ -1218,7 +1219,7 @@ impl<'s> Txn<'s> {
                 continue;
             }
             written.push((k.stripe, k.mkey.clone()));
-            changed.push((k.db, k.key.clone(), k.stripe));
+            changed.push(ki);
             // Records queued earlier under this key's version by another name come along
             // (this command's own writes win).
             let mut subs_all: SubRecords = BTreeMap::new();
@@ -1266,8 +1267,13 @@ impl<'s> Txn<'s> {
             p.subs.extend(subs);
         }
         // Watchers of every changed key.
-        for (db, key, stripe) in changed {
-            if let Some(w) = self.stripe(stripe).watched.get_mut(&(db, key)) {
+        for ki in changed {
+            let (db, stripe) = (self.keys[ki].db, self.keys[ki].stripe);
+            if self.stripe(stripe).watched.is_empty() {
+                continue;
+            }
+            let key = (db, self.keys[ki].key.clone());
+            if let Some(w) = self.stripe(stripe).watched.get_mut(&key) {
                 w.epoch += 1;
             }
         }
