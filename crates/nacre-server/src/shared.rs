@@ -319,6 +319,9 @@ pub struct Shared {
     pub tracking: crate::tracking::Tracking,
     /// `CLIENT PAUSE`: until when (ms), and whether every command waits (else writes).
     pub pause: Mutex<Option<(u64, bool)>>,
+    /// Whether `pause` holds a pause: set and cleared under its lock, read without it, so
+    /// that commands take no shared lock while nothing is paused.
+    pub paused: AtomicBool,
     /// Wakes paused clients (`CLIENT UNPAUSE`).
     pub unpaused: Notify,
     /// Next client id.
@@ -409,6 +412,7 @@ impl Shared {
             errorstats: Mutex::new(BTreeMap::new()),
             tracking: Default::default(),
             pause: Mutex::new(None),
+            paused: AtomicBool::new(false),
             unpaused: Notify::new(),
             accepters: Mutex::new(Vec::new()),
             client_tasks: Mutex::new(Vec::new()),
@@ -433,10 +437,14 @@ impl Shared {
         if self.repl.failover.pauses_writes() && flags.intersects(writes) {
             return Some(now_ms() + 50);
         }
+        if !self.paused.load(Ordering::Acquire) {
+            return None;
+        }
         let mut g = self.pause.lock();
         let (until, all) = (*g)?;
         if now_ms() >= until {
             *g = None;
+            self.paused.store(false, Ordering::Release);
             return None;
         }
         (all || flags.intersects(writes)).then_some(until)

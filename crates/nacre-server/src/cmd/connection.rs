@@ -283,10 +283,14 @@ pub fn client(shared: &Shared, client: &mut Client, args: &[Vec<u8>]) -> Outcome
                 Some((u, a)) if u > crate::shared::now_ms() => (u.max(until), a || all),
                 _ => (until, all),
             });
+            shared.paused.store(true, Ordering::Release);
             reply(ok())
         }
         "unpause" if n == 2 => {
-            *shared.pause.lock() = None;
+            let mut p = shared.pause.lock();
+            *p = None;
+            shared.paused.store(false, Ordering::Release);
+            drop(p);
             shared.unpaused.notify_waiters();
             reply(ok())
         }
