@@ -30,6 +30,15 @@
 //!   `next` is set before it is published.
 //! - A4: every node, leaf, version and key lives in one of the tree's arenas and is freed only
 //!   when the tree is dropped (exclusive).
+//! - A5: a leaf's `head` copies its list's first version. The writer that links a new first
+//!   version (holding the lock W1 names) sets `head` first, under a sequence lock whose word
+//!   is the sequence itself; a reader takes `head` only if that word was unlocked and
+//!   unchanged around its read of the offset and the version is visible at its snapshot,
+//!   else it walks the list. A version linked after the first is older and leaves `head` as
+//!   it is. A reader whose snapshot covers a version took it after the insert returned (C4),
+//!   so it sees `head` and the list agree. (A new first version of the same sequence, a
+//!   batch writing a key twice, leaves the word unchanged: a racing reader gets one of the
+//!   two, as it would from the list.)
 //!
 //! Readers that race an insert see the tree either before or after it, per slot. The engine
 //! only needs entries published before the reader took its sequence number, and those were
@@ -38,7 +47,9 @@
 use parking_lot::{Mutex, MutexGuard};
 use std::cmp::Ordering as Cmp;
 use std::ops::Bound;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU16, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{
+    fence, AtomicBool, AtomicPtr, AtomicU16, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+};
 
 use nacre_pmem::PmOffset;
 
@@ -224,6 +235,48 @@ struct Version {
 struct Leaf {
     key: Bytes,
     versions: AtomicPtr<Version>,
+    /// A copy of the newest version's sequence and offset, so that a point read of a key
+    /// written more than once needs not reach its version node (A5).
+    head: Head,
+}
+
+/// A leaf's copy of its newest version, behind a sequence lock (A5): the sequence word is
+/// the lock's word, [`LOCKED`] while the writer changes `at`.
+struct Head {
+    seq: AtomicU64,
+    at: AtomicU64,
+}
+
+/// `Head::seq` while its writer changes it, or for good when the sequence does not fit.
+const LOCKED: u64 = 1 << 63;
+
+impl Head {
+    fn new(seq: u64, at: u64) -> Head {
+        Head {
+            seq: AtomicU64::new(seq.min(LOCKED)),
+            at: AtomicU64::new(at),
+        }
+    }
+
+    /// The newest version if it is at or below `snapshot`; `None` when it is newer or the
+    /// writer is changing it (the caller walks the list).
+    fn read(&self, snapshot: u64) -> Option<(u64, u64)> {
+        let seq = self.seq.load(Ordering::Acquire);
+        if seq & LOCKED != 0 || seq > snapshot {
+            return None;
+        }
+        let at = self.at.load(Ordering::Relaxed);
+        fence(Ordering::Acquire);
+        (self.seq.load(Ordering::Relaxed) == seq).then_some((seq, at))
+    }
+
+    /// Sets it (its leaf's writer only, W1), before the version is linked (A5).
+    fn set(&self, seq: u64, at: u64) {
+        self.seq.store(LOCKED, Ordering::Relaxed);
+        fence(Ordering::Release);
+        self.at.store(at, Ordering::Relaxed);
+        self.seq.store(seq.min(LOCKED), Ordering::Release);
+    }
 }
 
 enum Body {
@@ -611,6 +664,7 @@ fn new_leaf(arena: &mut Arena, key: &[u8], seq: u64, at: u64) -> usize {
     let l = arena.alloc(Leaf {
         key,
         versions: AtomicPtr::new(v),
+        head: Head::new(seq, at),
     });
     l as usize | LEAF_TAG
 }
@@ -628,6 +682,9 @@ fn add_version(arena: &mut Arena, l: &Leaf, seq: u64, at: u64) {
                     at,
                     next: AtomicPtr::new(cur),
                 });
+                if std::ptr::eq(slot, &l.versions) {
+                    l.head.set(seq, at);
+                }
                 slot.store(v, Ordering::Release);
                 return;
             }
@@ -989,7 +1046,11 @@ impl MemIndex for ArtIndex {
     }
 
     fn get(&self, key: &[u8], snapshot: u64) -> Option<(u64, PmOffset)> {
-        let v = self.find(key)?.first_le(snapshot, false)?;
+        let l = self.find(key)?;
+        if let Some((seq, at)) = l.head.read(snapshot) {
+            return Some((seq, PmOffset(at)));
+        }
+        let v = l.first_le(snapshot, false)?;
         Some((v.seq, PmOffset(v.at)))
     }
 
@@ -1266,6 +1327,83 @@ mod tests {
             }
             assert_eq!(a, s);
         }
+    }
+
+    /// A5: versions of a key inserted out of sequence order (older after newer) leave the
+    /// leaf's copy of its newest version right; gets at every snapshot match the skip list.
+    #[test]
+    fn versions_inserted_out_of_order_keep_the_newest_copy_right() {
+        for seed in 0..20 {
+            let mut rng = SplitMix64::new(seed);
+            let (art, skip) = (ArtIndex::default(), SkipListIndex::default());
+            let mut seqs: Vec<u64> = (1..300).collect();
+            for i in (1..seqs.len()).rev() {
+                seqs.swap(i, (rng.next_u64() % (i as u64 + 1)) as usize);
+            }
+            let keys: Vec<Vec<u8>> = (0..5u8).map(|k| vec![b'k', k]).collect();
+            for &seq in &seqs {
+                let k = &keys[(seq % 5) as usize];
+                art.insert(k, seq, PmOffset(seq * 8));
+                skip.insert(k, seq, PmOffset(seq * 8));
+            }
+            for k in &keys {
+                for snap in 0..310 {
+                    assert_eq!(
+                        art.get(k, snap),
+                        skip.get(k, snap),
+                        "{k:?}@{snap} seed {seed}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// A5 under a race: one writer adds versions to a few keys while readers read each key
+    /// at the newest published sequence and at older ones. A reader must get exactly the
+    /// newest version at or below its snapshot, with its own offset (never the sequence of
+    /// one version and the offset of another).
+    #[test]
+    fn newest_version_copies_never_tear_under_a_writer() {
+        const KEYS: u64 = 2;
+        const N: u64 = 300_000;
+        let art = ArtIndex::default();
+        let published = AtomicU64::new(0);
+        let key = |k: u64| vec![b'h', k as u8];
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for seq in 1..=N {
+                    art.insert(&key(seq % KEYS), seq, PmOffset(seq * 16 + seq % KEYS));
+                    published.store(seq, Ordering::Release);
+                }
+            });
+            for r in 0..2u64 {
+                let (art, published) = (&art, &published);
+                s.spawn(move || {
+                    let mut rng = SplitMix64::new(r);
+                    loop {
+                        let n = published.load(Ordering::Acquire);
+                        for k in 0..KEYS {
+                            for snap in [n, n.saturating_sub(rng.next_u64() % 50)] {
+                                // The newest sequence at or below `snap` that key `k` holds
+                                // (key `k` holds the sequences `k` modulo `KEYS`).
+                                let want = (snap >= k && (k > 0 || snap >= KEYS))
+                                    .then(|| snap - (snap + KEYS - k) % KEYS)
+                                    .filter(|&w| w >= 1);
+                                let got = art.get(&key(k), snap);
+                                assert_eq!(
+                                    got,
+                                    want.map(|w| (w, PmOffset(w * 16 + k))),
+                                    "key {k} at {snap}"
+                                );
+                            }
+                        }
+                        if n == N {
+                            break;
+                        }
+                    }
+                });
+            }
+        });
     }
 
     #[test]
