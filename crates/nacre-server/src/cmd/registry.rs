@@ -222,20 +222,10 @@ pub fn keys_of(
     match cmd.keys {
         Keys::None => Ok(Vec::new()),
         Keys::Custom(f, ..) => f(db, args, databases),
-        Keys::Range(first, last, step) => {
-            let n = args.len() as i32;
-            let last = if last < 0 { n + last } else { last.min(n - 1) };
-            let mut out = Vec::new();
-            let mut i = first;
-            while i <= last && i < n {
-                out.push((db, args[i as usize].clone()));
-                i += step;
-            }
-            if step == 2 && (n - first) % 2 != 0 {
-                return Err(super::arity_error(cmd.name));
-            }
-            Ok(out)
-        }
+        Keys::Range(first, last, step) => Ok(range_keys(cmd, db, args, (first, last, step))?
+            .into_iter()
+            .map(|(d, k)| (d, k.to_vec()))
+            .collect()),
     }
 }
 
@@ -252,25 +242,34 @@ pub fn key_refs<'a>(
     owned: &'a mut Vec<(usize, Vec<u8>)>,
 ) -> Result<KeyRefs<'a>, Reply> {
     match cmd.keys {
-        Keys::Range(first, last, step) => {
-            let n = args.len() as i32;
-            let last = if last < 0 { n + last } else { last.min(n - 1) };
-            if step == 2 && (n - first) % 2 != 0 {
-                return Err(super::arity_error(cmd.name));
-            }
-            let mut out = KeyRefs::new();
-            let mut i = first;
-            while i <= last && i < n {
-                out.push((db, args[i as usize].as_slice()));
-                i += step;
-            }
-            Ok(out)
-        }
+        Keys::Range(first, last, step) => range_keys(cmd, db, args, (first, last, step)),
         _ => {
             *owned = keys_of(cmd, db, args, databases)?;
             Ok(owned.iter().map(|(d, k)| (*d, k.as_slice())).collect())
         }
     }
+}
+
+/// The arguments at positions `first..=last` by `step` (`last` negative: from the end); a
+/// command of key-value pairs (`step` 2) with an odd tail is an arity error.
+fn range_keys<'a>(
+    cmd: &Command,
+    db: usize,
+    args: &'a [Vec<u8>],
+    (first, last, step): (i32, i32, i32),
+) -> Result<KeyRefs<'a>, Reply> {
+    let n = args.len() as i32;
+    if step == 2 && (n - first) % 2 != 0 {
+        return Err(super::arity_error(cmd.name));
+    }
+    let last = if last < 0 { n + last } else { last.min(n - 1) };
+    let mut out = KeyRefs::new();
+    let mut i = first;
+    while i <= last && i < n {
+        out.push((db, args[i as usize].as_slice()));
+        i += step;
+    }
+    Ok(out)
 }
 
 /// `ERR` for a subcommand that does not exist.
